@@ -1,0 +1,429 @@
+//! The OpenFlow wire protocol: framing, typed messages for 1.0 and 1.3, and
+//! fingerprints.
+//!
+//! The shape follows smoltcp's `wire` module: each structure is a plain Rust
+//! value (a *repr*) with `parse` from a bounds-checked [`Reader`] and `emit` into a
+//! [`Writer`]. Parsing never panics and never allocates more than the bytes
+//! present: every length a peer claims is checked against the frame first.
+//!
+//! Layers, from bytes up:
+//! - [`frame`]: splits a byte stream into frames by the 8-byte header
+//!   ([`OfpCodec`] is a tokio decoder). A [`Frame`] keeps its original bytes, so
+//!   a proxy forwards exactly what it received, decoded or not.
+//! - [`Message`]: one decoded frame. HELLO is shared by all versions; 1.0 and
+//!   1.3 have their own modules ([`v10`], [`v13`]); any other version, and any
+//!   type a version does not define, is kept whole as [`Body::Raw`].
+//! - [`fingerprint`]: the functionally-equivalent view of a message, used to
+//!   match events across runs.
+//!
+//! Round trip: for every message whose padding is zero (as the specification
+//! asks), `Message::parse(b)?.emit()? == b`. Padding is ignored on input and
+//! written as zeros, and unknown actions, instructions, OXM classes, properties
+//! and experimenter bodies are kept as raw bytes.
+
+pub mod buf;
+pub mod fingerprint;
+pub mod frame;
+pub mod packet;
+pub mod v10;
+pub mod v13;
+
+mod arb;
+
+use arbitrary::Arbitrary;
+use bytes::Bytes;
+use serde::{Serialize, Serializer};
+
+pub use buf::{align8, Reader, Result, WireError, Writer};
+pub use fingerprint::Fingerprint;
+pub use frame::{Frame, OfpCodec};
+
+/// Wire version byte of OpenFlow 1.0.
+pub const OFP10: u8 = 0x01;
+/// Wire version byte of OpenFlow 1.3.
+pub const OFP13: u8 = 0x04;
+/// Size of the common OpenFlow header.
+pub const HEADER_LEN: usize = 8;
+/// Message type of HELLO in every OpenFlow version.
+pub const TYPE_HELLO: u8 = 0;
+
+/// The common 8-byte header every OpenFlow message starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Header {
+    pub version: u8,
+    pub msg_type: u8,
+    pub length: u16,
+    pub xid: u32,
+}
+
+impl Header {
+    /// Reads a header from the first 8 bytes of `b`; `None` if fewer are present.
+    /// The length is not validated here: see [`Header::check_length`].
+    pub fn peek(b: &[u8]) -> Option<Header> {
+        if b.len() < HEADER_LEN {
+            return None;
+        }
+        Some(Header {
+            version: b[0],
+            msg_type: b[1],
+            length: u16::from_be_bytes([b[2], b[3]]),
+            xid: u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+        })
+    }
+
+    /// Rejects a length field below the header size (a stream with such a frame
+    /// cannot be resynchronised).
+    pub fn check_length(&self) -> Result<usize> {
+        if (self.length as usize) < HEADER_LEN {
+            return Err(WireError::LengthTooSmall(self.length));
+        }
+        Ok(self.length as usize)
+    }
+
+    fn emit(&self, w: &mut Writer) {
+        w.u8(self.version);
+        w.u8(self.msg_type);
+        w.u16(self.length);
+        w.u32(self.xid);
+    }
+}
+
+/// An Ethernet MAC address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Arbitrary)]
+pub struct Mac(pub [u8; 6]);
+
+impl Mac {
+    /// The broadcast address ff:ff:ff:ff:ff:ff.
+    pub const BROADCAST: Mac = Mac([0xff; 6]);
+    /// True for group (multicast and broadcast) addresses.
+    pub fn is_multicast(&self) -> bool {
+        self.0[0] & 1 == 1
+    }
+}
+
+impl std::fmt::Display for Mac {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let m = self.0;
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    }
+}
+
+impl Serialize for Mac {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A fixed-size, NUL-padded string field (port names, descriptions). Kept as the
+/// exact bytes so that round trips are exact; shown as text up to the first NUL.
+#[derive(Clone, PartialEq, Eq, Arbitrary)]
+pub struct FixedStr<const N: usize>(pub [u8; N]);
+
+impl<const N: usize> FixedStr<N> {
+    /// Encodes `s`, truncated to leave room for a terminating NUL.
+    pub fn new(s: &str) -> Self {
+        let mut b = [0u8; N];
+        let n = s.len().min(N.saturating_sub(1));
+        b[..n].copy_from_slice(&s.as_bytes()[..n]);
+        FixedStr(b)
+    }
+    /// The text up to the first NUL, lossily decoded.
+    pub fn text(&self) -> String {
+        let end = self.0.iter().position(|&c| c == 0).unwrap_or(N);
+        String::from_utf8_lossy(&self.0[..end]).into_owned()
+    }
+    fn parse(r: &mut Reader, what: &'static str) -> Result<Self> {
+        Ok(FixedStr(r.array(what)?))
+    }
+    fn emit(&self, w: &mut Writer) {
+        w.bytes(&self.0)
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for FixedStr<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.text())
+    }
+}
+
+impl<const N: usize> Serialize for FixedStr<N> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text())
+    }
+}
+
+/// Serializes byte payloads as lowercase hex, readable in traces and fingerprints.
+pub(crate) mod hex {
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&Hex(b))
+    }
+
+    /// Displays bytes as lowercase hex.
+    pub struct Hex<'a>(pub &'a [u8]);
+
+    impl std::fmt::Display for Hex<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            for b in self.0 {
+                write!(f, "{b:02x}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One element of a HELLO body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+pub enum HelloElement {
+    /// OFPHET_VERSIONBITMAP: bit `v` of the bitmap set means wire version `v` is supported.
+    VersionBitmap(Vec<u32>),
+    /// Any other element type, kept raw (body without the 4-byte element header).
+    Unknown {
+        #[arbitrary(with = arb::hello_element_type)]
+        element_type: u16,
+        #[serde(with = "hex")]
+        #[arbitrary(with = arb::bytes)]
+        data: Bytes,
+    },
+}
+
+/// A HELLO message, shared by every OpenFlow version (1.0 bodies are normally empty).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default, Arbitrary)]
+pub struct Hello {
+    pub elements: Vec<HelloElement>,
+}
+
+impl Hello {
+    /// A HELLO advertising exactly the given wire versions.
+    pub fn with_versions(versions: &[u8]) -> Self {
+        let mut bitmap = 0u32;
+        for &v in versions {
+            bitmap |= 1 << (v & 31);
+        }
+        Hello { elements: vec![HelloElement::VersionBitmap(vec![bitmap])] }
+    }
+
+    /// The versions this HELLO offers: the bitmap if there is one, otherwise
+    /// every version up to the header's.
+    pub fn versions(&self, header_version: u8) -> Vec<u8> {
+        for e in &self.elements {
+            if let HelloElement::VersionBitmap(words) = e {
+                let mut out = Vec::new();
+                for (i, word) in words.iter().enumerate() {
+                    for bit in 0..32 {
+                        if word & (1 << bit) != 0 {
+                            out.push((i * 32 + bit) as u8);
+                        }
+                    }
+                }
+                return out;
+            }
+        }
+        (1..=header_version).collect()
+    }
+
+    fn parse(r: &mut Reader) -> Result<Self> {
+        let elements = r.many(|r| {
+            // Element length excludes the padding to 8 bytes that follows it.
+            let element_type = r.peek_u16("hello element", 0)?;
+            let len = r.peek_u16("hello element", 2)? as usize;
+            if len < 4 || len > r.remaining() {
+                return Err(WireError::BadLength { what: "hello element", offset: r.offset(), len });
+            }
+            let padded = align8(len).min(r.remaining());
+            let mut e = r.sub("hello element", padded)?;
+            e.pad(4)?;
+            let mut body = e.sub("hello element", len - 4)?;
+            if element_type == 1 {
+                if body.remaining() % 4 != 0 {
+                    return Err(WireError::BadLength { what: "version bitmap", offset: body.offset(), len });
+                }
+                Ok(HelloElement::VersionBitmap(body.many(|b| b.u32("version bitmap"))?))
+            } else {
+                Ok(HelloElement::Unknown { element_type, data: body.rest() })
+            }
+        })?;
+        Ok(Hello { elements })
+    }
+
+    fn emit(&self, w: &mut Writer) {
+        for e in &self.elements {
+            let start = w.len();
+            let (ty, body_len) = match e {
+                HelloElement::VersionBitmap(words) => (1, words.len() * 4),
+                HelloElement::Unknown { element_type, data } => (*element_type, data.len()),
+            };
+            w.u16(ty);
+            w.u16((4 + body_len) as u16);
+            match e {
+                HelloElement::VersionBitmap(words) => words.iter().for_each(|&x| w.u32(x)),
+                HelloElement::Unknown { data, .. } => w.bytes(data),
+            }
+            w.pad_to(start, 8);
+        }
+    }
+}
+
+/// The body of a decoded message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Body {
+    /// HELLO, in any version (the header version is the sender's highest).
+    Hello { version: u8, hello: Hello },
+    /// An OpenFlow 1.0 message.
+    V10(v10::Msg),
+    /// An OpenFlow 1.3 message.
+    V13(v13::Msg),
+    /// A message of another version, or of a type its version does not define:
+    /// kept whole (the body after the header).
+    Raw {
+        version: u8,
+        msg_type: u8,
+        #[serde(with = "hex")]
+        data: Bytes,
+    },
+}
+
+/// A decoded OpenFlow message: the transaction id and a typed body. The
+/// header's version, type and length are derived from the body when emitting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Message {
+    pub xid: u32,
+    pub body: Body,
+}
+
+impl Message {
+    /// A message with the given transaction id.
+    pub fn new(xid: u32, body: Body) -> Self {
+        Message { xid, body }
+    }
+
+    /// The wire version byte this message is sent with.
+    pub fn version(&self) -> u8 {
+        match &self.body {
+            Body::Hello { version, .. } | Body::Raw { version, .. } => *version,
+            Body::V10(_) => OFP10,
+            Body::V13(_) => OFP13,
+        }
+    }
+
+    /// The wire message type byte.
+    pub fn msg_type(&self) -> u8 {
+        match &self.body {
+            Body::Hello { .. } => TYPE_HELLO,
+            Body::V10(m) => m.msg_type(),
+            Body::V13(m) => m.msg_type(),
+            Body::Raw { msg_type, .. } => *msg_type,
+        }
+    }
+
+    /// A short lowercase name of the message type, such as `flow_mod`.
+    pub fn type_name(&self) -> &'static str {
+        match &self.body {
+            Body::Hello { .. } => "hello",
+            Body::V10(m) => m.type_name(),
+            Body::V13(m) => m.type_name(),
+            Body::Raw { .. } => "unknown",
+        }
+    }
+
+    /// Decodes one complete frame (header included). Types a version does not
+    /// define, and versions other than 1.0 and 1.3, become [`Body::Raw`]; a
+    /// known type whose body is malformed is an error.
+    pub fn parse(frame: Bytes) -> Result<Message> {
+        let header = Header::peek(&frame).ok_or(WireError::TruncatedFrame { have: frame.len(), need: HEADER_LEN })?;
+        let len = header.check_length()?;
+        if frame.len() != len {
+            return Err(WireError::TruncatedFrame { have: frame.len(), need: len });
+        }
+        let mut r = Reader::new(frame);
+        r.pad(HEADER_LEN)?;
+        let body = if header.msg_type == TYPE_HELLO {
+            Body::Hello { version: header.version, hello: Hello::parse(&mut r)? }
+        } else {
+            let parsed = match header.version {
+                OFP10 => v10::Msg::parse(header.msg_type, &mut r)?.map(Body::V10),
+                OFP13 => v13::Msg::parse(header.msg_type, &mut r)?.map(Body::V13),
+                _ => None,
+            };
+            match parsed {
+                Some(b) => b,
+                None => Body::Raw { version: header.version, msg_type: header.msg_type, data: r.rest() },
+            }
+        };
+        r.finish("message body")?;
+        Ok(Message { xid: header.xid, body })
+    }
+
+    /// Encodes the message, header included. Fails only if it would exceed the
+    /// 65,535-byte limit of the length field.
+    pub fn emit(&self) -> Result<Vec<u8>> {
+        let mut w = Writer::with_capacity(64);
+        Header { version: self.version(), msg_type: self.msg_type(), length: 0, xid: self.xid }.emit(&mut w);
+        match &self.body {
+            Body::Hello { hello, .. } => hello.emit(&mut w),
+            Body::V10(m) => m.emit(&mut w),
+            Body::V13(m) => m.emit(&mut w),
+            Body::Raw { data, .. } => w.bytes(data),
+        }
+        let len = w.len();
+        if len > u16::MAX as usize {
+            return Err(WireError::TooLong(len));
+        }
+        w.patch_u16(2, len as u16);
+        Ok(w.into_vec())
+    }
+}
+
+impl<'a> Arbitrary<'a> for Message {
+    fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
+        let body = match u.int_in_range(0..=9)? {
+            0 => Body::Hello { version: u.int_in_range(1..=6)?, hello: Hello::arbitrary(u)? },
+            1 => {
+                let (version, msg_type) = arb::raw_message_type(u)?;
+                Body::Raw { version, msg_type, data: arb::bytes(u)? }
+            }
+            2..=5 => Body::V10(v10::Msg::arbitrary(u)?),
+            _ => Body::V13(v13::Msg::arbitrary(u)?),
+        };
+        Ok(Message { xid: u32::arbitrary(u)?, body })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_with_bitmap_round_trips_and_lists_versions() {
+        // os-ken's HELLO: version 0x06 header with a bitmap for 1.0, 1.3, 1.4, 1.5.
+        let b: &[u8] = &[6, 0, 0, 16, 0, 0, 0, 1, 0, 1, 0, 8, 0, 0, 0, 0x72];
+        let m = Message::parse(Bytes::from_static(b)).unwrap();
+        let Body::Hello { version: 6, hello } = &m.body else { panic!("{m:?}") };
+        assert_eq!(hello.versions(6), vec![1, 4, 5, 6]);
+        assert_eq!(m.emit().unwrap(), b);
+    }
+
+    #[test]
+    fn plain_hello_offers_every_version_up_to_its_own() {
+        let m = Message::parse(Bytes::from_static(&[1, 0, 0, 8, 0, 0, 0, 9])).unwrap();
+        let Body::Hello { hello, .. } = &m.body else { panic!() };
+        assert_eq!(hello.versions(1), vec![1]);
+    }
+
+    #[test]
+    fn unknown_versions_and_types_are_kept_raw() {
+        let b: &[u8] = &[5, 77, 0, 10, 0, 0, 0, 3, 0xab, 0xcd];
+        let m = Message::parse(Bytes::from_static(b)).unwrap();
+        assert!(matches!(m.body, Body::Raw { version: 5, msg_type: 77, .. }));
+        assert_eq!(m.emit().unwrap(), b);
+        let b: &[u8] = &[1, 99, 0, 8, 0, 0, 0, 3];
+        assert!(matches!(Message::parse(Bytes::from_static(b)).unwrap().body, Body::Raw { .. }));
+    }
+
+    #[test]
+    fn length_mismatch_and_short_length_are_errors() {
+        assert_eq!(Message::parse(Bytes::from_static(&[1, 0, 0, 4, 0, 0, 0, 0])), Err(WireError::LengthTooSmall(4)));
+        assert!(Message::parse(Bytes::from_static(&[1, 0, 0, 12, 0, 0, 0, 0])).is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! Harness for end-to-end tests against real controllers.
