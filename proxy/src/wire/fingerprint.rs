@@ -59,7 +59,42 @@ impl Fingerprint {
         let mut body = serde_json::to_value(&msg.body).unwrap_or(Value::Null);
         mask_volatile(&mut body);
         summarise_payloads(&msg.body, &mut body);
-        Fingerprint(format!("of{:x}/{} {}", msg.version(), msg.type_name(), body))
+        let mut text = format!("of{:x}/{} ", msg.version(), msg.type_name());
+        write_canonical(&body, &mut text);
+        Fingerprint(text)
+    }
+}
+
+/// Compact JSON with object keys sorted. Written by hand rather than relying on
+/// serde_json's map order, which a crate feature (`preserve_order`) elsewhere in
+/// a build can change: the fingerprint must not depend on what else is linked.
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, x) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(x, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
     }
 }
 

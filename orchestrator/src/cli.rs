@@ -1,0 +1,120 @@
+//! The `sts` command line: the contract of brief §8.
+//!
+//! Exit codes, for every subcommand: 0 success or nothing found; 1 a violation
+//! found (or not every pair reachable); 2 bad input (config, trace, arguments),
+//! with a message naming file, line and field; 3 the environment failed (a
+//! controller did not start, a port was taken).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Exit codes shared by every subcommand.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const VIOLATION: u8 = 1;
+    pub const BAD_INPUT: u8 = 2;
+    pub const ENVIRONMENT: u8 = 3;
+}
+
+/// Troubleshoot SDN controllers as black boxes: run them against a mock
+/// network through an OpenFlow interposition proxy, fuzz them with external
+/// events, check network invariants, and shrink failing runs to a minimal
+/// causal sequence.
+#[derive(Debug, Parser)]
+#[command(name = "sts", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 success / nothing found, 1 violation found or not all reachable, \
+2 bad input (config, trace, arguments), 3 environment failure (controller did not start, port taken).";
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Bring up the network and its controllers, ping every host pair, print the matrix.
+    Pingall {
+        /// Experiment config (TOML).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Inject random external events and check invariants until a violation or the step budget.
+    Fuzz {
+        /// Experiment config (TOML).
+        #[arg(long)]
+        config: PathBuf,
+        /// Experiment directory to write (config, seed, trace, logs, violation).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Replay a recorded trace and report how often its violation reproduces.
+    Replay {
+        /// Experiment directory holding the trace.
+        dir: PathBuf,
+        /// Number of replays.
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+    },
+    /// Delta-debug a failing trace down to a minimal causal sequence (written to DIR/mcs/).
+    Minimize {
+        /// Experiment directory holding the trace.
+        dir: PathBuf,
+        /// Replays per candidate subsequence (copes with non-determinism).
+        #[arg(long, default_value_t = 1)]
+        replays: u32,
+        /// Replays run in parallel.
+        #[arg(long, default_value_t = 1)]
+        jobs: u32,
+    },
+    /// Step through a trace interactively (OFRewind-style).
+    Console {
+        /// Experiment directory holding the trace.
+        dir: PathBuf,
+    },
+    /// HTTP API for batch jobs.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+    },
+    /// Standalone interposition between real switches and a controller.
+    Proxy {
+        /// Address switches connect to.
+        #[arg(long)]
+        listen: String,
+        /// The controller's address.
+        #[arg(long)]
+        controller: String,
+        /// Trace file to record the session into.
+        #[arg(long)]
+        record: Option<PathBuf>,
+    },
+}
+
+impl Command {
+    /// The subcommand's name as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Pingall { .. } => "pingall",
+            Command::Fuzz { .. } => "fuzz",
+            Command::Replay { .. } => "replay",
+            Command::Minimize { .. } => "minimize",
+            Command::Console { .. } => "console",
+            Command::Serve { .. } => "serve",
+            Command::Proxy { .. } => "proxy",
+        }
+    }
+}
+
+/// Runs a parsed command line and returns the process exit code.
+pub fn run(cli: Cli) -> u8 {
+    let cmd = cli.command;
+    eprintln!(
+        "sts {}: not built yet. This subcommand is part of the command-line contract \
+         but its implementation has not landed; see ARCHITECTURE.md for what exists.",
+        cmd.name()
+    );
+    exit::BAD_INPUT
+}

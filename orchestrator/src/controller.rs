@@ -1,0 +1,233 @@
+//! Real controller processes: start from a command template, wait until they
+//! listen, capture their output, and never leave one behind.
+//!
+//! Each controller runs in its own process group with a parent-death signal, so
+//! it dies with sts even when sts is killed with SIGKILL; dropping a
+//! [`Controller`] kills the whole group and reaps it.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// How to start one controller: a command template and its environment.
+///
+/// Placeholders in the program, the arguments and the environment are replaced
+/// when the controller is started: `{port}` and `{address}` (where it must
+/// listen), `{config}`, `{run_dir}` (the directory of its log file, for sockets
+/// and side files) and `{aux_port}` (a second free port, for side services such
+/// as faucet's Prometheus exporter).
+#[derive(Debug, Clone)]
+pub struct ControllerSpec {
+    /// A short name for messages and log files (`os-ken`, `faucet` ...).
+    pub name: String,
+    /// Program and arguments, with placeholders.
+    pub command: Vec<String>,
+    /// Extra environment variables, with the same placeholders.
+    pub env: Vec<(String, String)>,
+    /// Path substituted for `{config}`.
+    pub config: Option<PathBuf>,
+    /// How long to wait for the listening socket.
+    pub start_timeout: Duration,
+}
+
+/// Why a controller could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("controller {name}: cannot run `{program}`: {source}")]
+    Spawn { name: String, program: String, source: std::io::Error },
+    #[error("controller {name} exited ({status}) before listening on {addr}; last log lines:\n{tail}")]
+    Exited { name: String, addr: SocketAddr, status: String, tail: String },
+    #[error("controller {name} did not listen on {addr} within {timeout:?}; last log lines:\n{tail}")]
+    Timeout { name: String, addr: SocketAddr, timeout: Duration, tail: String },
+    #[error("controller {name}: {context}: {source}")]
+    Io { name: String, context: String, source: std::io::Error },
+}
+
+/// A running controller process (and its process group).
+pub struct Controller {
+    name: String,
+    child: Child,
+    addr: SocketAddr,
+    log_path: PathBuf,
+}
+
+impl Controller {
+    /// Starts `spec` listening on `addr`, appending its stdout and stderr to
+    /// `log_path`, and waits until the port is bound.
+    pub fn start(spec: &ControllerSpec, addr: SocketAddr, log_path: &Path) -> Result<Controller, StartError> {
+        let name = spec.name.clone();
+        let io_err = |context: String| {
+            let name = name.clone();
+            move |source| StartError::Io { name, context, source }
+        };
+        let aux_port = free_local_addr().map(|a| a.port()).unwrap_or(0);
+        let run_dir = log_path.parent().unwrap_or(Path::new(".")).display().to_string();
+        let fill = |s: &str| {
+            let mut s = s
+                .replace("{port}", &addr.port().to_string())
+                .replace("{address}", &addr.ip().to_string())
+                .replace("{aux_port}", &aux_port.to_string())
+                .replace("{run_dir}", &run_dir);
+            if let Some(c) = &spec.config {
+                s = s.replace("{config}", &c.display().to_string());
+            }
+            s
+        };
+        let log = File::create(log_path).map_err(io_err(format!("creating {}", log_path.display())))?;
+        let program = fill(&spec.command[0]);
+        let mut cmd = Command::new(&program);
+        cmd.args(spec.command[1..].iter().map(|a| fill(a)))
+            .envs(spec.env.iter().map(|(k, v)| (k, fill(v))))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(io_err("log file".into()))?)
+            .stderr(log)
+            .process_group(0);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|source| StartError::Spawn { name: name.clone(), program, source })?;
+        let mut ctl = Controller { name, child, addr, log_path: log_path.to_owned() };
+        ctl.wait_listening(spec.start_timeout)?;
+        Ok(ctl)
+    }
+
+    fn wait_listening(&mut self, timeout: Duration) -> Result<(), StartError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(StartError::Exited {
+                    name: self.name.clone(),
+                    addr: self.addr,
+                    status: status.to_string(),
+                    tail: self.log_tail(20),
+                });
+            }
+            if is_listening(self.addr) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(StartError::Timeout { name: self.name.clone(), addr: self.addr, timeout, tail: self.log_tail(20) });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The address the controller listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The process id (also the process group id).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// True while the process is running.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The last `n` lines of the controller's log.
+    pub fn log_tail(&self, n: usize) -> String {
+        tail_lines(&self.log_path, n)
+    }
+
+    /// SIGKILLs the process group and reaps the process.
+    pub fn kill(&mut self) {
+        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The last `n` lines of a file (best effort, reads at most the last 64 KiB).
+pub fn tail_lines(path: &Path, n: usize) -> String {
+    let Ok(mut f) = File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+    let mut s = String::new();
+    let _ = BufReader::new(f).take(64 * 1024).read_to_string(&mut s);
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// True if some socket is in LISTEN state on `addr` (or on the wildcard address
+/// with the same port). Reads `/proc/net/tcp{,6}` rather than connecting, since
+/// a connection would look like a switch to the controller.
+pub fn is_listening(addr: SocketAddr) -> bool {
+    let port = format!("{:04X}", addr.port());
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        let Ok(f) = File::open(table) else { return false };
+        BufReader::new(f).lines().skip(1).map_while(Result::ok).any(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            // cols[1] = local "ADDR:PORT", cols[3] = state (0A = LISTEN).
+            cols.len() > 3 && cols[3] == "0A" && cols[1].rsplit(':').next() == Some(port.as_str())
+        })
+    })
+}
+
+/// A loopback address with a port that is free right now.
+pub fn free_local_addr() -> std::io::Result<SocketAddr> {
+    TcpListener::bind("127.0.0.1:0")?.local_addr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_is_detected_without_connecting() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        assert!(is_listening(addr));
+        drop(l);
+        assert!(!is_listening(addr));
+    }
+
+    #[test]
+    fn a_controller_that_exits_reports_its_log() {
+        let spec = ControllerSpec {
+            name: "broken".into(),
+            command: vec!["sh".into(), "-c".into(), "echo cannot bind port {port} >&2; exit 3".into()],
+            env: vec![],
+            config: None,
+            start_timeout: Duration::from_secs(5),
+        };
+        let dir = std::env::temp_dir().join(format!("sts-ctl-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let addr = free_local_addr().unwrap();
+        let err = Controller::start(&spec, addr, &dir.join("broken.log")).err().expect("must fail");
+        let msg = err.to_string();
+        assert!(msg.contains("exited") && msg.contains(&format!("cannot bind port {}", addr.port())), "{msg}");
+    }
+
+    #[test]
+    fn a_missing_program_is_a_spawn_error() {
+        let spec = ControllerSpec {
+            name: "ghost".into(),
+            command: vec!["/nonexistent/controller".into()],
+            env: vec![],
+            config: None,
+            start_timeout: Duration::from_secs(1),
+        };
+        let log = std::env::temp_dir().join(format!("sts-ghost-{}.log", std::process::id()));
+        let err = Controller::start(&spec, free_local_addr().unwrap(), &log).err().unwrap();
+        assert!(matches!(err, StartError::Spawn { .. }), "{err}");
+    }
+}
