@@ -34,25 +34,27 @@ pub enum WireError {
 /// Shorthand used throughout the codec.
 pub type Result<T> = std::result::Result<T, WireError>;
 
-/// A cursor over a message's bytes. Sub-slices are cheap [`Bytes`] clones, so
-/// payloads (packet data, unknown bodies) are never copied.
+/// A cursor over part of a frame. It borrows the frame, so sub-readers cost
+/// nothing; only payloads kept in the decoded message ([`Reader::bytes`],
+/// [`Reader::rest`]) become [`Bytes`] slices, which share the frame's buffer.
 #[derive(Clone)]
-pub struct Reader {
-    buf: Bytes,
+pub struct Reader<'a> {
+    frame: &'a Bytes,
+    /// This reader's window of the frame: `frame[start..end]`, cursor at `pos`.
+    start: usize,
+    end: usize,
     pos: usize,
-    /// Offset of `buf[0]` within the whole frame, for error messages.
-    base: usize,
 }
 
-impl Reader {
-    /// A reader over the whole of `buf`.
-    pub fn new(buf: Bytes) -> Self {
-        Reader { buf, pos: 0, base: 0 }
+impl<'a> Reader<'a> {
+    /// A reader over the whole of `frame`.
+    pub fn new(frame: &'a Bytes) -> Self {
+        Reader { frame, start: 0, end: frame.len(), pos: 0 }
     }
 
     /// Bytes not yet consumed.
     pub fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.end - self.pos
     }
 
     /// True when every byte has been consumed.
@@ -62,7 +64,7 @@ impl Reader {
 
     /// Offset of the cursor within the frame.
     pub fn offset(&self) -> usize {
-        self.base + self.pos
+        self.pos
     }
 
     fn need(&self, what: &'static str, n: usize) -> Result<()> {
@@ -75,7 +77,7 @@ impl Reader {
     fn take<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N]> {
         self.need(what, N)?;
         let mut out = [0u8; N];
-        out.copy_from_slice(&self.buf[self.pos..self.pos + N]);
+        out.copy_from_slice(&self.frame[self.pos..self.pos + N]);
         self.pos += N;
         Ok(out)
     }
@@ -110,35 +112,43 @@ impl Reader {
     /// Takes the next `n` bytes as a zero-copy slice.
     pub fn bytes(&mut self, what: &'static str, n: usize) -> Result<Bytes> {
         self.need(what, n)?;
-        let out = self.buf.slice(self.pos..self.pos + n);
+        let out = self.frame.slice(self.pos..self.pos + n);
         self.pos += n;
         Ok(out)
     }
     /// Takes everything left as a zero-copy slice.
     pub fn rest(&mut self) -> Bytes {
-        let out = self.buf.slice(self.pos..);
-        self.pos = self.buf.len();
+        let out = self.frame.slice(self.pos..self.end);
+        self.pos = self.end;
         out
+    }
+    /// Borrows the next `n` bytes without copying.
+    pub fn slice(&mut self, what: &'static str, n: usize) -> Result<&'a [u8]> {
+        self.need(what, n)?;
+        let frame: &'a Bytes = self.frame;
+        let out = &frame[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
     }
     /// Peeks at a big-endian u16 `at` bytes ahead without consuming.
     pub fn peek_u16(&self, what: &'static str, at: usize) -> Result<u16> {
         self.need(what, at + 2)?;
         let p = self.pos + at;
-        Ok(u16::from_be_bytes([self.buf[p], self.buf[p + 1]]))
+        Ok(u16::from_be_bytes([self.frame[p], self.frame[p + 1]]))
     }
     /// Splits off a sub-reader over the next `n` bytes (an embedded structure
     /// whose length the peer claimed). Fails if fewer than `n` bytes remain.
-    pub fn sub(&mut self, what: &'static str, n: usize) -> Result<Reader> {
+    pub fn sub(&mut self, what: &'static str, n: usize) -> Result<Reader<'a>> {
         if self.remaining() < n {
             return Err(WireError::BadLength { what, offset: self.offset(), len: n });
         }
-        let sub = Reader { buf: self.buf.slice(self.pos..self.pos + n), pos: 0, base: self.offset() };
+        let sub = Reader { frame: self.frame, start: self.pos, end: self.pos + n, pos: self.pos };
         self.pos += n;
         Ok(sub)
     }
     /// Reads a length-prefixed TLV-style item: peeks the u16 length at `len_at`,
     /// checks it against `min` and `align`, and returns a sub-reader over the item.
-    pub fn tlv(&mut self, what: &'static str, len_at: usize, min: usize, align: usize) -> Result<Reader> {
+    pub fn tlv(&mut self, what: &'static str, len_at: usize, min: usize, align: usize) -> Result<Reader<'a>> {
         let len = self.peek_u16(what, len_at)? as usize;
         if len < min || (align > 1 && len % align != 0) || len > self.remaining() {
             return Err(WireError::BadLength { what, offset: self.offset(), len });
@@ -146,7 +156,7 @@ impl Reader {
         self.sub(what, len)
     }
     /// Parses items with `f` until the reader is exhausted.
-    pub fn many<T>(&mut self, mut f: impl FnMut(&mut Reader) -> Result<T>) -> Result<Vec<T>> {
+    pub fn many<T>(&mut self, mut f: impl FnMut(&mut Reader<'a>) -> Result<T>) -> Result<Vec<T>> {
         let mut out = Vec::new();
         while !self.is_empty() {
             out.push(f(self)?);
@@ -248,7 +258,8 @@ mod tests {
 
     #[test]
     fn short_reads_are_errors_not_panics() {
-        let mut r = Reader::new(Bytes::from_static(&[1, 2, 3]));
+        let frame = Bytes::from_static(&[1, 2, 3]);
+        let mut r = Reader::new(&frame);
         assert_eq!(r.u16("a").unwrap(), 0x0102);
         assert!(matches!(r.u16("b"), Err(WireError::Truncated { need: 2, have: 1, .. })));
         assert!(r.sub("c", 2).is_err());
@@ -258,9 +269,11 @@ mod tests {
 
     #[test]
     fn tlv_rejects_lengths_beyond_the_buffer_and_below_minimum() {
-        let mut r = Reader::new(Bytes::from_static(&[0, 0, 0, 200, 0, 0, 0, 0]));
+        let frame = Bytes::from_static(&[0, 0, 0, 200, 0, 0, 0, 0]);
+        let mut r = Reader::new(&frame);
         assert!(matches!(r.tlv("t", 2, 4, 8), Err(WireError::BadLength { len: 200, .. })));
-        let mut r = Reader::new(Bytes::from_static(&[0, 0, 0, 2, 0, 0, 0, 0]));
+        let frame = Bytes::from_static(&[0, 0, 0, 2, 0, 0, 0, 0]);
+        let mut r = Reader::new(&frame);
         assert!(r.tlv("t", 2, 4, 1).is_err());
     }
 

@@ -336,7 +336,7 @@ impl Message {
         if frame.len() != len {
             return Err(WireError::TruncatedFrame { have: frame.len(), need: len });
         }
-        let mut r = Reader::new(frame);
+        let mut r = Reader::new(&frame);
         r.pad(HEADER_LEN)?;
         let body = if header.msg_type == TYPE_HELLO {
             Body::Hello { version: header.version, hello: Hello::parse(&mut r)? }

@@ -217,8 +217,8 @@ impl Oxm {
                 if len != w * (1 + has_mask as usize) {
                     return Err(WireError::BadLength { what: "oxm field", offset, len });
                 }
-                let value = Value::from_slice(&p.bytes("oxm value", w)?);
-                let mask = if has_mask { Some(Value::from_slice(&p.bytes("oxm mask", w)?)) } else { None };
+                let value = Value::from_slice(p.slice("oxm value", w)?);
+                let mask = if has_mask { Some(Value::from_slice(p.slice("oxm mask", w)?)) } else { None };
                 return Ok(Oxm::Basic(BasicOxm { field, value, mask }));
             }
         }
