@@ -70,12 +70,14 @@ fn packet_out13(i: u32) -> Message {
 }
 
 fn flow_mod10(i: u32) -> Message {
-    let mut m = v10::Match::default();
-    m.wildcards = v10::wildcards::NW_TOS;
-    m.in_port = 1;
-    m.dl_src = Mac([0, 0, 0, 0, 0, 1]);
-    m.dl_dst = Mac([0, 0, 0, 0, 0, 2]);
-    m.dl_type = 0x0800;
+    let m = v10::Match {
+        wildcards: v10::wildcards::NW_TOS,
+        in_port: 1,
+        dl_src: Mac([0, 0, 0, 0, 0, 1]),
+        dl_dst: Mac([0, 0, 0, 0, 0, 2]),
+        dl_type: 0x0800,
+        ..v10::Match::default()
+    };
     Message::new(
         i,
         Body::V10(v10::Msg::FlowMod(v10::FlowMod {

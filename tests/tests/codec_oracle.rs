@@ -81,7 +81,7 @@ fn run(session: Session) {
     }
     // The session must have exercised the codec: a handshake plus flow programming.
     for must in session.must_send {
-        assert!(from_controller.contains(&must), "{}: controller never sent {must}: {from_controller:?}", session.name);
+        assert!(from_controller.contains(must), "{}: controller never sent {must}: {from_controller:?}", session.name);
     }
     eprintln!("{}: {} messages agree with tshark ({} from the controller)", session.name, ours.len(), from_controller.len());
 }

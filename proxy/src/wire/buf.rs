@@ -40,8 +40,7 @@ pub type Result<T> = std::result::Result<T, WireError>;
 #[derive(Clone)]
 pub struct Reader<'a> {
     frame: &'a Bytes,
-    /// This reader's window of the frame: `frame[start..end]`, cursor at `pos`.
-    start: usize,
+    /// This reader's window ends at `frame[end]`; the cursor is at `pos`.
     end: usize,
     pos: usize,
 }
@@ -49,7 +48,7 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A reader over the whole of `frame`.
     pub fn new(frame: &'a Bytes) -> Self {
-        Reader { frame, start: 0, end: frame.len(), pos: 0 }
+        Reader { frame, end: frame.len(), pos: 0 }
     }
 
     /// Bytes not yet consumed.
@@ -142,7 +141,7 @@ impl<'a> Reader<'a> {
         if self.remaining() < n {
             return Err(WireError::BadLength { what, offset: self.offset(), len: n });
         }
-        let sub = Reader { frame: self.frame, start: self.pos, end: self.pos + n, pos: self.pos };
+        let sub = Reader { frame: self.frame, end: self.pos + n, pos: self.pos };
         self.pos += n;
         Ok(sub)
     }
@@ -150,7 +149,7 @@ impl<'a> Reader<'a> {
     /// checks it against `min` and `align`, and returns a sub-reader over the item.
     pub fn tlv(&mut self, what: &'static str, len_at: usize, min: usize, align: usize) -> Result<Reader<'a>> {
         let len = self.peek_u16(what, len_at)? as usize;
-        if len < min || (align > 1 && len % align != 0) || len > self.remaining() {
+        if len < min || (align > 1 && !len.is_multiple_of(align)) || len > self.remaining() {
             return Err(WireError::BadLength { what, offset: self.offset(), len });
         }
         self.sub(what, len)

@@ -139,7 +139,7 @@ fn summarise_payloads(body: &Body, json: &mut Value) {
         }
     }
     *slot = match data {
-        Some(bytes) if bytes.is_empty() => Value::Null,
+        Some([]) => Value::Null,
         Some(bytes) => match PacketSummary::of(bytes) {
             Some(summary) => serde_json::to_value(summary).unwrap_or(Value::Null),
             None => Value::String(super::packet::digest(bytes)),

@@ -397,7 +397,7 @@ impl Msg {
                 r.pad(3)?;
                 let capabilities = r.u32("capabilities")?;
                 let actions = r.u32("actions")?;
-                if r.remaining() % PhyPort::LEN != 0 {
+                if !r.remaining().is_multiple_of(PhyPort::LEN) {
                     return Err(super::WireError::BadLength { what: "features ports", offset: r.offset(), len: r.remaining() });
                 }
                 let ports = r.many(PhyPort::parse)?;

@@ -516,7 +516,7 @@ impl MultipartReply {
                 let meter_id = r.u32("meter_id")?;
                 // The length field sits after meter_id: re-read through a sub-reader.
                 let len = r.peek_u16("meter stats", 0)? as usize;
-                if len < 40 || len % 8 != 0 {
+                if len < 40 || !len.is_multiple_of(8) {
                     return Err(crate::wire::WireError::BadLength { what: "meter stats", offset: r.offset(), len });
                 }
                 let mut m = r.sub("meter stats", len - 4)?;
@@ -549,7 +549,7 @@ impl MultipartReply {
             }
             TABLE_FEATURES => ReplyBody::TableFeatures(r.rest()),
             PORT_DESC => {
-                if r.remaining() % Port::LEN != 0 {
+                if !r.remaining().is_multiple_of(Port::LEN) {
                     return Err(crate::wire::WireError::BadLength { what: "port desc", offset: r.offset(), len: r.remaining() });
                 }
                 ReplyBody::PortDesc(r.many(Port::parse)?)
