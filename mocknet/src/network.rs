@@ -1,0 +1,278 @@
+//! The whole mock network: switches, hosts, the wiring between their ports,
+//! and the dataplane that carries frames hop by hop.
+//!
+//! Everything is plain data (`Clone`): a checkpoint is a clone. Nothing here
+//! does I/O or reads a clock; controller messages come in and go out through
+//! [`Network::handle_controller`] and the [`ToController`] values it returns.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use sts_proxy::wire::{v10, v13, Body, Message};
+
+use crate::flow::Millis;
+use crate::host::Host;
+use crate::switch::{Output, Switch};
+use crate::topology::Topology;
+
+/// Switch traversals a frame may make before it is declared looping.
+pub const HOP_LIMIT: u32 = 32;
+/// Frame deliveries one call may process before it reports a storm and stops.
+pub const STEP_BUDGET: usize = 100_000;
+
+/// One end of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Endpoint {
+    Switch { dpid: u64, port: u32 },
+    Host(usize),
+}
+
+/// Where a message from a switch goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recipient {
+    /// The controller connection that sent the request.
+    Requester,
+    /// Every controller connection of the switch.
+    All,
+}
+
+/// A message a switch sends to its controller(s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToController {
+    pub dpid: u64,
+    pub to: Recipient,
+    pub msg: Message,
+}
+
+/// Something notable the dataplane did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataplaneEvent {
+    /// A frame crossed more than [`HOP_LIMIT`] switches: a forwarding loop.
+    HopLimit { dpid: u64, in_port: u32, summary: String },
+    /// A single injection caused more than [`STEP_BUDGET`] deliveries: a storm.
+    StepBudget { deliveries: usize },
+}
+
+/// The mock network.
+#[derive(Debug, Clone)]
+pub struct Network {
+    pub switches: BTreeMap<u64, Switch>,
+    pub hosts: Vec<Host>,
+    wiring: BTreeMap<Endpoint, Endpoint>,
+    /// Links that are administratively failed (by endpoint pair, smaller first).
+    failed: BTreeMap<(Endpoint, Endpoint), ()>,
+    /// Hop counts of frames recently sent to controllers, by digest, so a
+    /// PACKET_OUT of the same frame continues its count (storms through the
+    /// controller are loops too).
+    recent_to_controller: HashMap<u64, u32>,
+    pub events: Vec<DataplaneEvent>,
+    pub frames_delivered: u64,
+}
+
+struct InFlight {
+    at: Endpoint,
+    frame: Vec<u8>,
+    hops: u32,
+}
+
+fn digest(frame: &[u8]) -> u64 {
+    frame.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+impl Network {
+    /// Builds a network from a topology; every switch speaks `version`.
+    pub fn new(topo: &Topology, version: u8) -> Network {
+        let mut switches: BTreeMap<u64, Switch> = topo.switches.iter().map(|&d| (d, Switch::new(d, version, topo.degree(d)))).collect();
+        let mut next_port: BTreeMap<u64, u32> = topo.switches.iter().map(|&d| (d, 1)).collect();
+        let mut take = |d: u64| {
+            let p = next_port.get_mut(&d).expect("link to an unknown switch");
+            *p += 1;
+            *p - 1
+        };
+        let mut wiring = BTreeMap::new();
+        let mut hosts = Vec::new();
+        for (i, h) in topo.hosts.iter().enumerate() {
+            let port = take(h.switch);
+            let sw = Endpoint::Switch { dpid: h.switch, port };
+            wiring.insert(sw, Endpoint::Host(i));
+            wiring.insert(Endpoint::Host(i), sw);
+            hosts.push(Host::new(h.name.clone(), h.mac, h.ip));
+        }
+        for &(a, b) in &topo.links {
+            let pa = Endpoint::Switch { dpid: a, port: take(a) };
+            let pb = Endpoint::Switch { dpid: b, port: take(b) };
+            wiring.insert(pa, pb);
+            wiring.insert(pb, pa);
+        }
+        for e in wiring.keys() {
+            if let Endpoint::Switch { dpid, port } = e {
+                if let Some(p) = switches.get_mut(dpid).and_then(|s| s.ports.get_mut(port)) {
+                    p.link_up = true;
+                }
+            }
+        }
+        Network { switches, hosts, wiring, failed: BTreeMap::new(), recent_to_controller: HashMap::new(), events: Vec::new(), frames_delivered: 0 }
+    }
+
+    /// The endpoint wired to `e`, if any.
+    pub fn peer(&self, e: Endpoint) -> Option<Endpoint> {
+        self.wiring.get(&e).copied()
+    }
+
+    /// The switch port host `i` is attached to.
+    pub fn host_port(&self, i: usize) -> Option<(u64, u32)> {
+        match self.peer(Endpoint::Host(i))? {
+            Endpoint::Switch { dpid, port } => Some((dpid, port)),
+            Endpoint::Host(_) => None,
+        }
+    }
+
+    /// All switch-to-switch links, each once.
+    pub fn switch_links(&self) -> Vec<((u64, u32), (u64, u32))> {
+        self.wiring
+            .iter()
+            .filter_map(|(a, b)| match (a, b) {
+                (Endpoint::Switch { dpid: d1, port: p1 }, Endpoint::Switch { dpid: d2, port: p2 }) if (d1, p1) < (d2, p2) => {
+                    Some(((*d1, *p1), (*d2, *p2)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn key(a: Endpoint, b: Endpoint) -> (Endpoint, Endpoint) {
+        if a <= b {
+            (a, b)
+        } else {
+            (b, a)
+        }
+    }
+
+    /// Fails or recovers the link at endpoint `a`: both ends change state and
+    /// each switch end reports PORT_STATUS.
+    pub fn set_link(&mut self, a: Endpoint, up: bool) -> Vec<ToController> {
+        let Some(b) = self.peer(a) else { return vec![] };
+        if up {
+            self.failed.remove(&Self::key(a, b));
+        } else {
+            self.failed.insert(Self::key(a, b), ());
+        }
+        let mut out = Vec::new();
+        for e in [a, b] {
+            if let Endpoint::Switch { dpid, port } = e {
+                if let Some(msg) = self.switches.get_mut(&dpid).and_then(|s| s.set_link(port, up)) {
+                    out.push(ToController { dpid, to: Recipient::All, msg });
+                }
+            }
+        }
+        out
+    }
+
+    /// Handles a message a controller sent to switch `dpid`.
+    pub fn handle_controller(&mut self, dpid: u64, raw: &[u8], msg: &Message, now: Millis) -> Vec<ToController> {
+        let start_hops = match &msg.body {
+            Body::V10(v10::Msg::PacketOut(p)) => self.recent_to_controller.get(&digest(&p.data)).map_or(0, |h| h + 1),
+            Body::V13(v13::Msg::PacketOut(p)) => self.recent_to_controller.get(&digest(&p.data)).map_or(0, |h| h + 1),
+            _ => 0,
+        };
+        let Some(sw) = self.switches.get_mut(&dpid) else { return vec![] };
+        let outputs = sw.handle(raw, msg, now);
+        let mut out = Vec::new();
+        let mut queue = VecDeque::new();
+        self.route(dpid, outputs, start_hops, &mut queue, &mut out);
+        self.run(&mut queue, now, &mut out);
+        out
+    }
+
+    /// Host `i` sends `frames`.
+    pub fn host_send(&mut self, i: usize, frames: Vec<Vec<u8>>, now: Millis) -> Vec<ToController> {
+        let mut queue = VecDeque::new();
+        let mut out = Vec::new();
+        for frame in frames {
+            if let Some(peer) = self.live_peer(Endpoint::Host(i)) {
+                queue.push_back(InFlight { at: peer, frame, hops: 0 });
+            }
+        }
+        self.run(&mut queue, now, &mut out);
+        out
+    }
+
+    /// Expires flow entries on every switch.
+    pub fn tick(&mut self, now: Millis) -> Vec<ToController> {
+        let mut out = Vec::new();
+        for (dpid, sw) in self.switches.iter_mut() {
+            for o in sw.expire(now) {
+                if let Output::ToControllers(msg) = o {
+                    out.push(ToController { dpid: *dpid, to: Recipient::All, msg });
+                }
+            }
+        }
+        out
+    }
+
+    fn live_peer(&self, e: Endpoint) -> Option<Endpoint> {
+        let p = self.peer(e)?;
+        (!self.failed.contains_key(&Self::key(e, p))).then_some(p)
+    }
+
+    fn route(&mut self, dpid: u64, outputs: Vec<Output>, hops: u32, queue: &mut VecDeque<InFlight>, out: &mut Vec<ToController>) {
+        for o in outputs {
+            match o {
+                Output::Reply(msg) => out.push(ToController { dpid, to: Recipient::Requester, msg }),
+                Output::ToControllers(msg) => {
+                    if let Body::V10(v10::Msg::PacketIn(p)) = &msg.body {
+                        self.remember(&p.data, hops);
+                    }
+                    if let Body::V13(v13::Msg::PacketIn(p)) = &msg.body {
+                        self.remember(&p.data, hops);
+                    }
+                    out.push(ToController { dpid, to: Recipient::All, msg });
+                }
+                Output::Emit { port, frame } => {
+                    if let Some(peer) = self.live_peer(Endpoint::Switch { dpid, port }) {
+                        queue.push_back(InFlight { at: peer, frame, hops });
+                    }
+                }
+            }
+        }
+    }
+
+    fn remember(&mut self, frame: &[u8], hops: u32) {
+        if self.recent_to_controller.len() > 50_000 {
+            self.recent_to_controller.clear();
+        }
+        self.recent_to_controller.insert(digest(frame), hops);
+    }
+
+    fn run(&mut self, queue: &mut VecDeque<InFlight>, now: Millis, out: &mut Vec<ToController>) {
+        let mut steps = 0usize;
+        while let Some(f) = queue.pop_front() {
+            steps += 1;
+            if steps > STEP_BUDGET {
+                self.events.push(DataplaneEvent::StepBudget { deliveries: steps });
+                queue.clear();
+                return;
+            }
+            self.frames_delivered += 1;
+            match f.at {
+                Endpoint::Host(i) => {
+                    let replies = self.hosts[i].receive(&f.frame);
+                    if let Some(peer) = self.live_peer(Endpoint::Host(i)) {
+                        queue.extend(replies.into_iter().map(|frame| InFlight { at: peer, frame, hops: 0 }));
+                    }
+                }
+                Endpoint::Switch { dpid, port } => {
+                    if f.hops >= HOP_LIMIT {
+                        let summary = sts_proxy::wire::packet::PacketSummary::of(&f.frame)
+                            .map(|s| format!("{} -> {} type {:#06x}", s.eth_src, s.eth_dst, s.eth_type))
+                            .unwrap_or_default();
+                        self.events.push(DataplaneEvent::HopLimit { dpid, in_port: port, summary });
+                        continue;
+                    }
+                    let Some(sw) = self.switches.get_mut(&dpid) else { continue };
+                    let outputs = sw.receive(port, f.frame, now);
+                    self.route(dpid, outputs, f.hops + 1, queue, out);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,953 @@
+//! A software OpenFlow switch: the agent that answers controllers (1.0 or 1.3)
+//! and the pipeline that forwards frames through its flow tables.
+//!
+//! The switch is a plain state machine with no I/O: the caller hands it a
+//! controller message or a frame arriving on a port, with the current time, and
+//! gets back [`Output`]s (replies, asynchronous messages, frames to emit). That
+//! keeps it deterministic, testable, and cheap to clone for checkpoints.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use sts_proxy::wire::v13::multipart::{self as mp, ReplyBody, RequestBody};
+use sts_proxy::wire::v13::{self, BasicOxm, Field};
+use sts_proxy::wire::{v10, Body, FixedStr, Mac, Message, OFP10, OFP13};
+
+use crate::flow::{self, Action, FlowEntry, FlowMatch, FlowTable, Instructions, Millis, RemovedReason, Selector, WireForm};
+use crate::packet::{self, Fields};
+
+/// Tables a 1.3 switch offers (faucet's pipeline uses up to about ten).
+pub const TABLES_13: usize = 16;
+/// Default capacity of each table.
+pub const DEFAULT_TABLE_CAPACITY: usize = 100_000;
+
+/// What handling an input produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// A reply to the controller connection the request came from.
+    Reply(Message),
+    /// An asynchronous message for every controller (PACKET_IN, FLOW_REMOVED, PORT_STATUS).
+    ToControllers(Message),
+    /// A frame leaving through a port.
+    Emit { port: u32, frame: Vec<u8> },
+}
+
+/// A switch port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Port {
+    pub no: u32,
+    pub mac: Mac,
+    pub name: String,
+    /// OpenFlow config bits (PORT_DOWN, NO_RECV, NO_FWD, NO_PACKET_IN; 1.0 NO_FLOOD).
+    pub config: u32,
+    /// Physical link state (a failed link or detached host makes it false).
+    pub link_up: bool,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+}
+
+/// 1.0's OFPPC_NO_FLOOD (gone in 1.3).
+pub const NO_FLOOD_10: u32 = 1 << 4;
+
+impl Port {
+    /// True if the port can carry frames.
+    pub fn is_live(&self) -> bool {
+        self.link_up && self.config & v13::port_config::PORT_DOWN == 0
+    }
+
+    fn state(&self) -> u32 {
+        if self.link_up {
+            v13::port_state::LIVE
+        } else {
+            v13::port_state::LINK_DOWN
+        }
+    }
+
+    fn to_v13(&self) -> v13::Port {
+        v13::Port {
+            port_no: self.no,
+            hw_addr: self.mac,
+            name: FixedStr::new(&self.name),
+            config: self.config,
+            state: self.state(),
+            curr: 0x800 | 0x20, // 1 Gb full duplex, copper
+            advertised: 0,
+            supported: 0,
+            peer: 0,
+            curr_speed: 1_000_000,
+            max_speed: 1_000_000,
+        }
+    }
+
+    fn to_v10(&self) -> v10::PhyPort {
+        v10::PhyPort {
+            port_no: self.no as u16,
+            hw_addr: self.mac,
+            name: FixedStr::new(&self.name),
+            config: self.config,
+            state: if self.link_up { 0 } else { 1 },
+            curr: 0x20 | 0x80,
+            advertised: 0,
+            supported: 0,
+            peer: 0,
+        }
+    }
+}
+
+/// A group (1.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub group_type: u8,
+    pub buckets: Vec<(v13::Bucket, Vec<Action>)>,
+    pub wire: Vec<v13::Bucket>,
+}
+
+/// A software OpenFlow switch.
+#[derive(Debug, Clone)]
+pub struct Switch {
+    pub dpid: u64,
+    /// The OpenFlow version this switch speaks (offered alone in its HELLO).
+    pub version: u8,
+    pub ports: BTreeMap<u32, Port>,
+    pub tables: Vec<FlowTable>,
+    pub groups: BTreeMap<u32, Group>,
+    pub table_capacity: usize,
+    pub miss_send_len: u16,
+    pub config_flags: u16,
+    pub generation_id: Option<u64>,
+    pub async_config: v13::AsyncConfig,
+}
+
+/// Error (type, code) pairs, per version.
+mod err {
+    pub const BAD_REQUEST: u16 = 1;
+    pub const BAD_TYPE: u16 = 1;
+    pub const BAD_STAT: u16 = 2;
+    pub const BUFFER_UNKNOWN: u16 = 8;
+    pub const BAD_VERSION: u16 = 0;
+    pub const HELLO_FAILED: u16 = 0;
+    pub const INCOMPATIBLE: u16 = 0;
+    /// 1.0: OFPET_FLOW_MOD_FAILED = 3 (ALL_TABLES_FULL 0, OVERLAP 1).
+    pub const FLOW_MOD_FAILED_10: u16 = 3;
+    /// 1.3: OFPET_FLOW_MOD_FAILED = 5 (TABLE_FULL 1, BAD_TABLE_ID 2, OVERLAP 3).
+    pub const FLOW_MOD_FAILED_13: u16 = 5;
+}
+
+impl Switch {
+    /// A switch with ports `1..=n_ports` (all links down until wired).
+    pub fn new(dpid: u64, version: u8, n_ports: u32) -> Switch {
+        let ports = (1..=n_ports)
+            .map(|no| {
+                let b = dpid.to_be_bytes();
+                let port = Port {
+                    no,
+                    mac: Mac([0x0a, b[4], b[5], b[6], b[7], no as u8]),
+                    name: format!("s{dpid}-eth{no}"),
+                    config: 0,
+                    link_up: false,
+                    rx_packets: 0,
+                    tx_packets: 0,
+                    rx_bytes: 0,
+                    tx_bytes: 0,
+                };
+                (no, port)
+            })
+            .collect();
+        let n_tables = if version == OFP10 { 1 } else { TABLES_13 };
+        Switch {
+            dpid,
+            version,
+            ports,
+            tables: vec![FlowTable::default(); n_tables],
+            groups: BTreeMap::new(),
+            table_capacity: DEFAULT_TABLE_CAPACITY,
+            miss_send_len: 128,
+            config_flags: 0,
+            generation_id: None,
+            async_config: v13::AsyncConfig { packet_in_mask: [3, 1], port_status_mask: [7, 7], flow_removed_mask: [15, 0] },
+        }
+    }
+
+    /// The HELLO this switch sends when it connects.
+    pub fn hello(&self) -> Message {
+        Message::new(0, Body::Hello { version: self.version, hello: sts_proxy::wire::Hello::with_versions(&[self.version]) })
+    }
+
+    fn error(&self, xid: u32, err_type: u16, code: u16, offending: &[u8]) -> Message {
+        let data = Bytes::copy_from_slice(&offending[..offending.len().min(64)]);
+        let body = if self.version == OFP10 {
+            Body::V10(v10::Msg::Error(v10::Error { err_type, code, data }))
+        } else {
+            Body::V13(v13::Msg::Error(v13::Error::Standard { err_type, code, data }))
+        };
+        Message::new(xid, body)
+    }
+
+    /// Handles one message from a controller. `raw` is its bytes (quoted in errors).
+    pub fn handle(&mut self, raw: &[u8], msg: &Message, now: Millis) -> Vec<Output> {
+        let mut out = Vec::new();
+        let xid = msg.xid;
+        match &msg.body {
+            Body::Hello { version, hello } => {
+                if !hello.versions(*version).contains(&self.version) {
+                    out.push(Output::Reply(self.error(xid, err::HELLO_FAILED, err::INCOMPATIBLE, raw)));
+                }
+            }
+            Body::V10(m) if self.version == OFP10 => self.handle_v10(raw, xid, m, now, &mut out),
+            Body::V13(m) if self.version == OFP13 => self.handle_v13(raw, xid, m, now, &mut out),
+            Body::V10(_) | Body::V13(_) => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_VERSION, raw))),
+            Body::Raw { .. } => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_TYPE, raw))),
+        }
+        out
+    }
+
+    fn reply10(xid: u32, m: v10::Msg) -> Output {
+        Output::Reply(Message::new(xid, Body::V10(m)))
+    }
+
+    fn reply13(xid: u32, m: v13::Msg) -> Output {
+        Output::Reply(Message::new(xid, Body::V13(m)))
+    }
+
+    fn handle_v10(&mut self, raw: &[u8], xid: u32, m: &v10::Msg, now: Millis, out: &mut Vec<Output>) {
+        use v10::Msg as M;
+        match m {
+            M::EchoRequest(d) => out.push(Self::reply10(xid, M::EchoReply(d.clone()))),
+            M::FeaturesRequest => out.push(Self::reply10(
+                xid,
+                M::FeaturesReply(v10::FeaturesReply {
+                    datapath_id: self.dpid,
+                    n_buffers: 0,
+                    n_tables: 1,
+                    capabilities: 0x87, // flow, table, port stats; ARP match IP
+                    actions: 0xfff,
+                    ports: self.ports.values().map(Port::to_v10).collect(),
+                }),
+            )),
+            M::GetConfigRequest => out.push(Self::reply10(
+                xid,
+                M::GetConfigReply(v10::SwitchConfig { flags: self.config_flags, miss_send_len: self.miss_send_len }),
+            )),
+            M::SetConfig(c) => {
+                self.config_flags = c.flags;
+                self.miss_send_len = c.miss_send_len;
+            }
+            M::BarrierRequest => out.push(Self::reply10(xid, M::BarrierReply)),
+            M::FlowMod(fm) => self.flow_mod_v10(raw, xid, fm, now, out),
+            M::PacketOut(po) => {
+                if po.buffer_id != v10::NO_BUFFER {
+                    out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BUFFER_UNKNOWN, raw)));
+                    return;
+                }
+                let actions: Vec<Action> = po.actions.iter().map(Action::from_v10).collect();
+                self.run_actions(&actions, po.data.to_vec(), flow::port10(po.in_port), 0, 0, now, out);
+            }
+            M::PortMod(pm) => self.port_mod(pm.port_no as u32, pm.config, pm.mask, out),
+            M::StatsRequest(req) => {
+                use v10::stats::{StatsReplyBody as R, StatsRequestBody as Q};
+                let body = match &req.body {
+                    Q::Desc => R::Desc(Box::new(desc())),
+                    Q::Flow(f) | Q::Aggregate(f) => {
+                        let fm = FlowMatch::from_v10(&f.r#match);
+                        let sel = Selector {
+                            r#match: &fm,
+                            strict: false,
+                            priority: 0,
+                            cookie: 0,
+                            cookie_mask: 0,
+                            out_port: if f.out_port == v10::port::NONE { v13::port::ANY } else { flow::port10(f.out_port) },
+                            out_group: v13::GROUP_ANY,
+                        };
+                        let entries: Vec<&FlowEntry> = self.tables[0].select(&sel).collect();
+                        if matches!(req.body, Q::Aggregate(_)) {
+                            R::Aggregate(v10::stats::AggregateStats {
+                                packet_count: entries.iter().map(|e| e.packet_count).sum(),
+                                byte_count: entries.iter().map(|e| e.byte_count).sum(),
+                                flow_count: entries.len() as u32,
+                            })
+                        } else {
+                            R::Flow(entries.iter().map(|e| flow_stats10(e, now)).collect())
+                        }
+                    }
+                    Q::Table => R::Table(vec![v10::stats::TableStats {
+                        table_id: 0,
+                        name: FixedStr::new("classifier"),
+                        wildcards: v10::wildcards::ALL,
+                        max_entries: self.table_capacity as u32,
+                        active_count: self.tables[0].len() as u32,
+                        lookup_count: self.tables[0].lookup_count,
+                        matched_count: self.tables[0].matched_count,
+                    }]),
+                    Q::Port { port_no } => R::Port(
+                        self.ports
+                            .values()
+                            .filter(|p| *port_no == v10::port::NONE || p.no == *port_no as u32)
+                            .map(|p| v10::stats::PortStats {
+                                port_no: p.no as u16,
+                                counters: [p.rx_packets, p.tx_packets, p.rx_bytes, p.tx_bytes, 0, 0, 0, 0, 0, 0, 0, 0],
+                            })
+                            .collect(),
+                    ),
+                    Q::Queue { .. } => R::Queue(vec![]),
+                    Q::Vendor { .. } | Q::Unknown { .. } => {
+                        out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_STAT, raw)));
+                        return;
+                    }
+                };
+                out.push(Self::reply10(xid, M::StatsReply(v10::StatsReply { flags: 0, body })));
+            }
+            M::QueueGetConfigRequest { port } => out.push(Self::reply10(xid, M::QueueGetConfigReply { port: *port, queues: vec![] })),
+            M::Vendor(_) => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, 3 /* BAD_VENDOR */, raw))),
+            // Replies and asynchronous messages are for controllers, not switches.
+            _ => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_TYPE, raw))),
+        }
+    }
+
+    fn handle_v13(&mut self, raw: &[u8], xid: u32, m: &v13::Msg, now: Millis, out: &mut Vec<Output>) {
+        use v13::Msg as M;
+        match m {
+            M::EchoRequest(d) => out.push(Self::reply13(xid, M::EchoReply(d.clone()))),
+            M::FeaturesRequest => out.push(Self::reply13(
+                xid,
+                M::FeaturesReply(v13::FeaturesReply {
+                    datapath_id: self.dpid,
+                    n_buffers: 0,
+                    n_tables: self.tables.len() as u8,
+                    auxiliary_id: 0,
+                    capabilities: 0x4f, // flow, table, port, group stats; queue stats
+                    reserved: 0,
+                }),
+            )),
+            M::GetConfigRequest => out.push(Self::reply13(
+                xid,
+                M::GetConfigReply(v13::SwitchConfig { flags: self.config_flags, miss_send_len: self.miss_send_len }),
+            )),
+            M::SetConfig(c) => {
+                self.config_flags = c.flags;
+                self.miss_send_len = c.miss_send_len;
+            }
+            M::BarrierRequest => out.push(Self::reply13(xid, M::BarrierReply)),
+            M::FlowMod(fm) => self.flow_mod_v13(raw, xid, fm, now, out),
+            M::GroupMod(gm) => self.group_mod(gm),
+            M::MeterMod(_) | M::TableMod { .. } => {}
+            M::PacketOut(po) => {
+                if po.buffer_id != v13::NO_BUFFER {
+                    out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BUFFER_UNKNOWN, raw)));
+                    return;
+                }
+                let actions: Vec<Action> = po.actions.iter().map(Action::from_v13).collect();
+                self.run_actions(&actions, po.data.to_vec(), po.in_port, 0, 0, now, out);
+            }
+            M::PortMod(pm) => self.port_mod(pm.port_no, pm.config, pm.mask, out),
+            M::RoleRequest(r) => {
+                if r.role != v13::role::NOCHANGE && r.role != v13::role::EQUAL {
+                    self.generation_id = Some(r.generation_id);
+                }
+                let reply = v13::Role { role: r.role, generation_id: self.generation_id.unwrap_or(r.generation_id) };
+                out.push(Self::reply13(xid, M::RoleReply(reply)));
+            }
+            M::GetAsyncRequest => out.push(Self::reply13(xid, M::GetAsyncReply(self.async_config))),
+            M::SetAsync(a) => self.async_config = *a,
+            M::QueueGetConfigRequest { port } => out.push(Self::reply13(xid, M::QueueGetConfigReply { port: *port, queues: vec![] })),
+            M::MultipartRequest(req) => match self.multipart(&req.body, now) {
+                Some(body) => out.push(Self::reply13(xid, M::MultipartReply(v13::MultipartReply { flags: 0, body }))),
+                None => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_STAT, raw))),
+            },
+            M::Experimenter(_) => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, 3 /* BAD_EXPERIMENTER */, raw))),
+            _ => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_TYPE, raw))),
+        }
+    }
+
+    fn multipart(&self, req: &RequestBody, now: Millis) -> Option<ReplyBody> {
+        Some(match req {
+            RequestBody::Desc => ReplyBody::Desc(Box::new(desc())),
+            RequestBody::PortDesc => ReplyBody::PortDesc(self.ports.values().map(Port::to_v13).collect()),
+            RequestBody::Flow(f) | RequestBody::Aggregate(f) => {
+                let fm = FlowMatch::from_v13(&f.r#match).ok()?;
+                let sel = Selector {
+                    r#match: &fm,
+                    strict: false,
+                    priority: 0,
+                    cookie: f.cookie,
+                    cookie_mask: f.cookie_mask,
+                    out_port: f.out_port,
+                    out_group: f.out_group,
+                };
+                let entries: Vec<(u8, &FlowEntry)> = self
+                    .tables
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| f.table_id == v13::TABLE_ALL || *i == f.table_id as usize)
+                    .flat_map(|(i, t)| t.select(&sel).map(move |e| (i as u8, e)))
+                    .collect();
+                if matches!(req, RequestBody::Aggregate(_)) {
+                    ReplyBody::Aggregate(mp::AggregateStats {
+                        packet_count: entries.iter().map(|(_, e)| e.packet_count).sum(),
+                        byte_count: entries.iter().map(|(_, e)| e.byte_count).sum(),
+                        flow_count: entries.len() as u32,
+                    })
+                } else {
+                    ReplyBody::Flow(entries.iter().map(|(t, e)| flow_stats13(*t, e, now)).collect())
+                }
+            }
+            RequestBody::Table => ReplyBody::Table(
+                self.tables
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| mp::TableStats {
+                        table_id: i as u8,
+                        active_count: t.len() as u32,
+                        lookup_count: t.lookup_count,
+                        matched_count: t.matched_count,
+                    })
+                    .collect(),
+            ),
+            RequestBody::PortStats { port_no } => ReplyBody::PortStats(
+                self.ports
+                    .values()
+                    .filter(|p| *port_no == v13::port::ANY || p.no == *port_no)
+                    .map(|p| mp::PortStats {
+                        port_no: p.no,
+                        counters: [p.rx_packets, p.tx_packets, p.rx_bytes, p.tx_bytes, 0, 0, 0, 0, 0, 0, 0, 0],
+                        duration_sec: (now / 1000) as u32,
+                        duration_nsec: 0,
+                    })
+                    .collect(),
+            ),
+            RequestBody::GroupDesc => ReplyBody::GroupDesc(
+                self.groups.iter().map(|(id, g)| mp::GroupDesc { group_type: g.group_type, group_id: *id, buckets: g.wire.clone() }).collect(),
+            ),
+            RequestBody::Group { .. } => ReplyBody::Group(vec![]),
+            RequestBody::GroupFeatures => ReplyBody::GroupFeatures(mp::GroupFeatures {
+                types: 0b1111,
+                capabilities: 0,
+                max_groups: [4096; 4],
+                actions: [0x03ff_ffff; 4],
+            }),
+            RequestBody::Meter { .. } => ReplyBody::Meter(vec![]),
+            RequestBody::MeterConfig { .. } => ReplyBody::MeterConfig(vec![]),
+            RequestBody::MeterFeatures => {
+                ReplyBody::MeterFeatures(mp::MeterFeatures { max_meter: 0, band_types: 0, capabilities: 0, max_bands: 0, max_color: 0 })
+            }
+            RequestBody::Queue { .. } => ReplyBody::Queue(vec![]),
+            RequestBody::TableFeatures(_) => ReplyBody::TableFeatures(Bytes::new()),
+            RequestBody::Experimenter(_) | RequestBody::Unknown { .. } => return None,
+        })
+    }
+
+    fn port_mod(&mut self, port_no: u32, config: u32, mask: u32, out: &mut Vec<Output>) {
+        let version = self.version;
+        if let Some(p) = self.ports.get_mut(&port_no) {
+            p.config = (p.config & !mask) | (config & mask);
+            let status = port_status(version, v13::port_reason::MODIFY, p);
+            out.push(Output::ToControllers(status));
+        }
+    }
+
+    fn group_mod(&mut self, gm: &v13::GroupMod) {
+        const ADD: u16 = 0;
+        const MODIFY: u16 = 1;
+        const DELETE: u16 = 2;
+        let group = || Group {
+            group_type: gm.group_type,
+            buckets: gm.buckets.iter().map(|b| (b.clone(), b.actions.iter().map(Action::from_v13).collect())).collect(),
+            wire: gm.buckets.clone(),
+        };
+        match gm.command {
+            ADD | MODIFY => {
+                self.groups.insert(gm.group_id, group());
+            }
+            DELETE if gm.group_id == 0xffff_fffc => self.groups.clear(), // OFPG_ALL
+            DELETE => {
+                self.groups.remove(&gm.group_id);
+            }
+            _ => {}
+        }
+    }
+
+    fn flow_mod_v10(&mut self, raw: &[u8], xid: u32, fm: &v10::FlowMod, now: Millis, out: &mut Vec<Output>) {
+        let m = FlowMatch::from_v10(&fm.r#match);
+        let instructions = Instructions { apply: fm.actions.iter().map(Action::from_v10).collect(), ..Default::default() };
+        let wire = WireForm::V10 { r#match: fm.r#match.clone(), actions: fm.actions.clone() };
+        let out_port = if fm.out_port == v10::port::NONE { v13::port::ANY } else { flow::port10(fm.out_port) };
+        let cmd = match fm.command {
+            v10::flow_mod_command::ADD => 0,
+            v10::flow_mod_command::MODIFY => 1,
+            v10::flow_mod_command::MODIFY_STRICT => 2,
+            v10::flow_mod_command::DELETE => 3,
+            v10::flow_mod_command::DELETE_STRICT => 4,
+            _ => {
+                out.push(Output::Reply(self.error(xid, err::FLOW_MOD_FAILED_10, 5 /* BAD_COMMAND */, raw)));
+                return;
+            }
+        };
+        // 1.0: CHECK_OVERLAP is flag bit 1, as in 1.3; there is no cookie mask.
+        let req = FlowModRequest {
+            table: 0,
+            command: cmd,
+            m,
+            priority: fm.priority,
+            cookie: fm.cookie,
+            cookie_mask: if cmd >= 1 { 0 } else { u64::MAX },
+            idle: fm.idle_timeout,
+            hard: fm.hard_timeout,
+            flags: fm.flags,
+            out_port,
+            out_group: v13::GROUP_ANY,
+            instructions,
+            wire,
+            modify_adds: true,
+        };
+        if let Err(code) = self.apply_flow_mod(req, now, out) {
+            let code10 = if code == 3 { 1 } else { 0 };
+            out.push(Output::Reply(self.error(xid, err::FLOW_MOD_FAILED_10, code10, raw)));
+        }
+    }
+
+    fn flow_mod_v13(&mut self, raw: &[u8], xid: u32, fm: &v13::FlowMod, now: Millis, out: &mut Vec<Output>) {
+        let Ok(m) = FlowMatch::from_v13(&fm.r#match) else {
+            out.push(Output::Reply(self.error(xid, 4 /* BAD_MATCH */, 3 /* BAD_FIELD */, raw)));
+            return;
+        };
+        if fm.table_id as usize >= self.tables.len() && !(fm.table_id == v13::TABLE_ALL && fm.command >= 3) {
+            out.push(Output::Reply(self.error(xid, err::FLOW_MOD_FAILED_13, 2, raw)));
+            return;
+        }
+        let req = FlowModRequest {
+            table: fm.table_id,
+            command: fm.command,
+            m,
+            priority: fm.priority,
+            cookie: fm.cookie,
+            cookie_mask: fm.cookie_mask,
+            idle: fm.idle_timeout,
+            hard: fm.hard_timeout,
+            flags: fm.flags,
+            out_port: fm.out_port,
+            out_group: fm.out_group,
+            instructions: Instructions::from_v13(&fm.instructions),
+            wire: WireForm::V13 { r#match: fm.r#match.clone(), instructions: fm.instructions.clone() },
+            modify_adds: false,
+        };
+        if let Err(code) = self.apply_flow_mod(req, now, out) {
+            out.push(Output::Reply(self.error(xid, err::FLOW_MOD_FAILED_13, code, raw)));
+        }
+    }
+
+    /// Applies a FLOW_MOD; `Err(code)` with the 1.3 FLOW_MOD_FAILED code.
+    fn apply_flow_mod(&mut self, r: FlowModRequest, now: Millis, out: &mut Vec<Output>) -> Result<(), u16> {
+        let tables: Vec<usize> = if r.table == v13::TABLE_ALL { (0..self.tables.len()).collect() } else { vec![r.table as usize] };
+        let sel = Selector {
+            r#match: &r.m,
+            strict: matches!(r.command, 2 | 4),
+            priority: r.priority,
+            cookie: r.cookie,
+            cookie_mask: if r.command == 0 { 0 } else { r.cookie_mask },
+            out_port: if matches!(r.command, 3 | 4) { r.out_port } else { v13::port::ANY },
+            out_group: if matches!(r.command, 3 | 4) { r.out_group } else { v13::GROUP_ANY },
+        };
+        let entry = || FlowEntry {
+            r#match: r.m.clone(),
+            priority: r.priority,
+            cookie: r.cookie,
+            idle_timeout: r.idle,
+            hard_timeout: r.hard,
+            flags: r.flags,
+            instructions: r.instructions.clone(),
+            wire: r.wire.clone(),
+            installed_at: now,
+            last_used: now,
+            packet_count: 0,
+            byte_count: 0,
+        };
+        match r.command {
+            0 => {
+                let capacity = self.table_capacity;
+                let check = r.flags & v13::flow_mod_flags::CHECK_OVERLAP != 0;
+                self.tables[tables[0]].add(entry(), check, capacity).map_err(|overlap| if overlap { 3u16 } else { 1 })?;
+            }
+            1 | 2 => {
+                let reset = r.flags & v13::flow_mod_flags::RESET_COUNTS != 0;
+                let n: usize = tables.iter().map(|&t| self.tables[t].modify(&sel, &r.instructions, &r.wire, reset)).sum();
+                if n == 0 && r.modify_adds {
+                    // 1.0: a modify that matches nothing acts as an add.
+                    let capacity = self.table_capacity;
+                    self.tables[tables[0]].add(entry(), false, capacity).map_err(|_| 1u16)?;
+                }
+            }
+            3 | 4 => {
+                for &t in &tables {
+                    for gone in self.tables[t].delete(&sel) {
+                        if gone.flags & v13::flow_mod_flags::SEND_FLOW_REM != 0 {
+                            out.push(Output::ToControllers(flow_removed(self.version, t as u8, &gone, RemovedReason::Delete, now)));
+                        }
+                    }
+                }
+            }
+            _ => return Err(6), // BAD_COMMAND
+        }
+        Ok(())
+    }
+
+    /// Expires flows whose timeouts passed; returns FLOW_REMOVED messages where flagged.
+    pub fn expire(&mut self, now: Millis) -> Vec<Output> {
+        let mut out = Vec::new();
+        for t in 0..self.tables.len() {
+            for (gone, reason) in self.tables[t].expire(now) {
+                if gone.flags & v13::flow_mod_flags::SEND_FLOW_REM != 0 {
+                    out.push(Output::ToControllers(flow_removed(self.version, t as u8, &gone, reason, now)));
+                }
+            }
+        }
+        out
+    }
+
+    /// A frame arrives on `in_port`: run it through the pipeline.
+    pub fn receive(&mut self, in_port: u32, frame: Vec<u8>, now: Millis) -> Vec<Output> {
+        let mut out = Vec::new();
+        let Some(p) = self.ports.get_mut(&in_port) else { return out };
+        if !p.is_live() || p.config & v13::port_config::NO_RECV != 0 {
+            return out;
+        }
+        p.rx_packets += 1;
+        p.rx_bytes += frame.len() as u64;
+        self.pipeline(frame, in_port, 0, now, &mut out);
+        out
+    }
+
+    fn pipeline(&mut self, mut frame: Vec<u8>, in_port: u32, first_table: u8, now: Millis, out: &mut Vec<Output>) {
+        let mut table = first_table as usize;
+        let mut metadata = 0u64;
+        let mut action_set: Vec<Action> = Vec::new();
+        loop {
+            let fields = Fields::extract(&frame, in_port, metadata);
+            let Some(t) = self.tables.get_mut(table) else { return };
+            let Some(entry) = t.lookup(&fields, frame.len(), now) else {
+                if self.version == OFP10 {
+                    // 1.0: a table miss goes to the controller.
+                    self.packet_in(&frame, in_port, v10::packet_in_reason::NO_MATCH, 0, 0, self.miss_send_len, out);
+                }
+                return; // 1.3: a miss without a table-miss entry drops.
+            };
+            let ins = entry.instructions.clone();
+            let cookie = entry.cookie;
+            if !ins.apply.is_empty() {
+                frame = self.run_actions(&ins.apply, frame, in_port, table as u8, cookie, now, out);
+            }
+            if ins.clear {
+                action_set.clear();
+            }
+            if let Some(w) = &ins.write {
+                for a in w {
+                    action_set.retain(|x| set_slot(x) != set_slot(a));
+                    action_set.push(a.clone());
+                }
+            }
+            if let Some((v, m)) = ins.write_metadata {
+                metadata = (metadata & !m) | (v & m);
+            }
+            match ins.goto {
+                Some(next) if (next as usize) > table => table = next as usize,
+                _ => {
+                    action_set.sort_by_key(set_order);
+                    if action_set.iter().any(|a| matches!(a, Action::Group(_))) {
+                        action_set.retain(|a| !matches!(a, Action::Output { .. }));
+                    }
+                    if !action_set.is_empty() {
+                        self.run_actions(&action_set, frame, in_port, table as u8, cookie, now, out);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Executes `actions` on `frame` in order; outputs copy the frame as it is at
+    /// that point. Returns the frame after the last rewrite.
+    #[allow(clippy::too_many_arguments)]
+    fn run_actions(&mut self, actions: &[Action], mut frame: Vec<u8>, in_port: u32, table: u8, cookie: u64, now: Millis, out: &mut Vec<Output>) -> Vec<u8> {
+        for a in actions {
+            match a {
+                Action::Output { port, max_len } => self.output(*port, *max_len, &frame, in_port, table, cookie, now, out),
+                Action::SetField(f, v) => {
+                    packet::set_field(&mut frame, *f, *v);
+                }
+                Action::SetVlanVid10(vid) => {
+                    if Fields::extract(&frame, 0, 0).get(Field::VlanVid) == Some(0) {
+                        packet::push_vlan(&mut frame, packet::ETH_VLAN);
+                    }
+                    packet::set_field(&mut frame, Field::VlanVid, *vid as u128);
+                }
+                Action::SetVlanPcp10(pcp) => {
+                    if Fields::extract(&frame, 0, 0).get(Field::VlanVid) == Some(0) {
+                        packet::push_vlan(&mut frame, packet::ETH_VLAN);
+                    }
+                    packet::set_field(&mut frame, Field::VlanPcp, *pcp as u128);
+                }
+                Action::PushVlan(tpid) => packet::push_vlan(&mut frame, *tpid),
+                Action::PopVlan => packet::pop_vlan(&mut frame),
+                Action::Group(g) => self.group(*g, &frame, in_port, table, cookie, now, out),
+                Action::Ignored => {}
+            }
+        }
+        frame
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn group(&mut self, id: u32, frame: &[u8], in_port: u32, table: u8, cookie: u64, now: Millis, out: &mut Vec<Output>) {
+        let Some(g) = self.groups.get(&id).cloned() else { return };
+        let live = |sw: &Switch, b: &v13::Bucket| b.watch_port == v13::port::ANY || sw.ports.get(&b.watch_port).is_some_and(Port::is_live);
+        let chosen: Vec<&Vec<Action>> = match g.group_type {
+            v13::group_type::ALL => g.buckets.iter().map(|(_, a)| a).collect(),
+            v13::group_type::INDIRECT => g.buckets.iter().take(1).map(|(_, a)| a).collect(),
+            v13::group_type::FF => g.buckets.iter().find(|(b, _)| live(self, b)).map(|(_, a)| a).into_iter().collect(),
+            _ => {
+                // SELECT: a deterministic choice by flow hash, weighted.
+                let total: u64 = g.buckets.iter().map(|(b, _)| b.weight.max(1) as u64).sum();
+                if total == 0 {
+                    return;
+                }
+                let mut h = sts_proxy::wire::packet::digest(&frame[..frame.len().min(34)]);
+                h.truncate(8);
+                let mut pick = u64::from_str_radix(&h, 16).unwrap_or(0) % total;
+                g.buckets
+                    .iter()
+                    .find(|(b, _)| {
+                        let w = b.weight.max(1) as u64;
+                        if pick < w {
+                            true
+                        } else {
+                            pick -= w;
+                            false
+                        }
+                    })
+                    .map(|(_, a)| a)
+                    .into_iter()
+                    .collect()
+            }
+        };
+        for actions in chosen {
+            self.run_actions(actions, frame.to_vec(), in_port, table, cookie, now, out);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn output(&mut self, port: u32, max_len: u16, frame: &[u8], in_port: u32, table: u8, cookie: u64, now: Millis, out: &mut Vec<Output>) {
+        use v13::port as P;
+        let version = self.version;
+        let mut emit = |sw: &mut Switch, p: u32| {
+            if let Some(port) = sw.ports.get_mut(&p) {
+                if port.is_live() && port.config & v13::port_config::NO_FWD == 0 {
+                    port.tx_packets += 1;
+                    port.tx_bytes += frame.len() as u64;
+                    out.push(Output::Emit { port: p, frame: frame.to_vec() });
+                }
+            }
+        };
+        match port {
+            P::IN_PORT => emit(self, in_port),
+            P::FLOOD | P::ALL => {
+                let ports: Vec<u32> = self
+                    .ports
+                    .values()
+                    .filter(|p| p.no != in_port && !(port == P::FLOOD && version == OFP10 && p.config & NO_FLOOD_10 != 0))
+                    .map(|p| p.no)
+                    .collect();
+                for p in ports {
+                    emit(self, p);
+                }
+            }
+            P::CONTROLLER => {
+                let reason = if version == OFP10 { v10::packet_in_reason::ACTION } else { v13::packet_in_reason::ACTION };
+                self.packet_in(frame, in_port, reason, table, cookie, max_len, out);
+            }
+            P::TABLE => self.pipeline(frame.to_vec(), in_port, 0, now, out),
+            P::LOCAL | P::NORMAL | P::ANY => {}
+            p => emit(self, p),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn packet_in(&self, frame: &[u8], in_port: u32, reason: u8, table: u8, cookie: u64, _max_len: u16, out: &mut Vec<Output>) {
+        if self.ports.get(&in_port).is_some_and(|p| p.config & v13::port_config::NO_PACKET_IN != 0) {
+            return;
+        }
+        // No buffers: the whole frame goes up, with buffer_id NO_BUFFER.
+        let data = Bytes::copy_from_slice(frame);
+        let body = if self.version == OFP10 {
+            Body::V10(v10::Msg::PacketIn(v10::PacketIn {
+                buffer_id: v10::NO_BUFFER,
+                total_len: frame.len() as u16,
+                in_port: flow::port_to10(in_port),
+                reason,
+                data,
+            }))
+        } else {
+            Body::V13(v13::Msg::PacketIn(v13::PacketIn {
+                buffer_id: v13::NO_BUFFER,
+                total_len: frame.len() as u16,
+                reason,
+                table_id: table,
+                cookie,
+                r#match: v13::Match::new([BasicOxm::exact(Field::InPort, in_port as u128)]),
+                data,
+            }))
+        };
+        out.push(Output::ToControllers(Message::new(0, body)));
+    }
+
+    /// Sets a port's physical link state; returns the PORT_STATUS to send if it changed.
+    pub fn set_link(&mut self, port_no: u32, up: bool) -> Option<Message> {
+        let version = self.version;
+        let p = self.ports.get_mut(&port_no)?;
+        if p.link_up == up {
+            return None;
+        }
+        p.link_up = up;
+        Some(port_status(version, v13::port_reason::MODIFY, p))
+    }
+
+    /// Total flow entries across tables.
+    pub fn flow_count(&self) -> usize {
+        self.tables.iter().map(FlowTable::len).sum()
+    }
+}
+
+struct FlowModRequest {
+    table: u8,
+    command: u8,
+    m: FlowMatch,
+    priority: u16,
+    cookie: u64,
+    cookie_mask: u64,
+    idle: u16,
+    hard: u16,
+    flags: u16,
+    out_port: u32,
+    out_group: u32,
+    instructions: Instructions,
+    wire: WireForm,
+    /// 1.0 semantics: a modify matching nothing adds.
+    modify_adds: bool,
+}
+
+/// Which slot of the action set an action occupies (one action per slot).
+fn set_slot(a: &Action) -> (u8, Option<Field>) {
+    match a {
+        Action::SetField(f, _) => (set_order(a), Some(*f)),
+        _ => (set_order(a), None),
+    }
+}
+
+/// The order the 1.3 specification executes an action set in.
+fn set_order(a: &Action) -> u8 {
+    match a {
+        Action::PopVlan => 1,
+        Action::PushVlan(_) => 2,
+        Action::SetField(..) | Action::SetVlanVid10(_) | Action::SetVlanPcp10(_) => 3,
+        Action::Ignored => 4,
+        Action::Group(_) => 5,
+        Action::Output { .. } => 6,
+    }
+}
+
+fn desc() -> v10::stats::DescStats {
+    v10::stats::DescStats {
+        mfr_desc: FixedStr::new("sts"),
+        hw_desc: FixedStr::new("sts mock switch"),
+        sw_desc: FixedStr::new(env!("CARGO_PKG_VERSION")),
+        serial_num: FixedStr::new("none"),
+        dp_desc: FixedStr::new("sts mocknet"),
+    }
+}
+
+fn port_status(version: u8, reason: u8, p: &Port) -> Message {
+    let body = if version == OFP10 {
+        Body::V10(v10::Msg::PortStatus(v10::PortStatus { reason, desc: p.to_v10() }))
+    } else {
+        Body::V13(v13::Msg::PortStatus(v13::PortStatus { reason, desc: p.to_v13() }))
+    };
+    Message::new(0, body)
+}
+
+fn duration(e: &FlowEntry, now: Millis) -> (u32, u32) {
+    let d = now.saturating_sub(e.installed_at);
+    ((d / 1000) as u32, ((d % 1000) * 1_000_000) as u32)
+}
+
+fn flow_removed(version: u8, table: u8, e: &FlowEntry, reason: RemovedReason, now: Millis) -> Message {
+    let (sec, nsec) = duration(e, now);
+    let body = match &e.wire {
+        WireForm::V10 { r#match, .. } => Body::V10(v10::Msg::FlowRemoved(v10::FlowRemoved {
+            r#match: r#match.clone(),
+            cookie: e.cookie,
+            priority: e.priority,
+            reason: reason as u8,
+            duration_sec: sec,
+            duration_nsec: nsec,
+            idle_timeout: e.idle_timeout,
+            packet_count: e.packet_count,
+            byte_count: e.byte_count,
+        })),
+        WireForm::V13 { r#match, .. } => Body::V13(v13::Msg::FlowRemoved(v13::FlowRemoved {
+            cookie: e.cookie,
+            priority: e.priority,
+            reason: reason as u8,
+            table_id: table,
+            duration_sec: sec,
+            duration_nsec: nsec,
+            idle_timeout: e.idle_timeout,
+            hard_timeout: e.hard_timeout,
+            packet_count: e.packet_count,
+            byte_count: e.byte_count,
+            r#match: r#match.clone(),
+        })),
+    };
+    debug_assert!(matches!((&body, version), (Body::V10(_), OFP10) | (Body::V13(_), OFP13)));
+    Message::new(0, body)
+}
+
+fn flow_stats10(e: &FlowEntry, now: Millis) -> v10::stats::FlowStats {
+    let (sec, nsec) = duration(e, now);
+    let (m, actions) = match &e.wire {
+        WireForm::V10 { r#match, actions } => (r#match.clone(), actions.clone()),
+        WireForm::V13 { .. } => (v10::Match::default(), vec![]),
+    };
+    v10::stats::FlowStats {
+        table_id: 0,
+        r#match: m,
+        duration_sec: sec,
+        duration_nsec: nsec,
+        priority: e.priority,
+        idle_timeout: e.idle_timeout,
+        hard_timeout: e.hard_timeout,
+        cookie: e.cookie,
+        packet_count: e.packet_count,
+        byte_count: e.byte_count,
+        actions,
+    }
+}
+
+fn flow_stats13(table: u8, e: &FlowEntry, now: Millis) -> mp::FlowStats {
+    let (sec, nsec) = duration(e, now);
+    let (m, instructions) = match &e.wire {
+        WireForm::V13 { r#match, instructions } => (r#match.clone(), instructions.clone()),
+        WireForm::V10 { .. } => (v13::Match::default(), vec![]),
+    };
+    mp::FlowStats {
+        table_id: table,
+        duration_sec: sec,
+        duration_nsec: nsec,
+        priority: e.priority,
+        idle_timeout: e.idle_timeout,
+        hard_timeout: e.hard_timeout,
+        flags: e.flags,
+        cookie: e.cookie,
+        packet_count: e.packet_count,
+        byte_count: e.byte_count,
+        r#match: m,
+        instructions,
+    }
+}
