@@ -242,7 +242,7 @@ impl Switch {
                     return;
                 }
                 let actions: Vec<Action> = po.actions.iter().map(Action::from_v10).collect();
-                self.run_actions(&actions, po.data.to_vec(), flow::port10(po.in_port), 0, 0, now, out);
+                self.run_actions(&actions, po.data.to_vec(), flow::port10(po.in_port), Hit::default(), now, out);
             }
             M::PortMod(pm) => self.port_mod(pm.port_no as u32, pm.config, pm.mask, out),
             M::StatsRequest(req) => {
@@ -338,7 +338,7 @@ impl Switch {
                     return;
                 }
                 let actions: Vec<Action> = po.actions.iter().map(Action::from_v13).collect();
-                self.run_actions(&actions, po.data.to_vec(), po.in_port, 0, 0, now, out);
+                self.run_actions(&actions, po.data.to_vec(), po.in_port, Hit::default(), now, out);
             }
             M::PortMod(pm) => self.port_mod(pm.port_no, pm.config, pm.mask, out),
             M::RoleRequest(r) => {
@@ -632,9 +632,9 @@ impl Switch {
                 return; // 1.3: a miss without a table-miss entry drops.
             };
             let ins = entry.instructions.clone();
-            let cookie = entry.cookie;
+            let hit = Hit { table: table as u8, cookie: entry.cookie, table_miss: entry.priority == 0 && entry.r#match.fields.is_empty() };
             if !ins.apply.is_empty() {
-                frame = self.run_actions(&ins.apply, frame, in_port, table as u8, cookie, now, out);
+                frame = self.run_actions(&ins.apply, frame, in_port, hit, now, out);
             }
             if ins.clear {
                 action_set.clear();
@@ -656,7 +656,7 @@ impl Switch {
                         action_set.retain(|a| !matches!(a, Action::Output { .. }));
                     }
                     if !action_set.is_empty() {
-                        self.run_actions(&action_set, frame, in_port, table as u8, cookie, now, out);
+                        self.run_actions(&action_set, frame, in_port, hit, now, out);
                     }
                     return;
                 }
@@ -666,11 +666,10 @@ impl Switch {
 
     /// Executes `actions` on `frame` in order; outputs copy the frame as it is at
     /// that point. Returns the frame after the last rewrite.
-    #[allow(clippy::too_many_arguments)]
-    fn run_actions(&mut self, actions: &[Action], mut frame: Vec<u8>, in_port: u32, table: u8, cookie: u64, now: Millis, out: &mut Vec<Output>) -> Vec<u8> {
+    fn run_actions(&mut self, actions: &[Action], mut frame: Vec<u8>, in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) -> Vec<u8> {
         for a in actions {
             match a {
-                Action::Output { port, max_len } => self.output(*port, *max_len, &frame, in_port, table, cookie, now, out),
+                Action::Output { port, max_len } => self.output(*port, *max_len, &frame, in_port, hit, now, out),
                 Action::SetField(f, v) => {
                     packet::set_field(&mut frame, *f, *v);
                 }
@@ -688,15 +687,14 @@ impl Switch {
                 }
                 Action::PushVlan(tpid) => packet::push_vlan(&mut frame, *tpid),
                 Action::PopVlan => packet::pop_vlan(&mut frame),
-                Action::Group(g) => self.group(*g, &frame, in_port, table, cookie, now, out),
+                Action::Group(g) => self.group(*g, &frame, in_port, hit, now, out),
                 Action::Ignored => {}
             }
         }
         frame
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn group(&mut self, id: u32, frame: &[u8], in_port: u32, table: u8, cookie: u64, now: Millis, out: &mut Vec<Output>) {
+    fn group(&mut self, id: u32, frame: &[u8], in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) {
         let Some(g) = self.groups.get(&id).cloned() else { return };
         let live = |sw: &Switch, b: &v13::Bucket| b.watch_port == v13::port::ANY || sw.ports.get(&b.watch_port).is_some_and(Port::is_live);
         let chosen: Vec<&Vec<Action>> = match g.group_type {
@@ -729,12 +727,12 @@ impl Switch {
             }
         };
         for actions in chosen {
-            self.run_actions(actions, frame.to_vec(), in_port, table, cookie, now, out);
+            self.run_actions(actions, frame.to_vec(), in_port, hit, now, out);
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn output(&mut self, port: u32, max_len: u16, frame: &[u8], in_port: u32, table: u8, cookie: u64, now: Millis, out: &mut Vec<Output>) {
+    fn output(&mut self, port: u32, max_len: u16, frame: &[u8], in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) {
         use v13::port as P;
         let version = self.version;
         let mut emit = |sw: &mut Switch, p: u32| {
@@ -760,11 +758,18 @@ impl Switch {
                 }
             }
             P::CONTROLLER => {
-                let reason = if version == OFP10 { v10::packet_in_reason::ACTION } else { v13::packet_in_reason::ACTION };
-                self.packet_in(frame, in_port, reason, table, cookie, max_len, out);
+                let reason = match (version, hit.table_miss) {
+                    (OFP10, _) => v10::packet_in_reason::ACTION,
+                    (_, true) => v13::packet_in_reason::NO_MATCH,
+                    (_, false) => v13::packet_in_reason::ACTION,
+                };
+                self.packet_in(frame, in_port, reason, hit.table, hit.cookie, max_len, out);
             }
             P::TABLE => self.pipeline(frame.to_vec(), in_port, 0, now, out),
             P::LOCAL | P::NORMAL | P::ANY => {}
+            // The spec: a frame never leaves through its ingress port unless the
+            // action names IN_PORT (faucet's flood rules rely on this).
+            p if p == in_port => {}
             p => emit(self, p),
         }
     }
@@ -813,6 +818,16 @@ impl Switch {
     pub fn flow_count(&self) -> usize {
         self.tables.iter().map(FlowTable::len).sum()
     }
+}
+
+/// Which flow entry sent a frame on (for PACKET_IN's table, cookie and reason).
+#[derive(Debug, Clone, Copy, Default)]
+struct Hit {
+    table: u8,
+    cookie: u64,
+    /// The table-miss entry (priority 0, empty match): its PACKET_INs carry
+    /// reason NO_MATCH in 1.3, as Open vSwitch sends them.
+    table_miss: bool,
 }
 
 struct FlowModRequest {

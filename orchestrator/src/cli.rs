@@ -111,6 +111,9 @@ impl Command {
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> u8 {
     let cmd = cli.command;
+    if let Command::Pingall { config } = &cmd {
+        return crate::pingall::command(config);
+    }
     eprintln!(
         "sts {}: not built yet. This subcommand is part of the command-line contract \
          but its implementation has not landed; see ARCHITECTURE.md for what exists.",

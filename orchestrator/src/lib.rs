@@ -2,12 +2,20 @@
 //! the interposition proxy, and drives fuzzing, replay and minimization.
 //!
 //! Modules, by job:
+//! - [`cli`]: the `sts` command line (brief §8);
+//! - [`config`]: experiment configs (TOML);
+//! - [`clock`]: the only place time is read;
 //! - [`controller`]: controller processes (start, readiness, logs, kill, no orphans);
 //! - [`presets`]: ready-made specs for the controllers `scripts/setup` installs;
-//! - [`cli`]: the `sts` command line (brief §8).
+//! - [`netrun`]: the mock network connected to real controllers over TCP;
+//! - [`pingall`]: the `sts pingall` command.
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit.
 
 pub mod cli;
+pub mod clock;
+pub mod config;
 pub mod controller;
+pub mod netrun;
+pub mod pingall;
 pub mod presets;

@@ -1,0 +1,288 @@
+//! Experiment configuration (TOML). Documented with examples in `examples/`.
+//!
+//! ```toml
+//! [network]
+//! topology = "linear"   # linear | star | mesh | tree | fat-tree
+//! size = 3              # switches (linear, mesh), leaves (star), k (fat-tree)
+//! depth = 2             # tree only
+//! fanout = 2            # tree only
+//! openflow = "1.3"      # "1.0" or "1.3"
+//!
+//! [[controllers]]
+//! kind = "os-ken"       # os-ken | faucet | ovs-testcontroller | command
+//! apps = ["os_ken.app.simple_switch_13"]   # os-ken only
+//! args = []             # ovs-testcontroller: extra arguments
+//! command = []          # command: program and arguments ({port}, {address} ...)
+//! env = {}              # command: environment
+//! start_timeout_ms = 30000
+//!
+//! [pingall]
+//! settle_ms = 20000     # longest wait for handshakes and the controllers to go quiet
+//! quiet_ms = 1000       # how long "quiet" is
+//! ping_timeout_ms = 2000
+//! attempts = 2
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use sts_mocknet::Topology;
+
+use crate::controller::ControllerSpec;
+use crate::presets;
+
+/// A whole experiment config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub network: NetworkConfig,
+    #[serde(default)]
+    pub controllers: Vec<ControllerConfig>,
+    #[serde(default)]
+    pub pingall: PingallConfig,
+}
+
+/// The `[network]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    pub topology: TopologyKind,
+    #[serde(default = "default_size")]
+    pub size: u64,
+    #[serde(default = "default_two")]
+    pub depth: u32,
+    #[serde(default = "default_fanout")]
+    pub fanout: u64,
+    #[serde(default)]
+    pub openflow: OpenFlowVersion,
+}
+
+fn default_size() -> u64 {
+    3
+}
+fn default_two() -> u32 {
+    2
+}
+fn default_fanout() -> u64 {
+    2
+}
+
+/// Topology shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopologyKind {
+    Linear,
+    Star,
+    Mesh,
+    Tree,
+    FatTree,
+}
+
+/// OpenFlow versions the mock switches speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum OpenFlowVersion {
+    #[serde(rename = "1.0")]
+    V10,
+    #[default]
+    #[serde(rename = "1.3")]
+    V13,
+}
+
+impl OpenFlowVersion {
+    /// The wire version byte.
+    pub fn wire(self) -> u8 {
+        match self {
+            OpenFlowVersion::V10 => sts_proxy::wire::OFP10,
+            OpenFlowVersion::V13 => sts_proxy::wire::OFP13,
+        }
+    }
+}
+
+/// One `[[controllers]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerConfig {
+    pub kind: ControllerKind,
+    #[serde(default)]
+    pub apps: Vec<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub start_timeout_ms: Option<u64>,
+}
+
+/// Kinds of controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ControllerKind {
+    OsKen,
+    Faucet,
+    OvsTestcontroller,
+    Command,
+}
+
+/// The `[pingall]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PingallConfig {
+    pub settle_ms: u64,
+    pub quiet_ms: u64,
+    pub ping_timeout_ms: u64,
+    pub attempts: u32,
+}
+
+impl Default for PingallConfig {
+    fn default() -> Self {
+        PingallConfig { settle_ms: 20_000, quiet_ms: 1_000, ping_timeout_ms: 2_000, attempts: 2 }
+    }
+}
+
+/// A config that could not be used: the message names the file, the line and
+/// the field.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ConfigError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let err = |message: String| ConfigError { path: path.to_owned(), message };
+        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let config: Config = toml::from_str(&text).map_err(|e| err(describe_toml_error(&text, &e)))?;
+        config.validate().map_err(err)?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let n = &self.network;
+        match n.topology {
+            TopologyKind::FatTree if n.size < 2 || n.size % 2 == 1 => return Err(format!("network.size: fat-tree needs an even k >= 2, got {}", n.size)),
+            TopologyKind::Tree if n.depth == 0 || n.fanout == 0 => return Err("network.depth and network.fanout must be at least 1".into()),
+            _ if n.size == 0 => return Err("network.size must be at least 1".into()),
+            _ => {}
+        }
+        if self.controllers.is_empty() {
+            return Err("no [[controllers]]: at least one controller is needed".into());
+        }
+        for (i, c) in self.controllers.iter().enumerate() {
+            match c.kind {
+                ControllerKind::OsKen if c.apps.is_empty() => return Err(format!("controllers[{i}].apps: os-ken needs at least one app")),
+                ControllerKind::Command if c.command.is_empty() => return Err(format!("controllers[{i}].command: a command controller needs a program")),
+                ControllerKind::Faucet if n.openflow != OpenFlowVersion::V13 => {
+                    return Err(format!("controllers[{i}]: faucet speaks only OpenFlow 1.3; set network.openflow = \"1.3\""))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The topology the `[network]` table describes.
+    pub fn topology(&self) -> Topology {
+        let n = &self.network;
+        match n.topology {
+            TopologyKind::Linear => Topology::linear(n.size),
+            TopologyKind::Star => Topology::star(n.size),
+            TopologyKind::Mesh => Topology::mesh(n.size),
+            TopologyKind::Tree => Topology::tree(n.depth, n.fanout),
+            TopologyKind::FatTree => Topology::fat_tree(n.size),
+        }
+    }
+
+    /// The controller specs, with files they need (faucet.yaml) written into `run_dir`.
+    pub fn controller_specs(&self, run_dir: &Path) -> std::io::Result<Vec<ControllerSpec>> {
+        let topo = self.topology();
+        self.controllers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut spec = match c.kind {
+                    ControllerKind::OsKen => presets::os_ken(&c.apps.iter().map(String::as_str).collect::<Vec<_>>()),
+                    ControllerKind::OvsTestcontroller => presets::ovs_testcontroller(&c.args.iter().map(String::as_str).collect::<Vec<_>>()),
+                    ControllerKind::Faucet => {
+                        let path = run_dir.join(format!("faucet-{i}.yaml"));
+                        std::fs::write(&path, faucet_yaml(&topo))?;
+                        presets::faucet(&path)
+                    }
+                    ControllerKind::Command => ControllerSpec {
+                        name: c.command[0].rsplit('/').next().unwrap_or("controller").to_string(),
+                        command: c.command.clone(),
+                        env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                        config: None,
+                        start_timeout: Duration::from_secs(30),
+                    },
+                };
+                if let Some(ms) = c.start_timeout_ms {
+                    spec.start_timeout = Duration::from_millis(ms);
+                }
+                Ok(spec)
+            })
+            .collect()
+    }
+}
+
+/// A faucet.yaml naming every datapath of `topo`, every port an access port on
+/// one VLAN (faucet refuses datapaths its config does not list).
+pub fn faucet_yaml(topo: &Topology) -> String {
+    let mut y = String::from("# Generated by sts for this topology.\nvlans:\n  sts:\n    vid: 100\ndps:\n");
+    for &s in &topo.switches {
+        y.push_str(&format!("  sw{s}:\n    dp_id: {s}\n    hardware: \"Open vSwitch\"\n    interfaces:\n"));
+        for p in 1..=topo.degree(s).max(1) {
+            y.push_str(&format!("      {p}: {{native_vlan: sts}}\n"));
+        }
+    }
+    y
+}
+
+/// toml's error, with the offending line quoted.
+fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else { return e.message().to_string() };
+    let line = text[..span.start].matches('\n').count() + 1;
+    let line_text = text.lines().nth(line - 1).unwrap_or("").trim();
+    format!("line {line}: {} (at `{line_text}`)", e.message())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_str(s: &str) -> Result<Config, ConfigError> {
+        let p = std::env::temp_dir().join(format!("sts-config-test-{}-{}.toml", std::process::id(), s.len()));
+        std::fs::write(&p, s).unwrap();
+        Config::load(&p)
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_field() {
+        let e = load_str("[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"2.0\"\n").unwrap_err().to_string();
+        assert!(e.contains("line 4") && e.contains("openflow"), "{e}");
+        let e = load_str("[network]\ntopology = \"ring\"\n").unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("ring"), "{e}");
+        let e = load_str("[network]\ntopology = \"linear\"\nsizee = 3\n").unwrap_err().to_string();
+        assert!(e.contains("line 3") && e.contains("sizee"), "{e}");
+        let e = load_str("[network]\ntopology = \"linear\"\n").unwrap_err().to_string();
+        assert!(e.contains("controllers"), "{e}");
+    }
+
+    #[test]
+    fn examples_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "toml") {
+                Config::load(&p).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 5, "expected an example per controller, found {n}");
+    }
+}

@@ -1,0 +1,238 @@
+//! Runs the mock network against real controllers over TCP.
+//!
+//! One task owns the [`Network`] and processes everything in arrival order;
+//! each switch-to-controller connection has a reader task (framing with
+//! [`OfpCodec`]) and a writer task. This is where the interposition proxy will
+//! sit: every frame in either direction passes through [`NetRunner`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use sts_mocknet::{Network, Recipient, ToController};
+use sts_proxy::wire::{v10, v13, Body, Frame, Message, OfpCodec};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_util::codec::FramedRead;
+
+use crate::clock::{Clock, Millis};
+
+/// How often flow timeouts are checked.
+const TICK_MS: Millis = 200;
+/// How often waiting loops re-check their condition without input.
+const POLL_MS: Millis = 20;
+
+enum Inbound {
+    Frame { dpid: u64, conn: usize, frame: Frame },
+    Closed { dpid: u64, conn: usize, why: String },
+}
+
+struct Conn {
+    tx: mpsc::UnboundedSender<Bytes>,
+    open: bool,
+}
+
+/// Something that went wrong on a control connection (kept, not fatal).
+#[derive(Debug, Clone)]
+pub struct ConnIssue {
+    pub dpid: u64,
+    pub controller: usize,
+    pub what: String,
+}
+
+/// The mock network, connected to its controllers.
+pub struct NetRunner {
+    pub net: Network,
+    pub clock: Clock,
+    conns: BTreeMap<u64, Vec<Conn>>,
+    rx: mpsc::UnboundedReceiver<Inbound>,
+    /// (dpid, controller) pairs whose FEATURES_REPLY has been sent.
+    pub handshakes: BTreeSet<(u64, usize)>,
+    /// Time of the last controller message other than an echo.
+    pub last_activity: Millis,
+    last_tick: Millis,
+    pub issues: Vec<ConnIssue>,
+    pub messages_from_controllers: u64,
+    pub messages_to_controllers: u64,
+}
+
+impl NetRunner {
+    /// Connects every switch of `net` to every controller in `controllers`
+    /// and sends each switch's HELLO.
+    pub async fn connect(net: Network, controllers: &[SocketAddr], clock: Clock) -> std::io::Result<NetRunner> {
+        let (in_tx, rx) = mpsc::unbounded_channel();
+        let mut conns = BTreeMap::new();
+        for (&dpid, sw) in &net.switches {
+            let mut list = Vec::new();
+            for (ci, addr) in controllers.iter().enumerate() {
+                let stream = TcpStream::connect(addr)
+                    .await
+                    .map_err(|e| std::io::Error::new(e.kind(), format!("switch {dpid} cannot connect to controller {ci} at {addr}: {e}")))?;
+                stream.set_nodelay(true)?;
+                let (read, mut write) = stream.into_split();
+                let (tx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
+                let in_tx = in_tx.clone();
+                tokio::spawn(async move {
+                    let mut frames = FramedRead::new(read, OfpCodec);
+                    let why = loop {
+                        match frames.next().await {
+                            Some(Ok(frame)) => {
+                                if in_tx.send(Inbound::Frame { dpid, conn: ci, frame }).is_err() {
+                                    return;
+                                }
+                            }
+                            Some(Err(e)) => break format!("bad framing from the controller: {e}"),
+                            None => break "the controller closed the connection".to_string(),
+                        }
+                    };
+                    let _ = in_tx.send(Inbound::Closed { dpid, conn: ci, why });
+                });
+                tokio::spawn(async move {
+                    while let Some(b) = wrx.recv().await {
+                        if write.write_all(&b).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                let hello = Bytes::from(sw.hello().emit().expect("a HELLO always encodes"));
+                let _ = tx.send(hello);
+                list.push(Conn { tx, open: true });
+            }
+            conns.insert(dpid, list);
+        }
+        Ok(NetRunner {
+            net,
+            clock,
+            conns,
+            rx,
+            handshakes: BTreeSet::new(),
+            last_activity: clock.now(),
+            last_tick: 0,
+            issues: Vec::new(),
+            messages_from_controllers: 0,
+            messages_to_controllers: 0,
+        })
+    }
+
+    /// Number of switch-controller connections.
+    pub fn connection_count(&self) -> usize {
+        self.conns.values().map(Vec::len).sum()
+    }
+
+    fn send(&mut self, dpid: u64, conn: usize, msg: &Message) {
+        let Ok(bytes) = msg.emit() else { return };
+        tracing::debug!(dpid, conn, "switch -> controller: {}", sts_proxy::wire::Fingerprint::of(msg));
+        if let Some(c) = self.conns.get(&dpid).and_then(|l| l.get(conn)) {
+            if c.open {
+                let _ = c.tx.send(Bytes::from(bytes));
+                self.messages_to_controllers += 1;
+            }
+        }
+    }
+
+    fn dispatch(&mut self, out: Vec<ToController>, requester: Option<usize>) {
+        for m in out {
+            let is_features = matches!(m.msg.body, Body::V10(v10::Msg::FeaturesReply(_)) | Body::V13(v13::Msg::FeaturesReply(_)));
+            match (m.to, requester) {
+                (Recipient::Requester, Some(c)) => {
+                    if is_features {
+                        self.handshakes.insert((m.dpid, c));
+                    }
+                    self.send(m.dpid, c, &m.msg);
+                }
+                _ => {
+                    let n = self.conns.get(&m.dpid).map_or(0, Vec::len);
+                    for c in 0..n {
+                        self.send(m.dpid, c, &m.msg);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_inbound(&mut self, inbound: Inbound) {
+        let now = self.clock.now();
+        match inbound {
+            Inbound::Frame { dpid, conn, frame } => {
+                self.messages_from_controllers += 1;
+                match frame.decode() {
+                    Ok(msg) => {
+                        tracing::debug!(dpid, conn, "controller -> switch: {}", sts_proxy::wire::Fingerprint::of(&msg));
+                        if !matches!(msg.body, Body::V10(v10::Msg::EchoRequest(_)) | Body::V13(v13::Msg::EchoRequest(_))) {
+                            self.last_activity = now;
+                        }
+                        let out = self.net.handle_controller(dpid, frame.bytes(), &msg, now);
+                        self.dispatch(out, Some(conn));
+                    }
+                    Err(e) => self.issues.push(ConnIssue { dpid, controller: conn, what: format!("undecodable message {frame:?}: {e}") }),
+                }
+            }
+            Inbound::Closed { dpid, conn, why } => {
+                if let Some(c) = self.conns.get_mut(&dpid).and_then(|l| l.get_mut(conn)) {
+                    c.open = false;
+                }
+                self.issues.push(ConnIssue { dpid, controller: conn, what: why });
+            }
+        }
+    }
+
+    fn tick(&mut self) {
+        let now = self.clock.now();
+        if now >= self.last_tick + TICK_MS {
+            self.last_tick = now;
+            let out = self.net.tick(now);
+            self.dispatch(out, None);
+        }
+    }
+
+    /// Processes controller messages until `done` holds or `deadline` (ms on
+    /// the run's clock) passes. Returns whether `done` held.
+    pub async fn run_until(&mut self, deadline: Millis, mut done: impl FnMut(&NetRunner) -> bool) -> bool {
+        loop {
+            self.tick();
+            if done(self) {
+                return true;
+            }
+            let now = self.clock.now();
+            if now >= deadline {
+                return false;
+            }
+            let wake = self.clock.instant_at(deadline.min(now + POLL_MS));
+            tokio::select! {
+                inbound = self.rx.recv() => match inbound {
+                    Some(i) => self.on_inbound(i),
+                    None => tokio::time::sleep_until(wake).await,
+                },
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// Processes messages for `d`.
+    pub async fn run_for(&mut self, d: Duration) {
+        let deadline = self.clock.now() + d.as_millis() as Millis;
+        self.run_until(deadline, |_| false).await;
+    }
+
+    /// Waits until every connection has finished its handshake and the
+    /// controllers have been quiet for `quiet_ms`, for at most `max_ms`.
+    pub async fn settle(&mut self, quiet_ms: Millis, max_ms: Millis) -> bool {
+        let deadline = self.clock.now() + max_ms;
+        let total = self.connection_count();
+        self.run_until(deadline, |r| r.handshakes.len() == total && r.clock.now() >= r.last_activity + quiet_ms).await
+    }
+
+    /// Host `src` pings host `dst`; true if the reply arrives within `timeout_ms`.
+    pub async fn ping(&mut self, src: usize, dst: usize, timeout_ms: Millis) -> bool {
+        let dst_ip = self.net.hosts[dst].ip;
+        let (seq, frames) = self.net.hosts[src].ping(dst_ip);
+        let now = self.clock.now();
+        let out = self.net.host_send(src, frames, now);
+        self.dispatch(out, None);
+        let deadline = now + timeout_ms;
+        self.run_until(deadline, |r| r.net.hosts[src].echo_replies.contains(&(dst_ip, seq))).await
+    }
+}
