@@ -53,9 +53,10 @@ impl FlowMatch {
         self
     }
 
-    /// From a 1.3 OXM match. Unknown (non-basic) fields make the match
-    /// unsatisfiable rather than silently broader.
-    pub fn from_v13(m: &v13::Match) -> Result<FlowMatch, ()> {
+    /// From a 1.3 OXM match. A field outside OPENFLOW_BASIC is refused (the
+    /// switch answers BAD_MATCH) rather than silently ignored, which would make
+    /// the match broader than the controller meant.
+    pub fn from_v13(m: &v13::Match) -> Result<FlowMatch, UnsupportedField> {
         let mut out = FlowMatch::default();
         for o in &m.fields {
             match o {
@@ -63,7 +64,7 @@ impl FlowMatch {
                     let mask = b.mask.map_or(full_mask(b.field), |m| m.to_u128());
                     out.push(b.field, b.value.to_u128(), mask);
                 }
-                Oxm::Other { .. } => return Err(()),
+                Oxm::Other { class, field, .. } => return Err(UnsupportedField { class: *class, field: *field }),
             }
         }
         Ok(out.normalise())
@@ -147,6 +148,14 @@ impl FlowMatch {
             other.fields.iter().filter(|b| b.field == a.field).all(|b| a.value & b.mask == b.value & a.mask)
         })
     }
+}
+
+/// An OXM field the mock switch does not match on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("unsupported match field: class {class:#06x}, field {field}")]
+pub struct UnsupportedField {
+    pub class: u16,
+    pub field: u8,
 }
 
 /// A 1.0 port number in the 32-bit space of 1.3 (reserved ports keep their meaning).

@@ -164,7 +164,7 @@ fn fix_ipv4_checksum(frame: &mut [u8], ip: usize) {
 
 /// Rewrites header field `f` to `v`. Returns false if the frame has no such
 /// field (the action is then a no-op, as a switch would do).
-pub fn set_field(frame: &mut Vec<u8>, f: Field, v: u128) -> bool {
+pub fn set_field(frame: &mut [u8], f: Field, v: u128) -> bool {
     let Some((et, tagged)) = l2(frame) else { return false };
     match f {
         Field::EthDst => frame[0..6].copy_from_slice(&int_mac(v)),

@@ -154,9 +154,14 @@ pub struct ConfigError {
 impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let err = |message: String| ConfigError { path: path.to_owned(), message };
-        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
-        let config: Config = toml::from_str(&text).map_err(|e| err(describe_toml_error(&text, &e)))?;
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError { path: path.to_owned(), message: format!("cannot read: {e}") })?;
+        Config::from_toml(&text, path)
+    }
+
+    /// Parses and validates config text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
+        let err = |message: String| ConfigError { path: origin.to_owned(), message };
+        let config: Config = toml::from_str(text).map_err(|e| err(describe_toml_error(text, &e)))?;
         config.validate().map_err(err)?;
         Ok(config)
     }
@@ -255,9 +260,7 @@ mod tests {
     use super::*;
 
     fn load_str(s: &str) -> Result<Config, ConfigError> {
-        let p = std::env::temp_dir().join(format!("sts-config-test-{}-{}.toml", std::process::id(), s.len()));
-        std::fs::write(&p, s).unwrap();
-        Config::load(&p)
+        Config::from_toml(s, Path::new("test.toml"))
     }
 
     #[test]

@@ -48,7 +48,7 @@ impl Matrix {
             s.push('\n');
         }
         let (r, t) = self.counts();
-        let dropped = if t == 0 { 0 } else { 100 * (t - r) / t };
+        let dropped = (100 * (t - r)).checked_div(t).unwrap_or(0);
         s.push_str(&format!("*** Results: {dropped}% dropped ({r}/{t} received)\n"));
         s
     }
@@ -140,14 +140,14 @@ pub async fn run(config: &Config, run_dir: &Path) -> Result<PingallRun, RunError
     let n = runner.net.hosts.len();
     let mut reached = vec![vec![false; n]; n];
     let pb = progress((n * n.saturating_sub(1)) as u64, "pings");
-    for i in 0..n {
-        for j in 0..n {
+    for (i, row) in reached.iter_mut().enumerate() {
+        for (j, cell) in row.iter_mut().enumerate() {
             if i == j {
                 continue;
             }
             for _ in 0..p.attempts.max(1) {
                 if runner.ping(i, j, p.ping_timeout_ms).await {
-                    reached[i][j] = true;
+                    *cell = true;
                     break;
                 }
             }

@@ -1,0 +1,64 @@
+//! The command-line contract, through the real binary: exit codes and error
+//! messages that name the file, the line and the field.
+
+use std::process::Command;
+
+fn sts(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sts")).args(args).output().expect("run sts");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn write(name: &str, text: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("sts-cli-{}-{name}", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn help_lists_the_contract() {
+    let (code, out, _) = sts(&["--help"]);
+    assert_eq!(code, 0);
+    for cmd in ["pingall", "fuzz", "replay", "minimize", "console", "serve", "proxy"] {
+        assert!(out.contains(cmd), "--help lacks {cmd}");
+    }
+}
+
+#[test]
+fn subcommands_not_built_yet_say_so_and_exit_2() {
+    let (code, _, err) = sts(&["replay", "/nonexistent"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not built yet"), "{err}");
+}
+
+#[test]
+fn a_broken_config_exits_2_naming_file_line_and_field() {
+    let p = write("bad.toml", "[network]\ntopology = \"linear\"\nsize = \"three\"\n");
+    let (code, _, err) = sts(&["pingall", "--config", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(p.to_str().unwrap()) && err.contains("line 3") && err.contains("size"), "{err}");
+    let (code, _, err) = sts(&["pingall", "--config", "/nonexistent/x.toml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/x.toml"), "{err}");
+}
+
+#[test]
+fn a_controller_that_exits_at_once_exits_3_with_its_log() {
+    let p = write(
+        "dies.toml",
+        "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo config rejected >&2; exit 1\"]\n",
+    );
+    let (code, _, err) = sts(&["pingall", "--config", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("exited") && err.contains("config rejected"), "{err}");
+}
+
+#[test]
+fn a_controller_that_never_listens_exits_3_after_its_timeout() {
+    let p = write(
+        "silent.toml",
+        "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"sleep\", \"30\"]\nstart_timeout_ms = 500\n",
+    );
+    let (code, _, err) = sts(&["pingall", "--config", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("did not listen"), "{err}");
+}

@@ -1,0 +1,89 @@
+//! `sts pingall` end to end: the mock network against the real controllers.
+//! Every pair must reach on loop-free topologies with each controller, and a
+//! cycle under a plain learning switch must be reported as a loop, with sts
+//! still finishing its run.
+
+use std::path::Path;
+
+use sts::config::Config;
+use sts::pingall::{self, PingallRun};
+use sts_mocknet::DataplaneEvent;
+
+fn run(name: &str, toml: &str) -> PingallRun {
+    let config = Config::from_toml(toml, Path::new(name)).unwrap_or_else(|e| panic!("{e}"));
+    let dir = std::env::temp_dir().join(format!("sts-e2e-pingall-{}-{name}", std::process::id()));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(pingall::run(&config, &dir)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn all_reach(name: &str, network: &str, controller: &str) {
+    let r = run(name, &format!("[network]\n{network}\n\n[[controllers]]\n{controller}\n"));
+    assert!(r.matrix.all_reached(), "{name}:\n{}", r.matrix.render());
+    assert!(r.runner.net.events.is_empty(), "{name}: unexpected dataplane events {:?}", r.runner.net.events);
+    let (received, sent) = r.matrix.counts();
+    assert!(sent >= 6 && received == sent);
+}
+
+const LINEAR_10: &str = "topology = \"linear\"\nsize = 3\nopenflow = \"1.0\"";
+const TREE_10: &str = "topology = \"tree\"\ndepth = 2\nfanout = 2\nopenflow = \"1.0\"";
+const LINEAR_13: &str = "topology = \"linear\"\nsize = 3\nopenflow = \"1.3\"";
+const TREE_13: &str = "topology = \"tree\"\ndepth = 2\nfanout = 2\nopenflow = \"1.3\"";
+
+const OSKEN_10: &str = "kind = \"os-ken\"\napps = [\"os_ken.app.simple_switch\"]";
+const OSKEN_13: &str = "kind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13\"]";
+const OVS_10: &str = "kind = \"ovs-testcontroller\"";
+const OVS_13: &str = "kind = \"ovs-testcontroller\"\nargs = [\"-O\", \"OpenFlow13\"]";
+const FAUCET: &str = "kind = \"faucet\"";
+
+#[test]
+fn os_ken_simple_switch_10_linear() {
+    all_reach("osken10-linear", LINEAR_10, OSKEN_10);
+}
+#[test]
+fn os_ken_simple_switch_10_tree() {
+    all_reach("osken10-tree", TREE_10, OSKEN_10);
+}
+#[test]
+fn os_ken_simple_switch_13_linear() {
+    all_reach("osken13-linear", LINEAR_13, OSKEN_13);
+}
+#[test]
+fn os_ken_simple_switch_13_tree() {
+    all_reach("osken13-tree", TREE_13, OSKEN_13);
+}
+#[test]
+fn ovs_testcontroller_10_linear() {
+    all_reach("ovs10-linear", LINEAR_10, OVS_10);
+}
+#[test]
+fn ovs_testcontroller_10_tree() {
+    all_reach("ovs10-tree", TREE_10, OVS_10);
+}
+#[test]
+fn ovs_testcontroller_13_linear() {
+    all_reach("ovs13-linear", LINEAR_13, OVS_13);
+}
+#[test]
+fn ovs_testcontroller_13_tree() {
+    all_reach("ovs13-tree", TREE_13, OVS_13);
+}
+#[test]
+fn faucet_linear() {
+    all_reach("faucet-linear", LINEAR_13, FAUCET);
+}
+#[test]
+fn faucet_tree() {
+    all_reach("faucet-tree", TREE_13, FAUCET);
+}
+
+/// A learning switch on a triangle floods broadcasts around the cycle forever:
+/// the dataplane must report it as a loop, and the run must still finish.
+#[test]
+fn os_ken_simple_switch_13_on_a_triangle_storms_and_is_reported() {
+    let r = run(
+        "osken13-triangle",
+        &format!("[network]\ntopology = \"mesh\"\nsize = 3\nopenflow = \"1.3\"\n\n[[controllers]]\n{OSKEN_13}\n\n[pingall]\nattempts = 1\nping_timeout_ms = 500\n"),
+    );
+    let loops = r.runner.net.events.iter().filter(|e| matches!(e, DataplaneEvent::HopLimit { .. } | DataplaneEvent::StepBudget { .. })).count();
+    assert!(loops > 0, "no loop reported; events: {:?}\n{}", r.runner.net.events, r.matrix.render());
+}
