@@ -344,17 +344,16 @@ impl FlowTable {
         self.entries.is_empty()
     }
 
-    /// Adds an entry. An entry with the same match and priority is replaced.
+    /// Adds an entry. An entry with the same match and priority is removed
+    /// first (the specification: "cleared from the table, and the new flow entry
+    /// added"), so the new one ranks as the latest among equal priorities.
     /// Fails with `Err(true)` on overlap (when checked), `Err(false)` when full.
     pub fn add(&mut self, entry: FlowEntry, check_overlap: bool, capacity: usize) -> Result<(), bool> {
         if let Some(i) = self.entries.iter().position(|e| e.priority == entry.priority && e.r#match == entry.r#match) {
-            self.entries[i] = entry;
-            return Ok(());
-        }
-        if check_overlap && self.entries.iter().any(|e| e.priority == entry.priority && e.r#match.overlaps(&entry.r#match)) {
+            self.entries.remove(i);
+        } else if check_overlap && self.entries.iter().any(|e| e.priority == entry.priority && e.r#match.overlaps(&entry.r#match)) {
             return Err(true);
-        }
-        if self.entries.len() >= capacity {
+        } else if self.entries.len() >= capacity {
             return Err(false);
         }
         let at = self.entries.partition_point(|e| e.priority >= entry.priority);

@@ -776,7 +776,11 @@ impl Switch {
 
     #[allow(clippy::too_many_arguments)]
     fn packet_in(&self, frame: &[u8], in_port: u32, reason: u8, table: u8, cookie: u64, _max_len: u16, out: &mut Vec<Output>) {
-        if self.ports.get(&in_port).is_some_and(|p| p.config & v13::port_config::NO_PACKET_IN != 0) {
+        // NO_PACKET_IN suppresses table-miss packet-ins only, as Open vSwitch
+        // reads it: an explicit output to CONTROLLER still goes up (os-ken's STP
+        // sets NO_PACKET_IN on listening ports and still expects its BPDUs).
+        let miss = reason == v13::packet_in_reason::NO_MATCH;
+        if miss && self.ports.get(&in_port).is_some_and(|p| p.config & v13::port_config::NO_PACKET_IN != 0) {
             return;
         }
         // No buffers: the whole frame goes up, with buffer_id NO_BUFFER.
@@ -812,6 +816,27 @@ impl Switch {
         }
         p.link_up = up;
         Some(port_status(version, v13::port_reason::MODIFY, p))
+    }
+
+    /// A human-readable dump of ports and flow tables (for debugging and the console).
+    pub fn describe(&self) -> String {
+        let mut s = format!("switch {} (OpenFlow {:#x})\n", self.dpid, self.version);
+        for p in self.ports.values() {
+            s.push_str(&format!("  port {} {} link {} config {:#x}\n", p.no, p.name, if p.link_up { "up" } else { "down" }, p.config));
+        }
+        for (t, table) in self.tables.iter().enumerate() {
+            for e in table.entries() {
+                let m: Vec<String> = e.r#match.fields.iter().map(|f| format!("{}={:#x}/{:#x}", f.field.name(), f.value, f.mask)).collect();
+                s.push_str(&format!(
+                    "  table {t} prio {} [{}] -> {:?} packets {}\n",
+                    e.priority,
+                    m.join(","),
+                    e.instructions,
+                    e.packet_count
+                ));
+            }
+        }
+        s
     }
 
     /// Total flow entries across tables.

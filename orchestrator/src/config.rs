@@ -17,6 +17,7 @@
 //! start_timeout_ms = 30000
 //!
 //! [pingall]
+//! min_wait_ms = 0       # wait at least this long before pinging (STP convergence ...)
 //! settle_ms = 20000     # longest wait for handshakes and the controllers to go quiet
 //! quiet_ms = 1000       # how long "quiet" is
 //! ping_timeout_ms = 2000
@@ -130,6 +131,7 @@ pub enum ControllerKind {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PingallConfig {
+    pub min_wait_ms: u64,
     pub settle_ms: u64,
     pub quiet_ms: u64,
     pub ping_timeout_ms: u64,
@@ -138,7 +140,7 @@ pub struct PingallConfig {
 
 impl Default for PingallConfig {
     fn default() -> Self {
-        PingallConfig { settle_ms: 20_000, quiet_ms: 1_000, ping_timeout_ms: 2_000, attempts: 2 }
+        PingallConfig { min_wait_ms: 0, settle_ms: 20_000, quiet_ms: 1_000, ping_timeout_ms: 2_000, attempts: 2 }
     }
 }
 

@@ -116,11 +116,12 @@ pub async fn run(config: &Config, run_dir: &Path) -> Result<PingallRun, RunError
 
     let total = runner.connection_count() as u64;
     let pb = progress(total, "handshakes");
-    let deadline = clock.now() + p.settle_ms;
+    let deadline = clock.now() + p.settle_ms.max(p.min_wait_ms);
     runner
         .run_until(deadline, |r| {
             pb.set_position(r.handshakes.len() as u64);
-            r.handshakes.len() as u64 == total && r.clock.now() >= r.last_activity + p.quiet_ms
+            let now = r.clock.now();
+            r.handshakes.len() as u64 == total && now >= p.min_wait_ms && now >= r.last_activity + p.quiet_ms
         })
         .await;
     pb.finish_and_clear();
@@ -155,6 +156,9 @@ pub async fn run(config: &Config, run_dir: &Path) -> Result<PingallRun, RunError
         }
     }
     pb.finish_and_clear();
+    for sw in runner.net.switches.values() {
+        tracing::debug!("{}", sw.describe());
+    }
     let matrix = Matrix { hosts: runner.net.hosts.iter().map(|h| h.name.clone()).collect(), reached };
     Ok(PingallRun { matrix, runner, controllers, run_dir: run_dir.to_owned() })
 }
