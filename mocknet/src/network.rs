@@ -81,7 +81,8 @@ fn digest(frame: &[u8]) -> u64 {
 impl Network {
     /// Builds a network from a topology; every switch speaks `version`.
     pub fn new(topo: &Topology, version: u8) -> Network {
-        let mut switches: BTreeMap<u64, Switch> = topo.switches.iter().map(|&d| (d, Switch::new(d, version, topo.degree(d)))).collect();
+        let degrees = topo.degrees();
+        let mut switches: BTreeMap<u64, Switch> = topo.switches.iter().map(|&d| (d, Switch::new(d, version, degrees[&d]))).collect();
         let mut next_port: BTreeMap<u64, u32> = topo.switches.iter().map(|&d| (d, 1)).collect();
         let mut take = |d: u64| {
             let p = next_port.get_mut(&d).expect("link to an unknown switch");

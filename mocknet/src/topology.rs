@@ -116,9 +116,22 @@ impl Topology {
         t
     }
 
-    /// Number of ports switch `s` needs.
+    /// Number of ports switch `s` needs (one scan; use [`Topology::degrees`] for all).
     pub fn degree(&self, s: u64) -> u32 {
-        (self.hosts.iter().filter(|h| h.switch == s).count() + self.links.iter().filter(|(a, b)| *a == s || *b == s).count()) as u32
+        self.degrees().get(&s).copied().unwrap_or(0)
+    }
+
+    /// Ports every switch needs, in one pass over hosts and links.
+    pub fn degrees(&self) -> std::collections::BTreeMap<u64, u32> {
+        let mut d: std::collections::BTreeMap<u64, u32> = self.switches.iter().map(|&s| (s, 0)).collect();
+        for h in &self.hosts {
+            *d.entry(h.switch).or_default() += 1;
+        }
+        for &(a, b) in &self.links {
+            *d.entry(a).or_default() += 1;
+            *d.entry(b).or_default() += 1;
+        }
+        d
     }
 }
 
@@ -133,6 +146,7 @@ mod tests {
         let t = Topology::fat_tree(4);
         assert_eq!((t.switches.len(), t.hosts.len(), t.links.len()), (20, 16, 32));
         assert!(t.switches.iter().all(|&s| t.degree(s) == 4));
+        assert_eq!(t.degrees().values().sum::<u32>(), 2 * 32 + 16);
         let t = Topology::linear(3);
         assert_eq!((t.links.clone(), t.hosts[2].ip), (vec![(1, 2), (2, 3)], Ipv4Addr::new(10, 0, 0, 3)));
         assert_eq!(Topology::mesh(3).links.len(), 3);

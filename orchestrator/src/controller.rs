@@ -55,6 +55,7 @@ pub struct Controller {
     name: String,
     child: Child,
     addr: SocketAddr,
+    aux_port: u16,
     log_path: PathBuf,
 }
 
@@ -96,10 +97,25 @@ impl Controller {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(|source| StartError::Spawn { name: name.clone(), program, source })?;
-        let mut ctl = Controller { name, child, addr, log_path: log_path.to_owned() };
+        let child = spawn_from_long_lived_thread(cmd).map_err(|source| StartError::Spawn { name: name.clone(), program, source })?;
+        let mut ctl = Controller { name, child, addr, aux_port, log_path: log_path.to_owned() };
         ctl.wait_listening(spec.start_timeout)?;
         Ok(ctl)
+    }
+
+    /// Starts `spec` on a free loopback port. A free port can be taken between
+    /// choosing it and the controller binding it; if the controller exits saying
+    /// so, it is retried on another port (up to three times).
+    pub fn start_on_free_port(spec: &ControllerSpec, log_path: &Path) -> Result<Controller, StartError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let addr = free_local_addr().map_err(|source| StartError::Io { name: spec.name.clone(), context: "finding a free port".into(), source })?;
+            match Controller::start(spec, addr, log_path) {
+                Err(StartError::Exited { tail, .. }) if attempt < 3 && tail.contains("Address already in use") => continue,
+                other => return other,
+            }
+        }
     }
 
     fn wait_listening(&mut self, timeout: Duration) -> Result<(), StartError> {
@@ -126,6 +142,11 @@ impl Controller {
     /// The address the controller listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The port substituted for `{aux_port}` (a side service such as a REST API).
+    pub fn aux_port(&self) -> u16 {
+        self.aux_port
     }
 
     /// The process id (also the process group id).
@@ -156,6 +177,33 @@ impl Drop for Controller {
     }
 }
 
+/// Spawns `cmd` from one thread that lives as long as the process.
+///
+/// PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not
+/// the process: a controller spawned from a short-lived thread (a scoped
+/// thread, tokio's blocking pool) would be killed when that thread ends. All
+/// spawns therefore go through this thread, which exits only with sts.
+fn spawn_from_long_lived_thread(cmd: Command) -> std::io::Result<Child> {
+    type Job = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> = std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("sts-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("cannot start the process-spawning thread");
+        std::sync::Mutex::new(tx)
+    });
+    let (reply_tx, reply_rx) = std::sync::mpsc::channel();
+    let sent = spawner.lock().map_err(|_| std::io::Error::other("spawner lock poisoned"))?.send((cmd, reply_tx));
+    sent.map_err(|_| std::io::Error::other("the spawning thread is gone"))?;
+    reply_rx.recv().map_err(|_| std::io::Error::other("the spawning thread is gone"))?
+}
+
 /// The last `n` lines of a file (best effort, reads at most the last 64 KiB).
 pub fn tail_lines(path: &Path, n: usize) -> String {
     let Ok(mut f) = File::open(path) else { return String::new() };
@@ -180,6 +228,16 @@ pub fn is_listening(addr: SocketAddr) -> bool {
             cols.len() > 3 && cols[3] == "0A" && cols[1].rsplit(':').next() == Some(port.as_str())
         })
     })
+}
+
+/// Raises this process's soft limit on open files to its hard limit (one
+/// socket per switch-controller connection adds up quickly; controllers started
+/// afterwards inherit the limit). Returns the new soft limit.
+pub fn raise_fd_limit() -> std::io::Result<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    Ok(hard)
 }
 
 /// A loopback address with a port that is free right now.
@@ -215,6 +273,24 @@ mod tests {
         let err = Controller::start(&spec, addr, &dir.join("broken.log")).err().expect("must fail");
         let msg = err.to_string();
         assert!(msg.contains("exited") && msg.contains(&format!("cannot bind port {}", addr.port())), "{msg}");
+    }
+
+    #[test]
+    fn a_controller_outlives_the_thread_that_started_it() {
+        let spec = ControllerSpec {
+            name: "listener".into(),
+            command: vec!["python3".into(), "-c".into(), "import socket,time; s=socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(30)".into()],
+            env: vec![],
+            config: None,
+            start_timeout: Duration::from_secs(10),
+        };
+        let log = std::env::temp_dir().join(format!("sts-outlive-{}.log", std::process::id()));
+        let addr = free_local_addr().unwrap();
+        let mut ctl = std::thread::spawn(move || Controller::start(&spec, addr, &log).unwrap()).join().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(ctl.is_alive(), "the controller died with the thread that started it");
+        ctl.kill();
+        assert!(!ctl.is_alive());
     }
 
     #[test]

@@ -6,6 +6,9 @@ fn main() -> std::process::ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
+    if let Err(e) = sts::controller::raise_fd_limit() {
+        tracing::warn!("cannot raise the open-file limit: {e}");
+    }
     let cli = sts::cli::Cli::parse();
     std::process::ExitCode::from(sts::cli::run(cli))
 }

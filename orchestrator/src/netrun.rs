@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use sts_mocknet::{Network, Recipient, ToController};
+pub use sts_mocknet::Endpoint;
 use sts_proxy::wire::{v10, v13, Body, Frame, Message, OfpCodec};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -24,6 +25,8 @@ use crate::clock::{Clock, Millis};
 const TICK_MS: Millis = 200;
 /// How often waiting loops re-check their condition without input.
 const POLL_MS: Millis = 20;
+/// Connections opened at once (more would overflow small listen backlogs).
+pub const CONNECT_PARALLELISM: usize = 64;
 
 enum Inbound {
     Frame { dpid: u64, conn: usize, frame: Frame },
@@ -41,6 +44,37 @@ pub struct ConnIssue {
     pub dpid: u64,
     pub controller: usize,
     pub what: String,
+}
+
+/// Starts the reader and writer tasks of one switch-controller connection and
+/// queues the switch's HELLO; returns the sender for outgoing frames.
+fn spawn_connection(stream: TcpStream, dpid: u64, conn: usize, in_tx: mpsc::UnboundedSender<Inbound>, hello: Bytes) -> mpsc::UnboundedSender<Bytes> {
+    let (read, mut write) = stream.into_split();
+    let (tx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
+    tokio::spawn(async move {
+        let mut frames = FramedRead::new(read, OfpCodec);
+        let why = loop {
+            match frames.next().await {
+                Some(Ok(frame)) => {
+                    if in_tx.send(Inbound::Frame { dpid, conn, frame }).is_err() {
+                        return;
+                    }
+                }
+                Some(Err(e)) => break format!("bad framing from the controller: {e}"),
+                None => break "the controller closed the connection".to_string(),
+            }
+        };
+        let _ = in_tx.send(Inbound::Closed { dpid, conn, why });
+    });
+    tokio::spawn(async move {
+        while let Some(b) = wrx.recv().await {
+            if write.write_all(&b).await.is_err() {
+                return;
+            }
+        }
+    });
+    let _ = tx.send(hello);
+    tx
 }
 
 /// The mock network, connected to its controllers.
@@ -63,45 +97,49 @@ impl NetRunner {
     /// Connects every switch of `net` to every controller in `controllers`
     /// and sends each switch's HELLO.
     pub async fn connect(net: Network, controllers: &[SocketAddr], clock: Clock) -> std::io::Result<NetRunner> {
+        let all: Vec<usize> = (0..controllers.len()).collect();
+        Self::connect_with(net, controllers, clock, |_| all.clone()).await
+    }
+
+    /// Connects each switch to the controllers `assign(dpid)` names (indices
+    /// into `controllers`), at most [`CONNECT_PARALLELISM`] at a time, and
+    /// sends each switch's HELLO.
+    pub async fn connect_with(
+        net: Network,
+        controllers: &[SocketAddr],
+        clock: Clock,
+        assign: impl Fn(u64) -> Vec<usize>,
+    ) -> std::io::Result<NetRunner> {
         let (in_tx, rx) = mpsc::unbounded_channel();
-        let mut conns = BTreeMap::new();
-        for (&dpid, sw) in &net.switches {
-            let mut list = Vec::new();
-            for (ci, addr) in controllers.iter().enumerate() {
-                let stream = TcpStream::connect(addr)
-                    .await
-                    .map_err(|e| std::io::Error::new(e.kind(), format!("switch {dpid} cannot connect to controller {ci} at {addr}: {e}")))?;
-                stream.set_nodelay(true)?;
-                let (read, mut write) = stream.into_split();
-                let (tx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
+        let pairs: Vec<(u64, usize, usize, SocketAddr)> = net
+            .switches
+            .keys()
+            .flat_map(|&dpid| assign(dpid).into_iter().enumerate().map(move |(local, ci)| (dpid, local, ci)))
+            .map(|(dpid, local, ci)| (dpid, local, ci, controllers[ci]))
+            .collect();
+        let hellos: BTreeMap<u64, Bytes> =
+            net.switches.iter().map(|(&d, sw)| (d, Bytes::from(sw.hello().emit().expect("a HELLO always encodes")))).collect();
+        // Each connection starts its reader and writer and says HELLO as soon as
+        // it is up: a controller waiting seconds for a HELLO gives up on the switch.
+        let opened: Vec<std::io::Result<(u64, usize, mpsc::UnboundedSender<Bytes>)>> = futures::stream::iter(pairs)
+            .map(|(dpid, local, ci, addr)| {
                 let in_tx = in_tx.clone();
-                tokio::spawn(async move {
-                    let mut frames = FramedRead::new(read, OfpCodec);
-                    let why = loop {
-                        match frames.next().await {
-                            Some(Ok(frame)) => {
-                                if in_tx.send(Inbound::Frame { dpid, conn: ci, frame }).is_err() {
-                                    return;
-                                }
-                            }
-                            Some(Err(e)) => break format!("bad framing from the controller: {e}"),
-                            None => break "the controller closed the connection".to_string(),
-                        }
-                    };
-                    let _ = in_tx.send(Inbound::Closed { dpid, conn: ci, why });
-                });
-                tokio::spawn(async move {
-                    while let Some(b) = wrx.recv().await {
-                        if write.write_all(&b).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-                let hello = Bytes::from(sw.hello().emit().expect("a HELLO always encodes"));
-                let _ = tx.send(hello);
-                list.push(Conn { tx, open: true });
-            }
-            conns.insert(dpid, list);
+                let hello = hellos[&dpid].clone();
+                async move {
+                    let stream = TcpStream::connect(addr)
+                        .await
+                        .map_err(|e| std::io::Error::new(e.kind(), format!("switch {dpid} cannot connect to controller {ci} at {addr}: {e}")))?;
+                    stream.set_nodelay(true)?;
+                    Ok((dpid, local, spawn_connection(stream, dpid, local, in_tx, hello)))
+                }
+            })
+            .buffered(CONNECT_PARALLELISM)
+            .collect()
+            .await;
+        let mut conns: BTreeMap<u64, Vec<Conn>> = BTreeMap::new();
+        for o in opened {
+            let (dpid, _, tx) = o?;
+            conns.entry(dpid).or_default().push(Conn { tx, open: true });
         }
         Ok(NetRunner {
             net,
@@ -223,6 +261,13 @@ impl NetRunner {
         let deadline = self.clock.now() + max_ms;
         let total = self.connection_count();
         self.run_until(deadline, |r| r.handshakes.len() == total && r.clock.now() >= r.last_activity + quiet_ms).await
+    }
+
+    /// Fails (`up = false`) or recovers the link at `at`; both switch ends send
+    /// PORT_STATUS to their controllers.
+    pub fn set_link(&mut self, at: sts_mocknet::Endpoint, up: bool) {
+        let out = self.net.set_link(at, up);
+        self.dispatch(out, None);
     }
 
     /// Host `src` pings host `dst`; true if the reply arrives within `timeout_ms`.

@@ -9,7 +9,7 @@ use sts_mocknet::{DataplaneEvent, Network};
 use crate::cli::exit;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::controller::{free_local_addr, Controller};
+use crate::controller::Controller;
 use crate::netrun::NetRunner;
 
 /// The outcome of a pingall: `reached[i][j]` for every ordered pair i ≠ j.
@@ -96,16 +96,15 @@ pub async fn run(config: &Config, run_dir: &Path) -> Result<PingallRun, RunError
     let mut controllers = Vec::new();
     let mut addrs = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
-        let addr = free_local_addr().map_err(|e| RunError::Environment(format!("no free port: {e}")))?;
         let log = run_dir.join(format!("controller-{i}-{}.log", spec.name));
-        eprintln!("starting controller {i} ({}) on {addr}, log {}", spec.name, log.display());
+        eprintln!("starting controller {i} ({}), log {}", spec.name, log.display());
         let spec = spec.clone();
-        let ctl = tokio::task::spawn_blocking(move || Controller::start(&spec, addr, &log))
+        let ctl = tokio::task::spawn_blocking(move || Controller::start_on_free_port(&spec, &log))
             .await
             .map_err(|e| RunError::Environment(e.to_string()))?
             .map_err(|e| RunError::Environment(e.to_string()))?;
+        addrs.push(ctl.addr());
         controllers.push(ctl);
-        addrs.push(addr);
     }
 
     let topo = config.topology();

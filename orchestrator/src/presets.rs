@@ -26,6 +26,12 @@ fn spec(name: &str, command: Vec<String>, env: Vec<(&str, &str)>, config: Option
 
 /// os-ken running `apps` (module names such as `os_ken.app.simple_switch_13`).
 pub fn os_ken(apps: &[&str]) -> ControllerSpec {
+    os_ken_with(&[], apps)
+}
+
+/// os-ken with extra options (such as `--observe-links`, or `--wsapi-port
+/// {aux_port}` for the REST API) before its apps.
+pub fn os_ken_with(options: &[&str], apps: &[&str]) -> ControllerSpec {
     let manager = local_dir().join("osken/bin/osken-manager");
     let mut cmd = vec![
         manager.display().to_string(),
@@ -34,15 +40,17 @@ pub fn os_ken(apps: &[&str]) -> ControllerSpec {
         "--ofp-tcp-listen-port".into(),
         "{port}".into(),
     ];
+    cmd.extend(options.iter().map(|a| a.to_string()));
     cmd.extend(apps.iter().map(|a| a.to_string()));
     spec("os-ken", cmd, vec![], None, 30)
 }
 
 /// Open vSwitch's test controller (a learning switch), with extra arguments
-/// such as `-O OpenFlow13`.
+/// such as `-O OpenFlow13`. One process serves at most 16 switches (its
+/// `MAX_SWITCHES`); larger networks need several.
 pub fn ovs_testcontroller(extra: &[&str]) -> ControllerSpec {
     // Its control socket defaults to /var/run/openvswitch, which may not exist.
-    let mut cmd = vec!["ovs-testcontroller".to_string(), "--unixctl={run_dir}/ovs-testcontroller.ctl".into()];
+    let mut cmd = vec!["ovs-testcontroller".to_string(), "--unixctl={run_dir}/ovs-testcontroller-{port}.ctl".into()];
     cmd.extend(extra.iter().map(|a| a.to_string()));
     cmd.push("ptcp:{port}:{address}".into());
     spec("ovs-testcontroller", cmd, vec![], None, 10)

@@ -1,0 +1,55 @@
+//! No orphaned controller processes, even when sts is killed with SIGKILL.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Processes whose command line contains `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+#[test]
+fn sigkill_of_sts_leaves_no_controller_behind() {
+    let config = std::env::temp_dir().join(format!("sts-orphans-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n\
+         [[controllers]]\nkind = \"ovs-testcontroller\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n\n\
+         [[controllers]]\nkind = \"ovs-testcontroller\"\n\n[pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n",
+    )
+    .unwrap();
+    let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["pingall", "--config", config.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Every controller's command line names the run directory, which holds sts's pid.
+    let run_dir = format!("sts-pingall-{}", sts.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_mentioning(&run_dir).len() < 3 {
+        assert!(Instant::now() < deadline, "the three controllers never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500)); // mid-run: switches connected
+    sts.kill().unwrap(); // SIGKILL: no cleanup code in sts runs
+    sts.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = processes_mentioning(&run_dir);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "controllers survived SIGKILL of sts: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
