@@ -120,13 +120,15 @@ pub async fn run(config: &Config, run_dir: &Path) -> Result<PingallRun, RunError
         .run_until(deadline, |r| {
             pb.set_position(r.handshakes.len() as u64);
             let now = r.clock.now();
-            r.handshakes.len() as u64 == total && now >= p.min_wait_ms && now >= r.last_activity + p.quiet_ms
+            // A connection that closed before its handshake will not recover: stop early.
+            let lost = r.issues.iter().any(|i| !r.handshakes.contains(&(i.dpid, i.controller)));
+            lost || (r.handshakes.len() as u64 == total && now >= p.min_wait_ms && now >= r.last_activity + p.quiet_ms)
         })
         .await;
     pb.finish_and_clear();
     let done = runner.handshakes.len();
     if done < total as usize {
-        let mut why = format!("only {done} of {total} switch connections completed the OpenFlow handshake within {} ms", p.settle_ms);
+        let mut why = format!("only {done} of {total} switch connections completed the OpenFlow handshake (waited {} ms)", runner.clock.now());
         for issue in runner.issues.iter().take(5) {
             why.push_str(&format!("\n  switch {} / controller {}: {}", issue.dpid, issue.controller, issue.what));
         }

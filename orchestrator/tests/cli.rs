@@ -62,3 +62,18 @@ fn a_controller_that_never_listens_exits_3_after_its_timeout() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("did not listen"), "{err}");
 }
+
+#[test]
+fn a_controller_that_writes_garbage_exits_3_naming_the_framing_error() {
+    // Listens, then answers every switch with a header whose length field is 2.
+    let script = "import socket,time\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('127.0.0.1', {port}))\ns.listen()\nwhile True:\n    c,_=s.accept()\n    c.sendall(bytes([1,0,0,2,0,0,0,0]))\n";
+    let p = write(
+        "garbage.toml",
+        &format!("[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"python3\", \"-c\", {script:?}]\n"),
+    );
+    let started = std::time::Instant::now();
+    let (code, _, err) = sts(&["pingall", "--config", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("bad framing") && err.contains("shorter than the 8-byte OpenFlow header"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}: should fail fast", started.elapsed());
+}
