@@ -13,7 +13,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use sts_mocknet::{Network, Recipient, ToController};
 pub use sts_mocknet::Endpoint;
-use sts_proxy::wire::{v10, v13, Body, Frame, Message, OfpCodec};
+use sts_proxy::interpose::{ChannelId, Delivery, Direction, Interposer};
+use sts_proxy::wire::{v13, Frame, Message, OfpCodec};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -81,6 +82,9 @@ fn spawn_connection(stream: TcpStream, dpid: u64, conn: usize, in_tx: mpsc::Unbo
 pub struct NetRunner {
     pub net: Network,
     pub clock: Clock,
+    /// Records every message and decides its delivery (see `sts_proxy::interpose`).
+    /// Channels are numbered by the switch's own list of controllers.
+    pub interposer: Interposer,
     conns: BTreeMap<u64, Vec<Conn>>,
     rx: mpsc::UnboundedReceiver<Inbound>,
     /// (dpid, controller) pairs whose FEATURES_REPLY has been sent.
@@ -144,6 +148,7 @@ impl NetRunner {
         Ok(NetRunner {
             net,
             clock,
+            interposer: Interposer::default(),
             conns,
             rx,
             handshakes: BTreeSet::new(),
@@ -160,27 +165,43 @@ impl NetRunner {
         self.conns.values().map(Vec::len).sum()
     }
 
+    /// A switch sends `msg` to one of its controllers: through the interposer.
     fn send(&mut self, dpid: u64, conn: usize, msg: &Message) {
-        let Ok(bytes) = msg.emit() else { return };
+        let Ok(frame) = Frame::from_message(msg) else { return };
         tracing::debug!(dpid, conn, "switch -> controller: {}", sts_proxy::wire::Fingerprint::of(msg));
-        if let Some(c) = self.conns.get(&dpid).and_then(|l| l.get(conn)) {
-            if c.open {
-                let _ = c.tx.send(Bytes::from(bytes));
-                self.messages_to_controllers += 1;
+        let out = self.interposer.on_message(ChannelId { dpid, controller: conn }, Direction::SwitchToController, frame, self.clock.now());
+        out.into_iter().for_each(|d| self.deliver(d));
+    }
+
+    /// Delivers a message the interposer let through.
+    fn deliver(&mut self, d: Delivery) {
+        let ChannelId { dpid, controller: conn } = d.channel;
+        match d.dir {
+            Direction::SwitchToController => {
+                let Some(c) = self.conns.get(&dpid).and_then(|l| l.get(conn)) else { return };
+                if c.open {
+                    let _ = c.tx.send(d.frame.bytes().clone());
+                    self.messages_to_controllers += 1;
+                    // FEATURES_REPLY is type 6 in both versions: the handshake is done.
+                    if d.frame.header().msg_type == v13::types::FEATURES_REPLY {
+                        self.handshakes.insert((dpid, conn));
+                    }
+                }
             }
+            Direction::ControllerToSwitch => match d.frame.decode() {
+                Ok(msg) => {
+                    let out = self.net.handle_controller(dpid, d.frame.bytes(), &msg, self.clock.now());
+                    self.dispatch(out, Some(conn));
+                }
+                Err(e) => self.issues.push(ConnIssue { dpid, controller: conn, what: format!("undecodable message {:?}: {e}", d.frame) }),
+            },
         }
     }
 
     fn dispatch(&mut self, out: Vec<ToController>, requester: Option<usize>) {
         for m in out {
-            let is_features = matches!(m.msg.body, Body::V10(v10::Msg::FeaturesReply(_)) | Body::V13(v13::Msg::FeaturesReply(_)));
             match (m.to, requester) {
-                (Recipient::Requester, Some(c)) => {
-                    if is_features {
-                        self.handshakes.insert((m.dpid, c));
-                    }
-                    self.send(m.dpid, c, &m.msg);
-                }
+                (Recipient::Requester, Some(c)) => self.send(m.dpid, c, &m.msg),
                 _ => {
                     let n = self.conns.get(&m.dpid).map_or(0, Vec::len);
                     for c in 0..n {
@@ -196,17 +217,15 @@ impl NetRunner {
         match inbound {
             Inbound::Frame { dpid, conn, frame } => {
                 self.messages_from_controllers += 1;
-                match frame.decode() {
-                    Ok(msg) => {
-                        tracing::debug!(dpid, conn, "controller -> switch: {}", sts_proxy::wire::Fingerprint::of(&msg));
-                        if !matches!(msg.body, Body::V10(v10::Msg::EchoRequest(_)) | Body::V13(v13::Msg::EchoRequest(_))) {
-                            self.last_activity = now;
-                        }
-                        let out = self.net.handle_controller(dpid, frame.bytes(), &msg, now);
-                        self.dispatch(out, Some(conn));
-                    }
-                    Err(e) => self.issues.push(ConnIssue { dpid, controller: conn, what: format!("undecodable message {frame:?}: {e}") }),
+                let keepalive = matches!(frame.header().msg_type, v13::types::ECHO_REQUEST | v13::types::ECHO_REPLY);
+                if !keepalive {
+                    self.last_activity = now;
                 }
+                if let Ok(msg) = frame.decode() {
+                    tracing::debug!(dpid, conn, "controller -> switch: {}", sts_proxy::wire::Fingerprint::of(&msg));
+                }
+                let out = self.interposer.on_message(ChannelId { dpid, controller: conn }, Direction::ControllerToSwitch, frame, now);
+                out.into_iter().for_each(|d| self.deliver(d));
             }
             Inbound::Closed { dpid, conn, why } => {
                 if let Some(c) = self.conns.get_mut(&dpid).and_then(|l| l.get_mut(conn)) {
@@ -217,8 +236,16 @@ impl NetRunner {
         }
     }
 
+    /// Releases held messages (of one switch, or all) and delivers them in order.
+    pub fn release(&mut self, dpid: Option<u64>) {
+        let out = self.interposer.release(dpid, None, self.clock.now());
+        out.into_iter().for_each(|d| self.deliver(d));
+    }
+
     fn tick(&mut self) {
         let now = self.clock.now();
+        let due = self.interposer.due(now);
+        due.into_iter().for_each(|d| self.deliver(d));
         if now >= self.last_tick + TICK_MS {
             self.last_tick = now;
             let out = self.net.tick(now);

@@ -4,7 +4,11 @@
 //!   re-encode byte for byte, raw pass-through of anything not understood, and
 //!   fingerprints for matching events across runs.
 //!
-//! The interposition channel (record, hold, release, delay, drop, reorder)
-//! builds on this crate's codec; see `ARCHITECTURE.md` at the workspace root.
+//! - [`interpose`]: the interposition channel: every message recorded as an
+//!   internal event (with its fingerprint) and delivered by policy: pass, hold
+//!   until released, delay, drop, or reorder on request.
+//!
+//! See `ARCHITECTURE.md` at the workspace root.
 
+pub mod interpose;
 pub mod wire;

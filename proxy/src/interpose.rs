@@ -1,0 +1,287 @@
+//! The interposition channel: every OpenFlow message between a switch and a
+//! controller passes through an [`Interposer`], which records it as an internal
+//! event and decides when it is delivered.
+//!
+//! The interposer does no I/O and reads no clock (time is passed in). Per
+//! message it applies the first matching [`Rule`]: pass, hold until released,
+//! delay, or drop. Whitelisted types (keepalives by default) always pass:
+//! controllers declare switches dead when echoes are held.
+//!
+//! Order within one connection and direction is kept: once a message is held or
+//! delayed, every later message on that connection and direction queues behind
+//! it, so a release delivers them in their original order. Only
+//! [`Interposer::reorder`] changes that order, and only on request.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use bytes::Bytes;
+use serde::Serialize;
+
+use crate::wire::{Fingerprint, Frame};
+
+/// A control connection: a switch and one of its controllers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ChannelId {
+    pub dpid: u64,
+    pub controller: usize,
+}
+
+/// Which way a message travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    SwitchToController,
+    ControllerToSwitch,
+}
+
+/// What to do with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Pass,
+    /// Keep until [`Interposer::release`].
+    Hold,
+    /// Deliver after this many milliseconds.
+    Delay(u64),
+    Drop,
+}
+
+/// A policy rule: which messages it selects, and what happens to them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub dir: Option<Direction>,
+    pub dpid: Option<u64>,
+    /// A message type name as [`crate::wire::Message::type_name`] gives it.
+    pub msg_type: Option<String>,
+    pub action: Action,
+}
+
+impl Rule {
+    fn selects(&self, ch: ChannelId, dir: Direction, msg_type: &str) -> bool {
+        self.dir.is_none_or(|d| d == dir) && self.dpid.is_none_or(|d| d == ch.dpid) && self.msg_type.as_deref().is_none_or(|t| t == msg_type)
+    }
+}
+
+/// What happened to a recorded message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Disposition {
+    /// Delivered at once.
+    Passed,
+    /// Queued (held, delayed, or behind a queued message).
+    Queued,
+    Dropped,
+    /// Not decodable: delivered as raw bytes.
+    Undecodable,
+}
+
+/// One message, as recorded: an internal event.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recorded {
+    pub seq: u64,
+    pub time_ms: u64,
+    pub channel: ChannelId,
+    pub dir: Direction,
+    pub msg_type: &'static str,
+    pub xid: u32,
+    pub fingerprint: Fingerprint,
+    #[serde(skip)]
+    pub raw: Bytes,
+    pub disposition: Disposition,
+}
+
+/// A message waiting in a queue.
+#[derive(Debug, Clone)]
+struct Queued {
+    seq: u64,
+    frame: Frame,
+    /// Delivery time for delayed messages; `None` while held.
+    due: Option<u64>,
+}
+
+/// A message to deliver now.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub channel: ChannelId,
+    pub dir: Direction,
+    pub frame: Frame,
+}
+
+/// Types that pass through every rule by default (keepalives).
+pub const DEFAULT_WHITELIST: &[&str] = &["echo_request", "echo_reply"];
+
+/// The interposition state of all channels.
+#[derive(Debug, Clone)]
+pub struct Interposer {
+    pub rules: Vec<Rule>,
+    pub whitelist: BTreeSet<String>,
+    queues: BTreeMap<(ChannelId, Direction), VecDeque<Queued>>,
+    log: Vec<Recorded>,
+    next_seq: u64,
+}
+
+impl Default for Interposer {
+    fn default() -> Self {
+        Interposer {
+            rules: Vec::new(),
+            whitelist: DEFAULT_WHITELIST.iter().map(|s| s.to_string()).collect(),
+            queues: BTreeMap::new(),
+            log: Vec::new(),
+            next_seq: 0,
+        }
+    }
+}
+
+impl Interposer {
+    /// Every message seen so far, in arrival order.
+    pub fn log(&self) -> &[Recorded] {
+        &self.log
+    }
+
+    /// Takes the recorded events, leaving the log empty.
+    pub fn take_log(&mut self) -> Vec<Recorded> {
+        std::mem::take(&mut self.log)
+    }
+
+    /// Messages currently queued (held or delayed), over all channels.
+    pub fn queued(&self) -> usize {
+        self.queues.values().map(VecDeque::len).sum()
+    }
+
+    /// Records a message and returns what to deliver now (the message itself,
+    /// or nothing if it was queued or dropped).
+    pub fn on_message(&mut self, channel: ChannelId, dir: Direction, frame: Frame, now: u64) -> Vec<Delivery> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let (msg_type, fingerprint, decoded) = match frame.decode() {
+            Ok(m) => (m.type_name(), Fingerprint::of(&m), true),
+            Err(e) => ("undecodable", Fingerprint(format!("undecodable {e}")), false),
+        };
+        let xid = frame.header().xid;
+        let whitelisted = self.whitelist.contains(msg_type);
+        let action = if whitelisted { Action::Pass } else { self.rules.iter().find(|r| r.selects(channel, dir, msg_type)).map_or(Action::Pass, |r| r.action) };
+        let queue = self.queues.entry((channel, dir)).or_default();
+        // Keep connection order: behind a queued message, a passing one queues too.
+        let action = match action {
+            Action::Pass if !queue.is_empty() && !whitelisted => Action::Delay(0),
+            a => a,
+        };
+        let (disposition, out) = match action {
+            Action::Pass => (if decoded { Disposition::Passed } else { Disposition::Undecodable }, vec![Delivery { channel, dir, frame: frame.clone() }]),
+            Action::Drop => (Disposition::Dropped, vec![]),
+            Action::Hold => {
+                queue.push_back(Queued { seq, frame: frame.clone(), due: None });
+                (Disposition::Queued, vec![])
+            }
+            Action::Delay(ms) => {
+                queue.push_back(Queued { seq, frame: frame.clone(), due: Some(now + ms) });
+                (Disposition::Queued, vec![])
+            }
+        };
+        self.log.push(Recorded { seq, time_ms: now, channel, dir, msg_type, xid, fingerprint, raw: frame.bytes().clone(), disposition });
+        let mut out = out;
+        out.extend(self.due(now));
+        out
+    }
+
+    /// Delivers queued messages whose time has come, in order: a queue drains
+    /// from its head while the head is due (a held head blocks what follows).
+    pub fn due(&mut self, now: u64) -> Vec<Delivery> {
+        let mut out = Vec::new();
+        for (&(channel, dir), q) in self.queues.iter_mut() {
+            while q.front().is_some_and(|m| m.due.is_some_and(|d| d <= now)) {
+                let m = q.pop_front().expect("front exists");
+                out.push(Delivery { channel, dir, frame: m.frame });
+            }
+        }
+        out
+    }
+
+    /// Releases held messages on the selected channels: they become due at
+    /// once and are delivered in order (with whatever followed them).
+    pub fn release(&mut self, dpid: Option<u64>, dir: Option<Direction>, now: u64) -> Vec<Delivery> {
+        for ((ch, d), q) in self.queues.iter_mut() {
+            if dpid.is_none_or(|x| x == ch.dpid) && dir.is_none_or(|x| x == *d) {
+                for m in q.iter_mut() {
+                    m.due = Some(m.due.map_or(now, |t| t.min(now)));
+                }
+            }
+        }
+        self.due(now)
+    }
+
+    /// Reorders the queue of one channel and direction: `order` lists the
+    /// sequence numbers of its queued messages in the new order (those not
+    /// listed keep their relative order after them).
+    pub fn reorder(&mut self, channel: ChannelId, dir: Direction, order: &[u64]) {
+        let Some(q) = self.queues.get_mut(&(channel, dir)) else { return };
+        let mut rest: VecDeque<Queued> = std::mem::take(q);
+        let mut front = VecDeque::new();
+        for seq in order {
+            if let Some(i) = rest.iter().position(|m| m.seq == *seq) {
+                front.push_back(rest.remove(i).expect("index valid"));
+            }
+        }
+        front.extend(rest);
+        *q = front;
+    }
+
+    /// Sequence numbers of the messages queued on a channel and direction.
+    pub fn queued_seqs(&self, channel: ChannelId, dir: Direction) -> Vec<u64> {
+        self.queues.get(&(channel, dir)).map_or(vec![], |q| q.iter().map(|m| m.seq).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{v13, Body, Message};
+
+    fn frame(m: v13::Msg, xid: u32) -> Frame {
+        Frame::from_message(&Message::new(xid, Body::V13(m))).unwrap()
+    }
+
+    const CH: ChannelId = ChannelId { dpid: 1, controller: 0 };
+    const DOWN: Direction = Direction::ControllerToSwitch;
+
+    fn xids(d: &[Delivery]) -> Vec<u32> {
+        d.iter().map(|x| x.frame.header().xid).collect()
+    }
+
+    #[test]
+    fn held_messages_block_what_follows_until_released_in_order() {
+        let mut ip = Interposer::default();
+        ip.rules.push(Rule { dir: Some(DOWN), dpid: Some(1), msg_type: Some("barrier_request".into()), action: Action::Hold });
+        assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 1), 0)), Vec::<u32>::new());
+        // A passing message queues behind the held one; an echo overtakes (whitelisted).
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 2), 1).is_empty());
+        assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::EchoRequest(Bytes::new()), 3), 2)), vec![3]);
+        // Another channel is unaffected.
+        let other = ChannelId { dpid: 2, controller: 0 };
+        assert_eq!(xids(&ip.on_message(other, DOWN, frame(v13::Msg::GetConfigRequest, 4), 3)), vec![4]);
+        assert_eq!(ip.queued(), 2);
+        assert_eq!(xids(&ip.release(Some(1), None, 10)), vec![1, 2]);
+        assert_eq!(ip.queued(), 0);
+        let log: Vec<_> = ip.log().iter().map(|r| (r.xid, r.disposition)).collect();
+        assert_eq!(log, vec![(1, Disposition::Queued), (2, Disposition::Queued), (3, Disposition::Passed), (4, Disposition::Passed)]);
+    }
+
+    #[test]
+    fn delay_drop_and_reorder() {
+        let mut ip = Interposer::default();
+        ip.rules.push(Rule { dir: None, dpid: None, msg_type: Some("barrier_request".into()), action: Action::Delay(50) });
+        ip.rules.push(Rule { dir: None, dpid: None, msg_type: Some("get_config_request".into()), action: Action::Drop });
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 1), 0).is_empty());
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 2), 0).is_empty());
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 3), 10).is_empty());
+        assert!(ip.due(49).is_empty());
+        assert_eq!(xids(&ip.due(50)), vec![1]);
+        // Reorder what is left (only xid 3 remains queued) and a held pair.
+        ip.rules.insert(0, Rule { dir: None, dpid: None, msg_type: Some("features_request".into()), action: Action::Hold });
+        ip.on_message(CH, DOWN, frame(v13::Msg::FeaturesRequest, 4), 20);
+        let seqs = ip.queued_seqs(CH, DOWN);
+        ip.reorder(CH, DOWN, &[seqs[1], seqs[0]]);
+        assert_eq!(xids(&ip.release(None, None, 100)), vec![4, 3]);
+        assert_eq!(ip.log()[1].disposition, Disposition::Dropped);
+    }
+}
