@@ -87,7 +87,7 @@ pub enum Command {
         /// The controller's address.
         #[arg(long)]
         controller: String,
-        /// Trace file to record the session into.
+        /// File to record every message into (JSON Lines).
         #[arg(long)]
         record: Option<PathBuf>,
     },
@@ -111,8 +111,10 @@ impl Command {
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> u8 {
     let cmd = cli.command;
-    if let Command::Pingall { config } = &cmd {
-        return crate::pingall::command(config);
+    match &cmd {
+        Command::Pingall { config } => return crate::pingall::command(config),
+        Command::Proxy { listen, controller, record } => return crate::standalone::command(listen, controller, record.as_deref()),
+        _ => {}
     }
     eprintln!(
         "sts {}: not built yet. This subcommand is part of the command-line contract \

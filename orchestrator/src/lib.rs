@@ -8,7 +8,8 @@
 //! - [`controller`]: controller processes (start, readiness, logs, kill, no orphans);
 //! - [`presets`]: ready-made specs for the controllers `scripts/setup` installs;
 //! - [`netrun`]: the mock network connected to real controllers over TCP;
-//! - [`pingall`]: the `sts pingall` command.
+//! - [`pingall`]: the `sts pingall` command;
+//! - [`standalone`]: the `sts proxy` command (real switches ⇄ a controller).
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit.
 
@@ -19,3 +20,4 @@ pub mod controller;
 pub mod netrun;
 pub mod pingall;
 pub mod presets;
+pub mod standalone;

@@ -71,11 +71,11 @@ pub enum Disposition {
     /// Queued (held, delayed, or behind a queued message).
     Queued,
     Dropped,
-    /// Not decodable: delivered as raw bytes.
-    Undecodable,
 }
 
-/// One message, as recorded: an internal event.
+/// One message, as recorded: an internal event. Recording is cheap (the bytes
+/// are shared, the type comes from the header); the fingerprint, which costs a
+/// decode and a canonical rendering, is computed on demand.
 #[derive(Debug, Clone, Serialize)]
 pub struct Recorded {
     pub seq: u64,
@@ -84,10 +84,20 @@ pub struct Recorded {
     pub dir: Direction,
     pub msg_type: &'static str,
     pub xid: u32,
-    pub fingerprint: Fingerprint,
-    #[serde(skip)]
+    /// The message's bytes, hex in serialized form.
+    #[serde(with = "crate::wire::hex_bytes")]
     pub raw: Bytes,
     pub disposition: Disposition,
+}
+
+impl Recorded {
+    /// The message's fingerprint (`undecodable ...` for bytes the codec rejects).
+    pub fn fingerprint(&self) -> Fingerprint {
+        match crate::wire::Message::parse(self.raw.clone()) {
+            Ok(m) => Fingerprint::of(&m),
+            Err(e) => Fingerprint(format!("undecodable {e}")),
+        }
+    }
 }
 
 /// A message waiting in a queue.
@@ -153,11 +163,9 @@ impl Interposer {
     pub fn on_message(&mut self, channel: ChannelId, dir: Direction, frame: Frame, now: u64) -> Vec<Delivery> {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let (msg_type, fingerprint, decoded) = match frame.decode() {
-            Ok(m) => (m.type_name(), Fingerprint::of(&m), true),
-            Err(e) => ("undecodable", Fingerprint(format!("undecodable {e}")), false),
-        };
-        let xid = frame.header().xid;
+        let header = frame.header();
+        let msg_type = crate::wire::type_name(header.version, header.msg_type);
+        let xid = header.xid;
         let whitelisted = self.whitelist.contains(msg_type);
         let action = if whitelisted { Action::Pass } else { self.rules.iter().find(|r| r.selects(channel, dir, msg_type)).map_or(Action::Pass, |r| r.action) };
         let queue = self.queues.entry((channel, dir)).or_default();
@@ -167,7 +175,7 @@ impl Interposer {
             a => a,
         };
         let (disposition, out) = match action {
-            Action::Pass => (if decoded { Disposition::Passed } else { Disposition::Undecodable }, vec![Delivery { channel, dir, frame: frame.clone() }]),
+            Action::Pass => (Disposition::Passed, vec![Delivery { channel, dir, frame: frame.clone() }]),
             Action::Drop => (Disposition::Dropped, vec![]),
             Action::Hold => {
                 queue.push_back(Queued { seq, frame: frame.clone(), due: None });
@@ -178,7 +186,7 @@ impl Interposer {
                 (Disposition::Queued, vec![])
             }
         };
-        self.log.push(Recorded { seq, time_ms: now, channel, dir, msg_type, xid, fingerprint, raw: frame.bytes().clone(), disposition });
+        self.log.push(Recorded { seq, time_ms: now, channel, dir, msg_type, xid, raw: frame.bytes().clone(), disposition });
         let mut out = out;
         out.extend(self.due(now));
         out

@@ -152,6 +152,14 @@ impl<const N: usize> Serialize for FixedStr<N> {
     }
 }
 
+/// Serializes [`Bytes`] as lowercase hex (for records outside this module).
+pub mod hex_bytes {
+    /// Serializes `b` as lowercase hex.
+    pub fn serialize<S: serde::Serializer>(b: &bytes::Bytes, s: S) -> Result<S::Ok, S::Error> {
+        super::hex::serialize(b, s)
+    }
+}
+
 /// Serializes byte payloads as lowercase hex, readable in traces and fingerprints.
 pub(crate) mod hex {
     use serde::Serializer;
@@ -375,6 +383,30 @@ impl Message {
     }
 }
 
+/// The type name of a message from its header alone (no decoding): what
+/// [`Message::type_name`] would say, or `unknown`.
+pub fn type_name(version: u8, msg_type: u8) -> &'static str {
+    const V10: [&str; 22] = [
+        "hello", "error", "echo_request", "echo_reply", "vendor", "features_request", "features_reply", "get_config_request",
+        "get_config_reply", "set_config", "packet_in", "flow_removed", "port_status", "packet_out", "flow_mod", "port_mod",
+        "stats_request", "stats_reply", "barrier_request", "barrier_reply", "queue_get_config_request", "queue_get_config_reply",
+    ];
+    const V13: [&str; 30] = [
+        "hello", "error", "echo_request", "echo_reply", "experimenter", "features_request", "features_reply", "get_config_request",
+        "get_config_reply", "set_config", "packet_in", "flow_removed", "port_status", "packet_out", "flow_mod", "group_mod",
+        "port_mod", "table_mod", "multipart_request", "multipart_reply", "barrier_request", "barrier_reply",
+        "queue_get_config_request", "queue_get_config_reply", "role_request", "role_reply", "get_async_request", "get_async_reply",
+        "set_async", "meter_mod",
+    ];
+    let table: &[&str] = match version {
+        OFP10 => &V10,
+        OFP13 => &V13,
+        _ if msg_type == TYPE_HELLO => return "hello",
+        _ => return "unknown",
+    };
+    table.get(msg_type as usize).copied().unwrap_or("unknown")
+}
+
 impl<'a> Arbitrary<'a> for Message {
     fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
         let body = match u.int_in_range(0..=9)? {
@@ -419,6 +451,26 @@ mod tests {
         assert_eq!(m.emit().unwrap(), b);
         let b: &[u8] = &[1, 99, 0, 8, 0, 0, 0, 3];
         assert!(matches!(Message::parse(Bytes::from_static(b)).unwrap().body, Body::Raw { .. }));
+    }
+
+    #[test]
+    fn header_type_names_agree_with_decoded_ones() {
+        let mut rng = 0u64;
+        let mut buf = vec![0u8; 1024];
+        let mut checked = 0;
+        for _ in 0..5000 {
+            for b in buf.iter_mut() {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                *b = (rng >> 33) as u8;
+            }
+            if let Ok(m) = Message::arbitrary(&mut arbitrary::Unstructured::new(&buf)) {
+                if !matches!(m.body, Body::Raw { .. }) {
+                    assert_eq!(type_name(m.version(), m.msg_type()), m.type_name(), "{m:?}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1000);
     }
 
     #[test]
