@@ -252,68 +252,40 @@ fn desc10() -> v10::stats::DescStats {
     }
 }
 
-/// Builders of the Ethernet frames the tests inject.
+/// The Ethernet frames the tests inject: host `n` has MAC 00:00:00:00:00:nn and
+/// IP 10.0.0.n (built with the mock network's own builders).
 pub mod frames {
-    /// The MAC of test host `n`.
-    pub fn mac(n: u8) -> [u8; 6] {
-        [0, 0, 0, 0, 0, n]
-    }
-    /// The IPv4 address of test host `n` (10.0.0.n).
-    pub fn ip(n: u8) -> [u8; 4] {
-        [10, 0, 0, n]
+    use std::net::Ipv4Addr;
+
+    use sts_mocknet::packet::{build, push_vlan, set_field, ETH_VLAN};
+    pub use sts_mocknet::packet::checksum;
+    use sts_proxy::wire::v13::Field;
+    use sts_proxy::wire::Mac;
+
+    fn mac(n: u8) -> Mac {
+        Mac([0, 0, 0, 0, 0, n])
     }
 
-    fn ethernet(dst: [u8; 6], src: [u8; 6], vlan: Option<u16>, ethertype: u16) -> Vec<u8> {
-        let mut f = Vec::with_capacity(64);
-        f.extend_from_slice(&dst);
-        f.extend_from_slice(&src);
+    fn ip(n: u8) -> Ipv4Addr {
+        Ipv4Addr::new(10, 0, 0, n)
+    }
+
+    fn tag(mut f: Vec<u8>, vlan: Option<u16>) -> Vec<u8> {
         if let Some(v) = vlan {
-            f.extend_from_slice(&[0x81, 0x00]);
-            f.extend_from_slice(&v.to_be_bytes());
+            push_vlan(&mut f, ETH_VLAN);
+            set_field(&mut f, Field::VlanVid, v as u128);
         }
-        f.extend_from_slice(&ethertype.to_be_bytes());
         f
     }
 
-    /// An ARP request (op 1) or reply (op 2) from host `from` about host `to`.
+    /// An ARP request (op 1, broadcast) or reply (op 2) from host `from` about host `to`.
     pub fn arp(op: u16, from: u8, to: u8, vlan: Option<u16>) -> Vec<u8> {
-        let dst = if op == 1 { [0xff; 6] } else { mac(to) };
-        let mut f = ethernet(dst, mac(from), vlan, 0x0806);
-        f.extend_from_slice(&[0, 1, 0x08, 0, 6, 4]);
-        f.extend_from_slice(&op.to_be_bytes());
-        f.extend_from_slice(&mac(from));
-        f.extend_from_slice(&ip(from));
-        f.extend_from_slice(&if op == 1 { [0; 6] } else { mac(to) });
-        f.extend_from_slice(&ip(to));
-        f
+        let tha = if op == 1 { Mac::default() } else { mac(to) };
+        tag(build::arp(op, mac(from), ip(from), tha, ip(to)), vlan)
     }
 
     /// An ICMP echo request from host `from` to host `to`.
     pub fn ping(from: u8, to: u8, vlan: Option<u16>) -> Vec<u8> {
-        let mut f = ethernet(mac(to), mac(from), vlan, 0x0800);
-        let payload = [8u8, 0, 0, 0, 0, 1, 0, 1, b's', b't', b's', 0];
-        let total = 20 + payload.len() as u16;
-        let mut ip_hdr = vec![0x45, 0];
-        ip_hdr.extend_from_slice(&total.to_be_bytes());
-        ip_hdr.extend_from_slice(&[0, 1, 0x40, 0, 64, 1, 0, 0]);
-        ip_hdr.extend_from_slice(&ip(from));
-        ip_hdr.extend_from_slice(&ip(to));
-        let c = checksum(&ip_hdr);
-        ip_hdr[10..12].copy_from_slice(&c.to_be_bytes());
-        let mut icmp = payload.to_vec();
-        let c = checksum(&icmp);
-        icmp[2..4].copy_from_slice(&c.to_be_bytes());
-        f.extend_from_slice(&ip_hdr);
-        f.extend_from_slice(&icmp);
-        f
-    }
-
-    /// The Internet checksum.
-    pub fn checksum(b: &[u8]) -> u16 {
-        let mut sum: u32 = b.chunks(2).map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32).sum();
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        !(sum as u16)
+        tag(build::icmp_echo(8, mac(from), mac(to), ip(from), ip(to), 1, 1, b"sts"), vlan)
     }
 }

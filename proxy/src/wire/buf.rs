@@ -162,6 +162,15 @@ impl<'a> Reader<'a> {
         }
         Ok(out)
     }
+    /// Fails unless a structure's claimed length `len` is the fixed `want`
+    /// (for fixed-size TLVs such as most actions).
+    pub fn expect_len(&self, what: &'static str, len: usize, want: usize) -> Result<()> {
+        if len != want {
+            return Err(WireError::BadLength { what, offset: self.offset(), len });
+        }
+        Ok(())
+    }
+
     /// Fails unless the reader has been consumed exactly.
     pub fn finish(&self, what: &'static str) -> Result<()> {
         if !self.is_empty() {

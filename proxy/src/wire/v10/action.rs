@@ -4,7 +4,7 @@ use arbitrary::Arbitrary;
 use bytes::Bytes;
 use serde::Serialize;
 
-use crate::wire::{arb, hex, Mac, Reader, Result, WireError, Writer};
+use crate::wire::{arb, hex, Mac, Reader, Result, Writer};
 
 /// An OpenFlow 1.0 action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
@@ -62,12 +62,7 @@ impl Action {
         let mut a = r.tlv("action", 2, 8, 8)?;
         let ty = a.u16("action.type")?;
         let len = a.u16("action.len")? as usize;
-        let fixed = |want: usize| -> Result<()> {
-            if len != want {
-                return Err(WireError::BadLength { what: "action", offset: a.offset(), len });
-            }
-            Ok(())
-        };
+        let fixed = |want: usize| a.expect_len("action", len, want);
         use types::*;
         let act = match ty {
             OUTPUT => {

@@ -76,12 +76,7 @@ impl Action {
         let ty = a.u16("action.type")?;
         let len = a.u16("action.len")? as usize;
         let offset = a.offset();
-        let fixed = |want: usize| -> Result<()> {
-            if len != want {
-                return Err(WireError::BadLength { what: "action", offset, len });
-            }
-            Ok(())
-        };
+        let fixed = |want: usize| a.expect_len("action", len, want);
         use types::*;
         let act = match ty {
             OUTPUT => {
@@ -258,13 +253,7 @@ impl Instruction {
         let mut i = r.tlv("instruction", 2, 8, 8)?;
         let ty = i.u16("instruction.type")?;
         let len = i.u16("instruction.len")? as usize;
-        let offset = i.offset();
-        let fixed = |want: usize| -> Result<()> {
-            if len != want {
-                return Err(WireError::BadLength { what: "instruction", offset, len });
-            }
-            Ok(())
-        };
+        let fixed = |want: usize| i.expect_len("instruction", len, want);
         use instruction_types::*;
         let ins = match ty {
             GOTO_TABLE => {
