@@ -34,6 +34,14 @@ pub const RECORDING_HEADER: &str = r#"{"format":"sts-openflow-recording","versio
 #[derive(Clone)]
 pub struct Recording {
     tx: std::sync::mpsc::Sender<Vec<Recorded>>,
+    written: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Recording {
+    /// Events written to the file so far (the recorder may trail the relay).
+    pub fn written(&self) -> u64 {
+        self.written.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// The recorder thread; [`RecorderHandle::finish`] waits until every event
@@ -63,6 +71,8 @@ pub fn record_to(path: &Path) -> std::io::Result<(Recording, RecorderHandle)> {
     writeln!(w, "{RECORDING_HEADER}")?;
     w.flush()?;
     let (tx, rx) = std::sync::mpsc::channel::<Vec<Recorded>>();
+    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let shared_counter = counter.clone();
     let thread = std::thread::Builder::new().name("sts-recorder".into()).spawn(move || {
         let mut written = 0u64;
         while let Ok(batch) = rx.recv() {
@@ -73,6 +83,7 @@ pub fn record_to(path: &Path) -> std::io::Result<(Recording, RecorderHandle)> {
                     w.write_all(b"\n")?;
                     written += 1;
                 }
+                shared_counter.store(written, std::sync::atomic::Ordering::Relaxed);
                 next = rx.try_recv().ok();
             }
             w.flush()?; // caught up: make everything so far readable
@@ -80,7 +91,7 @@ pub fn record_to(path: &Path) -> std::io::Result<(Recording, RecorderHandle)> {
         w.flush()?;
         Ok(written)
     })?;
-    Ok((Recording { tx }, RecorderHandle { thread }))
+    Ok((Recording { tx, written: counter }, RecorderHandle { thread }))
 }
 
 struct Shared {
@@ -94,12 +105,22 @@ impl Shared {
     fn pass(&mut self, channel: ChannelId, dir: Direction, frame: sts_proxy::wire::Frame) -> Vec<bytes::Bytes> {
         let now = self.clock.now();
         let out = self.interposer.on_message(channel, dir, frame, now);
-        let events = self.interposer.take_log();
-        if let Some(r) = &self.record {
-            let _ = r.tx.send(events);
-        }
         // The standalone proxy passes; what is delivered belongs to this channel.
+        // (Records stay in the interposer's log until `flush_records`.)
         out.into_iter().filter(|d| d.channel == channel && d.dir == dir).map(|d| d.frame.bytes().clone()).collect()
+    }
+}
+
+impl Shared {
+    /// Hands the events recorded so far to the recorder thread.
+    fn flush_records(&mut self) {
+        let events = self.interposer.take_log();
+        match &self.record {
+            Some(r) if !events.is_empty() => {
+                let _ = r.tx.send(events);
+            }
+            _ => {}
+        }
     }
 }
 
@@ -145,6 +166,8 @@ pub async fn run(
     }
 }
 
+/// Relays one direction. Frames already buffered are taken as a batch (one
+/// lock, one hand-off to the recorder, one write); a lone frame goes at once.
 async fn pump(
     from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
@@ -152,12 +175,27 @@ async fn pump(
     dir: Direction,
     shared: Arc<Mutex<Shared>>,
 ) -> Result<(), String> {
-    let mut frames = FramedRead::new(from, OfpCodec);
-    while let Some(frame) = frames.next().await {
-        let frame = frame.map_err(|e| format!("bad framing ({dir:?}): {e}"))?;
-        let out = shared.lock().map_err(|_| "recorder lock poisoned".to_string())?.pass(channel, dir, frame);
-        for bytes in out {
-            to.write_all(&bytes).await.map_err(|e| e.to_string())?;
+    let mut batches = FramedRead::new(from, OfpCodec).ready_chunks(256);
+    let mut out = Vec::with_capacity(1 << 16);
+    while let Some(batch) = batches.next().await {
+        out.clear();
+        let mut failure = None;
+        {
+            let mut shared = shared.lock().map_err(|_| "recorder lock poisoned".to_string())?;
+            for frame in batch {
+                match frame {
+                    Ok(frame) => shared.pass(channel, dir, frame).iter().for_each(|b| out.extend_from_slice(b)),
+                    Err(e) => {
+                        failure = Some(format!("bad framing ({dir:?}): {e}"));
+                        break;
+                    }
+                }
+            }
+            shared.flush_records();
+        }
+        to.write_all(&out).await.map_err(|e| e.to_string())?;
+        if let Some(f) = failure {
+            return Err(f);
         }
     }
     Ok(())
