@@ -9,7 +9,8 @@
 //! JSON Lines file: a header line, then one event per line (a [`Recorded`] plus
 //! its fingerprint). A recorder thread fingerprints and writes, off the relay's
 //! path, and flushes whenever it has caught up, so a killed proxy leaves a
-//! readable file that lacks at most the last batch.
+//! readable file that lacks at most what was queued. The queue is bounded
+//! ([`RECORDER_BACKLOG`] batches): beyond it the relay waits for the recorder.
 //!
 //! [`Recorded`]: sts_proxy::interpose::Recorded
 
@@ -27,13 +28,16 @@ use tokio_util::codec::FramedRead;
 
 use crate::clock::Clock;
 
+/// Batches the recorder may trail the relay by before the relay waits.
+pub const RECORDER_BACKLOG: usize = 1024;
+
 /// The first line of a recording.
 pub const RECORDING_HEADER: &str = r#"{"format":"sts-openflow-recording","version":1}"#;
 
 /// Where recorded events go: a recorder thread writing a JSON Lines file.
 #[derive(Clone)]
 pub struct Recording {
-    tx: std::sync::mpsc::Sender<Vec<Recorded>>,
+    tx: std::sync::mpsc::SyncSender<Vec<Recorded>>,
     written: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -70,7 +74,9 @@ pub fn record_to(path: &Path) -> std::io::Result<(Recording, RecorderHandle)> {
     let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
     writeln!(w, "{RECORDING_HEADER}")?;
     w.flush()?;
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<Recorded>>();
+    // Bounded: when the recorder falls this far behind, the relay waits for it
+    // (backpressure) rather than queueing without limit. Nothing is dropped.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Recorded>>(RECORDER_BACKLOG);
     let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let shared_counter = counter.clone();
     let thread = std::thread::Builder::new().name("sts-recorder".into()).spawn(move || {
