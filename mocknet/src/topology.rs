@@ -44,6 +44,18 @@ impl Topology {
         });
     }
 
+    /// Switches 1..=n wired by `links`, no hosts (place them with [`Topology::place_hosts`]).
+    pub fn custom(n: u64, links: &[(u64, u64)]) -> Topology {
+        Topology { links: links.to_vec(), ..Topology::with_switches(n) }
+    }
+
+    /// Replaces the hosts: one per entry of `switches`, on that switch, named
+    /// and addressed h1, h2 ... in order.
+    pub fn place_hosts(&mut self, switches: &[u64]) {
+        self.hosts.clear();
+        switches.iter().for_each(|&s| self.add_host(s));
+    }
+
     /// A chain s1 - s2 - ... - sn, one host per switch.
     pub fn linear(n: u64) -> Topology {
         let mut t = Topology::with_switches(n);

@@ -2,10 +2,14 @@
 //!
 //! ```toml
 //! [network]
-//! topology = "linear"   # linear | star | mesh | tree | fat-tree
+//! topology = "linear"   # linear | star | mesh | tree | fat-tree | custom
 //! size = 3              # switches (linear, mesh), leaves (star), k (fat-tree)
 //! depth = 2             # tree only
 //! fanout = 2            # tree only
+//! switches = 4          # custom only: switches 1..=switches
+//! links = [[1, 2], [2, 3], [3, 4]]   # custom only: switch-to-switch links
+//! hosts = [1, 1, 4]     # any shape: one host per entry, on that switch (h1, h2 ...);
+//!                       # without it each shape places its own (see mocknet::topology)
 //! openflow = "1.3"      # "1.0" or "1.3"
 //!
 //! [[controllers]]
@@ -56,6 +60,12 @@ pub struct NetworkConfig {
     pub depth: u32,
     #[serde(default = "default_fanout")]
     pub fanout: u64,
+    /// Custom topologies: the number of switches.
+    pub switches: Option<u64>,
+    /// Custom topologies: switch-to-switch links.
+    pub links: Option<Vec<(u64, u64)>>,
+    /// Host placement: one host per entry, on that switch.
+    pub hosts: Option<Vec<u64>>,
     #[serde(default)]
     pub openflow: OpenFlowVersion,
 }
@@ -79,6 +89,7 @@ pub enum TopologyKind {
     Mesh,
     Tree,
     FatTree,
+    Custom,
 }
 
 /// OpenFlow versions the mock switches speak.
@@ -144,6 +155,9 @@ impl Default for PingallConfig {
     }
 }
 
+/// The largest network a config may describe.
+pub const MAX_SWITCHES: u64 = 1_000_000;
+
 /// A config that could not be used: the message names the file, the line and
 /// the field.
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +184,26 @@ impl Config {
 
     fn validate(&self) -> Result<(), String> {
         let n = &self.network;
+        if n.topology == TopologyKind::Custom {
+            let Some(count) = n.switches.filter(|&c| c > 0) else {
+                return Err("network.switches: a custom topology needs the number of switches (at least 1)".into());
+            };
+            for (i, &(a, b)) in n.links.iter().flatten().enumerate() {
+                if a == b || a == 0 || b == 0 || a > count || b > count {
+                    return Err(format!("network.links[{i}] = [{a}, {b}]: each end must be a different switch in 1..={count}"));
+                }
+            }
+        } else if n.switches.is_some() || n.links.is_some() {
+            return Err("network.switches and network.links only apply to topology = \"custom\"".into());
+        }
+        let switch_count = self.switch_count().filter(|&c| c <= MAX_SWITCHES).ok_or_else(|| {
+            format!("network: this topology would have more than {MAX_SWITCHES} switches; sts is measured up to about 10,000 (docs/benchmarks.md)")
+        })?;
+        for (i, &s) in n.hosts.iter().flatten().enumerate() {
+            if s == 0 || s > switch_count {
+                return Err(format!("network.hosts[{i}] = {s}: no such switch (switches are 1..={switch_count})"));
+            }
+        }
         match n.topology {
             TopologyKind::FatTree if n.size < 2 || n.size % 2 == 1 => return Err(format!("network.size: fat-tree needs an even k >= 2, got {}", n.size)),
             TopologyKind::Tree if n.depth == 0 || n.fanout == 0 => return Err("network.depth and network.fanout must be at least 1".into()),
@@ -192,8 +226,29 @@ impl Config {
         Ok(())
     }
 
+    /// How many switches the `[network]` table describes, computed without
+    /// building anything (`None` on overflow).
+    fn switch_count(&self) -> Option<u64> {
+        let n = &self.network;
+        match n.topology {
+            TopologyKind::Linear | TopologyKind::Mesh => Some(n.size),
+            TopologyKind::Star => n.size.checked_add(1),
+            TopologyKind::Tree => (0..n.depth).try_fold(0u64, |acc, level| acc.checked_add(n.fanout.checked_pow(level)?)),
+            TopologyKind::FatTree => n.size.checked_mul(n.size)?.checked_mul(5).map(|x| x / 4),
+            TopologyKind::Custom => n.switches,
+        }
+    }
+
     /// The topology the `[network]` table describes.
     pub fn topology(&self) -> Topology {
+        let mut t = self.topology_without_hosts();
+        if let Some(hosts) = &self.network.hosts {
+            t.place_hosts(hosts);
+        }
+        t
+    }
+
+    fn topology_without_hosts(&self) -> Topology {
         let n = &self.network;
         match n.topology {
             TopologyKind::Linear => Topology::linear(n.size),
@@ -201,6 +256,7 @@ impl Config {
             TopologyKind::Mesh => Topology::mesh(n.size),
             TopologyKind::Tree => Topology::tree(n.depth, n.fanout),
             TopologyKind::FatTree => Topology::fat_tree(n.size),
+            TopologyKind::Custom => Topology::custom(n.switches.unwrap_or(0), n.links.as_deref().unwrap_or(&[])),
         }
     }
 
@@ -279,6 +335,25 @@ mod tests {
         assert!(e.contains("line 3") && e.contains("sizee"), "{e}");
         let e = load_str("[network]\ntopology = \"linear\"\n").unwrap_err().to_string();
         assert!(e.contains("controllers"), "{e}");
+    }
+
+    #[test]
+    fn custom_topologies_and_host_placement() {
+        let c = load_str("[network]\ntopology = \"custom\"\nswitches = 3\nlinks = [[1, 2], [2, 3]]\nhosts = [1, 1, 3]\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n").unwrap();
+        let t = c.topology();
+        assert_eq!((t.switches.len(), t.links.len()), (3, 2));
+        assert_eq!(t.hosts.iter().map(|h| h.switch).collect::<Vec<_>>(), vec![1, 1, 3]);
+        let e = load_str("[network]\ntopology = \"custom\"\nswitches = 2\nlinks = [[1, 5]]\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n").unwrap_err().to_string();
+        assert!(e.contains("network.links[0]"), "{e}");
+        let e = load_str("[network]\ntopology = \"linear\"\nsize = 2\nhosts = [3]\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n").unwrap_err().to_string();
+        assert!(e.contains("network.hosts[0] = 3"), "{e}");
+        let e = load_str("[network]\ntopology = \"custom\"\nlinks = []\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n").unwrap_err().to_string();
+        assert!(e.contains("network.switches"), "{e}");
+        // Absurd sizes are refused before anything is built.
+        for net in ["topology = \"linear\"\nsize = 1000000000000", "topology = \"tree\"\ndepth = 64\nfanout = 64", "topology = \"fat-tree\"\nsize = 4000000000"] {
+            let e = load_str(&format!("[network]\n{net}\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n")).unwrap_err().to_string();
+            assert!(e.contains("more than 1000000 switches"), "{e}");
+        }
     }
 
     #[test]
