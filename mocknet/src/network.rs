@@ -5,7 +5,8 @@
 //! does I/O or reads a clock; controller messages come in and go out through
 //! [`Network::handle_controller`] and the [`ToController`] values it returns.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 use sts_proxy::wire::{v10, v13, Body, Message};
 
@@ -43,6 +44,16 @@ pub struct ToController {
     pub msg: Message,
 }
 
+/// A fault on a link, applied to frames in both directions (the fuzzer's
+/// dataplane drop and delay).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkFault {
+    /// Every frame is lost.
+    Drop,
+    /// Every frame arrives this many milliseconds late.
+    Delay(Millis),
+}
+
 /// Something notable the dataplane did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DataplaneEvent {
@@ -50,6 +61,9 @@ pub enum DataplaneEvent {
     HopLimit { dpid: u64, in_port: u32, summary: String },
     /// A single injection caused more than [`STEP_BUDGET`] deliveries: a storm.
     StepBudget { deliveries: usize },
+    /// A frame was lost to a [`LinkFault::Drop`] on the link at this switch port
+    /// or host.
+    FaultDrop { at: Endpoint },
 }
 
 /// The mock network.
@@ -64,10 +78,16 @@ pub struct Network {
     /// PACKET_OUT of the same frame continues its count (storms through the
     /// controller are loops too).
     recent_to_controller: HashMap<u64, u32>,
+    /// Faults by link (endpoint pair, smaller first).
+    faults: BTreeMap<(Endpoint, Endpoint), LinkFault>,
+    /// Frames held back by a delay fault: (due time, order of arrival, frame).
+    delayed: BinaryHeap<Reverse<(Millis, u64, InFlight)>>,
+    delayed_seq: u64,
     pub events: Vec<DataplaneEvent>,
     pub frames_delivered: u64,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct InFlight {
     at: Endpoint,
     frame: Vec<u8>,
@@ -111,7 +131,18 @@ impl Network {
                 }
             }
         }
-        Network { switches, hosts, wiring, failed: BTreeMap::new(), recent_to_controller: HashMap::new(), events: Vec::new(), frames_delivered: 0 }
+        Network {
+            switches,
+            hosts,
+            wiring,
+            failed: BTreeMap::new(),
+            recent_to_controller: HashMap::new(),
+            faults: BTreeMap::new(),
+            delayed: BinaryHeap::new(),
+            delayed_seq: 0,
+            events: Vec::new(),
+            frames_delivered: 0,
+        }
     }
 
     /// The endpoint wired to `e`, if any.
@@ -168,6 +199,48 @@ impl Network {
         out
     }
 
+    /// Sets (or with `None` clears) the fault on the link at endpoint `a`.
+    pub fn set_link_fault(&mut self, a: Endpoint, fault: Option<LinkFault>) {
+        let Some(b) = self.peer(a) else { return };
+        match fault {
+            Some(f) => self.faults.insert(Self::key(a, b), f),
+            None => self.faults.remove(&Self::key(a, b)),
+        };
+    }
+
+    /// When the next delayed frame is due, if any.
+    pub fn next_due(&self) -> Option<Millis> {
+        self.delayed.peek().map(|Reverse((due, _, _))| *due)
+    }
+
+    /// Delivers the delayed frames that are due at `now`.
+    pub fn deliver_due(&mut self, now: Millis) -> Vec<ToController> {
+        let mut queue = VecDeque::new();
+        while self.next_due().is_some_and(|d| d <= now) {
+            let Reverse((_, _, f)) = self.delayed.pop().expect("peeked");
+            queue.push_back(f);
+        }
+        let mut out = Vec::new();
+        if !queue.is_empty() {
+            self.run_queue(&mut queue, now, &mut out);
+        }
+        out
+    }
+
+    /// Puts a frame leaving `from` on the wire: to its live peer, unless the
+    /// link's fault drops or delays it.
+    fn transmit(&mut self, from: Endpoint, frame: Vec<u8>, hops: u32, now: Millis, queue: &mut VecDeque<InFlight>) {
+        let Some(to) = self.live_peer(from) else { return };
+        match self.faults.get(&Self::key(from, to)) {
+            None => queue.push_back(InFlight { at: to, frame, hops }),
+            Some(LinkFault::Drop) => self.events.push(DataplaneEvent::FaultDrop { at: from }),
+            Some(LinkFault::Delay(ms)) => {
+                self.delayed_seq += 1;
+                self.delayed.push(Reverse((now + ms, self.delayed_seq, InFlight { at: to, frame, hops })));
+            }
+        }
+    }
+
     /// Handles a message a controller sent to switch `dpid`.
     pub fn handle_controller(&mut self, dpid: u64, raw: &[u8], msg: &Message, now: Millis) -> Vec<ToController> {
         let start_hops = match &msg.body {
@@ -179,8 +252,8 @@ impl Network {
         let outputs = sw.handle(raw, msg, now);
         let mut out = Vec::new();
         let mut queue = VecDeque::new();
-        self.route(dpid, outputs, start_hops, &mut queue, &mut out);
-        self.run(&mut queue, now, &mut out);
+        self.route(dpid, outputs, start_hops, now, &mut queue, &mut out);
+        self.run_queue(&mut queue, now, &mut out);
         out
     }
 
@@ -189,11 +262,9 @@ impl Network {
         let mut queue = VecDeque::new();
         let mut out = Vec::new();
         for frame in frames {
-            if let Some(peer) = self.live_peer(Endpoint::Host(i)) {
-                queue.push_back(InFlight { at: peer, frame, hops: 0 });
-            }
+            self.transmit(Endpoint::Host(i), frame, 0, now, &mut queue);
         }
-        self.run(&mut queue, now, &mut out);
+        self.run_queue(&mut queue, now, &mut out);
         out
     }
 
@@ -215,7 +286,7 @@ impl Network {
         (!self.failed.contains_key(&Self::key(e, p))).then_some(p)
     }
 
-    fn route(&mut self, dpid: u64, outputs: Vec<Output>, hops: u32, queue: &mut VecDeque<InFlight>, out: &mut Vec<ToController>) {
+    fn route(&mut self, dpid: u64, outputs: Vec<Output>, hops: u32, now: Millis, queue: &mut VecDeque<InFlight>, out: &mut Vec<ToController>) {
         for o in outputs {
             match o {
                 Output::Reply(msg) => out.push(ToController { dpid, to: Recipient::Requester, msg }),
@@ -228,11 +299,7 @@ impl Network {
                     }
                     out.push(ToController { dpid, to: Recipient::All, msg });
                 }
-                Output::Emit { port, frame } => {
-                    if let Some(peer) = self.live_peer(Endpoint::Switch { dpid, port }) {
-                        queue.push_back(InFlight { at: peer, frame, hops });
-                    }
-                }
+                Output::Emit { port, frame } => self.transmit(Endpoint::Switch { dpid, port }, frame, hops, now, queue),
             }
         }
     }
@@ -244,7 +311,7 @@ impl Network {
         self.recent_to_controller.insert(digest(frame), hops);
     }
 
-    fn run(&mut self, queue: &mut VecDeque<InFlight>, now: Millis, out: &mut Vec<ToController>) {
+    fn run_queue(&mut self, queue: &mut VecDeque<InFlight>, now: Millis, out: &mut Vec<ToController>) {
         let mut steps = 0usize;
         while let Some(f) = queue.pop_front() {
             steps += 1;
@@ -256,9 +323,8 @@ impl Network {
             self.frames_delivered += 1;
             match f.at {
                 Endpoint::Host(i) => {
-                    let replies = self.hosts[i].receive(&f.frame);
-                    if let Some(peer) = self.live_peer(Endpoint::Host(i)) {
-                        queue.extend(replies.into_iter().map(|frame| InFlight { at: peer, frame, hops: 0 }));
+                    for frame in self.hosts[i].receive(&f.frame) {
+                        self.transmit(Endpoint::Host(i), frame, 0, now, queue);
                     }
                 }
                 Endpoint::Switch { dpid, port } => {
@@ -271,9 +337,84 @@ impl Network {
                     }
                     let Some(sw) = self.switches.get_mut(&dpid) else { continue };
                     let outputs = sw.receive(port, f.frame, now);
-                    self.route(dpid, outputs, f.hops + 1, queue, out);
+                    self.route(dpid, outputs, f.hops + 1, now, queue, out);
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_proxy::wire::{v13, Message, OFP13};
+
+    /// One switch flooding everything, two hosts.
+    fn flooding_pair() -> Network {
+        let mut t = Topology::linear(1);
+        t.place_hosts(&[1, 1]);
+        let mut net = Network::new(&t, OFP13);
+        let flood = Message::new(
+            1,
+            Body::V13(v13::Msg::FlowMod(v13::FlowMod {
+                cookie: 0,
+                cookie_mask: 0,
+                table_id: 0,
+                command: v13::flow_mod_command::ADD,
+                idle_timeout: 0,
+                hard_timeout: 0,
+                priority: 0,
+                buffer_id: v13::NO_BUFFER,
+                out_port: v13::port::ANY,
+                out_group: v13::GROUP_ANY,
+                flags: 0,
+                r#match: v13::Match::default(),
+                instructions: vec![v13::Instruction::ApplyActions(vec![v13::Action::Output { port: v13::port::FLOOD, max_len: 0 }])],
+            })),
+        );
+        let raw = flood.emit().unwrap();
+        assert!(net.handle_controller(1, &raw, &flood, 0).is_empty());
+        net
+    }
+
+    fn ping(net: &mut Network, now: Millis) -> (std::net::Ipv4Addr, u16) {
+        let dst = net.hosts[1].ip;
+        let (seq, frames) = net.hosts[0].ping(dst);
+        net.host_send(0, frames, now);
+        (dst, seq)
+    }
+
+    #[test]
+    fn frames_cross_a_healthy_link_at_once() {
+        let mut net = flooding_pair();
+        let reply = ping(&mut net, 0);
+        assert!(net.hosts[0].echo_replies.contains(&reply));
+    }
+
+    #[test]
+    fn a_dropping_link_loses_frames_and_says_so() {
+        let mut net = flooding_pair();
+        net.set_link_fault(Endpoint::Host(1), Some(LinkFault::Drop));
+        let reply = ping(&mut net, 0);
+        assert!(!net.hosts[0].echo_replies.contains(&reply));
+        assert!(net.events.iter().any(|e| matches!(e, DataplaneEvent::FaultDrop { .. })));
+        net.set_link_fault(Endpoint::Host(1), None);
+        let reply = ping(&mut net, 10);
+        assert!(net.hosts[0].echo_replies.contains(&reply));
+    }
+
+    #[test]
+    fn a_delaying_link_delivers_when_due() {
+        let mut net = flooding_pair();
+        net.set_link_fault(Endpoint::Host(1), Some(LinkFault::Delay(100)));
+        let reply = ping(&mut net, 0);
+        assert!(!net.hosts[0].echo_replies.contains(&reply));
+        // The ARP request reaches h2 at 100; its reply comes back at 200; then the echo.
+        let mut now = 0;
+        while !net.hosts[0].echo_replies.contains(&reply) {
+            now = net.next_due().expect("frames still in flight");
+            net.deliver_due(now);
+        }
+        assert_eq!(now, 400, "four crossings of the delayed link, 100 ms each");
     }
 }

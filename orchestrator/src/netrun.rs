@@ -246,6 +246,8 @@ impl NetRunner {
         let now = self.clock.now();
         let due = self.interposer.due(now);
         due.into_iter().for_each(|d| self.deliver(d));
+        let arrived = self.net.deliver_due(now);
+        self.dispatch(arrived, None);
         if now >= self.last_tick + TICK_MS {
             self.last_tick = now;
             let out = self.net.tick(now);
@@ -265,7 +267,8 @@ impl NetRunner {
             if now >= deadline {
                 return false;
             }
-            let wake = self.clock.instant_at(deadline.min(now + POLL_MS));
+            let next_frame = self.net.next_due().unwrap_or(Millis::MAX);
+            let wake = self.clock.instant_at(deadline.min(now + POLL_MS).min(next_frame.max(now)));
             tokio::select! {
                 inbound = self.rx.recv() => match inbound {
                     Some(i) => self.on_inbound(i),

@@ -190,6 +190,7 @@ pub fn command(config_path: &Path) -> u8 {
                         eprintln!("dataplane: forwarding loop: a frame ({summary}) exceeded the hop limit at switch {dpid} port {in_port}")
                     }
                     DataplaneEvent::StepBudget { deliveries } => eprintln!("dataplane: broadcast storm: one injection caused over {deliveries} deliveries"),
+                    DataplaneEvent::FaultDrop { at } => eprintln!("dataplane: a frame was dropped by the fault on the link at {at:?}"),
                 }
             }
             eprintln!("controller logs: {}", run.run_dir.display());
