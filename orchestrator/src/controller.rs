@@ -50,6 +50,50 @@ pub enum StartError {
     Io { name: String, context: String, source: std::io::Error },
 }
 
+/// Which output stream a controller log line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// One line a controller wrote: an internal event (brief §2: a coarse view of
+/// the controller's state transitions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub stream: Stream,
+    pub line: String,
+    /// The line with every token that contains a digit masked (numbers,
+    /// addresses, times, ids), so equivalent lines match across runs.
+    pub fingerprint: String,
+}
+
+/// Masks numbers: every run of hex digits and `.:x-` that contains a digit
+/// becomes `#` (so `10.0.0.7:4242` and `0x1a` vanish whole, and `sw1` keeps
+/// its stem as `sw#`); everything else is kept.
+pub fn log_fingerprint(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut token = String::new();
+    let flush = |token: &mut String, out: &mut String| {
+        if token.chars().any(|c| c.is_ascii_digit()) {
+            out.push('#');
+        } else {
+            out.push_str(token);
+        }
+        token.clear();
+    };
+    for c in line.chars() {
+        if c.is_ascii_hexdigit() || matches!(c, '.' | ':' | 'x' | '-') {
+            token.push(c);
+        } else {
+            flush(&mut token, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut token, &mut out);
+    out
+}
+
 /// A running controller process (and its process group).
 pub struct Controller {
     name: String,
@@ -57,6 +101,9 @@ pub struct Controller {
     addr: SocketAddr,
     aux_port: u16,
     log_path: PathBuf,
+    lines: std::sync::mpsc::Receiver<LogLine>,
+    /// Output-copying threads that have reached end of file (0 to 2).
+    readers_done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Controller {
@@ -87,8 +134,8 @@ impl Controller {
         cmd.args(spec.command[1..].iter().map(|a| fill(a)))
             .envs(spec.env.iter().map(|(k, v)| (k, fill(v))))
             .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(io_err("log file".into()))?)
-            .stderr(log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .process_group(0);
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
@@ -97,8 +144,17 @@ impl Controller {
                 Ok(())
             });
         }
-        let child = spawn_from_long_lived_thread(cmd).map_err(|source| StartError::Spawn { name: name.clone(), program, source })?;
-        let mut ctl = Controller { name, child, addr, aux_port, log_path: log_path.to_owned() };
+        let mut child = spawn_from_long_lived_thread(cmd).map_err(|source| StartError::Spawn { name: name.clone(), program, source })?;
+        // Each output line goes to the log file and becomes a LogLine event.
+        let (tx, lines) = std::sync::mpsc::sync_channel(MAX_UNREAD_LINES);
+        let readers_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        if let Some(out) = child.stdout.take() {
+            copy_lines(out, Stream::Stdout, log.try_clone().map_err(io_err("log file".into()))?, tx.clone(), readers_done.clone());
+        }
+        if let Some(err) = child.stderr.take() {
+            copy_lines(err, Stream::Stderr, log, tx, readers_done.clone());
+        }
+        let mut ctl = Controller { name, child, addr, aux_port, log_path: log_path.to_owned(), lines, readers_done };
         ctl.wait_listening(spec.start_timeout)?;
         Ok(ctl)
     }
@@ -122,6 +178,12 @@ impl Controller {
         let deadline = Instant::now() + timeout;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
+                // Let the copying threads write the last lines before quoting them
+                // (bounded: a grandchild may still hold the pipes open).
+                let until = Instant::now() + Duration::from_secs(1);
+                while self.readers_done.load(std::sync::atomic::Ordering::Acquire) < 2 && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 return Err(StartError::Exited {
                     name: self.name.clone(),
                     addr: self.addr,
@@ -142,6 +204,11 @@ impl Controller {
     /// The address the controller listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The lines the controller has written since the last call, in order per stream.
+    pub fn take_log_lines(&self) -> Vec<LogLine> {
+        self.lines.try_iter().collect()
     }
 
     /// The port substituted for `{aux_port}` (a side service such as a REST API).
@@ -174,6 +241,37 @@ impl Controller {
 impl Drop for Controller {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Lines a controller may write before they are taken ([`Controller::take_log_lines`]);
+/// later lines still reach the log file but are not queued as events.
+pub const MAX_UNREAD_LINES: usize = 65_536;
+
+/// Copies `from` line by line into `log` and onto `events`, until end of file
+/// (the controller exiting closes it). Lines that are not UTF-8 are kept lossily.
+fn copy_lines(
+    from: impl Read + Send + 'static,
+    stream: Stream,
+    mut log: File,
+    events: std::sync::mpsc::SyncSender<LogLine>,
+    done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::io::Write;
+    let spawned = std::thread::Builder::new().name("sts-controller-log".into()).spawn(move || {
+        let mut reader = BufReader::new(from);
+        let mut buf = Vec::new();
+        while matches!(reader.read_until(b'\n', &mut buf), Ok(n) if n > 0) {
+            let _ = log.write_all(&buf);
+            let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string();
+            // Never block the controller on an unread queue: the file has every line.
+            let _ = events.try_send(LogLine { stream, fingerprint: log_fingerprint(&line), line });
+            buf.clear();
+        }
+        done.fetch_add(1, std::sync::atomic::Ordering::Release);
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start a thread for controller output: {e}");
     }
 }
 
@@ -291,6 +389,43 @@ mod tests {
         assert!(ctl.is_alive(), "the controller died with the thread that started it");
         ctl.kill();
         assert!(!ctl.is_alive());
+    }
+
+    #[test]
+    fn output_lines_become_events_with_masked_fingerprints_and_reach_the_log() {
+        let spec = ControllerSpec {
+            name: "chatty".into(),
+            command: vec![
+                "python3".into(),
+                "-c".into(),
+                "import socket,sys,time\nprint('switch 0x1a connected from 10.0.0.7:4242', flush=True)\nprint('error 42', file=sys.stderr, flush=True)\ns=socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(30)".into(),
+            ],
+            env: vec![],
+            config: None,
+            start_timeout: Duration::from_secs(10),
+        };
+        let log = std::env::temp_dir().join(format!("sts-chatty-{}.log", std::process::id()));
+        let ctl = Controller::start(&spec, free_local_addr().unwrap(), &log).unwrap();
+        let mut lines = Vec::new();
+        for _ in 0..100 {
+            lines.extend(ctl.take_log_lines());
+            if lines.len() >= 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = lines.iter().find(|l| l.stream == Stream::Stdout).expect("stdout line");
+        assert_eq!(out.line, "switch 0x1a connected from 10.0.0.7:4242");
+        assert_eq!(out.fingerprint, "switch # connected from #");
+        let err = lines.iter().find(|l| l.stream == Stream::Stderr).expect("stderr line");
+        assert_eq!(err.fingerprint, "error #");
+        assert!(ctl.log_tail(5).contains("switch 0x1a connected"));
+    }
+
+    #[test]
+    fn log_fingerprints_keep_words_and_mask_numbers() {
+        assert_eq!(log_fingerprint("DPID 1 (0x1) sw1 L2 learned on Port 2 00:00:00:00:00:01"), "DPID # (#) sw# L# learned on Port # #");
+        assert_eq!(log_fingerprint("no numbers here"), "no numbers here");
     }
 
     #[test]
