@@ -6,15 +6,17 @@
 //! everything else: two messages are *functionally equivalent* when their
 //! fingerprints are equal (brief §2).
 //!
-//! The fingerprint is the message type followed by the canonical JSON of the
-//! masked body (keys sorted), so it is stable across sts versions, readable in a
-//! trace, and computable by other tools.
+//! The fingerprint is the message type followed by the compact JSON of the
+//! body with volatile values replaced by `"*"` and packet bytes by their
+//! [`PacketSummary`]. Keys appear in the order the types declare their fields
+//! (serialized directly, never through a map whose order a crate feature could
+//! change), so it is stable across builds and runs, readable in a trace, and
+//! cheap: one serialization and one pass over the text.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::packet::PacketSummary;
-use super::{Body, Message};
+use super::{v10, v13, Body, Message};
 
 /// The functionally-equivalent view of an event, as text.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -51,101 +53,129 @@ const VOLATILE_KEYS: &[&str] = &[
     "band_stats",
 ];
 
-const MASKED: &str = "*";
+const MASKED: &str = "\"*\"";
 
 impl Fingerprint {
     /// The fingerprint of a decoded message. The transaction id is not part of it.
     pub fn of(msg: &Message) -> Fingerprint {
-        let mut body = serde_json::to_value(&msg.body).unwrap_or(Value::Null);
-        mask_volatile(&mut body);
-        summarise_payloads(&msg.body, &mut body);
         let mut text = format!("of{:x}/{} ", msg.version(), msg.type_name());
-        write_canonical(&body, &mut text);
+        // Echo payloads carry timestamps or nothing of interest: the type is enough.
+        if matches!(
+            msg.body,
+            Body::V10(v10::Msg::EchoRequest(_) | v10::Msg::EchoReply(_)) | Body::V13(v13::Msg::EchoRequest(_) | v13::Msg::EchoReply(_))
+        ) {
+            text.push_str(MASKED);
+            return Fingerprint(text);
+        }
+        // "data" holds packet bytes in PACKET_IN/OUT (summarised) and the
+        // offending message, xid included, in ERROR (masked).
+        let data = match &msg.body {
+            Body::V10(v10::Msg::PacketIn(p)) => Some(summary(&p.data)),
+            Body::V10(v10::Msg::PacketOut(p)) => Some(summary(&p.data)),
+            Body::V13(v13::Msg::PacketIn(p)) => Some(summary(&p.data)),
+            Body::V13(v13::Msg::PacketOut(p)) => Some(summary(&p.data)),
+            Body::V10(v10::Msg::Error(_)) | Body::V13(v13::Msg::Error(v13::Error::Standard { .. })) => Some(MASKED.to_string()),
+            _ => None,
+        };
+        let json = serde_json::to_string(&msg.body).unwrap_or_default();
+        mask(&json, data.as_deref(), &mut text);
         Fingerprint(text)
     }
 }
 
-/// Compact JSON with object keys sorted. Written by hand rather than relying on
-/// serde_json's map order, which a crate feature (`preserve_order`) elsewhere in
-/// a build can change: the fingerprint must not depend on what else is linked.
-fn write_canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, x) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(x, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
+fn summary(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "null".into();
+    }
+    match PacketSummary::of(bytes) {
+        Some(s) => serde_json::to_string(&s).unwrap_or_default(),
+        None => format!("\"{}\"", super::packet::digest(bytes)),
     }
 }
 
-fn mask_volatile(v: &mut Value) {
-    match v {
-        Value::Object(map) => {
-            for (k, val) in map.iter_mut() {
-                if VOLATILE_KEYS.contains(&k.as_str()) {
-                    *val = Value::String(MASKED.into());
-                } else {
-                    mask_volatile(val);
-                }
+/// Copies compact JSON `json` to `out`, replacing the value of every volatile
+/// key by `"*"` and, when `data` is given, the value of every `data` key by it.
+fn mask(json: &str, data: Option<&str>, out: &mut String) {
+    let b = json.as_bytes();
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if b[i] != b'"' {
+            i += 1;
+            continue;
+        }
+        let end = skip_string(b, i);
+        // A string followed by ':' is a key.
+        if b.get(end) == Some(&b':') {
+            let key = &json[i + 1..end - 1];
+            let replacement = if VOLATILE_KEYS.contains(&key) {
+                Some(MASKED)
+            } else if key == "data" {
+                data
+            } else {
+                None
+            };
+            if let Some(r) = replacement {
+                out.push_str(&json[copied..=end]);
+                let value_end = skip_value(b, end + 1);
+                out.push_str(r);
+                copied = value_end;
+                i = value_end;
+                continue;
             }
         }
-        Value::Array(items) => items.iter_mut().for_each(mask_volatile),
-        _ => {}
+        i = end;
     }
+    out.push_str(&json[copied..]);
 }
 
-/// Replaces packet bytes by their [`PacketSummary`], echo payloads and error
-/// data by nothing (they carry xids and timestamps).
-fn summarise_payloads(body: &Body, json: &mut Value) {
-    use super::{v10, v13};
-    let (path, data): (&[&str], Option<&[u8]>) = match body {
-        Body::V10(v10::Msg::PacketIn(p)) => (&["V10", "PacketIn", "data"], Some(&p.data)),
-        Body::V10(v10::Msg::PacketOut(p)) => (&["V10", "PacketOut", "data"], Some(&p.data)),
-        Body::V13(v13::Msg::PacketIn(p)) => (&["V13", "PacketIn", "data"], Some(&p.data)),
-        Body::V13(v13::Msg::PacketOut(p)) => (&["V13", "PacketOut", "data"], Some(&p.data)),
-        Body::V10(v10::Msg::EchoRequest(_)) => (&["V10", "EchoRequest"], None),
-        Body::V10(v10::Msg::EchoReply(_)) => (&["V10", "EchoReply"], None),
-        Body::V13(v13::Msg::EchoRequest(_)) => (&["V13", "EchoRequest"], None),
-        Body::V13(v13::Msg::EchoReply(_)) => (&["V13", "EchoReply"], None),
-        Body::V10(v10::Msg::Error(_)) => (&["V10", "Error", "data"], None),
-        Body::V13(v13::Msg::Error(v13::Error::Standard { .. })) => (&["V13", "Error", "Standard", "data"], None),
-        _ => return,
-    };
-    let mut slot = json;
-    for key in path {
-        match slot.get_mut(*key) {
-            Some(next) => slot = next,
-            None => return,
+/// The index just past the string starting at `b[i]` (a quote).
+fn skip_string(b: &[u8], mut i: usize) -> usize {
+    i += 1;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return i + 1,
+            _ => i += 1,
         }
     }
-    *slot = match data {
-        Some([]) => Value::Null,
-        Some(bytes) => match PacketSummary::of(bytes) {
-            Some(summary) => serde_json::to_value(summary).unwrap_or(Value::Null),
-            None => Value::String(super::packet::digest(bytes)),
-        },
-        None => Value::String(MASKED.into()),
-    };
+    b.len()
+}
+
+/// The index just past the JSON value starting at `b[i]`.
+fn skip_value(b: &[u8], i: usize) -> usize {
+    match b.get(i) {
+        Some(b'"') => skip_string(b, i),
+        Some(b'{') | Some(b'[') => {
+            let mut depth = 0usize;
+            let mut j = i;
+            while j < b.len() {
+                match b[j] {
+                    b'"' => {
+                        j = skip_string(b, j);
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return j + 1;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            b.len()
+        }
+        _ => {
+            let mut j = i;
+            while j < b.len() && !matches!(b[j], b',' | b'}' | b']') {
+                j += 1;
+            }
+            j
+        }
+    }
 }
 
 #[cfg(test)]
@@ -182,6 +212,17 @@ mod tests {
         assert_eq!(a, b);
         assert!(a.0.starts_with("of4/packet_in "), "{a}");
         assert!(a.0.contains("10.0.0.2"), "{a}");
+    }
+
+    #[test]
+    fn masking_replaces_whole_values_and_nothing_else() {
+        let json = r#"{"cookie":{"a":[1,{"b":"x\"y"}]},"name":"cookie","counters":[1,2,3],"data":"00ff","priority":7,"ok":true}"#;
+        let mut out = String::new();
+        mask(json, Some("{\"summary\":1}"), &mut out);
+        assert_eq!(out, r#"{"cookie":"*","name":"cookie","counters":"*","data":{"summary":1},"priority":7,"ok":true}"#);
+        let mut out = String::new();
+        mask(json, None, &mut out);
+        assert!(out.contains(r#""data":"00ff""#), "data untouched without a replacement: {out}");
     }
 
     #[test]
