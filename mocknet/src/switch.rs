@@ -627,7 +627,7 @@ impl Switch {
             let Some(entry) = t.lookup(&fields, frame.len(), now) else {
                 if self.version == OFP10 {
                     // 1.0: a table miss goes to the controller.
-                    self.packet_in(&frame, in_port, v10::packet_in_reason::NO_MATCH, 0, 0, self.miss_send_len, out);
+                    self.packet_in(&frame, in_port, v10::packet_in_reason::NO_MATCH, 0, 0, out);
                 }
                 return; // 1.3: a miss without a table-miss entry drops.
             };
@@ -669,7 +669,7 @@ impl Switch {
     fn run_actions(&mut self, actions: &[Action], mut frame: Vec<u8>, in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) -> Vec<u8> {
         for a in actions {
             match a {
-                Action::Output { port, max_len } => self.output(*port, *max_len, &frame, in_port, hit, now, out),
+                Action::Output { port, .. } => self.output(*port, &frame, in_port, hit, now, out),
                 Action::SetField(f, v) => {
                     packet::set_field(&mut frame, *f, *v);
                 }
@@ -731,8 +731,7 @@ impl Switch {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn output(&mut self, port: u32, max_len: u16, frame: &[u8], in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) {
+    fn output(&mut self, port: u32, frame: &[u8], in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) {
         use v13::port as P;
         let version = self.version;
         let mut emit = |sw: &mut Switch, p: u32| {
@@ -763,7 +762,7 @@ impl Switch {
                     (_, true) => v13::packet_in_reason::NO_MATCH,
                     (_, false) => v13::packet_in_reason::ACTION,
                 };
-                self.packet_in(frame, in_port, reason, hit.table, hit.cookie, max_len, out);
+                self.packet_in(frame, in_port, reason, hit.table, hit.cookie, out);
             }
             P::TABLE => self.pipeline(frame.to_vec(), in_port, 0, now, out),
             P::LOCAL | P::NORMAL | P::ANY => {}
@@ -774,8 +773,8 @@ impl Switch {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn packet_in(&self, frame: &[u8], in_port: u32, reason: u8, table: u8, cookie: u64, _max_len: u16, out: &mut Vec<Output>) {
+    /// Sends `frame` up whole (no buffering, so max_len and miss_send_len do not cut it).
+    fn packet_in(&self, frame: &[u8], in_port: u32, reason: u8, table: u8, cookie: u64, out: &mut Vec<Output>) {
         // NO_PACKET_IN suppresses table-miss packet-ins only, as Open vSwitch
         // reads it: an explicit output to CONTROLLER still goes up (os-ken's STP
         // sets NO_PACKET_IN on listening ports and still expects its BPDUs).

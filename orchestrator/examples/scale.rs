@@ -21,7 +21,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use sts::clock::Clock;
 use sts::controller::{raise_fd_limit, Controller};
-use sts::netrun::{Endpoint, NetRunner};
+use sts::netrun::{Endpoint, NetRunner, Settle};
 use sts_mocknet::{Network, Topology};
 use sts_proxy::wire::OFP10;
 
@@ -83,15 +83,14 @@ fn main() {
         let connect_ms = clock.now();
         let total = runner.connection_count();
         let mut last_report = 0;
-        let deadline = clock.now() + 30 * 60 * 1000;
+        let settle = Settle { quiet_ms, min_wait_ms: 0, max_ms: 30 * 60 * 1000 };
         let ok = runner
-            .run_until(deadline, |r| {
+            .settle_with(settle, |r| {
                 let now = r.clock.now();
                 if now >= last_report + 2000 {
                     last_report = now;
                     eprintln!("  {:>6} ms: {}/{total} handshakes, {} messages from controllers", now, r.handshakes.len(), r.messages_from_controllers);
                 }
-                r.handshakes.len() == total && now >= r.last_activity + quiet_ms
             })
             .await;
         assert!(ok && runner.handshakes.len() == total, "only {} of {total} handshakes", runner.handshakes.len());

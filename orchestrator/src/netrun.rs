@@ -39,6 +39,17 @@ struct Conn {
     open: bool,
 }
 
+/// How long [`NetRunner::settle_with`] waits, in milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Settle {
+    /// How long the controllers must have been quiet (keepalives aside).
+    pub quiet_ms: Millis,
+    /// Never settle sooner than this (e.g. STP convergence).
+    pub min_wait_ms: Millis,
+    /// Give up after this long (or after `min_wait_ms`, if longer).
+    pub max_ms: Millis,
+}
+
 /// Something that went wrong on a control connection (kept, not fatal).
 #[derive(Debug, Clone)]
 pub struct ConnIssue {
@@ -288,9 +299,31 @@ impl NetRunner {
     /// Waits until every connection has finished its handshake and the
     /// controllers have been quiet for `quiet_ms`, for at most `max_ms`.
     pub async fn settle(&mut self, quiet_ms: Millis, max_ms: Millis) -> bool {
-        let deadline = self.clock.now() + max_ms;
+        self.settle_with(Settle { quiet_ms, min_wait_ms: 0, max_ms }, |_| {}).await
+    }
+
+    /// [`NetRunner::settle`] with a minimum wait and a progress callback (called
+    /// on every loop iteration). Stops early, returning false, when a connection
+    /// closed before its handshake: it will not recover.
+    pub async fn settle_with(&mut self, s: Settle, mut progress: impl FnMut(&NetRunner)) -> bool {
+        let start = self.clock.now();
+        let deadline = start + s.max_ms.max(s.min_wait_ms);
         let total = self.connection_count();
-        self.run_until(deadline, |r| r.handshakes.len() == total && r.clock.now() >= r.last_activity + quiet_ms).await
+        let mut lost = false;
+        let settled = self
+            .run_until(deadline, |r| {
+                progress(r);
+                lost = r.handshake_lost();
+                let now = r.clock.now();
+                lost || (r.handshakes.len() == total && now >= start + s.min_wait_ms && now >= r.last_activity + s.quiet_ms)
+            })
+            .await;
+        settled && !lost
+    }
+
+    /// True if a connection closed (or broke) before its handshake finished.
+    pub fn handshake_lost(&self) -> bool {
+        self.issues.iter().any(|i| !self.handshakes.contains(&(i.dpid, i.controller)))
     }
 
     /// Fails (`up = false`) or recovers the link at `at`; both switch ends send

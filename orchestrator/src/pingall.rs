@@ -10,7 +10,7 @@ use crate::cli::exit;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::controller::Controller;
-use crate::netrun::NetRunner;
+use crate::netrun::{NetRunner, Settle};
 
 /// The outcome of a pingall: `reached[i][j]` for every ordered pair i ≠ j.
 #[derive(Debug, Clone)]
@@ -115,16 +115,8 @@ pub async fn run(config: &Config, run_dir: &Path) -> Result<PingallRun, RunError
 
     let total = runner.connection_count() as u64;
     let pb = progress(total, "handshakes");
-    let deadline = clock.now() + p.settle_ms.max(p.min_wait_ms);
-    runner
-        .run_until(deadline, |r| {
-            pb.set_position(r.handshakes.len() as u64);
-            let now = r.clock.now();
-            // A connection that closed before its handshake will not recover: stop early.
-            let lost = r.issues.iter().any(|i| !r.handshakes.contains(&(i.dpid, i.controller)));
-            lost || (r.handshakes.len() as u64 == total && now >= p.min_wait_ms && now >= r.last_activity + p.quiet_ms)
-        })
-        .await;
+    let settle = Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms };
+    runner.settle_with(settle, |r| pb.set_position(r.handshakes.len() as u64)).await;
     pb.finish_and_clear();
     let done = runner.handshakes.len();
     if done < total as usize {
