@@ -189,6 +189,12 @@ pub fn set_field(frame: &mut [u8], f: Field, v: u128) -> bool {
         }
         Field::TcpSrc | Field::TcpDst | Field::UdpSrc | Field::UdpDst => {
             let Some(ip) = ipv4_offset(frame) else { return false };
+            // The port fields exist only for their own protocol (a TCP port
+            // rewrite must not touch a UDP or ICMP header).
+            let want = if matches!(f, Field::TcpSrc | Field::TcpDst) { 6 } else { 17 };
+            if frame[ip + 9] != want {
+                return false;
+            }
             let l4 = ip + ((frame[ip] & 0x0f) as usize * 4).max(20);
             let at = l4 + if matches!(f, Field::TcpSrc | Field::UdpSrc) { 0 } else { 2 };
             if frame.len() < at + 2 {
@@ -285,6 +291,8 @@ mod tests {
         assert_eq!(x.get(Field::VlanVid), Some(0x1000 | 100));
         assert_eq!(x.get(Field::Ipv4Dst), Some(0x0a000002), "L3 still parsed behind the tag");
         assert!(set_field(&mut f, Field::Ipv4Dst, 0x0a000009));
+        assert!(!set_field(&mut f, Field::TcpSrc, 80), "an ICMP frame has no TCP port");
+        assert!(!set_field(&mut f, Field::UdpDst, 53), "nor a UDP one");
         pop_vlan(&mut f);
         let x = Fields::extract(&f, 3, 0);
         assert_eq!((x.get(Field::VlanVid), x.get(Field::Ipv4Dst)), (Some(0), Some(0x0a000009)));

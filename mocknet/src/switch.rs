@@ -242,7 +242,7 @@ impl Switch {
                     return;
                 }
                 let actions: Vec<Action> = po.actions.iter().map(Action::from_v10).collect();
-                self.run_actions(&actions, po.data.to_vec(), flow::port10(po.in_port), Hit::default(), now, out);
+                self.run_actions(&actions, po.data.to_vec(), flow::port10(po.in_port), Hit { packet_out: true, ..Hit::default() }, now, out);
             }
             M::PortMod(pm) => self.port_mod(pm.port_no as u32, pm.config, pm.mask, out),
             M::StatsRequest(req) => {
@@ -338,7 +338,7 @@ impl Switch {
                     return;
                 }
                 let actions: Vec<Action> = po.actions.iter().map(Action::from_v13).collect();
-                self.run_actions(&actions, po.data.to_vec(), po.in_port, Hit::default(), now, out);
+                self.run_actions(&actions, po.data.to_vec(), po.in_port, Hit { packet_out: true, ..Hit::default() }, now, out);
             }
             M::PortMod(pm) => self.port_mod(pm.port_no, pm.config, pm.mask, out),
             M::RoleRequest(r) => {
@@ -632,7 +632,7 @@ impl Switch {
                 return; // 1.3: a miss without a table-miss entry drops.
             };
             let ins = entry.instructions.clone();
-            let hit = Hit { table: table as u8, cookie: entry.cookie, table_miss: entry.priority == 0 && entry.r#match.fields.is_empty() };
+            let hit = Hit { table: table as u8, cookie: entry.cookie, table_miss: entry.priority == 0 && entry.r#match.fields.is_empty(), ..Hit::default() };
             if !ins.apply.is_empty() {
                 frame = self.run_actions(&ins.apply, frame, in_port, hit, now, out);
             }
@@ -694,7 +694,11 @@ impl Switch {
         frame
     }
 
-    fn group(&mut self, id: u32, frame: &[u8], in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) {
+    fn group(&mut self, id: u32, frame: &[u8], in_port: u32, mut hit: Hit, now: Millis, out: &mut Vec<Output>) {
+        if hit.group_depth >= MAX_GROUP_DEPTH {
+            return;
+        }
+        hit.group_depth += 1;
         let Some(g) = self.groups.get(&id).cloned() else { return };
         let live = |sw: &Switch, b: &v13::Bucket| b.watch_port == v13::port::ANY || sw.ports.get(&b.watch_port).is_some_and(Port::is_live);
         let chosen: Vec<&Vec<Action>> = match g.group_type {
@@ -764,7 +768,8 @@ impl Switch {
                 };
                 self.packet_in(frame, in_port, reason, hit.table, hit.cookie, out);
             }
-            P::TABLE => self.pipeline(frame.to_vec(), in_port, 0, now, out),
+            P::TABLE if hit.packet_out => self.pipeline(frame.to_vec(), in_port, 0, now, out),
+            P::TABLE => {}
             P::LOCAL | P::NORMAL | P::ANY => {}
             // The spec: a frame never leaves through its ingress port unless the
             // action names IN_PORT (faucet's flood rules rely on this).
@@ -852,7 +857,16 @@ struct Hit {
     /// The table-miss entry (priority 0, empty match): its PACKET_INs carry
     /// reason NO_MATCH in 1.3, as Open vSwitch sends them.
     table_miss: bool,
+    /// Set for PACKET_OUT actions: only they may output to TABLE (a flow entry
+    /// doing so would resubmit forever; Open vSwitch refuses such entries).
+    packet_out: bool,
+    /// Groups entered so far: chains deeper than [`MAX_GROUP_DEPTH`] (a group
+    /// that reaches itself) drop the frame instead of recursing forever.
+    group_depth: u8,
 }
+
+/// How deep group actions may chain before the frame is dropped.
+const MAX_GROUP_DEPTH: u8 = 8;
 
 struct FlowModRequest {
     table: u8,
