@@ -225,6 +225,56 @@ impl Action {
     }
 }
 
+/// The 1.3 action set a packet accumulates through WRITE_ACTIONS: one action
+/// per slot, executed at the end of the pipeline in the specification's order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionSet(Vec<Action>);
+
+impl ActionSet {
+    /// CLEAR_ACTIONS.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// WRITE_ACTIONS: each action replaces the one in its slot.
+    pub fn write(&mut self, actions: &[Action]) {
+        for a in actions {
+            self.0.retain(|x| slot(x) != slot(a));
+            self.0.push(a.clone());
+        }
+    }
+
+    /// The actions to execute, in order; a group action suppresses the output
+    /// action, as the specification says.
+    pub fn into_ordered(mut self) -> Vec<Action> {
+        self.0.sort_by_key(order);
+        if self.0.iter().any(|a| matches!(a, Action::Group(_))) {
+            self.0.retain(|a| !matches!(a, Action::Output { .. }));
+        }
+        self.0
+    }
+}
+
+/// Which slot of the action set an action occupies (one action per slot).
+fn slot(a: &Action) -> (u8, Option<Field>) {
+    match a {
+        Action::SetField(f, _) => (order(a), Some(*f)),
+        _ => (order(a), None),
+    }
+}
+
+/// The order the 1.3 specification executes an action set in.
+fn order(a: &Action) -> u8 {
+    match a {
+        Action::PopVlan => 1,
+        Action::PushVlan(_) => 2,
+        Action::SetField(..) | Action::SetVlanVid10(_) | Action::SetVlanPcp10(_) => 3,
+        Action::Ignored => 4,
+        Action::Group(_) => 5,
+        Action::Output { .. } => 6,
+    }
+}
+
 /// A flow entry's instructions, in the 1.3 sense (a 1.0 entry has only `apply`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Instructions {

@@ -6,7 +6,7 @@
 //! [`Network::handle_controller`] and the [`ToController`] values it returns.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 
 use sts_proxy::wire::{v10, v13, Body, Message};
 
@@ -64,6 +64,14 @@ pub enum DataplaneEvent {
     /// A frame was lost to a [`LinkFault::Drop`] on the link at this switch port
     /// or host.
     FaultDrop { at: Endpoint },
+}
+
+/// Where a probed frame ended up (see [`Network::probe`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Probe {
+    pub delivered: BTreeSet<usize>,
+    pub to_controllers: BTreeSet<u64>,
+    pub looped: bool,
 }
 
 /// The mock network.
@@ -199,6 +207,44 @@ impl Network {
         out
     }
 
+    /// Moves host `i` to switch `to`: its old link goes down (PORT_STATUS on
+    /// the old switch) and it is plugged into a free port of `to` (an unwired
+    /// one if there is, else a new port: PORT_STATUS ADD). Returns the
+    /// messages for the controllers, or nothing if `to` is unknown.
+    pub fn migrate_host(&mut self, i: usize, to: u64) -> Vec<ToController> {
+        let mut out = Vec::new();
+        if i >= self.hosts.len() || !self.switches.contains_key(&to) {
+            return out;
+        }
+        let host = Endpoint::Host(i);
+        if let Some(old) = self.wiring.remove(&host) {
+            self.wiring.remove(&old);
+            self.failed.remove(&Self::key(host, old));
+            self.faults.remove(&Self::key(host, old));
+            if let Endpoint::Switch { dpid, port } = old {
+                if let Some(msg) = self.switches.get_mut(&dpid).and_then(|s| s.set_link(port, false)) {
+                    out.push(ToController { dpid, to: Recipient::All, msg });
+                }
+            }
+        }
+        let sw = self.switches.get_mut(&to).expect("checked");
+        let free = sw.ports.keys().copied().find(|&p| !self.wiring.contains_key(&Endpoint::Switch { dpid: to, port: p }));
+        let (port, msg) = match free {
+            Some(p) => (p, sw.set_link(p, true)),
+            None => {
+                let (p, m) = sw.add_port();
+                (p, Some(m))
+            }
+        };
+        if let Some(msg) = msg {
+            out.push(ToController { dpid: to, to: Recipient::All, msg });
+        }
+        let at = Endpoint::Switch { dpid: to, port };
+        self.wiring.insert(host, at);
+        self.wiring.insert(at, host);
+        out
+    }
+
     /// Sets (or with `None` clears) the fault on the link at endpoint `a`.
     pub fn set_link_fault(&mut self, a: Endpoint, fault: Option<LinkFault>) {
         let Some(b) = self.peer(a) else { return };
@@ -268,6 +314,26 @@ impl Network {
         out
     }
 
+    /// Where one frame sent by host `i` ends up: which hosts receive a copy,
+    /// which switches send one to their controllers, whether a copy exceeded
+    /// the hop limit. Hosts do not answer (no ARP or echo replies), so the
+    /// answer is about this frame alone; flow counters still count it. Meant
+    /// for analysis and tests, on a clone when the network must stay as it was.
+    /// More than `budget` deliveries count as a loop (a storm).
+    pub fn probe(&mut self, i: usize, frame: Vec<u8>, now: Millis, budget: usize) -> Probe {
+        let mut queue = VecDeque::new();
+        let mut out = Vec::new();
+        let mut probe = Probe::default();
+        self.transmit(Endpoint::Host(i), frame, 0, now, &mut queue);
+        self.run(&mut queue, now, &mut out, Some(&mut probe), budget);
+        for m in &out {
+            if matches!(m.msg.body, Body::V10(v10::Msg::PacketIn(_)) | Body::V13(v13::Msg::PacketIn(_))) {
+                probe.to_controllers.insert(m.dpid);
+            }
+        }
+        probe
+    }
+
     /// Expires flow entries on every switch.
     pub fn tick(&mut self, now: Millis) -> Vec<ToController> {
         let mut out = Vec::new();
@@ -281,7 +347,14 @@ impl Network {
         out
     }
 
-    fn live_peer(&self, e: Endpoint) -> Option<Endpoint> {
+    /// The fault on the link at endpoint `e`, if any.
+    pub fn link_fault(&self, e: Endpoint) -> Option<LinkFault> {
+        let p = self.peer(e)?;
+        self.faults.get(&Self::key(e, p)).copied()
+    }
+
+    /// The endpoint wired to `e`, if the link between them is up.
+    pub fn live_peer(&self, e: Endpoint) -> Option<Endpoint> {
         let p = self.peer(e)?;
         (!self.failed.contains_key(&Self::key(e, p))).then_some(p)
     }
@@ -312,16 +385,26 @@ impl Network {
     }
 
     fn run_queue(&mut self, queue: &mut VecDeque<InFlight>, now: Millis, out: &mut Vec<ToController>) {
+        self.run(queue, now, out, None, STEP_BUDGET)
+    }
+
+    fn run(&mut self, queue: &mut VecDeque<InFlight>, now: Millis, out: &mut Vec<ToController>, mut probe: Option<&mut Probe>, budget: usize) {
         let mut steps = 0usize;
         while let Some(f) = queue.pop_front() {
             steps += 1;
-            if steps > STEP_BUDGET {
+            if steps > budget {
                 self.events.push(DataplaneEvent::StepBudget { deliveries: steps });
+                if let Some(p) = probe.as_deref_mut() {
+                    p.looped = true;
+                }
                 queue.clear();
                 return;
             }
             self.frames_delivered += 1;
             match f.at {
+                Endpoint::Host(i) if probe.is_some() => {
+                    probe.as_deref_mut().expect("checked").delivered.insert(i);
+                }
                 Endpoint::Host(i) => {
                     for frame in self.hosts[i].receive(&f.frame) {
                         self.transmit(Endpoint::Host(i), frame, 0, now, queue);
@@ -329,6 +412,9 @@ impl Network {
                 }
                 Endpoint::Switch { dpid, port } => {
                     if f.hops >= HOP_LIMIT {
+                        if let Some(p) = probe.as_deref_mut() {
+                            p.looped = true;
+                        }
                         let summary = sts_proxy::wire::packet::PacketSummary::of(&f.frame)
                             .map(|s| format!("{} -> {} type {:#06x}", s.eth_src, s.eth_dst, s.eth_type))
                             .unwrap_or_default();
@@ -382,6 +468,31 @@ mod tests {
         let (seq, frames) = net.hosts[0].ping(dst);
         net.host_send(0, frames, now);
         (dst, seq)
+    }
+
+    #[test]
+    fn a_migrated_host_is_reached_at_its_new_port() {
+        let mut t = Topology::linear(2);
+        t.place_hosts(&[1, 1]);
+        let mut net = Network::new(&t, OFP13);
+        let before = net.host_port(1).unwrap();
+        let msgs = net.migrate_host(1, 2);
+        let after = net.host_port(1).unwrap();
+        assert_eq!(before.0, 1);
+        assert_eq!(after.0, 2);
+        assert!(!net.switches[&1].ports[&before.1].link_up, "the old port went down");
+        assert!(net.switches[&2].ports[&after.1].link_up);
+        let reasons: Vec<(u64, u8)> = msgs
+            .iter()
+            .map(|m| match &m.msg.body {
+                Body::V13(v13::Msg::PortStatus(p)) => (m.dpid, p.reason),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(reasons, vec![(1, v13::port_reason::MODIFY), (2, v13::port_reason::ADD)]);
+        // Back again: the old, now unwired, port is reused.
+        net.migrate_host(1, 1);
+        assert_eq!(net.host_port(1), Some(before));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use sts_proxy::wire::v13::multipart::{self as mp, ReplyBody, RequestBody};
 use sts_proxy::wire::v13::{self, BasicOxm, Field};
 use sts_proxy::wire::{v10, Body, FixedStr, Mac, Message, OFP10, OFP13};
 
-use crate::flow::{self, Action, FlowEntry, FlowMatch, FlowTable, Instructions, Millis, RemovedReason, Selector, WireForm};
+use crate::flow::{self, Action, ActionSet, FlowEntry, FlowMatch, FlowTable, Instructions, Millis, RemovedReason, Selector, WireForm};
 use crate::packet::{self, Fields};
 
 /// Tables a 1.3 switch offers (faucet's pipeline uses up to about ten).
@@ -52,6 +52,22 @@ pub struct Port {
 pub const NO_FLOOD_10: u32 = 1 << 4;
 
 impl Port {
+    /// Port `no` of switch `dpid`, link down.
+    fn new(dpid: u64, no: u32) -> Port {
+        let b = dpid.to_be_bytes();
+        Port {
+            no,
+            mac: Mac([0x0a, b[4], b[5], b[6], b[7], no as u8]),
+            name: format!("s{dpid}-eth{no}"),
+            config: 0,
+            link_up: false,
+            rx_packets: 0,
+            tx_packets: 0,
+            rx_bytes: 0,
+            tx_bytes: 0,
+        }
+    }
+
     /// True if the port can carry frames.
     pub fn is_live(&self) -> bool {
         self.link_up && self.config & v13::port_config::PORT_DOWN == 0
@@ -138,23 +154,7 @@ mod err {
 impl Switch {
     /// A switch with ports `1..=n_ports` (all links down until wired).
     pub fn new(dpid: u64, version: u8, n_ports: u32) -> Switch {
-        let ports = (1..=n_ports)
-            .map(|no| {
-                let b = dpid.to_be_bytes();
-                let port = Port {
-                    no,
-                    mac: Mac([0x0a, b[4], b[5], b[6], b[7], no as u8]),
-                    name: format!("s{dpid}-eth{no}"),
-                    config: 0,
-                    link_up: false,
-                    rx_packets: 0,
-                    tx_packets: 0,
-                    rx_bytes: 0,
-                    tx_bytes: 0,
-                };
-                (no, port)
-            })
-            .collect();
+        let ports = (1..=n_ports).map(|no| (no, Port::new(dpid, no))).collect();
         let n_tables = if version == OFP10 { 1 } else { TABLES_13 };
         Switch {
             dpid,
@@ -620,7 +620,7 @@ impl Switch {
     fn pipeline(&mut self, mut frame: Vec<u8>, in_port: u32, first_table: u8, now: Millis, out: &mut Vec<Output>) {
         let mut table = first_table as usize;
         let mut metadata = 0u64;
-        let mut action_set: Vec<Action> = Vec::new();
+        let mut action_set = ActionSet::default();
         loop {
             let fields = Fields::extract(&frame, in_port, metadata);
             let Some(t) = self.tables.get_mut(table) else { return };
@@ -640,10 +640,7 @@ impl Switch {
                 action_set.clear();
             }
             if let Some(w) = &ins.write {
-                for a in w {
-                    action_set.retain(|x| set_slot(x) != set_slot(a));
-                    action_set.push(a.clone());
-                }
+                action_set.write(w);
             }
             if let Some((v, m)) = ins.write_metadata {
                 metadata = (metadata & !m) | (v & m);
@@ -651,12 +648,9 @@ impl Switch {
             match ins.goto {
                 Some(next) if (next as usize) > table => table = next as usize,
                 _ => {
-                    action_set.sort_by_key(set_order);
-                    if action_set.iter().any(|a| matches!(a, Action::Group(_))) {
-                        action_set.retain(|a| !matches!(a, Action::Output { .. }));
-                    }
-                    if !action_set.is_empty() {
-                        self.run_actions(&action_set, frame, in_port, hit, now, out);
+                    let actions = action_set.into_ordered();
+                    if !actions.is_empty() {
+                        self.run_actions(&actions, frame, in_port, hit, now, out);
                     }
                     return;
                 }
@@ -822,6 +816,17 @@ impl Switch {
         Some(port_status(version, v13::port_reason::MODIFY, p))
     }
 
+    /// Adds a port (link up, as when a cable is plugged into a new interface)
+    /// and returns its number and the PORT_STATUS (reason ADD) to send.
+    pub fn add_port(&mut self) -> (u32, Message) {
+        let no = self.ports.keys().next_back().map_or(1, |n| n + 1);
+        let mut p = Port::new(self.dpid, no);
+        p.link_up = true;
+        let msg = port_status(self.version, v13::port_reason::ADD, &p);
+        self.ports.insert(no, p);
+        (no, msg)
+    }
+
     /// A human-readable dump of ports and flow tables (for debugging and the console).
     pub fn describe(&self) -> String {
         let mut s = format!("switch {} (OpenFlow {:#x})\n", self.dpid, self.version);
@@ -884,26 +889,6 @@ struct FlowModRequest {
     wire: WireForm,
     /// 1.0 semantics: a modify matching nothing adds.
     modify_adds: bool,
-}
-
-/// Which slot of the action set an action occupies (one action per slot).
-fn set_slot(a: &Action) -> (u8, Option<Field>) {
-    match a {
-        Action::SetField(f, _) => (set_order(a), Some(*f)),
-        _ => (set_order(a), None),
-    }
-}
-
-/// The order the 1.3 specification executes an action set in.
-fn set_order(a: &Action) -> u8 {
-    match a {
-        Action::PopVlan => 1,
-        Action::PushVlan(_) => 2,
-        Action::SetField(..) | Action::SetVlanVid10(_) | Action::SetVlanPcp10(_) => 3,
-        Action::Ignored => 4,
-        Action::Group(_) => 5,
-        Action::Output { .. } => 6,
-    }
 }
 
 fn desc() -> v10::stats::DescStats {

@@ -8,6 +8,7 @@
 //! - [`controller`]: controller processes (start, readiness, logs, kill, no orphans);
 //! - [`presets`]: ready-made specs for the controllers `scripts/setup` installs;
 //! - [`netrun`]: the mock network connected to real controllers over TCP;
+//! - [`observe`]: facts for the invariant checker (liveness, events, logs);
 //! - [`pingall`]: the `sts pingall` command;
 //! - [`standalone`]: the `sts proxy` command (real switches ⇄ a controller).
 //!
@@ -18,6 +19,7 @@ pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod netrun;
+pub mod observe;
 pub mod pingall;
 pub mod presets;
 pub mod standalone;

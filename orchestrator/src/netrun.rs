@@ -333,6 +333,17 @@ impl NetRunner {
         self.dispatch(out, None);
     }
 
+    /// Switches with no open controller connection.
+    pub fn disconnected(&self) -> Vec<u64> {
+        self.net.switches.keys().filter(|d| !self.conns.get(d).is_some_and(|cs| cs.iter().any(|c| c.open))).copied().collect()
+    }
+
+    /// Moves host `i` to switch `to` and tells the controllers (PORT_STATUS).
+    pub fn migrate_host(&mut self, i: usize, to: u64) {
+        let out = self.net.migrate_host(i, to);
+        self.dispatch(out, None);
+    }
+
     /// Host `src` pings host `dst`; true if the reply arrives within `timeout_ms`.
     pub async fn ping(&mut self, src: usize, dst: usize, timeout_ms: Millis) -> bool {
         let dst_ip = self.net.hosts[dst].ip;

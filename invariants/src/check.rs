@@ -1,0 +1,413 @@
+//! The invariants, checked over a [`Network`] snapshot plus a few facts only
+//! the orchestrator knows (controller processes, connections, logs).
+//!
+//! Definitions (`docs/invariants.md` says the same at more length):
+//!
+//! - **loop**: some header a host can send comes back to a switch port it
+//!   already crossed with the same header (it would cycle forever), or crosses
+//!   more than the dataplane's hop limit of switches. Loops the dataplane saw
+//!   happen (including storms through a controller, which no flow table shows)
+//!   are loops too.
+//! - **blackhole**: hosts A and B are connected by live links, and some
+//!   untagged ARP or IPv4 frame A sends to B (A's MAC and IPv4 address as
+//!   source, B's as destination, any other field values) is
+//!   neither delivered to B nor sent to a controller by any of its copies: it is
+//!   dropped (table miss without a table-miss entry, a rule without outputs, a
+//!   down port, a failed link) or misdelivered. Frames sent to a controller are
+//!   not blackholed: the controller may still forward them.
+//! - **reachability**: every pair of hosts is connected by live links and none
+//!   of its traffic is blackholed. A blackholed pair is reported once, as a
+//!   blackhole, when both checks are on.
+//! - **isolation**: for each configured pair, no frame from A reaches B through
+//!   the flow tables.
+//! - **liveness**: every controller process is alive and every switch has a
+//!   controller connection.
+//! - **controller-errors**: no controller log line matches an error pattern.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use sts_mocknet::network::{DataplaneEvent, Endpoint, Network};
+use sts_mocknet::packet::{mac_int, ETH_ARP, ETH_IPV4};
+
+use crate::header::{s, Cube, Shape, Ternary, PRESENT};
+use crate::walk::{hops, Model, Node, Outcome, Terminal, Walker};
+
+/// One invariant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Invariant {
+    Loop,
+    Blackhole,
+    Reachability,
+    Isolation,
+    Liveness,
+    ControllerErrors,
+}
+
+impl Invariant {
+    /// Every invariant, in report order.
+    pub const ALL: [Invariant; 6] =
+        [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability, Invariant::Isolation, Invariant::Liveness, Invariant::ControllerErrors];
+
+    /// The name used in configs, traces and fingerprints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Invariant::Loop => "loop",
+            Invariant::Blackhole => "blackhole",
+            Invariant::Reachability => "reachability",
+            Invariant::Isolation => "isolation",
+            Invariant::Liveness => "liveness",
+            Invariant::ControllerErrors => "controller-errors",
+        }
+    }
+
+    /// Parses a name as [`Invariant::name`] spells it.
+    pub fn from_name(s: &str) -> Option<Invariant> {
+        Invariant::ALL.into_iter().find(|i| i.name() == s)
+    }
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A concrete example of a violation: a header, where it entered, the switches
+/// and rules it crossed, and where it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Witness {
+    pub header: String,
+    /// The frame itself, hex, for injecting it again.
+    pub frame: String,
+    pub from: String,
+    /// One entry per switch: `s2 in 1: table 0 #3 (priority 1)`.
+    pub path: Vec<String>,
+    pub end: String,
+}
+
+/// A violated invariant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    pub invariant: Invariant,
+    /// The network elements involved (switches `s<dpid>`, hosts by name,
+    /// controllers by name), sorted.
+    pub elements: Vec<String>,
+    /// One line for humans.
+    pub summary: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness: Option<Witness>,
+}
+
+impl Violation {
+    /// What decides whether a replay "found the same bug": the invariant and
+    /// its stable elements. Loops match on the invariant alone (which cycle a
+    /// storm takes depends on timing); blackholes and reachability on the
+    /// destination host; isolation on the pair; liveness and controller errors
+    /// on the element.
+    pub fn fingerprint(&self) -> String {
+        match self.invariant {
+            Invariant::Loop => "loop".into(),
+            Invariant::Blackhole | Invariant::Reachability => {
+                format!("{}:{}", self.invariant, self.elements.last().map_or("", String::as_str))
+            }
+            _ => format!("{}:{}", self.invariant, self.elements.join(",")),
+        }
+    }
+}
+
+/// A pair of hosts that must not communicate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IsolationRule {
+    pub from: String,
+    pub to: String,
+}
+
+/// A controller process, as the orchestrator sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerState {
+    pub name: String,
+    pub alive: bool,
+}
+
+/// What the orchestrator knows beyond the network's forwarding state.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    pub controllers: Vec<ControllerState>,
+    /// Switches with no controller connection.
+    pub disconnected: Vec<u64>,
+    /// What the dataplane reported since the last check.
+    pub dataplane: Vec<DataplaneEvent>,
+    /// Controller log lines since the last check: (controller, line).
+    pub log_lines: Vec<(String, String)>,
+}
+
+/// The result of one check.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub violations: Vec<Violation>,
+    /// Things the analysis could not conclude about (unmodelled actions, a
+    /// walk stopped by its step budget).
+    pub notes: Vec<String>,
+    pub rules: usize,
+    pub terminals: usize,
+}
+
+/// Which invariants to check, and their parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checker {
+    pub enabled: BTreeSet<Invariant>,
+    pub isolation: Vec<IsolationRule>,
+    /// Substrings that make a controller log line an error.
+    pub error_patterns: Vec<String>,
+}
+
+impl Default for Checker {
+    fn default() -> Self {
+        Checker {
+            enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Liveness].into_iter().collect(),
+            isolation: Vec::new(),
+            error_patterns: vec!["Traceback".into(), "Exception".into(), "ERROR".into()],
+        }
+    }
+}
+
+fn sw(dpid: u64) -> String {
+    format!("s{dpid}")
+}
+
+/// Which switches are connected by live links (union-find).
+struct Components(BTreeMap<u64, u64>);
+
+impl Components {
+    fn of(net: &Network) -> Components {
+        let mut parent: BTreeMap<u64, u64> = net.switches.keys().map(|&d| (d, d)).collect();
+        fn find(p: &mut BTreeMap<u64, u64>, x: u64) -> u64 {
+            let mut r = x;
+            while p[&r] != r {
+                r = p[&r];
+            }
+            p.insert(x, r);
+            r
+        }
+        for ((a, pa), (b, _)) in net.switch_links() {
+            let live = net.live_peer(Endpoint::Switch { dpid: a, port: pa }).is_some();
+            let ports_up = |d: u64, p: u32| net.switches.get(&d).and_then(|s| s.ports.get(&p)).is_some_and(|p| p.is_live());
+            if live && ports_up(a, pa) {
+                let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+                parent.insert(ra, rb);
+            }
+        }
+        let keys: Vec<u64> = parent.keys().copied().collect();
+        for k in keys {
+            find(&mut parent, k);
+        }
+        Components(parent)
+    }
+
+    fn same(&self, a: u64, b: u64) -> bool {
+        self.0.contains_key(&a) && self.0.get(&a) == self.0.get(&b)
+    }
+}
+
+impl Checker {
+    /// Checks every enabled invariant.
+    pub fn check(&self, net: &Network, facts: &Facts) -> Report {
+        let mut report = Report::default();
+        let on = |i| self.enabled.contains(&i);
+        let model = Model::new(net);
+        report.rules = model.rule_count();
+        let attached: Vec<(usize, u64)> = (0..net.hosts.len())
+            .filter_map(|i| match net.live_peer(Endpoint::Host(i)) {
+                Some(Endpoint::Switch { dpid, .. }) => Some((i, dpid)),
+                _ => None,
+            })
+            .collect();
+        let comps = Components::of(net);
+        let all_shapes: Vec<Cube> = Shape::all().into_iter().map(Cube::of_shape).collect();
+        let mut loops: BTreeMap<Vec<u64>, Violation> = BTreeMap::new();
+        let mut notes = BTreeSet::new();
+        let pairs_needed = on(Invariant::Blackhole) || on(Invariant::Reachability) || on(Invariant::Isolation);
+        if on(Invariant::Loop) || pairs_needed {
+            for &(a, a_sw) in &attached {
+                let mut w = Walker::new(&model);
+                w.from_host(a, &all_shapes);
+                if w.truncated {
+                    notes.insert(format!("the walk from {} stopped at its step budget; results from it are partial", net.hosts[a].name));
+                }
+                report.terminals += w.terminals.len();
+                for t in &w.terminals {
+                    match &t.outcome {
+                        Outcome::Looped { cycle } if on(Invariant::Loop) && !loops.contains_key(cycle) => {
+                            if let Some(h) = t.origin.witness() {
+                                let witness = witness(net, a, &h, t);
+                                let elements = cycle.iter().map(|&d| sw(d)).collect();
+                                let summary = format!("forwarding loop through {} for {}", cycle.iter().map(|&d| sw(d)).collect::<Vec<_>>().join(", "), h);
+                                loops.insert(cycle.clone(), Violation { invariant: Invariant::Loop, elements, summary, witness: Some(witness) });
+                            }
+                        }
+                        Outcome::Unmodelled { what } => {
+                            notes.insert(format!("not analysed: {what} at {}", t.path.as_ref().map_or("a host".into(), |n| sw(n.dpid))));
+                        }
+                        _ => {}
+                    }
+                }
+                if pairs_needed {
+                    self.pairs(net, &comps, &attached, a, a_sw, &w.terminals, &mut report.violations);
+                }
+            }
+        }
+        report.violations.extend(loops.into_values());
+        if on(Invariant::Loop) {
+            if let Some(v) = observed_loop(&facts.dataplane) {
+                if !report.violations.iter().any(|x| x.invariant == Invariant::Loop) {
+                    report.violations.push(v);
+                }
+            }
+        }
+        if on(Invariant::Reachability) {
+            for &(a, a_sw) in &attached {
+                for (b, _) in net.hosts.iter().enumerate().filter(|(b, _)| *b != a) {
+                    let b_sw = attached.iter().find(|(i, _)| *i == b).map(|(_, d)| *d);
+                    if !b_sw.is_some_and(|d| comps.same(a_sw, d)) {
+                        let (na, nb) = (net.hosts[a].name.clone(), net.hosts[b].name.clone());
+                        let summary = format!("{na} cannot reach {nb}: no live path");
+                        report.violations.push(Violation { invariant: Invariant::Reachability, elements: vec![na, nb], summary, witness: None });
+                    }
+                }
+            }
+        }
+        if on(Invariant::Liveness) {
+            for c in facts.controllers.iter().filter(|c| !c.alive) {
+                let summary = format!("controller {} is not running", c.name);
+                report.violations.push(Violation { invariant: Invariant::Liveness, elements: vec![c.name.clone()], summary, witness: None });
+            }
+            for &d in &facts.disconnected {
+                let summary = format!("switch {} has no controller connection", sw(d));
+                report.violations.push(Violation { invariant: Invariant::Liveness, elements: vec![sw(d)], summary, witness: None });
+            }
+        }
+        if on(Invariant::ControllerErrors) {
+            let mut seen = BTreeSet::new();
+            for (name, line) in &facts.log_lines {
+                if self.error_patterns.iter().any(|p| line.contains(p.as_str())) && seen.insert(name.clone()) {
+                    let summary = format!("controller {name} logged an error: {}", line.trim());
+                    report.violations.push(Violation { invariant: Invariant::ControllerErrors, elements: vec![name.clone()], summary, witness: None });
+                }
+            }
+        }
+        report.notes = notes.into_iter().collect();
+        report
+    }
+
+    /// Blackholes, reachability and isolation for traffic from host `a`.
+    #[allow(clippy::too_many_arguments)]
+    fn pairs(&self, net: &Network, comps: &Components, attached: &[(usize, u64)], a: usize, a_sw: u64, terminals: &[Terminal], out: &mut Vec<Violation>) {
+        let on = |i| self.enabled.contains(&i);
+        // Terminals by the destination MAC their origin pins, or "any".
+        let mut by_dst: BTreeMap<u64, Vec<&Terminal>> = BTreeMap::new();
+        let mut wild: Vec<&Terminal> = Vec::new();
+        for t in terminals {
+            let d = t.origin.pos[s::ETH_DST];
+            if d.mask == u64::MAX {
+                by_dst.entry(d.value).or_default().push(t);
+            } else {
+                wild.push(t);
+            }
+        }
+        let mac = |i: usize| Ternary::exact(PRESENT | mac_int(&net.hosts[i].mac.0) as u64);
+        let ip = |i: usize| Ternary::exact(PRESENT | u32::from(net.hosts[i].ip) as u64);
+        for &(b, b_sw) in attached.iter().filter(|(b, _)| *b != a) {
+            let b_mac = PRESENT | mac_int(&net.hosts[b].mac.0) as u64;
+            // What A sends B: its addresses to B's, untagged, IPv4 or ARP.
+            let l2 = [(s::ETH_SRC, mac(a)), (s::ETH_DST, mac(b)), (s::VLAN_VID, Ternary::exact(PRESENT))];
+            let ipv4: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::IPV4_SRC, ip(a)), (s::IPV4_DST, ip(b))]).collect();
+            let arp: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::ARP_SPA, ip(a)), (s::ARP_TPA, ip(b))]).collect();
+            let class = |t: &Terminal| -> Option<Cube> {
+                let et = t.origin.pos[s::ETH_TYPE];
+                if et == Ternary::exact(PRESENT | ETH_IPV4 as u64) {
+                    t.origin.and(&ipv4)
+                } else if et == Ternary::exact(PRESENT | ETH_ARP as u64) {
+                    t.origin.and(&arp)
+                } else {
+                    None
+                }
+            };
+            let relevant: Vec<&Terminal> = by_dst.get(&b_mac).into_iter().flatten().chain(wild.iter()).copied().collect();
+            let names = || vec![net.hosts[a].name.clone(), net.hosts[b].name.clone()];
+            let isolated = self.isolation.iter().any(|r| r.from == net.hosts[a].name && r.to == net.hosts[b].name);
+            if on(Invariant::Isolation) && isolated {
+                if let Some((t, h)) = relevant.iter().filter(|t| t.outcome == Outcome::Delivered { host: b }).find_map(|t| Some((*t, class(t)?.witness()?))) {
+                    let summary = format!("{} reaches {} despite the isolation policy: {}", net.hosts[a].name, net.hosts[b].name, h);
+                    out.push(Violation { invariant: Invariant::Isolation, elements: names(), summary, witness: Some(witness(net, a, &h, t)) });
+                }
+            }
+            let check_hole = on(Invariant::Blackhole) || on(Invariant::Reachability);
+            if !check_hole || !comps.same(a_sw, b_sw) {
+                continue;
+            }
+            let good = |t: &Terminal| matches!(t.outcome, Outcome::Punted { .. } | Outcome::Looped { .. } | Outcome::Unmodelled { .. }) || t.outcome == Outcome::Delivered { host: b };
+            let goods: Vec<&Terminal> = relevant.iter().filter(|t| good(t)).copied().collect();
+            let found = relevant.iter().filter(|t| !good(t)).find_map(|t| {
+                let start = class(t)?;
+                let mut left = vec![start];
+                for g in &goods {
+                    left = left.iter().flat_map(|c| c.subtract(&g.origin)).collect();
+                    if left.is_empty() {
+                        return None;
+                    }
+                }
+                left.iter().find_map(Cube::witness).map(|h| (*t, h))
+            });
+            if let Some((t, h)) = found {
+                let invariant = if on(Invariant::Blackhole) { Invariant::Blackhole } else { Invariant::Reachability };
+                let end = describe_end(net, t);
+                let summary = format!("{} -> {}: {} {}", net.hosts[a].name, net.hosts[b].name, h, end);
+                out.push(Violation { invariant, elements: names(), summary, witness: Some(witness(net, a, &h, t)) });
+            }
+        }
+    }
+}
+
+fn describe_end(net: &Network, t: &Terminal) -> String {
+    match &t.outcome {
+        Outcome::Delivered { host } => format!("is delivered to {} instead", net.hosts[*host].name),
+        Outcome::Punted { dpid } => format!("goes to the controller at {}", sw(*dpid)),
+        Outcome::Dropped { dpid, reason } => format!("is dropped at {}: {reason}", sw(*dpid)),
+        Outcome::Looped { cycle } => format!("loops through {}", cycle.iter().map(|&d| sw(d)).collect::<Vec<_>>().join(", ")),
+        Outcome::Unmodelled { what } => format!("meets {what}"),
+    }
+}
+
+fn witness(net: &Network, from: usize, h: &crate::header::Header, t: &Terminal) -> Witness {
+    let path = hops(&t.path)
+        .iter()
+        .map(|n: &Rc<Node>| {
+            let rules: Vec<String> = n.rules.iter().map(|r| format!("table {} #{} (priority {})", r.table, r.index, r.priority)).collect();
+            format!("{} in {}: {}", sw(n.dpid), n.in_port, if rules.is_empty() { "no rule".into() } else { rules.join(", ") })
+        })
+        .collect();
+    let frame = h.to_frame().iter().map(|b| format!("{b:02x}")).collect();
+    Witness { header: h.to_string(), frame, from: net.hosts[from].name.clone(), path, end: describe_end(net, t) }
+}
+
+fn observed_loop(events: &[DataplaneEvent]) -> Option<Violation> {
+    events.iter().find_map(|e| match e {
+        DataplaneEvent::HopLimit { dpid, summary, .. } => Some(Violation {
+            invariant: Invariant::Loop,
+            elements: vec![sw(*dpid)],
+            summary: format!("the dataplane saw a frame exceed the hop limit at {}: {summary}", sw(*dpid)),
+            witness: None,
+        }),
+        DataplaneEvent::StepBudget { deliveries } => Some(Violation {
+            invariant: Invariant::Loop,
+            elements: vec![],
+            summary: format!("a packet storm: one injection caused more than {deliveries} deliveries"),
+            witness: None,
+        }),
+        DataplaneEvent::FaultDrop { .. } => None,
+    })
+}

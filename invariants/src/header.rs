@@ -1,0 +1,550 @@
+//! Header space: sets of packet headers as wildcard cubes.
+//!
+//! A [`Cube`] constrains every header field the mock dataplane parses (the
+//! [`SLOTS`]) with a ternary value (`value`, `mask`: the bits of `mask` are
+//! fixed to those of `value`) and may exclude further ternaries per field
+//! ("lazy subtraction"). Because a cube is a product of per-field sets, it is
+//! empty exactly when one field's set is empty, and that one-dimensional
+//! question is cheap to answer exactly ([`point`]).
+//!
+//! Field *presence* is part of the value: bit 63 ([`PRESENT`]) is set when the
+//! frame has the field (an ARP frame has no IPv4 source). A rule constraining a
+//! field always requires the bit, so rules never match absent fields, as
+//! OpenFlow prerequisites say. Which fields are present follows from the
+//! frame's [`Shape`]; the analysis starts from one cube per shape.
+
+use std::fmt;
+
+use sts_mocknet::packet::{ETH_ARP, ETH_IPV4, ETH_VLAN};
+use sts_proxy::wire::v13::oxm::VID_PRESENT;
+use sts_proxy::wire::v13::Field;
+
+/// Set in a field's value when the frame has the field.
+pub const PRESENT: u64 = 1 << 63;
+
+/// The header fields the analysis tracks, in slot order: every field
+/// `sts_mocknet::packet::Fields::extract` parses except the pipeline's own
+/// (`in_port`, `in_phy_port`, `metadata`: those are known exactly at every
+/// hop and handled by the traversal).
+pub const SLOTS: [Field; 21] = [
+    Field::EthDst,
+    Field::EthSrc,
+    Field::VlanVid,
+    Field::VlanPcp,
+    Field::EthType,
+    Field::ArpOp,
+    Field::ArpSpa,
+    Field::ArpTpa,
+    Field::ArpSha,
+    Field::ArpTha,
+    Field::IpDscp,
+    Field::IpEcn,
+    Field::IpProto,
+    Field::Ipv4Src,
+    Field::Ipv4Dst,
+    Field::TcpSrc,
+    Field::TcpDst,
+    Field::UdpSrc,
+    Field::UdpDst,
+    Field::Icmpv4Type,
+    Field::Icmpv4Code,
+];
+
+/// Number of tracked fields.
+pub const N: usize = SLOTS.len();
+
+/// A field's index in [`SLOTS`], if tracked.
+pub fn slot(f: Field) -> Option<usize> {
+    SLOTS.iter().position(|&s| s == f)
+}
+
+/// Named slot indices, for the code that builds shapes and rewrites.
+pub mod s {
+    pub const ETH_DST: usize = 0;
+    pub const ETH_SRC: usize = 1;
+    pub const VLAN_VID: usize = 2;
+    pub const VLAN_PCP: usize = 3;
+    pub const ETH_TYPE: usize = 4;
+    pub const ARP_OP: usize = 5;
+    pub const ARP_SPA: usize = 6;
+    pub const ARP_TPA: usize = 7;
+    pub const ARP_SHA: usize = 8;
+    pub const ARP_THA: usize = 9;
+    pub const IP_DSCP: usize = 10;
+    pub const IP_ECN: usize = 11;
+    pub const IP_PROTO: usize = 12;
+    pub const IPV4_SRC: usize = 13;
+    pub const IPV4_DST: usize = 14;
+    pub const TCP_SRC: usize = 15;
+    pub const TCP_DST: usize = 16;
+    pub const UDP_SRC: usize = 17;
+    pub const UDP_DST: usize = 18;
+    pub const ICMP_TYPE: usize = 19;
+    pub const ICMP_CODE: usize = 20;
+}
+
+/// Bits a present field's value can use (narrower than the OXM width for
+/// VLAN, DSCP and ECN).
+pub fn value_bits(slot: usize) -> u64 {
+    let bits = match SLOTS[slot] {
+        Field::VlanVid => 13,
+        Field::VlanPcp => 3,
+        Field::IpDscp => 6,
+        Field::IpEcn => 2,
+        f => f.width() as u32 * 8,
+    };
+    (1u64 << bits) - 1
+}
+
+/// Every bit of a slot: fixing all of them pins one value (or absence).
+pub const ALL: u64 = u64::MAX;
+
+/// One ternary: the bits in `mask` equal those of `value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ternary {
+    pub value: u64,
+    pub mask: u64,
+}
+
+impl Ternary {
+    /// Exactly `value`.
+    pub const fn exact(value: u64) -> Ternary {
+        Ternary { value, mask: ALL }
+    }
+
+    /// A present field with `value` under `mask` (a rule's constraint).
+    pub fn present(value: u64, mask: u64) -> Ternary {
+        Ternary { value: (value & mask) | PRESENT, mask: mask | PRESENT }
+    }
+
+    /// True if some value satisfies both.
+    pub fn meets(self, o: Ternary) -> bool {
+        (self.value ^ o.value) & self.mask & o.mask == 0
+    }
+
+    /// The values satisfying both (call only when they meet).
+    pub fn and(self, o: Ternary) -> Ternary {
+        Ternary { value: (self.value & self.mask) | (o.value & o.mask), mask: self.mask | o.mask }
+    }
+
+    /// True if every value of `self` satisfies `o`.
+    pub fn within(self, o: Ternary) -> bool {
+        o.mask & !self.mask == 0 && (self.value ^ o.value) & o.mask == 0
+    }
+
+    /// True if `v` satisfies the ternary.
+    pub fn contains(self, v: u64) -> bool {
+        (v ^ self.value) & self.mask == 0
+    }
+}
+
+/// Some value in `pos` outside every ternary of `neg`, if one exists.
+///
+/// Exact: a branch-and-bound over the bits the exclusions fix. Each step
+/// either drops an exclusion (taking the half of `pos` it does not cover) or
+/// finds the other half; in practice exclusions are few and exact, and the
+/// first branch succeeds.
+pub fn point(pos: Ternary, neg: &[Ternary]) -> Option<u64> {
+    let live: Vec<Ternary> = neg.iter().copied().filter(|n| n.meets(pos)).collect();
+    point_in(pos, &live)
+}
+
+fn point_in(pos: Ternary, neg: &[Ternary]) -> Option<u64> {
+    let Some(first) = neg.first() else { return Some(pos.value & pos.mask) };
+    if pos.within(*first) {
+        return None;
+    }
+    // `first` fixes a bit `pos` leaves free: split on it, trying the half that
+    // escapes `first` before the half that stays inside it.
+    let free = first.mask & !pos.mask;
+    let bit = free & free.wrapping_neg();
+    let escape = Ternary { value: (pos.value & pos.mask) | (!first.value & bit), mask: pos.mask | bit };
+    let inside = Ternary { value: (pos.value & pos.mask) | (first.value & bit), mask: pos.mask | bit };
+    let rest: Vec<Ternary> = neg[1..].iter().copied().filter(|n| n.meets(escape)).collect();
+    if let Some(v) = point_in(escape, &rest) {
+        return Some(v);
+    }
+    let again: Vec<Ternary> = neg.iter().copied().filter(|n| n.meets(inside)).collect();
+    point_in(inside, &again)
+}
+
+/// A set of headers: per field, a ternary minus some excluded ternaries.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Cube {
+    pub pos: [Ternary; N],
+    /// Excluded ternaries: (slot, ternary). Kept short: only subtraction adds.
+    pub neg: Vec<(u8, Ternary)>,
+}
+
+/// A rule's match restricted to header fields: (slot, ternary) pairs.
+pub type Constraint = [(usize, Ternary)];
+
+impl Cube {
+    /// Every header of `shape`.
+    pub fn of_shape(shape: Shape) -> Cube {
+        let absent = Ternary::exact(0);
+        let free = |slot: usize| Ternary { value: PRESENT, mask: !value_bits(slot) };
+        let fixed = |v: u64| Ternary::exact(PRESENT | v);
+        let mut pos = [absent; N];
+        let mut neg = Vec::new();
+        pos[s::ETH_DST] = free(s::ETH_DST);
+        pos[s::ETH_SRC] = free(s::ETH_SRC);
+        if shape.tagged {
+            pos[s::VLAN_VID] = Ternary { value: PRESENT | VID_PRESENT as u64, mask: !0x0fff };
+            pos[s::VLAN_PCP] = free(s::VLAN_PCP);
+        } else {
+            pos[s::VLAN_VID] = fixed(0);
+        }
+        match shape.l3 {
+            L3::Arp => {
+                pos[s::ETH_TYPE] = fixed(ETH_ARP as u64);
+                for f in [s::ARP_OP, s::ARP_SPA, s::ARP_TPA, s::ARP_SHA, s::ARP_THA] {
+                    pos[f] = free(f);
+                }
+            }
+            L3::Ipv4(l4) => {
+                pos[s::ETH_TYPE] = fixed(ETH_IPV4 as u64);
+                for f in [s::IP_DSCP, s::IP_ECN, s::IPV4_SRC, s::IPV4_DST] {
+                    pos[f] = free(f);
+                }
+                let (proto, ports) = match l4 {
+                    L4::Tcp => (Some(6), [s::TCP_SRC, s::TCP_DST]),
+                    L4::Udp => (Some(17), [s::UDP_SRC, s::UDP_DST]),
+                    L4::Icmp => (Some(1), [s::ICMP_TYPE, s::ICMP_CODE]),
+                    L4::Other => (None, [usize::MAX; 2]),
+                };
+                match proto {
+                    Some(p) => {
+                        pos[s::IP_PROTO] = fixed(p);
+                        for f in ports {
+                            pos[f] = free(f);
+                        }
+                    }
+                    None => {
+                        pos[s::IP_PROTO] = free(s::IP_PROTO);
+                        for p in [1, 6, 17] {
+                            neg.push((s::IP_PROTO as u8, Ternary::exact(PRESENT | p)));
+                        }
+                    }
+                }
+            }
+            L3::Other => {
+                pos[s::ETH_TYPE] = free(s::ETH_TYPE);
+                for t in [ETH_ARP, ETH_IPV4, ETH_VLAN] {
+                    neg.push((s::ETH_TYPE as u8, Ternary::exact(PRESENT | t as u64)));
+                }
+            }
+        }
+        Cube { pos, neg }
+    }
+
+    /// The headers of `self` that also satisfy `c`, or `None` if none can.
+    pub fn and(&self, c: &Constraint) -> Option<Cube> {
+        let mut out = self.clone();
+        for &(slot, t) in c {
+            if !out.pos[slot].meets(t) {
+                return None;
+            }
+            out.pos[slot] = out.pos[slot].and(t);
+        }
+        out.prune();
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// The headers of `self` outside `c`, as disjoint non-empty cubes.
+    pub fn minus(&self, c: &Constraint) -> Vec<Cube> {
+        if c.iter().any(|&(slot, t)| !self.pos[slot].meets(t)) {
+            return vec![self.clone()];
+        }
+        let mut out = Vec::new();
+        let mut inside = self.clone();
+        for &(slot, t) in c {
+            if inside.pos[slot].within(t) {
+                continue;
+            }
+            let mut piece = inside.clone();
+            piece.neg.push((slot as u8, t));
+            if !piece.is_empty() {
+                out.push(piece);
+            }
+            inside.pos[slot] = inside.pos[slot].and(t);
+            inside.prune();
+        }
+        out
+    }
+
+    /// The headers of `self` outside the cube `g` (possibly overlapping cubes).
+    pub fn subtract(&self, g: &Cube) -> Vec<Cube> {
+        let pos: Vec<(usize, Ternary)> = g.pos.iter().copied().enumerate().collect();
+        let mut out = self.minus(&pos);
+        // Headers inside g's ternaries but excluded by g's exclusions are not in g.
+        if let Some(inside) = self.and(&pos) {
+            out.extend(g.neg.iter().filter_map(|(slot, t)| inside.with(*slot as usize, *t)));
+        }
+        out
+    }
+
+    /// Drops exclusions that no longer meet their field.
+    fn prune(&mut self) {
+        let pos = &self.pos;
+        self.neg.retain(|(slot, t)| t.meets(pos[*slot as usize]));
+    }
+
+    fn excluded(&self, slot: usize) -> Vec<Ternary> {
+        self.neg.iter().filter(|(s, _)| *s as usize == slot).map(|(_, t)| *t).collect()
+    }
+
+    fn slot_empty(&self, slot: usize) -> bool {
+        point(self.pos[slot], &self.excluded(slot)).is_none()
+    }
+
+    /// True if no header satisfies the cube.
+    pub fn is_empty(&self) -> bool {
+        let mut slots: Vec<u8> = self.neg.iter().map(|(s, _)| *s).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        slots.iter().any(|&s| self.slot_empty(s as usize))
+    }
+
+    /// One concrete header in the cube (`None` if it is empty).
+    pub fn witness(&self) -> Option<Header> {
+        let mut values = [0u64; N];
+        for (slot, v) in values.iter_mut().enumerate() {
+            *v = point(self.pos[slot], &self.excluded(slot))?;
+        }
+        Some(Header { values })
+    }
+
+    /// True if the concrete header is in the cube.
+    pub fn contains(&self, h: &Header) -> bool {
+        self.pos.iter().zip(h.values).all(|(t, v)| t.contains(v)) && self.neg.iter().all(|(s, t)| !t.contains(h.values[*s as usize]))
+    }
+
+    /// Narrows one field to a ternary (used to restrict a cube to one source
+    /// or destination address).
+    pub fn with(&self, slot: usize, t: Ternary) -> Option<Cube> {
+        self.and(&[(slot, t)])
+    }
+}
+
+impl fmt::Debug for Cube {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_map();
+        for (slot, t) in self.pos.iter().enumerate() {
+            if t.mask & PRESENT == 0 {
+                continue;
+            }
+            if t.value & PRESENT == 0 {
+                continue;
+            }
+            let m = t.mask & value_bits(slot);
+            if m != 0 {
+                d.entry(&SLOTS[slot].name(), &format_args!("{:#x}/{:#x}", t.value & value_bits(slot), m));
+            }
+        }
+        for (slot, t) in &self.neg {
+            d.entry(&format_args!("not {}", SLOTS[*slot as usize].name()), &format_args!("{:#x}/{:#x}", t.value, t.mask));
+        }
+        d.finish()
+    }
+}
+
+/// The layer-3 part of a frame's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum L3 {
+    Arp,
+    Ipv4(L4),
+    /// Any other ethertype (LLDP, IPv6 ...): no layer-3 fields are parsed.
+    Other,
+}
+
+/// The layer-4 part of an IPv4 frame's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum L4 {
+    Tcp,
+    Udp,
+    Icmp,
+    Other,
+}
+
+/// Which fields a frame has: whether it carries a VLAN tag, and its protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shape {
+    pub tagged: bool,
+    pub l3: L3,
+}
+
+impl Shape {
+    /// Every shape.
+    pub fn all() -> Vec<Shape> {
+        // ICMP first: witnesses come from the first shape that shows a
+        // violation, and a ping is the easiest to read and to repeat.
+        let l3 = [L3::Ipv4(L4::Icmp), L3::Ipv4(L4::Tcp), L3::Ipv4(L4::Udp), L3::Arp, L3::Ipv4(L4::Other), L3::Other];
+        [false, true].iter().flat_map(|&tagged| l3.iter().map(move |&l3| Shape { tagged, l3 })).collect()
+    }
+
+    /// Untagged ARP and IPv4: the traffic hosts send each other, over which
+    /// reachability and blackholes are judged.
+    pub fn host_traffic() -> Vec<Shape> {
+        Shape::all().into_iter().filter(|s| !s.tagged && s.l3 != L3::Other).collect()
+    }
+}
+
+/// One concrete header: a value (or absence) for every slot.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Header {
+    pub values: [u64; N],
+}
+
+impl Header {
+    /// The value of a present field.
+    pub fn get(&self, slot: usize) -> Option<u64> {
+        let v = self.values[slot];
+        (v & PRESENT != 0).then_some(v & !PRESENT)
+    }
+
+    /// An Ethernet frame with exactly these header fields (payloads zeroed),
+    /// for injecting a witness into the mock dataplane.
+    pub fn to_frame(&self) -> Vec<u8> {
+        let g = |slot| self.get(slot).unwrap_or(0);
+        let mut f = Vec::with_capacity(64);
+        f.extend_from_slice(&g(s::ETH_DST).to_be_bytes()[2..]);
+        f.extend_from_slice(&g(s::ETH_SRC).to_be_bytes()[2..]);
+        let vid = g(s::VLAN_VID);
+        if vid & VID_PRESENT as u64 != 0 {
+            f.extend_from_slice(&ETH_VLAN.to_be_bytes());
+            let tci = ((g(s::VLAN_PCP) as u16) << 13) | (vid as u16 & 0x0fff);
+            f.extend_from_slice(&tci.to_be_bytes());
+        }
+        let eth_type = g(s::ETH_TYPE) as u16;
+        f.extend_from_slice(&eth_type.to_be_bytes());
+        match eth_type {
+            ETH_ARP => {
+                f.extend_from_slice(&[0, 1, 0x08, 0, 6, 4]);
+                f.extend_from_slice(&(g(s::ARP_OP) as u16).to_be_bytes());
+                f.extend_from_slice(&g(s::ARP_SHA).to_be_bytes()[2..]);
+                f.extend_from_slice(&(g(s::ARP_SPA) as u32).to_be_bytes());
+                f.extend_from_slice(&g(s::ARP_THA).to_be_bytes()[2..]);
+                f.extend_from_slice(&(g(s::ARP_TPA) as u32).to_be_bytes());
+            }
+            ETH_IPV4 => {
+                let proto = g(s::IP_PROTO) as u8;
+                let l4: Vec<u8> = match proto {
+                    6 => {
+                        let mut t = vec![0u8; 20];
+                        t[0..2].copy_from_slice(&(g(s::TCP_SRC) as u16).to_be_bytes());
+                        t[2..4].copy_from_slice(&(g(s::TCP_DST) as u16).to_be_bytes());
+                        t[12] = 5 << 4;
+                        t
+                    }
+                    17 => {
+                        let mut u = vec![0u8; 8];
+                        u[0..2].copy_from_slice(&(g(s::UDP_SRC) as u16).to_be_bytes());
+                        u[2..4].copy_from_slice(&(g(s::UDP_DST) as u16).to_be_bytes());
+                        u[4..6].copy_from_slice(&8u16.to_be_bytes());
+                        u
+                    }
+                    1 => vec![g(s::ICMP_TYPE) as u8, g(s::ICMP_CODE) as u8, 0, 0, 0, 0, 0, 0],
+                    _ => vec![0u8; 8],
+                };
+                let mut ip = vec![0u8; 20];
+                ip[0] = 0x45;
+                ip[1] = ((g(s::IP_DSCP) as u8) << 2) | (g(s::IP_ECN) as u8 & 3);
+                ip[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+                ip[8] = 64;
+                ip[9] = proto;
+                ip[12..16].copy_from_slice(&(g(s::IPV4_SRC) as u32).to_be_bytes());
+                ip[16..20].copy_from_slice(&(g(s::IPV4_DST) as u32).to_be_bytes());
+                let c = sts_mocknet::packet::checksum(&ip);
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                f.extend_from_slice(&ip);
+                f.extend_from_slice(&l4);
+            }
+            _ => f.extend_from_slice(&[0u8; 46]),
+        }
+        f
+    }
+}
+
+impl fmt::Debug for Header {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_string())
+    }
+}
+
+impl fmt::Display for Header {
+    /// Compact and readable: `eth 00:00:00:00:00:01 > 00:00:00:00:00:02 ipv4 10.0.0.1 > 10.0.0.2 icmp 8/0`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mac = |v: u64| {
+            let b = v.to_be_bytes();
+            format!("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[2], b[3], b[4], b[5], b[6], b[7])
+        };
+        let ip = |v: u64| std::net::Ipv4Addr::from(v as u32).to_string();
+        let g = |slot| self.get(slot).unwrap_or(0);
+        write!(f, "eth {} > {}", mac(g(s::ETH_SRC)), mac(g(s::ETH_DST)))?;
+        if let Some(v) = self.get(s::VLAN_VID).filter(|v| v & VID_PRESENT as u64 != 0) {
+            write!(f, " vlan {}", v & 0x0fff)?;
+        }
+        match g(s::ETH_TYPE) as u16 {
+            ETH_ARP => write!(f, " arp op {} {} > {}", g(s::ARP_OP), ip(g(s::ARP_SPA)), ip(g(s::ARP_TPA))),
+            ETH_IPV4 => {
+                write!(f, " ipv4 {} > {}", ip(g(s::IPV4_SRC)), ip(g(s::IPV4_DST)))?;
+                match g(s::IP_PROTO) {
+                    6 => write!(f, " tcp {} > {}", g(s::TCP_SRC), g(s::TCP_DST)),
+                    17 => write!(f, " udp {} > {}", g(s::UDP_SRC), g(s::UDP_DST)),
+                    1 => write!(f, " icmp {}/{}", g(s::ICMP_TYPE), g(s::ICMP_CODE)),
+                    p => write!(f, " proto {p}"),
+                }
+            }
+            t => write!(f, " type {t:#06x}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_mocknet::packet::Fields;
+
+    #[test]
+    fn point_escapes_exclusions_or_proves_cover() {
+        let pos = Ternary { value: 0, mask: !0b11 }; // four values 0..3
+        let ex = |v| Ternary::exact(v);
+        assert_eq!(point(pos, &[ex(0), ex(1), ex(2)]), Some(3));
+        assert_eq!(point(pos, &[ex(0), ex(1), ex(2), ex(3)]), None);
+        let half = Ternary { value: 0b10, mask: !0b01 }; // {2, 3}
+        assert_eq!(point(pos, &[half, ex(0), ex(1)]), None);
+        assert!(point(pos, &[half, ex(1)]).is_some_and(|v| v == 0));
+    }
+
+    #[test]
+    fn minus_is_a_disjoint_cover_of_the_rest() {
+        let all = Cube::of_shape(Shape { tagged: false, l3: L3::Ipv4(L4::Tcp) });
+        let c = [(s::ETH_DST, Ternary::present(2, 0xffff_ffff_ffff)), (s::TCP_DST, Ternary::present(80, 0xffff))];
+        let rest = all.minus(&c);
+        assert_eq!(rest.len(), 2);
+        let inside = all.and(&c).unwrap();
+        let h = inside.witness().unwrap();
+        assert!(rest.iter().all(|r| !r.contains(&h)));
+        assert!(rest.iter().all(|r| r.witness().is_some_and(|w| !inside.contains(&w))));
+    }
+
+    #[test]
+    fn shapes_agree_with_the_dataplane_parser() {
+        for shape in Shape::all() {
+            let cube = Cube::of_shape(shape);
+            let h = cube.witness().expect("every shape is inhabited");
+            let parsed = Fields::extract(&h.to_frame(), 1, 0);
+            for (slot, f) in SLOTS.iter().enumerate() {
+                assert_eq!(parsed.get(*f).map(|v| v as u64), h.get(slot), "{shape:?} {}", f.name());
+            }
+        }
+    }
+
+    #[test]
+    fn other_ip_protocols_exclude_the_parsed_ones() {
+        let other = Cube::of_shape(Shape { tagged: false, l3: L3::Ipv4(L4::Other) });
+        assert!(other.with(s::IP_PROTO, Ternary::exact(PRESENT | 6)).is_none());
+        assert!(other.with(s::IP_PROTO, Ternary::exact(PRESENT | 89)).is_some());
+    }
+}

@@ -1,0 +1,72 @@
+//! Transient versus persistent violations.
+//!
+//! A network under churn is briefly wrong all the time (a link fails, the
+//! controller needs a moment to route around it). A violation counts only once
+//! its fingerprint has been seen continuously, check after check, for at least
+//! the threshold; a check without it starts the clock again.
+
+use std::collections::BTreeMap;
+
+use crate::check::Violation;
+
+/// Tracks how long each violation fingerprint has been present.
+#[derive(Debug, Clone)]
+pub struct Persistence {
+    threshold_ms: u64,
+    since: BTreeMap<String, u64>,
+}
+
+impl Persistence {
+    /// Violations must last `threshold_ms` to count.
+    pub fn new(threshold_ms: u64) -> Persistence {
+        Persistence { threshold_ms, since: BTreeMap::new() }
+    }
+
+    /// Records the violations of a check made at `now` (milliseconds on the
+    /// run's clock) and returns those that have persisted long enough.
+    pub fn observe(&mut self, now: u64, violations: &[Violation]) -> Vec<Violation> {
+        let present: BTreeMap<String, &Violation> = violations.iter().map(|v| (v.fingerprint(), v)).collect();
+        self.since.retain(|fp, _| present.contains_key(fp));
+        let mut out = Vec::new();
+        for (fp, v) in present {
+            let first = *self.since.entry(fp).or_insert(now);
+            if now.saturating_sub(first) >= self.threshold_ms {
+                out.push(v.clone());
+            }
+        }
+        out
+    }
+
+    /// When the violation with this fingerprint was first seen in its current
+    /// unbroken run, if it is present.
+    pub fn since(&self, fingerprint: &str) -> Option<u64> {
+        self.since.get(fingerprint).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Invariant;
+
+    fn v(dst: &str) -> Violation {
+        Violation { invariant: Invariant::Blackhole, elements: vec!["h1".into(), dst.into()], summary: String::new(), witness: None }
+    }
+
+    #[test]
+    fn counts_only_after_the_threshold_and_resets_when_healed() {
+        let mut p = Persistence::new(1000);
+        assert!(p.observe(0, &[v("h2")]).is_empty());
+        assert!(p.observe(500, &[v("h2")]).is_empty());
+        assert_eq!(p.observe(1000, &[v("h2")]).len(), 1);
+        assert!(p.observe(1100, &[]).is_empty(), "healed");
+        assert!(p.observe(1200, &[v("h2")]).is_empty(), "the clock starts again");
+        assert_eq!(p.since("blackhole:h2"), Some(1200));
+        assert_eq!(p.observe(2200, &[v("h2"), v("h3")]).len(), 1, "h3 is new");
+    }
+
+    #[test]
+    fn zero_threshold_reports_at_once() {
+        assert_eq!(Persistence::new(0).observe(7, &[v("h2")]).len(), 1);
+    }
+}

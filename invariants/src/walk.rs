@@ -1,0 +1,583 @@
+//! Symbolic forwarding: where every header a host can send ends up.
+//!
+//! [`Walker::from_host`] injects whole header-space cubes at a host's port and
+//! follows them through the mock network's flow tables, groups, ports and
+//! links, exactly as `sts_mocknet`'s dataplane would forward each concrete
+//! frame, splitting a cube wherever rules treat its headers differently. Every
+//! copy ends in a [`Terminal`]: delivered to a host, sent to a controller,
+//! dropped (and why), or caught in a loop.
+//!
+//! Rewrites are tracked as constant overrides on top of the *origin* cube (the
+//! headers as the host sent them), so each terminal says which original headers
+//! reach it, and a loop is recognised exactly: a copy arriving again at the
+//! same port with the same overrides carries, for every header in its cube, the
+//! same header it had the first time, so it cycles forever. Paths longer than
+//! the dataplane's hop limit count as loops too, as they do in the dataplane.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use sts_mocknet::flow::{Action, ActionSet, FlowEntry};
+use sts_mocknet::network::{Endpoint, LinkFault, Network, HOP_LIMIT};
+use sts_mocknet::switch::{Switch, NO_FLOOD_10};
+use sts_proxy::wire::v13::oxm::VID_PRESENT;
+use sts_proxy::wire::v13::{self, Field};
+use sts_proxy::wire::OFP10;
+
+use crate::header::{s, slot, Cube, Ternary, N, PRESENT};
+
+/// How deep group actions may chain (the mock switch's limit).
+const MAX_GROUP_DEPTH: u8 = 8;
+
+/// Branch steps one walk may take before it gives up (a flood storm in a
+/// large mesh has factorially many simple paths).
+pub const STEP_BUDGET: usize = 2_000_000;
+
+/// A flow entry compiled for symbolic matching.
+struct Rule<'n> {
+    header: Vec<(usize, Ternary)>,
+    in_port: Option<(u32, u32)>,
+    metadata: Option<(u64, u64)>,
+    /// Matches a field the dataplane never parses (IPv6, MPLS ...).
+    never: bool,
+    entry: &'n FlowEntry,
+    index: usize,
+}
+
+impl<'n> Rule<'n> {
+    fn compile(entry: &'n FlowEntry, index: usize) -> Rule<'n> {
+        let mut r = Rule { header: Vec::new(), in_port: None, metadata: None, never: false, entry, index };
+        for f in &entry.r#match.fields {
+            match f.field {
+                Field::InPort | Field::InPhyPort => {
+                    let (v, m) = (f.value as u32, f.mask as u32);
+                    r.in_port = match r.in_port {
+                        Some((v0, m0)) if (v0 ^ v) & m0 & m != 0 => {
+                            r.never = true;
+                            None
+                        }
+                        Some((v0, m0)) => Some((v0 | v, m0 | m)),
+                        None => Some((v, m)),
+                    };
+                }
+                Field::Metadata => r.metadata = Some((f.value as u64, f.mask as u64)),
+                other => match slot(other) {
+                    Some(sl) => r.header.push((sl, Ternary::present(f.value as u64, f.mask as u64))),
+                    None => r.never = true,
+                },
+            }
+        }
+        r
+    }
+}
+
+/// The flow tables of every switch, compiled once per check.
+pub struct Model<'n> {
+    pub net: &'n Network,
+    tables: BTreeMap<u64, Vec<Vec<Rule<'n>>>>,
+}
+
+impl<'n> Model<'n> {
+    /// Compiles the network's current forwarding state.
+    pub fn new(net: &'n Network) -> Model<'n> {
+        let tables = net
+            .switches
+            .iter()
+            .map(|(dpid, sw)| {
+                let t = sw.tables.iter().map(|t| t.entries().iter().enumerate().map(|(i, e)| Rule::compile(e, i)).collect()).collect();
+                (*dpid, t)
+            })
+            .collect();
+        Model { net, tables }
+    }
+
+    /// Total compiled rules.
+    pub fn rule_count(&self) -> usize {
+        self.tables.values().flatten().map(Vec::len).sum()
+    }
+}
+
+/// Header fields rewritten so far, as constants over the origin cube.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Overrides {
+    set: u32,
+    vals: [u64; N],
+}
+
+impl Overrides {
+    fn none() -> Overrides {
+        Overrides { set: 0, vals: [0; N] }
+    }
+
+    fn get(&self, slot: usize) -> Option<u64> {
+        (self.set & (1 << slot) != 0).then_some(self.vals[slot])
+    }
+
+    fn put(&mut self, slot: usize, v: u64) {
+        self.set |= 1 << slot;
+        self.vals[slot] = v;
+    }
+
+    /// True if no field was rewritten.
+    pub fn is_empty(&self) -> bool {
+        self.set == 0
+    }
+}
+
+/// A set of packets in flight: origin headers plus the rewrites applied.
+#[derive(Clone)]
+struct Pkt {
+    origin: Cube,
+    over: Overrides,
+}
+
+impl Pkt {
+    /// The current value constraint of a field.
+    fn cur(&self, slot: usize) -> Ternary {
+        match self.over.get(slot) {
+            Some(v) => Ternary::exact(v),
+            None => self.origin.pos[slot],
+        }
+    }
+
+    fn is_exactly(&self, slot: usize, v: u64) -> bool {
+        self.cur(slot) == Ternary::exact(PRESENT | v)
+    }
+
+    fn tagged(&self) -> bool {
+        let t = self.cur(s::VLAN_VID);
+        let bit = VID_PRESENT as u64;
+        t.mask & bit != 0 && t.value & bit != 0
+    }
+
+    /// Splits by a rule's header constraint: (headers it matches, the rest).
+    fn split(&self, c: &[(usize, Ternary)]) -> (Option<Pkt>, Vec<Pkt>) {
+        let mut origin_part = Vec::with_capacity(c.len());
+        for &(sl, t) in c {
+            match self.over.get(sl) {
+                Some(v) if !t.contains(v) => return (None, vec![self.clone()]),
+                Some(_) => {}
+                None => origin_part.push((sl, t)),
+            }
+        }
+        let hit = self.origin.and(&origin_part).map(|origin| Pkt { origin, over: self.over });
+        if hit.is_none() {
+            return (None, vec![self.clone()]);
+        }
+        let rest = self.origin.minus(&origin_part).into_iter().map(|origin| Pkt { origin, over: self.over }).collect();
+        (hit, rest)
+    }
+}
+
+/// A flow entry a path went through: switch, table and position in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RuleRef {
+    pub dpid: u64,
+    pub table: u8,
+    pub index: usize,
+    pub priority: u16,
+    /// The entry is a table-miss entry (priority 0, empty match).
+    pub table_miss: bool,
+}
+
+/// One switch on a path (a persistent list: copies share their prefix).
+pub struct Node {
+    pub dpid: u64,
+    pub in_port: u32,
+    pub rules: Vec<RuleRef>,
+    over: Overrides,
+    pub parent: Option<Rc<Node>>,
+}
+
+/// The switches a copy crossed, first to last.
+pub fn hops(last: &Option<Rc<Node>>) -> Vec<Rc<Node>> {
+    let mut out = Vec::new();
+    let mut at = last.clone();
+    while let Some(n) = at {
+        at = n.parent.clone();
+        out.push(n);
+    }
+    out.reverse();
+    out
+}
+
+/// Why a copy was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DropReason {
+    /// No entry matched in this table (1.3: no table-miss entry).
+    TableMiss { table: u8 },
+    /// The matched entries output nothing.
+    NoOutput,
+    /// Output to a port that is down, missing, or configured not to forward.
+    PortDown { port: u32 },
+    /// Output to a port whose link is failed or unwired.
+    LinkDown { port: u32 },
+    /// Arrived on a port that is down or configured not to receive.
+    NotReceived,
+    /// Lost to a dataplane drop fault on the link.
+    LinkFault { port: u32 },
+}
+
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DropReason::TableMiss { table } => write!(f, "no entry matches in table {table}"),
+            DropReason::NoOutput => f.write_str("the matching entry outputs nothing"),
+            DropReason::PortDown { port } => write!(f, "output port {port} is down"),
+            DropReason::LinkDown { port } => write!(f, "the link on port {port} is down"),
+            DropReason::NotReceived => f.write_str("the ingress port does not receive"),
+            DropReason::LinkFault { port } => write!(f, "a drop fault on the link at port {port}"),
+        }
+    }
+}
+
+/// Where a copy ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered { host: usize },
+    Punted { dpid: u64 },
+    Dropped { dpid: u64, reason: DropReason },
+    /// The copy cycles (or exceeds the hop limit); `cycle` lists the switches
+    /// of the cycle.
+    Looped { cycle: Vec<u64> },
+    /// Forwarding the analysis does not model (e.g. double VLAN tagging): no
+    /// conclusion is drawn about these headers.
+    Unmodelled { what: &'static str },
+}
+
+/// One copy's fate, for the origin headers in `origin`.
+pub struct Terminal {
+    pub origin: Cube,
+    pub outcome: Outcome,
+    /// The last switch crossed (`None` if the copy never reached a switch).
+    pub path: Option<Rc<Node>>,
+}
+
+/// Follows header sets through a [`Model`].
+pub struct Walker<'m, 'n> {
+    model: &'m Model<'n>,
+    pub terminals: Vec<Terminal>,
+    steps: usize,
+    /// True if the walk stopped at [`STEP_BUDGET`].
+    pub truncated: bool,
+}
+
+struct At<'a> {
+    sw: &'a Switch,
+    dpid: u64,
+    in_port: u32,
+    arrival: Overrides,
+    parent: &'a Option<Rc<Node>>,
+    depth: u32,
+}
+
+impl At<'_> {
+    fn no_packet_in(&self) -> bool {
+        self.sw.ports.get(&self.in_port).is_some_and(|p| p.config & v13::port_config::NO_PACKET_IN != 0)
+    }
+}
+
+impl<'m, 'n> Walker<'m, 'n> {
+    pub fn new(model: &'m Model<'n>) -> Walker<'m, 'n> {
+        Walker { model, terminals: Vec::new(), steps: 0, truncated: false }
+    }
+
+    /// Injects `cubes` as frames host `host` sends.
+    pub fn from_host(&mut self, host: usize, cubes: &[Cube]) {
+        for c in cubes {
+            let pkt = Pkt { origin: c.clone(), over: Overrides::none() };
+            self.transmit(Endpoint::Host(host), pkt, &None, 0);
+        }
+    }
+
+    fn end(&mut self, pkt: Pkt, outcome: Outcome, path: Option<Rc<Node>>) {
+        self.terminals.push(Terminal { origin: pkt.origin, outcome, path });
+    }
+
+    fn node(at: &At, rules: &[RuleRef]) -> Rc<Node> {
+        Rc::new(Node { dpid: at.dpid, in_port: at.in_port, rules: rules.to_vec(), over: at.arrival, parent: at.parent.clone() })
+    }
+
+    /// A copy leaves `from`: across the link to its peer, if live.
+    fn transmit(&mut self, from: Endpoint, pkt: Pkt, path: &Option<Rc<Node>>, depth: u32) {
+        let net = self.model.net;
+        let port = match from {
+            Endpoint::Switch { port, .. } => port,
+            Endpoint::Host(_) => 0,
+        };
+        let dpid = path.as_ref().map_or(0, |n| n.dpid);
+        let Some(to) = net.live_peer(from) else {
+            return self.end(pkt, Outcome::Dropped { dpid, reason: DropReason::LinkDown { port } }, path.clone());
+        };
+        if net.link_fault(from) == Some(LinkFault::Drop) {
+            return self.end(pkt, Outcome::Dropped { dpid, reason: DropReason::LinkFault { port } }, path.clone());
+        }
+        match to {
+            Endpoint::Host(i) => self.end(pkt, Outcome::Delivered { host: i }, path.clone()),
+            Endpoint::Switch { dpid, port } => self.arrive(pkt, dpid, port, path, depth),
+        }
+    }
+
+    fn arrive(&mut self, pkt: Pkt, dpid: u64, in_port: u32, parent: &Option<Rc<Node>>, depth: u32) {
+        self.steps += 1;
+        if self.steps > STEP_BUDGET {
+            self.truncated = true;
+            return;
+        }
+        // Back at a port with the same rewrites: every header here cycles.
+        let mut cycle = vec![dpid];
+        let mut at = parent.clone();
+        while let Some(n) = at {
+            cycle.push(n.dpid);
+            if n.dpid == dpid && n.in_port == in_port && n.over == pkt.over {
+                cycle.pop();
+                cycle.sort_unstable();
+                cycle.dedup();
+                return self.end(pkt, Outcome::Looped { cycle }, parent.clone());
+            }
+            at = n.parent.clone();
+        }
+        if depth >= HOP_LIMIT {
+            cycle.sort_unstable();
+            cycle.dedup();
+            return self.end(pkt, Outcome::Looped { cycle }, parent.clone());
+        }
+        let Some(sw) = self.model.net.switches.get(&dpid) else { return };
+        let at = At { sw, dpid, in_port, arrival: pkt.over, parent, depth };
+        let receives = sw.ports.get(&in_port).is_some_and(|p| p.is_live() && p.config & v13::port_config::NO_RECV == 0);
+        if !receives {
+            let node = Self::node(&at, &[]);
+            return self.end(pkt, Outcome::Dropped { dpid, reason: DropReason::NotReceived }, Some(node));
+        }
+        self.pipeline(&at, pkt, 0, 0, ActionSet::default(), Vec::new());
+    }
+
+    fn pipeline(&mut self, at: &At, pkt: Pkt, table: u8, metadata: u64, set: ActionSet, rules: Vec<RuleRef>) {
+        let Some(compiled) = self.model.tables.get(&at.dpid).and_then(|t| t.get(table as usize)) else {
+            let node = Self::node(at, &rules);
+            return self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::TableMiss { table } }, Some(node));
+        };
+        let mut rest = vec![pkt];
+        for rule in compiled {
+            if rest.is_empty() {
+                break;
+            }
+            if rule.never || rule.in_port.is_some_and(|(v, m)| (at.in_port ^ v) & m != 0) || rule.metadata.is_some_and(|(v, m)| (metadata ^ v) & m != 0) {
+                continue;
+            }
+            let mut next = Vec::with_capacity(rest.len());
+            for p in rest {
+                let (hit, miss) = p.split(&rule.header);
+                next.extend(miss);
+                if let Some(h) = hit {
+                    let mut r = rules.clone();
+                    let table_miss = rule.entry.priority == 0 && rule.entry.r#match.fields.is_empty();
+                    r.push(RuleRef { dpid: at.dpid, table, index: rule.index, priority: rule.entry.priority, table_miss });
+                    self.instructions(at, h, table, metadata, set.clone(), r, rule.entry);
+                }
+            }
+            rest = next;
+        }
+        for p in rest {
+            let node = Self::node(at, &rules);
+            // 1.0 sends a miss to the controller (unless the port says
+            // NO_PACKET_IN); 1.3 drops it (a table-miss entry is a rule).
+            if at.sw.version == OFP10 && !at.no_packet_in() {
+                self.end(p, Outcome::Punted { dpid: at.dpid }, Some(node));
+            } else {
+                self.end(p, Outcome::Dropped { dpid: at.dpid, reason: DropReason::TableMiss { table } }, Some(node));
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn instructions(&mut self, at: &At, pkt: Pkt, table: u8, metadata: u64, mut set: ActionSet, rules: Vec<RuleRef>, entry: &FlowEntry) {
+        let before = self.terminals.len();
+        let ins = &entry.instructions;
+        let mut pkt = pkt;
+        if !ins.apply.is_empty() {
+            match self.actions(at, pkt, &ins.apply, &rules, 0) {
+                Some(p) => pkt = p,
+                None => return,
+            }
+        }
+        if ins.clear {
+            set.clear();
+        }
+        if let Some(w) = &ins.write {
+            set.write(w);
+        }
+        let metadata = match ins.write_metadata {
+            Some((v, m)) => (metadata & !m) | (v & m),
+            None => metadata,
+        };
+        match ins.goto {
+            Some(next) if next > table => self.pipeline(at, pkt, next, metadata, set, rules),
+            _ => {
+                let actions = set.into_ordered();
+                let mut out = Some(pkt.clone());
+                if !actions.is_empty() {
+                    out = self.actions(at, pkt, &actions, &rules, 0);
+                }
+                if let Some(p) = out {
+                    if self.terminals.len() == before {
+                        let node = Self::node(at, &rules);
+                        self.end(p, Outcome::Dropped { dpid: at.dpid, reason: DropReason::NoOutput }, Some(node));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs actions in order; returns the packets after the last rewrite, or
+    /// `None` if the walk ended them (an unmodelled action).
+    fn actions(&mut self, at: &At, mut pkt: Pkt, actions: &[Action], rules: &[RuleRef], group_depth: u8) -> Option<Pkt> {
+        for a in actions {
+            match a {
+                Action::Output { port, .. } => self.output(at, pkt.clone(), *port, rules),
+                Action::SetField(f, v) => {
+                    if let Err(what) = set_field(&mut pkt, *f, *v) {
+                        let node = Self::node(at, rules);
+                        self.end(pkt, Outcome::Unmodelled { what }, Some(node));
+                        return None;
+                    }
+                }
+                Action::SetVlanVid10(vid) => {
+                    if !pkt.tagged() {
+                        push_tag(&mut pkt);
+                    }
+                    pkt.over.put(s::VLAN_VID, PRESENT | VID_PRESENT as u64 | (*vid as u64 & 0x0fff));
+                }
+                Action::SetVlanPcp10(pcp) => {
+                    if !pkt.tagged() {
+                        push_tag(&mut pkt);
+                    }
+                    pkt.over.put(s::VLAN_PCP, PRESENT | (*pcp as u64 & 7));
+                }
+                Action::PushVlan(tpid) => {
+                    let what = if *tpid != sts_mocknet::packet::ETH_VLAN {
+                        Some("push_vlan with a TPID other than 0x8100")
+                    } else if pkt.tagged() {
+                        Some("a second VLAN tag")
+                    } else {
+                        None
+                    };
+                    if let Some(what) = what {
+                        let node = Self::node(at, rules);
+                        self.end(pkt, Outcome::Unmodelled { what }, Some(node));
+                        return None;
+                    }
+                    push_tag(&mut pkt);
+                }
+                Action::PopVlan => {
+                    if pkt.tagged() {
+                        pkt.over.put(s::VLAN_VID, PRESENT);
+                        pkt.over.put(s::VLAN_PCP, 0);
+                    }
+                }
+                Action::Group(g) => self.group(at, pkt.clone(), *g, rules, group_depth),
+                Action::Ignored => {}
+            }
+        }
+        Some(pkt)
+    }
+
+    fn group(&mut self, at: &At, pkt: Pkt, id: u32, rules: &[RuleRef], depth: u8) {
+        if depth >= MAX_GROUP_DEPTH {
+            return;
+        }
+        let Some(g) = at.sw.groups.get(&id) else { return };
+        let live = |b: &v13::Bucket| b.watch_port == v13::port::ANY || at.sw.ports.get(&b.watch_port).is_some_and(|p| p.is_live());
+        let chosen: Vec<&Vec<Action>> = match g.group_type {
+            v13::group_type::ALL => g.buckets.iter().map(|(_, a)| a).collect(),
+            v13::group_type::INDIRECT => g.buckets.iter().take(1).map(|(_, a)| a).collect(),
+            v13::group_type::FF => g.buckets.iter().find(|(b, _)| live(b)).map(|(_, a)| a).into_iter().collect(),
+            // SELECT picks a bucket by a hash of the frame's bytes: every
+            // bucket may be taken, so every bucket is followed.
+            _ => g.buckets.iter().map(|(_, a)| a).collect(),
+        };
+        for actions in chosen {
+            self.actions(at, pkt.clone(), actions, rules, depth + 1);
+        }
+    }
+
+    fn output(&mut self, at: &At, pkt: Pkt, port: u32, rules: &[RuleRef]) {
+        use v13::port as P;
+        match port {
+            P::IN_PORT => self.emit(at, pkt, at.in_port, rules),
+            P::FLOOD | P::ALL => {
+                let ports: Vec<u32> = at
+                    .sw
+                    .ports
+                    .values()
+                    .filter(|p| p.no != at.in_port && !(port == P::FLOOD && at.sw.version == OFP10 && p.config & NO_FLOOD_10 != 0))
+                    .map(|p| p.no)
+                    .collect();
+                if ports.is_empty() {
+                    let node = Self::node(at, rules);
+                    return self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::NoOutput }, Some(node));
+                }
+                for p in ports {
+                    self.emit(at, pkt.clone(), p, rules);
+                }
+            }
+            P::CONTROLLER => {
+                let node = Self::node(at, rules);
+                // A 1.3 table-miss entry's PACKET_IN has reason NO_MATCH, which
+                // the port's NO_PACKET_IN suppresses.
+                let miss = at.sw.version != OFP10 && rules.last().is_some_and(|r| r.table_miss);
+                if miss && at.no_packet_in() {
+                    self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::NoOutput }, Some(node));
+                } else {
+                    self.end(pkt, Outcome::Punted { dpid: at.dpid }, Some(node));
+                }
+            }
+            P::TABLE | P::LOCAL | P::NORMAL | P::ANY => {
+                let node = Self::node(at, rules);
+                self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::NoOutput }, Some(node));
+            }
+            p if p == at.in_port => {
+                let node = Self::node(at, rules);
+                self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::NoOutput }, Some(node));
+            }
+            p => self.emit(at, pkt, p, rules),
+        }
+    }
+
+    fn emit(&mut self, at: &At, pkt: Pkt, port: u32, rules: &[RuleRef]) {
+        let node = Self::node(at, rules);
+        let forwards = at.sw.ports.get(&port).is_some_and(|p| p.is_live() && p.config & v13::port_config::NO_FWD == 0);
+        if !forwards {
+            return self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::PortDown { port } }, Some(node));
+        }
+        self.transmit(Endpoint::Switch { dpid: at.dpid, port }, pkt, &Some(node), at.depth + 1);
+    }
+}
+
+fn push_tag(pkt: &mut Pkt) {
+    pkt.over.put(s::VLAN_VID, PRESENT | VID_PRESENT as u64);
+    pkt.over.put(s::VLAN_PCP, PRESENT);
+}
+
+/// A set-field action, as `sts_mocknet::packet::set_field` applies it: fields
+/// the frame lacks are left alone.
+fn set_field(pkt: &mut Pkt, f: Field, v: u128) -> Result<(), &'static str> {
+    let v = v as u64;
+    let ipv4 = pkt.is_exactly(s::ETH_TYPE, sts_mocknet::packet::ETH_IPV4 as u64);
+    match f {
+        Field::EthDst => pkt.over.put(s::ETH_DST, PRESENT | (v & 0xffff_ffff_ffff)),
+        Field::EthSrc => pkt.over.put(s::ETH_SRC, PRESENT | (v & 0xffff_ffff_ffff)),
+        Field::EthType if !pkt.is_exactly(s::ETH_TYPE, v & 0xffff) => return Err("an eth_type rewrite"),
+        Field::VlanVid if pkt.tagged() => pkt.over.put(s::VLAN_VID, PRESENT | VID_PRESENT as u64 | (v & 0x0fff)),
+        Field::VlanPcp if pkt.tagged() => pkt.over.put(s::VLAN_PCP, PRESENT | (v & 7)),
+        Field::Ipv4Src if ipv4 => pkt.over.put(s::IPV4_SRC, PRESENT | (v & 0xffff_ffff)),
+        Field::Ipv4Dst if ipv4 => pkt.over.put(s::IPV4_DST, PRESENT | (v & 0xffff_ffff)),
+        Field::IpDscp if ipv4 => pkt.over.put(s::IP_DSCP, PRESENT | (v & 0x3f)),
+        Field::TcpSrc if ipv4 && pkt.is_exactly(s::IP_PROTO, 6) => pkt.over.put(s::TCP_SRC, PRESENT | (v & 0xffff)),
+        Field::TcpDst if ipv4 && pkt.is_exactly(s::IP_PROTO, 6) => pkt.over.put(s::TCP_DST, PRESENT | (v & 0xffff)),
+        Field::UdpSrc if ipv4 && pkt.is_exactly(s::IP_PROTO, 17) => pkt.over.put(s::UDP_SRC, PRESENT | (v & 0xffff)),
+        Field::UdpDst if ipv4 && pkt.is_exactly(s::IP_PROTO, 17) => pkt.over.put(s::UDP_DST, PRESENT | (v & 0xffff)),
+        _ => {}
+    }
+    Ok(())
+}
