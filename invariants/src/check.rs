@@ -24,7 +24,7 @@
 //!   controller connection.
 //! - **controller-errors**: no controller log line matches an error pattern.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::rc::Rc;
 
@@ -213,6 +213,45 @@ impl Components {
     }
 }
 
+/// Hosts by address, to find which destinations a header set can be for.
+struct HostIndex {
+    by_mac: HashMap<u64, usize>,
+    by_ip: HashMap<u64, usize>,
+    addrs: Vec<(u64, u64)>,
+}
+
+impl HostIndex {
+    fn of(net: &Network) -> HostIndex {
+        let addrs: Vec<(u64, u64)> =
+            net.hosts.iter().map(|h| (PRESENT | mac_int(&h.mac.0) as u64, PRESENT | u32::from(h.ip) as u64)).collect();
+        HostIndex {
+            by_mac: addrs.iter().enumerate().map(|(i, a)| (a.0, i)).collect(),
+            by_ip: addrs.iter().enumerate().map(|(i, a)| (a.1, i)).collect(),
+            addrs,
+        }
+    }
+
+    /// Hosts whose MAC and IPv4 (or ARP target) address the cube admits.
+    fn destinations(&self, c: &Cube) -> Vec<usize> {
+        let et = c.pos[s::ETH_TYPE];
+        let ip = if et == Ternary::exact(PRESENT | ETH_IPV4 as u64) {
+            c.pos[s::IPV4_DST]
+        } else if et == Ternary::exact(PRESENT | ETH_ARP as u64) {
+            c.pos[s::ARP_TPA]
+        } else {
+            return vec![];
+        };
+        let mac = c.pos[s::ETH_DST];
+        if mac.mask == u64::MAX {
+            return self.by_mac.get(&mac.value).into_iter().copied().filter(|&i| ip.contains(self.addrs[i].1)).collect();
+        }
+        if ip.mask == u64::MAX {
+            return self.by_ip.get(&ip.value).into_iter().copied().filter(|&i| mac.contains(self.addrs[i].0)).collect();
+        }
+        (0..self.addrs.len()).filter(|&i| mac.contains(self.addrs[i].0) && ip.contains(self.addrs[i].1)).collect()
+    }
+}
+
 impl Checker {
     /// Checks every enabled invariant.
     pub fn check(&self, net: &Network, facts: &Facts) -> Report {
@@ -227,7 +266,14 @@ impl Checker {
             })
             .collect();
         let comps = Components::of(net);
-        let all_shapes: Vec<Cube> = Shape::all().into_iter().map(Cube::of_shape).collect();
+        let hosts = HostIndex::of(net);
+        // Shapes that differ only in fields no rule reads or writes travel as one.
+        let mut all_shapes: Vec<Cube> = Vec::new();
+        for c in Shape::all().into_iter().map(|sh| Cube::of_shape(sh).relax(!model.used_slots())) {
+            if !all_shapes.contains(&c) {
+                all_shapes.push(c);
+            }
+        }
         let mut loops: BTreeMap<Vec<u64>, Violation> = BTreeMap::new();
         let mut notes = BTreeSet::new();
         let pairs_needed = on(Invariant::Blackhole) || on(Invariant::Reachability) || on(Invariant::Isolation);
@@ -256,7 +302,7 @@ impl Checker {
                     }
                 }
                 if pairs_needed {
-                    self.pairs(net, &comps, &attached, a, a_sw, &w.terminals, &mut report.violations);
+                    self.pairs(net, &hosts, &comps, &attached, a, a_sw, &w.terminals, &mut report.violations);
                 }
             }
         }
@@ -305,23 +351,18 @@ impl Checker {
 
     /// Blackholes, reachability and isolation for traffic from host `a`.
     #[allow(clippy::too_many_arguments)]
-    fn pairs(&self, net: &Network, comps: &Components, attached: &[(usize, u64)], a: usize, a_sw: u64, terminals: &[Terminal], out: &mut Vec<Violation>) {
+    fn pairs(&self, net: &Network, hosts: &HostIndex, comps: &Components, attached: &[(usize, u64)], a: usize, a_sw: u64, terminals: &[Terminal], out: &mut Vec<Violation>) {
         let on = |i| self.enabled.contains(&i);
-        // Terminals by the destination MAC their origin pins, or "any".
-        let mut by_dst: BTreeMap<u64, Vec<&Terminal>> = BTreeMap::new();
-        let mut wild: Vec<&Terminal> = Vec::new();
+        // The terminals each destination host must be judged on.
+        let mut by_dst: BTreeMap<usize, Vec<&Terminal>> = BTreeMap::new();
         for t in terminals {
-            let d = t.origin.pos[s::ETH_DST];
-            if d.mask == u64::MAX {
-                by_dst.entry(d.value).or_default().push(t);
-            } else {
-                wild.push(t);
+            for b in hosts.destinations(&t.origin) {
+                by_dst.entry(b).or_default().push(t);
             }
         }
         let mac = |i: usize| Ternary::exact(PRESENT | mac_int(&net.hosts[i].mac.0) as u64);
         let ip = |i: usize| Ternary::exact(PRESENT | u32::from(net.hosts[i].ip) as u64);
         for &(b, b_sw) in attached.iter().filter(|(b, _)| *b != a) {
-            let b_mac = PRESENT | mac_int(&net.hosts[b].mac.0) as u64;
             // What A sends B: its addresses to B's, untagged, IPv4 or ARP.
             let l2 = [(s::ETH_SRC, mac(a)), (s::ETH_DST, mac(b)), (s::VLAN_VID, Ternary::exact(PRESENT))];
             let ipv4: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::IPV4_SRC, ip(a)), (s::IPV4_DST, ip(b))]).collect();
@@ -336,7 +377,7 @@ impl Checker {
                     None
                 }
             };
-            let relevant: Vec<&Terminal> = by_dst.get(&b_mac).into_iter().flatten().chain(wild.iter()).copied().collect();
+            let relevant: &[&Terminal] = by_dst.get(&b).map_or(&[], Vec::as_slice);
             let names = || vec![net.hosts[a].name.clone(), net.hosts[b].name.clone()];
             let isolated = self.isolation.iter().any(|r| r.from == net.hosts[a].name && r.to == net.hosts[b].name);
             if on(Invariant::Isolation) && isolated {

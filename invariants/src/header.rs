@@ -284,6 +284,19 @@ impl Cube {
         out
     }
 
+    /// Frees the fields in the `slots` bit set entirely (presence included):
+    /// shapes that differ only there become equal.
+    pub fn relax(&self, slots: u32) -> Cube {
+        let mut out = self.clone();
+        for (i, t) in out.pos.iter_mut().enumerate() {
+            if slots & (1 << i) != 0 {
+                *t = Ternary { value: 0, mask: 0 };
+            }
+        }
+        out.neg.retain(|(sl, _)| slots & (1 << sl) == 0);
+        out
+    }
+
     /// Drops exclusions that no longer meet their field.
     fn prune(&mut self) {
         let pos = &self.pos;

@@ -91,6 +91,42 @@ impl<'n> Model<'n> {
         Model { net, tables }
     }
 
+    /// The header fields (a bit per slot) some rule matches or some action
+    /// rewrites, plus those the checks themselves constrain. Fields outside
+    /// it never influence forwarding, so their presence need not be tracked.
+    pub fn used_slots(&self) -> u32 {
+        let bit = |sl: usize| 1u32 << sl;
+        let mut used = [s::ETH_TYPE, s::ETH_SRC, s::ETH_DST, s::IPV4_SRC, s::IPV4_DST, s::ARP_SPA, s::ARP_TPA].iter().fold(0, |m, &sl| m | bit(sl));
+        let mut action = |a: &Action| match a {
+            Action::SetField(f, _) => used |= slot(*f).map_or(0, bit),
+            Action::PushVlan(_) | Action::PopVlan | Action::SetVlanVid10(_) | Action::SetVlanPcp10(_) => used |= bit(s::VLAN_VID),
+            _ => {}
+        };
+        for (dpid, tables) in &self.tables {
+            for r in tables.iter().flatten() {
+                let ins = &r.entry.instructions;
+                ins.apply.iter().chain(ins.write.iter().flatten()).for_each(&mut action);
+            }
+            for g in self.net.switches[dpid].groups.values() {
+                g.buckets.iter().flat_map(|(_, a)| a).for_each(&mut action);
+            }
+        }
+        for r in self.tables.values().flatten().flatten() {
+            for (sl, _) in &r.header {
+                used |= bit(*sl);
+            }
+        }
+        // Fields whose presence depends on each other go together.
+        let groups: [&[usize]; 2] =
+            [&[s::VLAN_VID, s::VLAN_PCP], &[s::IP_PROTO, s::TCP_SRC, s::TCP_DST, s::UDP_SRC, s::UDP_DST, s::ICMP_TYPE, s::ICMP_CODE]];
+        for g in groups {
+            if g.iter().any(|&sl| used & bit(sl) != 0) {
+                used |= g.iter().fold(0, |m, &sl| m | bit(sl));
+            }
+        }
+        used
+    }
+
     /// Total compiled rules.
     pub fn rule_count(&self) -> usize {
         self.tables.values().flatten().map(Vec::len).sum()

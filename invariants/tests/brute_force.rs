@@ -361,6 +361,8 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
         let case = random_case(seed);
         let mut brute = case.net.clone();
         let model = Model::new(&case.net);
+        // As the checker does: fields no rule reads or writes are left free.
+        let shapes: Vec<Cube> = shapes.iter().map(|c| c.relax(!model.used_slots())).collect();
         let mut brute_loop = false;
         let mut brute_holes: BTreeSet<(usize, usize)> = BTreeSet::new();
         for a in 0..case.n_hosts {
