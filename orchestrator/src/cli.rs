@@ -113,6 +113,7 @@ pub fn run(cli: Cli) -> u8 {
     let cmd = cli.command;
     match &cmd {
         Command::Pingall { config } => return crate::pingall::command(config),
+        Command::Fuzz { config, out } => return crate::fuzz::command(config, out),
         Command::Proxy { listen, controller, record } => return crate::standalone::command(listen, controller, record.as_deref()),
         _ => {}
     }

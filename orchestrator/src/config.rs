@@ -26,6 +26,29 @@
 //! quiet_ms = 1000       # how long "quiet" is
 //! ping_timeout_ms = 2000
 //! attempts = 2
+//!
+//! [fuzz]                # sts fuzz (docs/fuzzing.md)
+//! seed = 1              # the same seed and config give the same inputs
+//! steps = 200           # the budget of fuzzing steps
+//! step_ms = 100         # wall-clock time between steps
+//! warmup_ms = 1000      # quiet time after the handshakes, before the first step
+//!
+//! [fuzz.rates]          # per step, the probability of each input (independent)
+//! traffic = 0.5         # a ping between two random hosts
+//! link_failure = 0.02   # a random live switch-to-switch link fails
+//! link_recovery = 0.1   # a failed link recovers
+//! host_migration = 0.02 # a random host moves to a random other switch
+//! dataplane_drop = 0.0  # a random link starts dropping every frame
+//! dataplane_drop_end = 0.1   # a dropping link heals
+//!
+//! [invariants]
+//! check = ["loop", "blackhole", "liveness"]   # see docs/invariants.md
+//! check_every_ms = 500  # how often the checker runs
+//! persist_ms = 1000     # a violation counts once it lasts this long
+//! isolation = [["h1", "h2"]]   # host pairs that must not communicate
+//!
+//! [interpose]
+//! epsilon_ms = 200      # replay: extra wait for an expected internal event
 //! ```
 
 use std::collections::BTreeMap;
@@ -47,6 +70,90 @@ pub struct Config {
     pub controllers: Vec<ControllerConfig>,
     #[serde(default)]
     pub pingall: PingallConfig,
+    #[serde(default)]
+    pub fuzz: FuzzConfig,
+    #[serde(default)]
+    pub invariants: InvariantsConfig,
+    #[serde(default)]
+    pub interpose: InterposeConfig,
+}
+
+/// The `[fuzz]` table.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FuzzConfig {
+    pub seed: u64,
+    pub steps: u32,
+    pub step_ms: u64,
+    pub warmup_ms: u64,
+    pub rates: Rates,
+}
+
+impl Default for FuzzConfig {
+    fn default() -> Self {
+        FuzzConfig { seed: 1, steps: 200, step_ms: 100, warmup_ms: 1_000, rates: Rates::default() }
+    }
+}
+
+/// `[fuzz.rates]`: per step, the probability of each input.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Rates {
+    pub traffic: f64,
+    pub link_failure: f64,
+    pub link_recovery: f64,
+    pub host_migration: f64,
+    pub dataplane_drop: f64,
+    pub dataplane_drop_end: f64,
+}
+
+impl Default for Rates {
+    fn default() -> Self {
+        Rates { traffic: 0.5, link_failure: 0.02, link_recovery: 0.1, host_migration: 0.02, dataplane_drop: 0.0, dataplane_drop_end: 0.1 }
+    }
+}
+
+impl Rates {
+    /// Every rate with its name, in the order the fuzzer draws them.
+    pub fn named(&self) -> [(&'static str, f64); 6] {
+        [
+            ("traffic", self.traffic),
+            ("link_failure", self.link_failure),
+            ("link_recovery", self.link_recovery),
+            ("host_migration", self.host_migration),
+            ("dataplane_drop", self.dataplane_drop),
+            ("dataplane_drop_end", self.dataplane_drop_end),
+        ]
+    }
+}
+
+/// The `[invariants]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InvariantsConfig {
+    pub check: Vec<String>,
+    pub check_every_ms: u64,
+    pub persist_ms: u64,
+    pub isolation: Vec<(String, String)>,
+}
+
+impl Default for InvariantsConfig {
+    fn default() -> Self {
+        InvariantsConfig { check: vec!["loop".into(), "blackhole".into(), "liveness".into()], check_every_ms: 500, persist_ms: 1_000, isolation: vec![] }
+    }
+}
+
+/// The `[interpose]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InterposeConfig {
+    pub epsilon_ms: u64,
+}
+
+impl Default for InterposeConfig {
+    fn default() -> Self {
+        InterposeConfig { epsilon_ms: 200 }
+    }
 }
 
 /// The `[network]` table.
@@ -210,6 +317,32 @@ impl Config {
             _ if n.size == 0 => return Err("network.size must be at least 1".into()),
             _ => {}
         }
+        for (name, rate) in self.fuzz.rates.named() {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(format!("fuzz.rates.{name} = {rate}: a rate is a probability per step, between 0 and 1"));
+            }
+        }
+        if self.fuzz.step_ms == 0 {
+            return Err("fuzz.step_ms must be at least 1".into());
+        }
+        for (i, name) in self.invariants.check.iter().enumerate() {
+            if sts_invariants::Invariant::from_name(name).is_none() {
+                let known: Vec<&str> = sts_invariants::Invariant::ALL.iter().map(|i| i.name()).collect();
+                return Err(format!("invariants.check[{i}] = {name:?}: unknown invariant (known: {})", known.join(", ")));
+            }
+        }
+        if self.invariants.check_every_ms == 0 {
+            return Err("invariants.check_every_ms must be at least 1".into());
+        }
+        let host_names: Vec<String> =
+            if self.invariants.isolation.is_empty() { vec![] } else { self.topology().hosts.iter().map(|h| h.name.clone()).collect() };
+        for (i, (a, b)) in self.invariants.isolation.iter().enumerate() {
+            for h in [a, b] {
+                if !host_names.contains(h) {
+                    return Err(format!("invariants.isolation[{i}]: no host named {h:?}"));
+                }
+            }
+        }
         if self.controllers.is_empty() {
             return Err("no [[controllers]]: at least one controller is needed".into());
         }
@@ -236,6 +369,15 @@ impl Config {
             TopologyKind::Tree => (0..n.depth).try_fold(0u64, |acc, level| acc.checked_add(n.fanout.checked_pow(level)?)),
             TopologyKind::FatTree => n.size.checked_mul(n.size)?.checked_mul(5).map(|x| x / 4),
             TopologyKind::Custom => n.switches,
+        }
+    }
+
+    /// The invariant checker the `[invariants]` table describes.
+    pub fn checker(&self) -> sts_invariants::Checker {
+        sts_invariants::Checker {
+            enabled: self.invariants.check.iter().filter_map(|n| sts_invariants::Invariant::from_name(n)).collect(),
+            isolation: self.invariants.isolation.iter().map(|(a, b)| sts_invariants::check::IsolationRule { from: a.clone(), to: b.clone() }).collect(),
+            ..sts_invariants::Checker::default()
         }
     }
 

@@ -7,8 +7,13 @@
 //! - [`clock`]: the only place time is read;
 //! - [`controller`]: controller processes (start, readiness, logs, kill, no orphans);
 //! - [`presets`]: ready-made specs for the controllers `scripts/setup` installs;
+//! - [`experiment`]: experiment directories (config, meta, trace, logs, violation);
+//! - [`fuzz`]: the `sts fuzz` command and the invariant monitor;
+//! - [`trace`]: the trace format (versioned JSON Lines), writer and reader;
+//! - [`inputs`]: external events: injecting them, and the seeded fuzzer;
 //! - [`netrun`]: the mock network connected to real controllers over TCP;
 //! - [`observe`]: facts for the invariant checker (liveness, events, logs);
+//! - [`session`]: bringing an experiment up (controllers, network, handshakes);
 //! - [`pingall`]: the `sts pingall` command;
 //! - [`standalone`]: the `sts proxy` command (real switches ⇄ a controller).
 //!
@@ -18,8 +23,13 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod controller;
+pub mod experiment;
+pub mod fuzz;
+pub mod inputs;
 pub mod netrun;
 pub mod observe;
 pub mod pingall;
 pub mod presets;
+pub mod session;
 pub mod standalone;
+pub mod trace;

@@ -344,6 +344,14 @@ impl NetRunner {
         self.dispatch(out, None);
     }
 
+    /// Host `src` sends a ping to host `dst` without waiting for the reply.
+    pub fn send_ping(&mut self, src: usize, dst: usize) {
+        let dst_ip = self.net.hosts[dst].ip;
+        let (_, frames) = self.net.hosts[src].ping(dst_ip);
+        let out = self.net.host_send(src, frames, self.clock.now());
+        self.dispatch(out, None);
+    }
+
     /// Host `src` pings host `dst`; true if the reply arrives within `timeout_ms`.
     pub async fn ping(&mut self, src: usize, dst: usize, timeout_ms: Millis) -> bool {
         let dst_ip = self.net.hosts[dst].ip;

@@ -4,9 +4,11 @@
 
 use sts_invariants::check::{ControllerState, Facts};
 use sts_mocknet::DataplaneEvent;
+use sts_proxy::interpose::Direction;
 
 use crate::controller::Controller;
 use crate::netrun::NetRunner;
+use crate::trace::Internal;
 
 /// The name a controller goes by in violations and traces: `c0`, `c1` ... in
 /// config order.
@@ -23,4 +25,44 @@ pub fn facts(runner: &NetRunner, controllers: &mut [Controller], dataplane: Vec<
         dataplane,
         log_lines,
     }
+}
+
+/// Everything observed since the last drain, taken out of the runner and the
+/// controllers: internal events for the trace (with their times), and the
+/// raw material of the next check.
+pub struct Drained {
+    pub internal: Vec<(u64, Internal)>,
+    pub dataplane: Vec<DataplaneEvent>,
+    pub log_lines: Vec<(String, String)>,
+}
+
+/// Takes the interposer's log (keepalives left out), the controllers' output
+/// lines and the dataplane's reports.
+pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
+    let now = runner.clock.now();
+    let mut internal = Vec::new();
+    for r in runner.interposer.take_log() {
+        if matches!(r.msg_type, "echo_request" | "echo_reply") {
+            continue;
+        }
+        let dir = match r.dir {
+            Direction::SwitchToController => "to_controller",
+            Direction::ControllerToSwitch => "to_switch",
+        };
+        let e = Internal::Openflow { dpid: r.channel.dpid, controller: r.channel.controller, dir: dir.into(), msg: r.msg_type.into(), fp: r.fingerprint().0 };
+        internal.push((r.time_ms, e));
+    }
+    let mut log_lines = Vec::new();
+    for (i, c) in controllers.iter().enumerate() {
+        for l in c.take_log_lines() {
+            log_lines.push((controller_name(i), l.line.clone()));
+            internal.push((now, Internal::Log { controller: controller_name(i), line: l.line, fp: l.fingerprint }));
+        }
+    }
+    let dataplane = std::mem::take(&mut runner.net.events);
+    for e in &dataplane {
+        internal.push((now, Internal::Dataplane { what: format!("{e:?}") }));
+    }
+    internal.sort_by_key(|(t, _)| *t);
+    Drained { internal, dataplane, log_lines }
 }

@@ -3,14 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use indicatif::{ProgressBar, ProgressStyle};
-use sts_mocknet::{DataplaneEvent, Network};
+use sts_mocknet::DataplaneEvent;
 
 use crate::cli::exit;
-use crate::clock::Clock;
 use crate::config::Config;
 use crate::controller::Controller;
 use crate::netrun::{NetRunner, Settle};
+use crate::session::{self, progress, Session};
 
 /// The outcome of a pingall: `reached[i][j]` for every ordered pair i ≠ j.
 #[derive(Debug, Clone)]
@@ -62,76 +61,16 @@ pub struct PingallRun {
     pub run_dir: PathBuf,
 }
 
-/// Why a run could not complete.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error(transparent)]
-    Config(#[from] crate::config::ConfigError),
-    #[error("{0}")]
-    Environment(String),
-}
-
-impl RunError {
-    /// The documented exit code.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            RunError::Config(_) => exit::BAD_INPUT,
-            RunError::Environment(_) => exit::ENVIRONMENT,
-        }
-    }
-}
-
-fn progress(len: u64, msg: &str) -> ProgressBar {
-    let pb = ProgressBar::new(len);
-    pb.set_style(ProgressStyle::with_template("{spinner} {msg} [{pos}/{len}] {elapsed}").unwrap_or_else(|_| ProgressStyle::default_bar()));
-    pb.set_message(msg.to_string());
-    pb.enable_steady_tick(std::time::Duration::from_millis(120));
-    pb
-}
+pub use crate::session::RunError;
 
 /// Runs a pingall from a loaded config, keeping controller logs in `run_dir`.
 pub async fn run(config: &Config, run_dir: &Path) -> Result<PingallRun, RunError> {
-    std::fs::create_dir_all(run_dir).map_err(|e| RunError::Environment(format!("cannot create {}: {e}", run_dir.display())))?;
-    let specs = config.controller_specs(run_dir).map_err(|e| RunError::Environment(format!("cannot write controller files: {e}")))?;
-    let mut controllers = Vec::new();
-    let mut addrs = Vec::new();
-    for (i, spec) in specs.iter().enumerate() {
-        let log = run_dir.join(format!("controller-{i}-{}.log", spec.name));
-        eprintln!("starting controller {i} ({}), log {}", spec.name, log.display());
-        let spec = spec.clone();
-        let ctl = tokio::task::spawn_blocking(move || Controller::start_on_free_port(&spec, &log))
-            .await
-            .map_err(|e| RunError::Environment(e.to_string()))?
-            .map_err(|e| RunError::Environment(e.to_string()))?;
-        addrs.push(ctl.addr());
-        controllers.push(ctl);
-    }
-
-    let topo = config.topology();
-    let net = Network::new(&topo, config.network.openflow.wire());
-    let clock = Clock::start();
-    let mut runner = NetRunner::connect(net, &addrs, clock).await.map_err(|e| RunError::Environment(e.to_string()))?;
     let p = &config.pingall;
-
-    let total = runner.connection_count() as u64;
-    let pb = progress(total, "handshakes");
     let settle = Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms };
-    runner.settle_with(settle, |r| pb.set_position(r.handshakes.len() as u64)).await;
-    pb.finish_and_clear();
-    let done = runner.handshakes.len();
-    if done < total as usize {
-        let mut why = format!("only {done} of {total} switch connections completed the OpenFlow handshake (waited {} ms)", runner.clock.now());
-        for issue in runner.issues.iter().take(5) {
-            why.push_str(&format!("\n  switch {} / controller {}: {}", issue.dpid, issue.controller, issue.what));
-        }
-        for c in &controllers {
-            why.push_str(&format!("\n  last log lines of the controller on {}:\n{}", c.addr(), c.log_tail(10)));
-        }
-        return Err(RunError::Environment(why));
-    }
-    eprintln!("{done} switch connections up; pinging {} host pairs", topo.hosts.len() * topo.hosts.len().saturating_sub(1));
-
+    let Session { mut runner, controllers, .. } = session::start(config, run_dir, settle).await?;
     let n = runner.net.hosts.len();
+    eprintln!("{} switch connections up; pinging {} host pairs", runner.handshakes.len(), n * n.saturating_sub(1));
+
     let mut reached = vec![vec![false; n]; n];
     let pb = progress((n * n.saturating_sub(1)) as u64, "pings");
     for (i, row) in reached.iter_mut().enumerate() {

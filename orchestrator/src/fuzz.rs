@@ -1,0 +1,193 @@
+//! `sts fuzz`: inject seeded random external events into a running network
+//! and check invariants, until a persistent violation or the step budget.
+//!
+//! Every step the fuzzer draws its inputs ([`crate::inputs::Fuzzer`]), injects
+//! them, lets the system run for `step_ms`, and records everything that
+//! happened in the trace. Every `check_every_ms` the invariants are checked;
+//! a violation that lasts `persist_ms` stops the run (exit 1).
+
+use std::path::Path;
+use std::time::Duration;
+
+use sts_invariants::{Persistence, Violation};
+
+use crate::cli::exit;
+use crate::config::Config;
+use crate::controller::Controller;
+use crate::experiment::{self, ControllerMeta, Experiment, Meta};
+use crate::inputs::{self, Fuzzer};
+use crate::netrun::{NetRunner, Settle};
+use crate::observe;
+use crate::session::{self, progress, RunError, Session};
+use crate::trace::{self, Header};
+
+/// What a fuzz run found.
+#[derive(Debug)]
+pub struct FuzzOutcome {
+    pub violation: Option<Violation>,
+    pub steps: u32,
+    pub inputs: usize,
+}
+
+/// Checks invariants on a schedule and tracks persistence; shared with replay.
+pub struct Monitor {
+    checker: sts_invariants::Checker,
+    persistence: Persistence,
+    every_ms: u64,
+    next_ms: u64,
+    dataplane: Vec<sts_mocknet::DataplaneEvent>,
+    log_lines: Vec<(String, String)>,
+    /// Fingerprints of the violations present at the last check.
+    pub current: Vec<String>,
+}
+
+impl Monitor {
+    pub fn new(config: &Config, now: u64) -> Monitor {
+        Monitor {
+            checker: config.checker(),
+            persistence: Persistence::new(config.invariants.persist_ms),
+            every_ms: config.invariants.check_every_ms,
+            next_ms: now,
+            dataplane: Vec::new(),
+            log_lines: Vec::new(),
+            current: Vec::new(),
+        }
+    }
+
+    /// Drains what happened into the trace, and checks if a check is due.
+    /// Returns the first persistent violation.
+    pub fn observe(&mut self, runner: &mut NetRunner, controllers: &mut [Controller], writer: &mut trace::Writer) -> std::io::Result<Option<Violation>> {
+        let drained = observe::drain(runner, controllers);
+        for (t, e) in drained.internal {
+            writer.internal(t, e)?;
+        }
+        self.dataplane.extend(drained.dataplane);
+        self.log_lines.extend(drained.log_lines);
+        let now = runner.clock.now();
+        if now < self.next_ms {
+            return Ok(None);
+        }
+        self.next_ms = now + self.every_ms;
+        let facts = observe::facts(runner, controllers, std::mem::take(&mut self.dataplane), std::mem::take(&mut self.log_lines));
+        let report = self.checker.check(&runner.net, &facts);
+        self.current = report.violations.iter().map(Violation::fingerprint).collect();
+        let persistent = self.persistence.observe(now, &report.violations);
+        Ok(persistent.into_iter().next())
+    }
+}
+
+/// Runs a fuzz session into `exp`.
+pub async fn run(config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunError> {
+    let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", exp.dir.display()));
+    let specs = config.controller_specs(&exp.logs()).map_err(env)?;
+    let meta = Meta {
+        sts: env!("CARGO_PKG_VERSION").into(),
+        seed: config.fuzz.seed,
+        controllers: specs.iter().map(|s| ControllerMeta { name: s.name.clone(), command: s.command.clone() }).collect(),
+        host: experiment::hostname(),
+    };
+    experiment::write_json(&exp.meta(), &meta).map_err(env)?;
+    let p = &config.pingall;
+    let settle = Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms };
+    let Session { mut runner, mut controllers, .. } = session::start(config, &exp.logs(), settle).await?;
+    let mut writer = trace::Writer::create(&exp.trace(), &Header::new(Some(config.fuzz.seed))).map_err(env)?;
+    runner.run_for(Duration::from_millis(config.fuzz.warmup_ms)).await;
+    let mut monitor = Monitor::new(config, runner.clock.now());
+    let mut fuzzer = Fuzzer::new(config.fuzz.seed, config.fuzz.rates.clone());
+    let f = &config.fuzz;
+    let pb = progress(f.steps as u64, "fuzzing");
+    let mut inputs = 0;
+    let mut found = None;
+    let mut steps = 0;
+    for step in 0..f.steps {
+        steps = step + 1;
+        for e in fuzzer.step(&runner.net) {
+            writer.external(runner.clock.now(), e.clone()).map_err(env)?;
+            inputs::apply(&mut runner, &e).map_err(RunError::BadInput)?;
+            pb.set_message(format!("fuzzing: {inputs} inputs, last {}", e.describe()));
+            inputs += 1;
+        }
+        runner.run_for(Duration::from_millis(f.step_ms)).await;
+        if let Some(v) = monitor.observe(&mut runner, &mut controllers, &mut writer).map_err(env)? {
+            found = Some(v);
+            break;
+        }
+        pb.set_position(steps as u64);
+    }
+    // A violation that appeared near the end gets its chance to persist.
+    if found.is_none() {
+        let until = runner.clock.now() + config.invariants.persist_ms + config.invariants.check_every_ms;
+        while runner.clock.now() < until && found.is_none() {
+            runner.run_for(Duration::from_millis(config.invariants.check_every_ms.min(f.step_ms))).await;
+            found = monitor.observe(&mut runner, &mut controllers, &mut writer).map_err(env)?;
+        }
+    }
+    pb.finish_and_clear();
+    if let Some(v) = &found {
+        writer.violation(runner.clock.now(), v.clone()).map_err(env)?;
+        experiment::write_json(&exp.violation(), v).map_err(env)?;
+    }
+    Ok(FuzzOutcome { violation: found, steps, inputs })
+}
+
+/// The `sts fuzz` command.
+pub fn command(config_path: &Path, out: &Path) -> u8 {
+    let text = match std::fs::read_to_string(config_path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sts fuzz: {}: cannot read: {e}", config_path.display());
+            return exit::BAD_INPUT;
+        }
+    };
+    let config = match Config::from_toml(&text, config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sts fuzz: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let exp = match Experiment::create(out, &text) {
+        Ok(x) => x,
+        Err(e @ experiment::CreateError::Exists(_)) => {
+            eprintln!("sts fuzz: {e}");
+            return exit::BAD_INPUT;
+        }
+        Err(e) => {
+            eprintln!("sts fuzz: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sts fuzz: cannot start the runtime: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    eprintln!("sts fuzz: seed {}, up to {} steps of {} ms; experiment in {}", config.fuzz.seed, config.fuzz.steps, config.fuzz.step_ms, out.display());
+    match rt.block_on(run(&config, &exp)) {
+        Ok(o) => match o.violation {
+            Some(v) => {
+                println!("violation after {} steps ({} inputs): {}", o.steps, o.inputs, v.summary);
+                if let Some(w) = &v.witness {
+                    println!("  witness from {}: {}", w.from, w.header);
+                    for hop in &w.path {
+                        println!("    {hop}");
+                    }
+                    println!("  then it {}", w.end);
+                }
+                println!("fingerprint: {}", v.fingerprint());
+                println!("trace: {}", exp.trace().display());
+                exit::VIOLATION
+            }
+            None => {
+                println!("no persistent violation in {} steps ({} inputs); trace: {}", o.steps, o.inputs, exp.trace().display());
+                exit::OK
+            }
+        },
+        Err(e) => {
+            eprintln!("sts fuzz: {e}");
+            e.exit_code()
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! External events: injecting them into a running network, and the seeded
+//! fuzzer that chooses them.
+
+use std::collections::BTreeSet;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sts_mocknet::network::{Endpoint, LinkFault, Network};
+
+use crate::config::Rates;
+use crate::netrun::NetRunner;
+use crate::trace::{External, Port};
+
+fn host_index(net: &Network, name: &str) -> Result<usize, String> {
+    net.hosts.iter().position(|h| h.name == name).ok_or_else(|| format!("no host named {name:?}"))
+}
+
+fn check_link(net: &Network, a: Port, b: Port) -> Result<Endpoint, String> {
+    let ea = Endpoint::Switch { dpid: a.switch, port: a.port };
+    let eb = Endpoint::Switch { dpid: b.switch, port: b.port };
+    if net.peer(ea) != Some(eb) {
+        return Err(format!("s{}:{} and s{}:{} are not linked in this topology", a.switch, a.port, b.switch, b.port));
+    }
+    Ok(ea)
+}
+
+/// Injects `e`. An event that does not fit the network (an unknown host, a
+/// link that does not exist) is an error naming what is wrong.
+pub fn apply(runner: &mut NetRunner, e: &External) -> Result<(), String> {
+    match e {
+        External::Ping { src, dst } => {
+            let (s, d) = (host_index(&runner.net, src)?, host_index(&runner.net, dst)?);
+            runner.send_ping(s, d);
+        }
+        External::LinkDown { a, b } | External::LinkUp { a, b } => {
+            let at = check_link(&runner.net, *a, *b)?;
+            runner.set_link(at, matches!(e, External::LinkUp { .. }));
+        }
+        External::HostMigrate { host, to, .. } => {
+            let i = host_index(&runner.net, host)?;
+            if !runner.net.switches.contains_key(to) {
+                return Err(format!("no switch s{to}"));
+            }
+            runner.migrate_host(i, *to);
+        }
+        External::DataplaneDrop { a, b } => {
+            let at = check_link(&runner.net, *a, *b)?;
+            runner.net.set_link_fault(at, Some(LinkFault::Drop));
+        }
+        External::DataplaneDropEnd { a, b } => {
+            let at = check_link(&runner.net, *a, *b)?;
+            runner.net.set_link_fault(at, None);
+        }
+    }
+    Ok(())
+}
+
+/// Chooses external events from a seed and per-step rates. Everything it
+/// iterates is ordered, so the same seed, config and network state give the
+/// same choices.
+pub struct Fuzzer {
+    rng: ChaCha8Rng,
+    rates: Rates,
+    failed: BTreeSet<(Port, Port)>,
+    dropping: BTreeSet<(Port, Port)>,
+}
+
+impl Fuzzer {
+    pub fn new(seed: u64, rates: Rates) -> Fuzzer {
+        Fuzzer { rng: ChaCha8Rng::seed_from_u64(seed), rates, failed: BTreeSet::new(), dropping: BTreeSet::new() }
+    }
+
+    fn links(net: &Network) -> Vec<(Port, Port)> {
+        net.switch_links().into_iter().map(|((d1, p1), (d2, p2))| (Port { switch: d1, port: p1 }, Port { switch: d2, port: p2 })).collect()
+    }
+
+    fn pick<T: Clone>(&mut self, xs: &[T]) -> Option<T> {
+        (!xs.is_empty()).then(|| xs[self.rng.gen_range(0..xs.len())].clone())
+    }
+
+    /// The events of one step (often none).
+    pub fn step(&mut self, net: &Network) -> Vec<External> {
+        let mut out = Vec::new();
+        for (name, rate) in self.rates.clone().named() {
+            if rate <= 0.0 || !self.rng.gen_bool(rate) {
+                continue;
+            }
+            let e = match name {
+                "traffic" => {
+                    let hosts: Vec<usize> = (0..net.hosts.len()).filter(|&i| net.host_port(i).is_some()).collect();
+                    if hosts.len() < 2 {
+                        continue;
+                    }
+                    let s = self.pick(&hosts).expect("non-empty");
+                    let others: Vec<usize> = hosts.into_iter().filter(|&d| d != s).collect();
+                    let d = self.pick(&others).expect("non-empty");
+                    Some(External::Ping { src: net.hosts[s].name.clone(), dst: net.hosts[d].name.clone() })
+                }
+                "link_failure" => {
+                    let live: Vec<(Port, Port)> = Self::links(net).into_iter().filter(|l| !self.failed.contains(l)).collect();
+                    self.pick(&live).map(|(a, b)| {
+                        self.failed.insert((a, b));
+                        External::LinkDown { a, b }
+                    })
+                }
+                "link_recovery" => {
+                    let failed: Vec<(Port, Port)> = self.failed.iter().copied().collect();
+                    self.pick(&failed).map(|(a, b)| {
+                        self.failed.remove(&(a, b));
+                        External::LinkUp { a, b }
+                    })
+                }
+                "host_migration" => {
+                    let hosts: Vec<(usize, u64)> = (0..net.hosts.len()).filter_map(|i| net.host_port(i).map(|(d, _)| (i, d))).collect();
+                    match self.pick(&hosts) {
+                        Some((i, from)) => {
+                            let others: Vec<u64> = net.switches.keys().copied().filter(|&d| d != from).collect();
+                            self.pick(&others).map(|to| External::HostMigrate { host: net.hosts[i].name.clone(), from, to })
+                        }
+                        None => None,
+                    }
+                }
+                "dataplane_drop" => {
+                    let clean: Vec<(Port, Port)> = Self::links(net).into_iter().filter(|l| !self.dropping.contains(l)).collect();
+                    self.pick(&clean).map(|(a, b)| {
+                        self.dropping.insert((a, b));
+                        External::DataplaneDrop { a, b }
+                    })
+                }
+                "dataplane_drop_end" => {
+                    let dropping: Vec<(Port, Port)> = self.dropping.iter().copied().collect();
+                    self.pick(&dropping).map(|(a, b)| {
+                        self.dropping.remove(&(a, b));
+                        External::DataplaneDropEnd { a, b }
+                    })
+                }
+                _ => None,
+            };
+            out.extend(e);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_mocknet::Topology;
+
+    #[test]
+    fn the_same_seed_chooses_the_same_events() {
+        let mut t = Topology::mesh(4);
+        t.place_hosts(&[1, 2, 3, 4]);
+        let net = Network::new(&t, 4);
+        let rates = Rates { traffic: 0.5, link_failure: 0.2, link_recovery: 0.3, host_migration: 0.1, dataplane_drop: 0.1, dataplane_drop_end: 0.3 };
+        let run = |seed| {
+            let mut f = Fuzzer::new(seed, rates.clone());
+            (0..200).flat_map(|_| f.step(&net)).collect::<Vec<_>>()
+        };
+        let a = run(7);
+        assert_eq!(a, run(7));
+        assert_ne!(a, run(8));
+        for kind in ["ping", "link down", "link up", "migrate", "dataplane drop"] {
+            assert!(a.iter().any(|e| e.describe().starts_with(kind)), "no {kind} in 200 steps");
+        }
+    }
+}

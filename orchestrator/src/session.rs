@@ -1,0 +1,92 @@
+//! Bringing an experiment up: start the config's controllers, build the mock
+//! network, connect every switch, and wait for the handshakes. Shared by
+//! `pingall`, `fuzz` and `replay`.
+
+use std::path::{Path, PathBuf};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use sts_mocknet::Network;
+
+use crate::cli::exit;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::controller::Controller;
+use crate::netrun::{NetRunner, Settle};
+
+/// Why a run could not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{0}")]
+    Environment(String),
+}
+
+impl RunError {
+    /// The documented exit code.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Config(_) | RunError::BadInput(_) => exit::BAD_INPUT,
+            RunError::Environment(_) => exit::ENVIRONMENT,
+        }
+    }
+}
+
+/// A running experiment: the controllers and the network connected to them.
+pub struct Session {
+    pub runner: NetRunner,
+    pub controllers: Vec<Controller>,
+    pub run_dir: PathBuf,
+}
+
+/// A spinner with a counter, on stderr (hidden when stderr is not a terminal).
+pub fn progress(len: u64, msg: &str) -> ProgressBar {
+    let pb = ProgressBar::new(len);
+    pb.set_style(ProgressStyle::with_template("{spinner} {msg} [{pos}/{len}] {elapsed}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    pb
+}
+
+/// Starts the controllers (logs in `run_dir`), connects the network, and
+/// waits until every connection finished its handshake and the controllers
+/// were quiet per `settle`.
+pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Session, RunError> {
+    std::fs::create_dir_all(run_dir).map_err(|e| RunError::Environment(format!("cannot create {}: {e}", run_dir.display())))?;
+    let specs = config.controller_specs(run_dir).map_err(|e| RunError::Environment(format!("cannot write controller files: {e}")))?;
+    let mut controllers = Vec::new();
+    let mut addrs = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let log = run_dir.join(format!("controller-{i}-{}.log", spec.name));
+        tracing::info!("starting controller {i} ({}), log {}", spec.name, log.display());
+        let spec = spec.clone();
+        let ctl = tokio::task::spawn_blocking(move || Controller::start_on_free_port(&spec, &log))
+            .await
+            .map_err(|e| RunError::Environment(e.to_string()))?
+            .map_err(|e| RunError::Environment(e.to_string()))?;
+        addrs.push(ctl.addr());
+        controllers.push(ctl);
+    }
+    let topo = config.topology();
+    let net = Network::new(&topo, config.network.openflow.wire());
+    let clock = Clock::start();
+    let mut runner = NetRunner::connect(net, &addrs, clock).await.map_err(|e| RunError::Environment(e.to_string()))?;
+    let total = runner.connection_count() as u64;
+    let pb = progress(total, "handshakes");
+    runner.settle_with(settle, |r| pb.set_position(r.handshakes.len() as u64)).await;
+    pb.finish_and_clear();
+    let done = runner.handshakes.len();
+    if done < total as usize {
+        let mut why = format!("only {done} of {total} switch connections completed the OpenFlow handshake (waited {} ms)", runner.clock.now());
+        for issue in runner.issues.iter().take(5) {
+            why.push_str(&format!("\n  switch {} / controller {}: {}", issue.dpid, issue.controller, issue.what));
+        }
+        for c in &controllers {
+            why.push_str(&format!("\n  last log lines of the controller on {}:\n{}", c.addr(), c.log_tail(10)));
+        }
+        return Err(RunError::Environment(why));
+    }
+    Ok(Session { runner, controllers, run_dir: run_dir.to_owned() })
+}

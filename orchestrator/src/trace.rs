@@ -1,0 +1,296 @@
+//! The trace: what happened in a run, as versioned JSON Lines
+//! (`docs/trace-format.md`).
+//!
+//! The first line is a [`Header`]; every other line is one [`Record`]: an
+//! external event sts injected, an internal event it observed (an OpenFlow
+//! message, a controller log line, a dataplane report), or a violation. Records
+//! carry a sequence number that orders everything, and the run's clock in
+//! milliseconds. Other tools may write traces too: only the header and the
+//! external events are required for replay.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sts_invariants::Violation;
+
+/// The `format` value of a trace's header.
+pub const FORMAT: &str = "sts-trace";
+/// The newest trace version this sts reads and the one it writes.
+pub const VERSION: u32 = 1;
+
+/// The first line of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    pub format: String,
+    pub version: u32,
+    /// The fuzzer's seed (absent for hand-written traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The sts version that wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sts: Option<String>,
+}
+
+impl Header {
+    /// A header for a trace this sts writes.
+    pub fn new(seed: Option<u64>) -> Header {
+        Header { format: FORMAT.into(), version: VERSION, seed, sts: Some(env!("CARGO_PKG_VERSION").into()) }
+    }
+}
+
+/// One switch port: the end of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Port {
+    pub switch: u64,
+    pub port: u32,
+}
+
+/// Something sts does to the system. Hosts go by name (`h1`), switches by
+/// datapath id, links by both of their ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum External {
+    /// `src` pings `dst` (ARP first if needed).
+    Ping { src: String, dst: String },
+    /// A switch-to-switch link fails: both ports go down, PORT_STATUS to the controllers.
+    LinkDown { a: Port, b: Port },
+    /// A failed link recovers.
+    LinkUp { a: Port, b: Port },
+    /// A host moves: its old port goes down, it is plugged into `to`.
+    HostMigrate { host: String, from: u64, to: u64 },
+    /// A link starts dropping every frame (no port change: the controller is not told).
+    DataplaneDrop { a: Port, b: Port },
+    /// A dropping link heals.
+    DataplaneDropEnd { a: Port, b: Port },
+}
+
+impl External {
+    /// A short name for progress lines and reports.
+    pub fn describe(&self) -> String {
+        let link = |a: &Port, b: &Port| format!("s{}:{}-s{}:{}", a.switch, a.port, b.switch, b.port);
+        match self {
+            External::Ping { src, dst } => format!("ping {src} -> {dst}"),
+            External::LinkDown { a, b } => format!("link down {}", link(a, b)),
+            External::LinkUp { a, b } => format!("link up {}", link(a, b)),
+            External::HostMigrate { host, from, to } => format!("migrate {host} s{from} -> s{to}"),
+            External::DataplaneDrop { a, b } => format!("dataplane drop {}", link(a, b)),
+            External::DataplaneDropEnd { a, b } => format!("dataplane drop ends {}", link(a, b)),
+        }
+    }
+}
+
+/// Something the system did by itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Internal {
+    /// An OpenFlow message between a switch and a controller.
+    Openflow {
+        dpid: u64,
+        controller: usize,
+        /// `to_controller` or `to_switch`.
+        dir: String,
+        msg: String,
+        /// The functionally-equivalent view (volatile values masked).
+        fp: String,
+    },
+    /// A controller's stdout or stderr line.
+    Log { controller: String, line: String, fp: String },
+    /// The dataplane saw a loop or a storm, or dropped a frame by fault.
+    Dataplane { what: String },
+}
+
+impl Internal {
+    /// What replay matches on: the kind, the channel and the fingerprint.
+    pub fn key(&self) -> Option<String> {
+        match self {
+            Internal::Openflow { dpid, controller, dir, fp, .. } => Some(format!("of {dpid} {controller} {dir} {fp}")),
+            Internal::Log { controller, fp, .. } => Some(format!("log {controller} {fp}")),
+            Internal::Dataplane { .. } => None,
+        }
+    }
+}
+
+/// One line after the header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    pub seq: u64,
+    /// Milliseconds on the run's clock.
+    pub t_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<External>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal: Option<Internal>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub violation: Option<Violation>,
+}
+
+/// Writes a trace line by line, flushing each, so a run killed half-way
+/// leaves every line written so far readable.
+pub struct Writer {
+    out: BufWriter<File>,
+    next_seq: u64,
+    path: PathBuf,
+}
+
+impl Writer {
+    /// Creates `path` and writes the header.
+    pub fn create(path: &Path, header: &Header) -> std::io::Result<Writer> {
+        let mut w = Writer { out: BufWriter::new(File::create(path)?), next_seq: 1, path: path.to_owned() };
+        w.line(&serde_json::to_string(header).map_err(std::io::Error::other)?)?;
+        Ok(w)
+    }
+
+    fn line(&mut self, s: &str) -> std::io::Result<()> {
+        self.out.write_all(s.as_bytes())?;
+        self.out.write_all(b"\n")?;
+        self.out.flush()
+    }
+
+    fn record(&mut self, t_ms: u64, external: Option<External>, internal: Option<Internal>, violation: Option<Violation>) -> std::io::Result<u64> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let r = Record { seq, t_ms, external, internal, violation };
+        self.line(&serde_json::to_string(&r).map_err(std::io::Error::other)?)?;
+        Ok(seq)
+    }
+
+    /// Appends an external event; returns its sequence number.
+    pub fn external(&mut self, t_ms: u64, e: External) -> std::io::Result<u64> {
+        self.record(t_ms, Some(e), None, None)
+    }
+
+    /// Appends an internal event.
+    pub fn internal(&mut self, t_ms: u64, e: Internal) -> std::io::Result<u64> {
+        self.record(t_ms, None, Some(e), None)
+    }
+
+    /// Appends a violation.
+    pub fn violation(&mut self, t_ms: u64, v: Violation) -> std::io::Result<u64> {
+        self.record(t_ms, None, None, Some(v))
+    }
+
+    /// Where the trace is being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A trace that cannot be used: names the file, the line and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}:{line}: {message}")]
+pub struct TraceError {
+    pub path: PathBuf,
+    pub line: usize,
+    pub message: String,
+}
+
+/// A whole trace in memory.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub header: Header,
+    pub records: Vec<Record>,
+}
+
+impl Trace {
+    /// Reads and validates a trace file.
+    pub fn load(path: &Path) -> Result<Trace, TraceError> {
+        let err = |line: usize, message: String| TraceError { path: path.to_owned(), line, message };
+        let file = File::open(path).map_err(|e| err(0, format!("cannot read: {e}")))?;
+        let mut lines = BufReader::new(file).lines().enumerate();
+        let Some((_, first)) = lines.next() else { return Err(err(1, "empty file: a trace starts with its header line".into())) };
+        let first = first.map_err(|e| err(1, format!("cannot read: {e}")))?;
+        let header: Header = serde_json::from_str(&first).map_err(|e| err(1, format!("header: {e}")))?;
+        if header.format != FORMAT {
+            return Err(err(1, format!("header.format: expected \"{FORMAT}\", found {:?}", header.format)));
+        }
+        if header.version > VERSION {
+            return Err(err(1, format!("header.version: this trace is version {}, newer than this sts reads ({VERSION}); upgrade sts", header.version)));
+        }
+        let mut records = Vec::new();
+        let mut last_seq = 0;
+        let mut last_t = 0;
+        for (i, line) in lines {
+            let n = i + 1;
+            let line = line.map_err(|e| err(n, format!("cannot read: {e}")))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let r: Record = serde_json::from_str(&line).map_err(|e| {
+                let hint = if e.is_eof() { " (the line is cut short: was the run killed while writing?)" } else { "" };
+                err(n, format!("{e}{hint}"))
+            })?;
+            let kinds = r.external.is_some() as u8 + r.internal.is_some() as u8 + r.violation.is_some() as u8;
+            if kinds != 1 {
+                return Err(err(n, "a record holds exactly one of external, internal, violation".into()));
+            }
+            if r.seq <= last_seq {
+                return Err(err(n, format!("seq: {} does not increase (previous {last_seq})", r.seq)));
+            }
+            if r.t_ms < last_t {
+                return Err(err(n, format!("t_ms: {} goes back in time (previous {last_t})", r.t_ms)));
+            }
+            last_seq = r.seq;
+            last_t = r.t_ms;
+            records.push(r);
+        }
+        Ok(Trace { header, records })
+    }
+
+    /// The external events, in order, with their times.
+    pub fn externals(&self) -> Vec<(u64, &External)> {
+        self.records.iter().filter_map(|r| r.external.as_ref().map(|e| (r.t_ms, e))).collect()
+    }
+
+    /// The first violation recorded, if any.
+    pub fn violation(&self) -> Option<&Violation> {
+        self.records.iter().find_map(|r| r.violation.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(i: usize, text: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("sts-trace-test-{}-{i}.jsonl", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn writes_and_reads_back() {
+        let p = std::env::temp_dir().join(format!("sts-trace-rt-{}.jsonl", std::process::id()));
+        let mut w = Writer::create(&p, &Header::new(Some(7))).unwrap();
+        w.external(10, External::Ping { src: "h1".into(), dst: "h2".into() }).unwrap();
+        let fp = r#"{"packet_in":{}}"#.to_string();
+        w.internal(12, Internal::Openflow { dpid: 1, controller: 0, dir: "to_controller".into(), msg: "packet_in".into(), fp }).unwrap();
+        drop(w);
+        let t = Trace::load(&p).unwrap();
+        assert_eq!(t.header.seed, Some(7));
+        assert_eq!(t.records.len(), 2);
+        assert_eq!(t.externals().len(), 1);
+    }
+
+    #[test]
+    fn bad_traces_name_the_line_and_field() {
+        let h = r#"{"format":"sts-trace","version":1}"#;
+        let cases = [
+            (String::new(), ":1: empty file"),
+            (r#"{"format":"sts-trace","version":9}"#.to_string(), "newer than this sts"),
+            (r#"{"format":"pcap","version":1}"#.to_string(), "header.format"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\""), ":2: EOF"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"teleport\"}}}}"), "unknown variant `teleport`"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\"}}}}"), "missing field `dst`"),
+            (format!("{h}\n{{\"seq\":2,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}}}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}}}"), ":3: seq"),
+        ];
+        for (i, (text, want)) in cases.into_iter().enumerate() {
+            let p = write(i, &text);
+            let e = Trace::load(&p).expect_err(&text).to_string();
+            assert!(e.contains(want), "{e:?} should contain {want:?}");
+        }
+    }
+}
