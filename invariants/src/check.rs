@@ -103,6 +103,14 @@ pub struct Violation {
 }
 
 impl Violation {
+    /// A loop the dataplane saw happen (a frame over the hop limit, a storm)
+    /// rather than one found in the flow tables. Only the hop limit ended it:
+    /// in a real network it would go on forever, so it counts as persistent
+    /// at once.
+    pub fn is_observed_loop(&self) -> bool {
+        self.invariant == Invariant::Loop && self.witness.is_none()
+    }
+
     /// What decides whether a replay "found the same bug": the invariant and
     /// its stable elements. Loops match on the invariant alone (which cycle a
     /// storm takes depends on timing); blackholes and reachability on the
@@ -308,11 +316,7 @@ impl Checker {
         }
         report.violations.extend(loops.into_values());
         if on(Invariant::Loop) {
-            if let Some(v) = observed_loop(&facts.dataplane) {
-                if !report.violations.iter().any(|x| x.invariant == Invariant::Loop) {
-                    report.violations.push(v);
-                }
-            }
+            report.violations.extend(observed_loop(&facts.dataplane));
         }
         if on(Invariant::Reachability) {
             for &(a, a_sw) in &attached {

@@ -319,11 +319,37 @@ impl Cube {
         slots.iter().any(|&s| self.slot_empty(s as usize))
     }
 
-    /// One concrete header in the cube (`None` if it is empty).
+    /// One concrete header in the cube (`None` if it is empty). Fields the
+    /// cube leaves entirely free (see [`Cube::relax`]) get the values of a
+    /// plain ping, so witnesses read naturally.
     pub fn witness(&self) -> Option<Header> {
         let mut values = [0u64; N];
         for (slot, v) in values.iter_mut().enumerate() {
             *v = point(self.pos[slot], &self.excluded(slot))?;
+        }
+        let free = |slot: usize| self.pos[slot].mask == 0;
+        let eth_type = values[s::ETH_TYPE] & !PRESENT;
+        let mut natural = |slot: usize, v: u64| {
+            if free(slot) {
+                values[slot] = v;
+            }
+        };
+        natural(s::VLAN_VID, PRESENT);
+        natural(s::VLAN_PCP, 0);
+        if eth_type == ETH_IPV4 as u64 && free(s::IP_PROTO) {
+            natural(s::IP_PROTO, PRESENT | 1);
+            natural(s::ICMP_TYPE, PRESENT | 8);
+            natural(s::ICMP_CODE, PRESENT);
+            for slot in [s::TCP_SRC, s::TCP_DST, s::UDP_SRC, s::UDP_DST] {
+                natural(slot, 0);
+            }
+        }
+        if eth_type == ETH_IPV4 as u64 {
+            natural(s::IP_DSCP, PRESENT);
+            natural(s::IP_ECN, PRESENT);
+        }
+        if eth_type == ETH_ARP as u64 {
+            natural(s::ARP_OP, PRESENT | 1);
         }
         Some(Header { values })
     }

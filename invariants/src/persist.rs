@@ -3,7 +3,9 @@
 //! A network under churn is briefly wrong all the time (a link fails, the
 //! controller needs a moment to route around it). A violation counts only once
 //! its fingerprint has been seen continuously, check after check, for at least
-//! the threshold; a check without it starts the clock again.
+//! the threshold; a check without it starts the clock again. A loop the
+//! dataplane *saw* (a storm cut short by the hop limit) counts at once: only
+//! the mock network's hop limit ended it.
 
 use std::collections::BTreeMap;
 
@@ -23,17 +25,26 @@ impl Persistence {
     }
 
     /// Records the violations of a check made at `now` (milliseconds on the
-    /// run's clock) and returns those that have persisted long enough.
+    /// run's clock) and returns those that have persisted long enough, most
+    /// fundamental invariant first (a loop before the blackholes it causes).
+    /// Violations sharing a fingerprint count as one; the one with a witness
+    /// is returned.
     pub fn observe(&mut self, now: u64, violations: &[Violation]) -> Vec<Violation> {
-        let present: BTreeMap<String, &Violation> = violations.iter().map(|v| (v.fingerprint(), v)).collect();
+        let mut present: BTreeMap<String, Vec<&Violation>> = BTreeMap::new();
+        for v in violations {
+            present.entry(v.fingerprint()).or_default().push(v);
+        }
         self.since.retain(|fp, _| present.contains_key(fp));
         let mut out = Vec::new();
-        for (fp, v) in present {
+        for (fp, vs) in present {
             let first = *self.since.entry(fp).or_insert(now);
-            if now.saturating_sub(first) >= self.threshold_ms {
-                out.push(v.clone());
+            let immediate = vs.iter().any(|v| v.is_observed_loop());
+            if now.saturating_sub(first) >= self.threshold_ms || immediate {
+                let best = vs.iter().find(|v| v.witness.is_some()).unwrap_or(&vs[0]);
+                out.push((*best).clone());
             }
         }
+        out.sort_by_key(|v| v.invariant);
         out
     }
 
@@ -63,6 +74,12 @@ mod tests {
         assert!(p.observe(1200, &[v("h2")]).is_empty(), "the clock starts again");
         assert_eq!(p.since("blackhole:h2"), Some(1200));
         assert_eq!(p.observe(2200, &[v("h2"), v("h3")]).len(), 1, "h3 is new");
+    }
+
+    #[test]
+    fn a_storm_the_dataplane_saw_counts_at_once() {
+        let storm = Violation { invariant: Invariant::Loop, elements: vec![], summary: String::new(), witness: None };
+        assert_eq!(Persistence::new(1000).observe(0, &[storm]).len(), 1);
     }
 
     #[test]

@@ -114,6 +114,7 @@ pub fn run(cli: Cli) -> u8 {
     match &cmd {
         Command::Pingall { config } => return crate::pingall::command(config),
         Command::Fuzz { config, out } => return crate::fuzz::command(config, out),
+        Command::Replay { dir, repeat } => return crate::replay::command(dir, *repeat),
         Command::Proxy { listen, controller, record } => return crate::standalone::command(listen, controller, record.as_deref()),
         _ => {}
     }

@@ -54,15 +54,25 @@ impl Monitor {
         }
     }
 
-    /// Drains what happened into the trace, and checks if a check is due.
-    /// Returns the first persistent violation.
-    pub fn observe(&mut self, runner: &mut NetRunner, controllers: &mut [Controller], writer: &mut trace::Writer) -> std::io::Result<Option<Violation>> {
+    /// Writes what happened since the last call into the trace (do this
+    /// before writing an external event, so the trace's order is the order
+    /// things happened in).
+    pub fn record(&mut self, runner: &mut NetRunner, controllers: &[Controller], writer: &mut trace::Writer) -> std::io::Result<Vec<trace::Internal>> {
         let drained = observe::drain(runner, controllers);
+        let mut out = Vec::with_capacity(drained.internal.len());
         for (t, e) in drained.internal {
-            writer.internal(t, e)?;
+            writer.internal(t, e.clone())?;
+            out.push(e);
         }
         self.dataplane.extend(drained.dataplane);
         self.log_lines.extend(drained.log_lines);
+        Ok(out)
+    }
+
+    /// Records, then checks the invariants if a check is due. Returns the
+    /// first persistent violation.
+    pub fn observe(&mut self, runner: &mut NetRunner, controllers: &mut [Controller], writer: &mut trace::Writer) -> std::io::Result<Option<Violation>> {
+        self.record(runner, controllers, writer)?;
         let now = runner.clock.now();
         if now < self.next_ms {
             return Ok(None);
@@ -101,6 +111,7 @@ pub async fn run(config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunEr
     let mut steps = 0;
     for step in 0..f.steps {
         steps = step + 1;
+        monitor.record(&mut runner, &controllers, &mut writer).map_err(env)?;
         for e in fuzzer.step(&runner.net) {
             writer.external(runner.clock.now(), e.clone()).map_err(env)?;
             inputs::apply(&mut runner, &e).map_err(RunError::BadInput)?;

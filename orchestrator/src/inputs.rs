@@ -24,6 +24,27 @@ fn check_link(net: &Network, a: Port, b: Port) -> Result<Endpoint, String> {
     Ok(ea)
 }
 
+/// Checks that `e` fits the network (hosts, switches and links exist)
+/// without changing anything.
+pub fn validate(net: &Network, e: &External) -> Result<(), String> {
+    match e {
+        External::Ping { src, dst } => {
+            host_index(net, src)?;
+            host_index(net, dst)?;
+        }
+        External::LinkDown { a, b } | External::LinkUp { a, b } | External::DataplaneDrop { a, b } | External::DataplaneDropEnd { a, b } => {
+            check_link(net, *a, *b)?;
+        }
+        External::HostMigrate { host, to, .. } => {
+            host_index(net, host)?;
+            if !net.switches.contains_key(to) {
+                return Err(format!("no switch s{to}"));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Injects `e`. An event that does not fit the network (an unknown host, a
 /// link that does not exist) is an error naming what is wrong.
 pub fn apply(runner: &mut NetRunner, e: &External) -> Result<(), String> {

@@ -9,6 +9,7 @@
 //! - [`presets`]: ready-made specs for the controllers `scripts/setup` installs;
 //! - [`experiment`]: experiment directories (config, meta, trace, logs, violation);
 //! - [`fuzz`]: the `sts fuzz` command and the invariant monitor;
+//! - [`replay`]: the `sts replay` command (happens-before waits, divergence);
 //! - [`trace`]: the trace format (versioned JSON Lines), writer and reader;
 //! - [`inputs`]: external events: injecting them, and the seeded fuzzer;
 //! - [`netrun`]: the mock network connected to real controllers over TCP;
@@ -30,6 +31,7 @@ pub mod netrun;
 pub mod observe;
 pub mod pingall;
 pub mod presets;
+pub mod replay;
 pub mod session;
 pub mod standalone;
 pub mod trace;

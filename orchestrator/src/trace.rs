@@ -126,6 +126,9 @@ pub struct Record {
     pub internal: Option<Internal>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub violation: Option<Violation>,
+    /// The line it was read from (0 when not read from a file).
+    #[serde(skip)]
+    pub line: usize,
 }
 
 /// Writes a trace line by line, flushing each, so a run killed half-way
@@ -153,7 +156,7 @@ impl Writer {
     fn record(&mut self, t_ms: u64, external: Option<External>, internal: Option<Internal>, violation: Option<Violation>) -> std::io::Result<u64> {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let r = Record { seq, t_ms, external, internal, violation };
+        let r = Record { seq, t_ms, external, internal, violation, line: 0 };
         self.line(&serde_json::to_string(&r).map_err(std::io::Error::other)?)?;
         Ok(seq)
     }
@@ -219,7 +222,7 @@ impl Trace {
             if line.trim().is_empty() {
                 continue;
             }
-            let r: Record = serde_json::from_str(&line).map_err(|e| {
+            let mut r: Record = serde_json::from_str(&line).map_err(|e| {
                 let hint = if e.is_eof() { " (the line is cut short: was the run killed while writing?)" } else { "" };
                 err(n, format!("{e}{hint}"))
             })?;
@@ -235,6 +238,7 @@ impl Trace {
             }
             last_seq = r.seq;
             last_t = r.t_ms;
+            r.line = n;
             records.push(r);
         }
         Ok(Trace { header, records })
