@@ -444,7 +444,11 @@ pub fn faucet_yaml(topo: &Topology) -> String {
     let degrees = topo.degrees();
     for &s in &topo.switches {
         y.push_str(&format!("  sw{s}:\n    dp_id: {s}\n    hardware: \"Open vSwitch\"\n    interfaces:\n"));
-        for p in 1..=degrees[&s].max(1) {
+        // Ports beyond the wired ones are declared too, one per host: a host
+        // migrating here is plugged into a new port, and faucet only switches
+        // ports its config names (as on a real switch, whose every port is
+        // configured).
+        for p in 1..=degrees[&s].max(1) + topo.hosts.len() as u32 {
             y.push_str(&format!("      {p}: {{native_vlan: sts}}\n"));
         }
     }

@@ -9,7 +9,7 @@
 //! external events are required for replay.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -131,10 +131,10 @@ pub struct Record {
     pub line: usize,
 }
 
-/// Writes a trace line by line, flushing each, so a run killed half-way
-/// leaves every line written so far readable.
+/// Writes a trace line by line, each line in one `write` call, so a run
+/// killed half-way leaves every line written so far whole and readable.
 pub struct Writer {
-    out: BufWriter<File>,
+    out: File,
     next_seq: u64,
     path: PathBuf,
 }
@@ -142,15 +142,16 @@ pub struct Writer {
 impl Writer {
     /// Creates `path` and writes the header.
     pub fn create(path: &Path, header: &Header) -> std::io::Result<Writer> {
-        let mut w = Writer { out: BufWriter::new(File::create(path)?), next_seq: 1, path: path.to_owned() };
+        let mut w = Writer { out: File::create(path)?, next_seq: 1, path: path.to_owned() };
         w.line(&serde_json::to_string(header).map_err(std::io::Error::other)?)?;
         Ok(w)
     }
 
     fn line(&mut self, s: &str) -> std::io::Result<()> {
-        self.out.write_all(s.as_bytes())?;
-        self.out.write_all(b"\n")?;
-        self.out.flush()
+        let mut line = String::with_capacity(s.len() + 1);
+        line.push_str(s);
+        line.push('\n');
+        self.out.write_all(line.as_bytes())
     }
 
     fn record(&mut self, t_ms: u64, external: Option<External>, internal: Option<Internal>, violation: Option<Violation>) -> std::io::Result<u64> {
