@@ -25,9 +25,55 @@ fn help_lists_the_contract() {
 
 #[test]
 fn subcommands_not_built_yet_say_so_and_exit_2() {
-    let (code, _, err) = sts(&["replay", "/nonexistent"]);
+    let (code, _, err) = sts(&["minimize", "/nonexistent"]);
     assert_eq!(code, 2);
     assert!(err.contains("not built yet"), "{err}");
+}
+
+/// An experiment directory holding `trace` and a one-switch config.
+fn experiment(name: &str, trace: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sts-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n").unwrap();
+    std::fs::write(dir.join("trace.jsonl"), trace).unwrap();
+    dir
+}
+
+#[test]
+fn a_bad_trace_exits_2_naming_file_line_and_field() {
+    let h = r#"{"format":"sts-trace","version":1}"#;
+    let ping = |seq: u32, dst: &str| format!(r#"{{"seq":{seq},"t_ms":0,"external":{{"type":"ping","src":"h1","dst":"{dst}"}}}}"#);
+    let cases = [
+        ("newer", r#"{"format":"sts-trace","version":2}"#.to_string(), "trace.jsonl:1: header.version"),
+        ("truncated", format!("{h}\n{}\n{}", ping(1, "h2"), &ping(2, "h2")[..30]), "trace.jsonl:3: EOF"),
+        ("unknown-event", format!("{h}\n{}", r#"{"seq":1,"t_ms":0,"external":{"type":"teleport"}}"#), "trace.jsonl:2: unknown variant `teleport`"),
+        ("missing-field", format!("{h}\n{}", r#"{"seq":1,"t_ms":0,"external":{"type":"ping","src":"h1"}}"#), "trace.jsonl:2: missing field `dst`"),
+        ("unknown-host", format!("{h}\n{}\n{}", ping(1, "h2"), ping(2, "h9")), "trace.jsonl:3: external: no host named \"h9\""),
+        ("not-json", format!("{h}\nhello"), "trace.jsonl:2: expected value"),
+    ];
+    for (name, trace, want) in cases {
+        let dir = experiment(name, &trace);
+        let (code, _, err) = sts(&["replay", dir.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(want), "{name}: {err:?} should contain {want:?}");
+    }
+    let (code, _, err) = sts(&["replay", "/nonexistent"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/config.toml"), "{err}");
+}
+
+#[test]
+fn fuzz_refuses_bad_rates_and_an_existing_experiment() {
+    let p = write("rates.toml", "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n\n[fuzz.rates]\ntraffic = 1.5\n");
+    let out = std::env::temp_dir().join(format!("sts-cli-{}-rates-out", std::process::id()));
+    let (code, _, err) = sts(&["fuzz", "--config", p.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("fuzz.rates.traffic"), "{err}");
+    let dir = experiment("existing", r#"{"format":"sts-trace","version":1}"#);
+    let good = write("good.toml", "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n");
+    let (code, _, err) = sts(&["fuzz", "--config", good.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("already holds an experiment"), "{err}");
 }
 
 #[test]

@@ -53,3 +53,44 @@ fn sigkill_of_sts_leaves_no_controller_behind() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A fuzz run killed half-way leaves a readable experiment directory (config,
+/// metadata, every trace line written so far) and no controller behind.
+#[test]
+fn a_fuzz_run_killed_half_way_leaves_a_readable_directory() {
+    let config = std::env::temp_dir().join(format!("sts-killed-fuzz-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n\n\
+         [fuzz]\nsteps = 100000\nstep_ms = 20\n\n[fuzz.rates]\ntraffic = 0.9\nlink_failure = 0.0\nhost_migration = 0.0\n",
+    )
+    .unwrap();
+    let out = std::env::temp_dir().join(format!("sts-killed-fuzz-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["fuzz", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let trace = out.join("trace.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&trace).map_or(0, |t| t.matches("\"external\"").count()) < 20 {
+        assert!(Instant::now() < deadline, "the fuzz run never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sts.kill().unwrap();
+    sts.wait().unwrap();
+    let t = sts::trace::Trace::load(&trace).unwrap_or_else(|e| panic!("the trace of a killed run must load: {e}"));
+    assert!(t.externals().len() >= 20);
+    assert_eq!(t.header.seed, Some(1));
+    sts::config::Config::load(&out.join("config.toml")).expect("config.toml is whole");
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).expect("meta.json is whole");
+    assert_eq!(meta["seed"], 1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let logs = out.join("logs");
+    while !processes_mentioning(logs.to_str().unwrap()).is_empty() {
+        assert!(Instant::now() < deadline, "a controller survived");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
