@@ -58,15 +58,24 @@ pub enum Command {
         repeat: u32,
     },
     /// Delta-debug a failing trace down to a minimal causal sequence (written to DIR/mcs/).
+    ///
+    /// Resumable: killed and started again, it continues from its last completed
+    /// replay (DIR/mcs/state.json). PEEK is not built yet.
     Minimize {
-        /// Experiment directory holding the trace.
+        /// Experiment directory holding the trace (with its violation).
         dir: PathBuf,
-        /// Replays per candidate subsequence (copes with non-determinism).
+        /// Replays per candidate subsequence; one reproduction is enough (copes with non-determinism).
         #[arg(long, default_value_t = 1)]
         replays: u32,
-        /// Replays run in parallel.
+        /// Candidates replayed at once, each with its own controllers.
         #[arg(long, default_value_t = 1)]
         jobs: u32,
+        /// Stop after this many seconds with the smallest sequence so far.
+        #[arg(long)]
+        budget: Option<u64>,
+        /// Replays of the final sequence, for its reproduction rate.
+        #[arg(long, default_value_t = 10)]
+        final_replays: u32,
     },
     /// Step through a trace interactively (OFRewind-style).
     Console {
@@ -115,6 +124,10 @@ pub fn run(cli: Cli) -> u8 {
         Command::Pingall { config } => return crate::pingall::command(config),
         Command::Fuzz { config, out } => return crate::fuzz::command(config, out),
         Command::Replay { dir, repeat } => return crate::replay::command(dir, *repeat),
+        Command::Minimize { dir, replays, jobs, budget, final_replays } => {
+            let opts = crate::minimize::Options { replays: *replays, jobs: *jobs, budget_s: *budget, final_replays: *final_replays };
+            return crate::minimize::command(dir, opts);
+        }
         Command::Proxy { listen, controller, record } => return crate::standalone::command(listen, controller, record.as_deref()),
         _ => {}
     }

@@ -9,6 +9,7 @@
 //! - [`presets`]: ready-made specs for the controllers `scripts/setup` installs;
 //! - [`experiment`]: experiment directories (config, meta, trace, logs, violation);
 //! - [`fuzz`]: the `sts fuzz` command and the invariant monitor;
+//! - [`minimize`]: the `sts minimize` command (ddmin, validity rules, resume, jobs);
 //! - [`replay`]: the `sts replay` command (happens-before waits, divergence);
 //! - [`trace`]: the trace format (versioned JSON Lines), writer and reader;
 //! - [`inputs`]: external events: injecting them, and the seeded fuzzer;
@@ -27,6 +28,7 @@ pub mod controller;
 pub mod experiment;
 pub mod fuzz;
 pub mod inputs;
+pub mod minimize;
 pub mod netrun;
 pub mod observe;
 pub mod pingall;

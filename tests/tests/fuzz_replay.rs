@@ -76,3 +76,27 @@ fn a_hand_written_trace_replays_and_reproduces_its_violation() {
     assert_eq!(r.injected, 4);
     assert_eq!(r.violation.map(|v| v.fingerprint()).as_deref(), Some("blackhole:h3"));
 }
+
+#[test]
+fn minimizing_the_hand_written_trace_keeps_the_migration_and_one_ping_and_resumes() {
+    use sts::minimize::{self, Options};
+    let src = workspace().join("examples/traces/migration");
+    let dir = fresh("minimize");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["config.toml", "trace.jsonl"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let opts = Options { replays: 1, jobs: 2, budget_s: None, final_replays: 2 };
+    let r = minimize::run(&dir, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((r.original_inputs, r.mcs_inputs), (4, 2), "{r:?}");
+    assert!(r.mcs.iter().any(|e| e.contains("migrate h3")), "{:?}", r.mcs);
+    assert!(r.mcs.iter().any(|e| e.contains("ping h1 -> h3") || e.contains("ping h3 -> h1")), "{:?}", r.mcs);
+    assert!(r.final_reproduced >= 1, "{r:?}");
+    let mcs = Trace::load(&dir.join("mcs/trace.jsonl")).unwrap();
+    assert_eq!(mcs.externals().len(), 2);
+    assert!(dir.join("mcs/report.md").exists() && dir.join("mcs/config.toml").exists());
+    // Started again, every candidate is already known: only the final replays run.
+    let again = minimize::run(&dir, &Options { final_replays: 1, ..opts }).unwrap();
+    assert_eq!(again.mcs_inputs, 2);
+    assert_eq!(again.replays, r.replays + 1, "resumed without replaying candidates again");
+}
