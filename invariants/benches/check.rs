@@ -25,21 +25,8 @@ use sts_proxy::wire::v13::{self, Action, BasicOxm, Field, Instruction};
 use sts_proxy::wire::{Body, Message, OFP13};
 
 fn flow(net: &mut Network, dpid: u64, priority: u16, fields: Vec<BasicOxm>, out_port: u32) {
-    let fm = v13::FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: 0,
-        command: v13::flow_mod_command::ADD,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority,
-        buffer_id: v13::NO_BUFFER,
-        out_port: v13::port::ANY,
-        out_group: v13::GROUP_ANY,
-        flags: 0,
-        r#match: v13::Match::new(fields),
-        instructions: vec![Instruction::ApplyActions(vec![Action::Output { port: out_port, max_len: 0xffff }])],
-    };
+    let actions = vec![Instruction::ApplyActions(vec![Action::Output { port: out_port, max_len: 0xffff }])];
+    let fm = v13::FlowMod::add(0, priority, v13::Match::new(fields), actions);
     let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
     let raw = msg.emit().expect("encodes");
     let replies = net.handle_controller(dpid, &raw, &msg, 0);

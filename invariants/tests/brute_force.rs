@@ -119,21 +119,7 @@ fn random_match13(rng: &mut ChaCha8Rng, nports: u32) -> v13::Match {
 }
 
 fn flow13(table: u8, priority: u16, m: v13::Match, instructions: Vec<Instruction>) -> Body {
-    Body::V13(v13::Msg::FlowMod(v13::FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: table,
-        command: v13::flow_mod_command::ADD,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority,
-        buffer_id: v13::NO_BUFFER,
-        out_port: v13::port::ANY,
-        out_group: v13::GROUP_ANY,
-        flags: 0,
-        r#match: m,
-        instructions,
-    }))
+    Body::V13(v13::Msg::FlowMod(v13::FlowMod::add(table, priority, m, instructions)))
 }
 
 fn random_case(seed: u64) -> Case {

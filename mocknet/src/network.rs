@@ -442,21 +442,7 @@ mod tests {
         let mut net = Network::new(&t, OFP13);
         let flood = Message::new(
             1,
-            Body::V13(v13::Msg::FlowMod(v13::FlowMod {
-                cookie: 0,
-                cookie_mask: 0,
-                table_id: 0,
-                command: v13::flow_mod_command::ADD,
-                idle_timeout: 0,
-                hard_timeout: 0,
-                priority: 0,
-                buffer_id: v13::NO_BUFFER,
-                out_port: v13::port::ANY,
-                out_group: v13::GROUP_ANY,
-                flags: 0,
-                r#match: v13::Match::default(),
-                instructions: vec![v13::Instruction::ApplyActions(vec![v13::Action::Output { port: v13::port::FLOOD, max_len: 0 }])],
-            })),
+            Body::V13(v13::Msg::FlowMod(v13::FlowMod::add(0, 0, v13::Match::default(), vec![v13::Instruction::ApplyActions(vec![v13::Action::Output { port: v13::port::FLOOD, max_len: 0 }])]))),
         );
         let raw = flood.emit().unwrap();
         assert!(net.handle_controller(1, &raw, &flood, 0).is_empty());

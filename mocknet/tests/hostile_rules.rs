@@ -16,21 +16,7 @@ fn send(sw: &mut Switch, msg: v13::Msg) -> Vec<Output> {
 }
 
 fn flow(actions: Vec<Action>) -> v13::Msg {
-    v13::Msg::FlowMod(v13::FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: 0,
-        command: v13::flow_mod_command::ADD,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority: 10,
-        buffer_id: v13::NO_BUFFER,
-        out_port: v13::port::ANY,
-        out_group: v13::GROUP_ANY,
-        flags: 0,
-        r#match: v13::Match::default(),
-        instructions: vec![Instruction::ApplyActions(actions)],
-    })
+    v13::Msg::FlowMod(v13::FlowMod::add(0, 10, v13::Match::default(), vec![Instruction::ApplyActions(actions)]))
 }
 
 fn ping() -> Vec<u8> {

@@ -68,7 +68,15 @@ pub fn units(externals: &[&External]) -> Vec<Vec<usize>> {
 /// trace's external events): the header, the internal events before the
 /// first input and after each kept input, the kept inputs with migrations
 /// rewritten to start where the host is, and the original violation.
+///
+/// Times are kept, except that the pause before the first kept input is cut
+/// to the original's pause before its first input: removed inputs need no
+/// time, and replay injects at the recorded times.
 pub fn candidate(trace: &Trace, keep: &BTreeSet<usize>, host_start: &BTreeMap<String, u64>) -> Trace {
+    let externals = trace.externals();
+    let first_orig = externals.first().map_or(0, |(t, _)| *t);
+    let first_kept = keep.iter().next().and_then(|&i| externals.get(i)).map_or(first_orig, |(t, _)| *t);
+    let shift = first_kept.saturating_sub(first_orig);
     let mut records = Vec::new();
     let mut ext = 0usize;
     let mut keeping = true;
@@ -79,6 +87,7 @@ pub fn candidate(trace: &Trace, keep: &BTreeSet<usize>, host_start: &BTreeMap<St
             ext += 1;
             if keeping {
                 let mut r = r.clone();
+                r.t_ms = r.t_ms.saturating_sub(shift);
                 if let Some(External::HostMigrate { host, from, to }) = &mut r.external {
                     if let Some(now) = at.get(host.as_str()) {
                         *from = *now;
@@ -89,7 +98,11 @@ pub fn candidate(trace: &Trace, keep: &BTreeSet<usize>, host_start: &BTreeMap<St
             }
             let _ = e;
         } else if r.violation.is_some() || keeping {
-            records.push(r.clone());
+            let mut r = r.clone();
+            if ext > 0 {
+                r.t_ms = r.t_ms.saturating_sub(shift);
+            }
+            records.push(r);
         }
     }
     Trace { header: trace.header.clone(), records }
@@ -430,5 +443,8 @@ mod tests {
             })
             .collect();
         assert_eq!(moves, vec![(3, 1), (1, 3)], "the third move starts where the first left h3");
+        let c = candidate(&t, &BTreeSet::from([1, 2]), &start);
+        let times: Vec<u64> = c.externals().iter().map(|(t, _)| *t).collect();
+        assert_eq!(times, vec![1, 2], "the pause before the first kept input is the original's");
     }
 }

@@ -290,6 +290,28 @@ pub struct FlowMod {
     pub instructions: Vec<Instruction>,
 }
 
+impl FlowMod {
+    /// An ADD of a permanent entry (no timeouts, no cookie, no buffer, no
+    /// flags): what tests, benchmarks and simple controllers mostly send.
+    pub fn add(table_id: u8, priority: u16, r#match: Match, instructions: Vec<Instruction>) -> FlowMod {
+        FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id,
+            command: flow_mod_command::ADD,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority,
+            buffer_id: NO_BUFFER,
+            out_port: port::ANY,
+            out_group: GROUP_ANY,
+            flags: 0,
+            r#match,
+            instructions,
+        }
+    }
+}
+
 /// A group bucket (`ofp_bucket`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
 pub struct Bucket {
