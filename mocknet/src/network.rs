@@ -207,6 +207,17 @@ impl Network {
         out
     }
 
+    /// A crashed switch: flow tables, groups and configuration are lost; its
+    /// ports and their link states stay as they are.
+    pub fn reset_switch(&mut self, dpid: u64) {
+        if let Some(sw) = self.switches.get_mut(&dpid) {
+            let mut fresh = Switch::new(dpid, sw.version, 0);
+            fresh.ports = std::mem::take(&mut sw.ports);
+            fresh.table_capacity = sw.table_capacity;
+            *sw = fresh;
+        }
+    }
+
     /// Moves host `i` to switch `to`: its old link goes down (PORT_STATUS on
     /// the old switch) and it is plugged into a free port of `to` (an unwired
     /// one if there is, else a new port: PORT_STATUS ADD). Returns the

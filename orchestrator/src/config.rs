@@ -40,6 +40,14 @@
 //! host_migration = 0.02 # a random host moves to a random other switch
 //! dataplane_drop = 0.0  # a random link starts dropping every frame
 //! dataplane_drop_end = 0.1   # a dropping link heals
+//! dataplane_delay = 0.0 # a random link starts delaying every frame by delay_ms
+//! dataplane_delay_end = 0.1
+//! switch_failure = 0.0  # a random switch crashes (connections, links, flow tables)
+//! switch_recovery = 0.1 # a failed switch comes back and reconnects
+//! control_delay = 0.0   # controller-to-switch messages of a random switch held delay_ms
+//! control_delay_end = 0.1
+//! delay_ms = 100
+//! # not yet: controller crash and recovery, controller partitions, TCAM reordering
 //!
 //! [invariants]
 //! check = ["loop", "blackhole", "liveness"]   # see docs/invariants.md
@@ -105,17 +113,39 @@ pub struct Rates {
     pub host_migration: f64,
     pub dataplane_drop: f64,
     pub dataplane_drop_end: f64,
+    pub dataplane_delay: f64,
+    pub dataplane_delay_end: f64,
+    pub switch_failure: f64,
+    pub switch_recovery: f64,
+    pub control_delay: f64,
+    pub control_delay_end: f64,
+    /// How long dataplane and control delays hold things, in milliseconds.
+    pub delay_ms: u64,
 }
 
 impl Default for Rates {
     fn default() -> Self {
-        Rates { traffic: 0.5, link_failure: 0.02, link_recovery: 0.1, host_migration: 0.02, dataplane_drop: 0.0, dataplane_drop_end: 0.1 }
+        Rates {
+            traffic: 0.5,
+            link_failure: 0.02,
+            link_recovery: 0.1,
+            host_migration: 0.02,
+            dataplane_drop: 0.0,
+            dataplane_drop_end: 0.1,
+            dataplane_delay: 0.0,
+            dataplane_delay_end: 0.1,
+            switch_failure: 0.0,
+            switch_recovery: 0.1,
+            control_delay: 0.0,
+            control_delay_end: 0.1,
+            delay_ms: 100,
+        }
     }
 }
 
 impl Rates {
     /// Every rate with its name, in the order the fuzzer draws them.
-    pub fn named(&self) -> [(&'static str, f64); 6] {
+    pub fn named(&self) -> [(&'static str, f64); 12] {
         [
             ("traffic", self.traffic),
             ("link_failure", self.link_failure),
@@ -123,6 +153,12 @@ impl Rates {
             ("host_migration", self.host_migration),
             ("dataplane_drop", self.dataplane_drop),
             ("dataplane_drop_end", self.dataplane_drop_end),
+            ("dataplane_delay", self.dataplane_delay),
+            ("dataplane_delay_end", self.dataplane_delay_end),
+            ("switch_failure", self.switch_failure),
+            ("switch_recovery", self.switch_recovery),
+            ("control_delay", self.control_delay),
+            ("control_delay_end", self.control_delay_end),
         ]
     }
 }

@@ -114,7 +114,7 @@ pub async fn run(config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunEr
         monitor.record(&mut runner, &controllers, &mut writer).map_err(env)?;
         for e in fuzzer.step(&runner.net) {
             writer.external(runner.clock.now(), e.clone()).map_err(env)?;
-            inputs::apply(&mut runner, &e).map_err(RunError::BadInput)?;
+            inputs::apply(&mut runner, &e).await.map_err(RunError::BadInput)?;
             pb.set_message(format!("fuzzing: {inputs} inputs, last {}", e.describe()));
             inputs += 1;
         }

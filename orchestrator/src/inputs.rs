@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sts_mocknet::network::{Endpoint, LinkFault, Network};
+use sts_proxy::interpose::{Action, Direction, Rule};
 
 use crate::config::Rates;
 use crate::netrun::NetRunner;
@@ -32,8 +33,18 @@ pub fn validate(net: &Network, e: &External) -> Result<(), String> {
             host_index(net, src)?;
             host_index(net, dst)?;
         }
-        External::LinkDown { a, b } | External::LinkUp { a, b } | External::DataplaneDrop { a, b } | External::DataplaneDropEnd { a, b } => {
+        External::LinkDown { a, b }
+        | External::LinkUp { a, b }
+        | External::DataplaneDrop { a, b }
+        | External::DataplaneDropEnd { a, b }
+        | External::DataplaneDelay { a, b, .. }
+        | External::DataplaneDelayEnd { a, b } => {
             check_link(net, *a, *b)?;
+        }
+        External::SwitchDown { switch } | External::SwitchUp { switch } | External::ControlDelay { switch, .. } | External::ControlDelayEnd { switch } => {
+            if !net.switches.contains_key(switch) {
+                return Err(format!("no switch s{switch}"));
+            }
         }
         External::HostMigrate { host, to, .. } => {
             host_index(net, host)?;
@@ -47,7 +58,8 @@ pub fn validate(net: &Network, e: &External) -> Result<(), String> {
 
 /// Injects `e`. An event that does not fit the network (an unknown host, a
 /// link that does not exist) is an error naming what is wrong.
-pub fn apply(runner: &mut NetRunner, e: &External) -> Result<(), String> {
+pub async fn apply(runner: &mut NetRunner, e: &External) -> Result<(), String> {
+    validate(&runner.net, e)?;
     match e {
         External::Ping { src, dst } => {
             let (s, d) = (host_index(&runner.net, src)?, host_index(&runner.net, dst)?);
@@ -68,10 +80,21 @@ pub fn apply(runner: &mut NetRunner, e: &External) -> Result<(), String> {
             let at = check_link(&runner.net, *a, *b)?;
             runner.net.set_link_fault(at, Some(LinkFault::Drop));
         }
-        External::DataplaneDropEnd { a, b } => {
+        External::DataplaneDropEnd { a, b } | External::DataplaneDelayEnd { a, b } => {
             let at = check_link(&runner.net, *a, *b)?;
             runner.net.set_link_fault(at, None);
         }
+        External::DataplaneDelay { a, b, ms } => {
+            let at = check_link(&runner.net, *a, *b)?;
+            runner.net.set_link_fault(at, Some(LinkFault::Delay(*ms)));
+        }
+        External::SwitchDown { switch } => runner.fail_switch(*switch),
+        External::SwitchUp { switch } => runner.recover_switch(*switch).await.map_err(|e| e.to_string())?,
+        External::ControlDelay { switch, ms } => {
+            runner.interposer.rules.retain(|r| r.dpid != Some(*switch));
+            runner.interposer.rules.push(Rule { dir: Some(Direction::ControllerToSwitch), dpid: Some(*switch), msg_type: None, action: Action::Delay(*ms) });
+        }
+        External::ControlDelayEnd { switch } => runner.interposer.rules.retain(|r| r.dpid != Some(*switch)),
     }
     Ok(())
 }
@@ -84,11 +107,22 @@ pub struct Fuzzer {
     rates: Rates,
     failed: BTreeSet<(Port, Port)>,
     dropping: BTreeSet<(Port, Port)>,
+    delaying: BTreeSet<(Port, Port)>,
+    switches_down: BTreeSet<u64>,
+    control_delayed: BTreeSet<u64>,
 }
 
 impl Fuzzer {
     pub fn new(seed: u64, rates: Rates) -> Fuzzer {
-        Fuzzer { rng: ChaCha8Rng::seed_from_u64(seed), rates, failed: BTreeSet::new(), dropping: BTreeSet::new() }
+        Fuzzer {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            rates,
+            failed: BTreeSet::new(),
+            dropping: BTreeSet::new(),
+            delaying: BTreeSet::new(),
+            switches_down: BTreeSet::new(),
+            control_delayed: BTreeSet::new(),
+        }
     }
 
     fn links(net: &Network) -> Vec<(Port, Port)> {
@@ -155,6 +189,50 @@ impl Fuzzer {
                         External::DataplaneDropEnd { a, b }
                     })
                 }
+                "dataplane_delay" => {
+                    let prompt: Vec<(Port, Port)> = Self::links(net).into_iter().filter(|l| !self.delaying.contains(l) && !self.dropping.contains(l)).collect();
+                    let ms = self.rates.delay_ms;
+                    self.pick(&prompt).map(|(a, b)| {
+                        self.delaying.insert((a, b));
+                        External::DataplaneDelay { a, b, ms }
+                    })
+                }
+                "dataplane_delay_end" => {
+                    let delaying: Vec<(Port, Port)> = self.delaying.iter().copied().collect();
+                    self.pick(&delaying).map(|(a, b)| {
+                        self.delaying.remove(&(a, b));
+                        External::DataplaneDelayEnd { a, b }
+                    })
+                }
+                "switch_failure" => {
+                    let up: Vec<u64> = net.switches.keys().copied().filter(|d| !self.switches_down.contains(d)).collect();
+                    self.pick(&up).map(|switch| {
+                        self.switches_down.insert(switch);
+                        External::SwitchDown { switch }
+                    })
+                }
+                "switch_recovery" => {
+                    let down: Vec<u64> = self.switches_down.iter().copied().collect();
+                    self.pick(&down).map(|switch| {
+                        self.switches_down.remove(&switch);
+                        External::SwitchUp { switch }
+                    })
+                }
+                "control_delay" => {
+                    let prompt: Vec<u64> = net.switches.keys().copied().filter(|d| !self.control_delayed.contains(d)).collect();
+                    let ms = self.rates.delay_ms;
+                    self.pick(&prompt).map(|switch| {
+                        self.control_delayed.insert(switch);
+                        External::ControlDelay { switch, ms }
+                    })
+                }
+                "control_delay_end" => {
+                    let delayed: Vec<u64> = self.control_delayed.iter().copied().collect();
+                    self.pick(&delayed).map(|switch| {
+                        self.control_delayed.remove(&switch);
+                        External::ControlDelayEnd { switch }
+                    })
+                }
                 _ => None,
             };
             out.extend(e);
@@ -173,7 +251,21 @@ mod tests {
         let mut t = Topology::mesh(4);
         t.place_hosts(&[1, 2, 3, 4]);
         let net = Network::new(&t, 4);
-        let rates = Rates { traffic: 0.5, link_failure: 0.2, link_recovery: 0.3, host_migration: 0.1, dataplane_drop: 0.1, dataplane_drop_end: 0.3 };
+        let rates = Rates {
+            traffic: 0.5,
+            link_failure: 0.2,
+            link_recovery: 0.3,
+            host_migration: 0.1,
+            dataplane_drop: 0.1,
+            dataplane_drop_end: 0.3,
+            dataplane_delay: 0.1,
+            dataplane_delay_end: 0.3,
+            switch_failure: 0.05,
+            switch_recovery: 0.3,
+            control_delay: 0.1,
+            control_delay_end: 0.3,
+            delay_ms: 100,
+        };
         let run = |seed| {
             let mut f = Fuzzer::new(seed, rates.clone());
             (0..200).flat_map(|_| f.step(&net)).collect::<Vec<_>>()
@@ -181,7 +273,7 @@ mod tests {
         let a = run(7);
         assert_eq!(a, run(7));
         assert_ne!(a, run(8));
-        for kind in ["ping", "link down", "link up", "migrate", "dataplane drop"] {
+        for kind in ["ping", "link down", "link up", "migrate", "dataplane drop", "dataplane delay", "switch", "control"] {
             assert!(a.iter().any(|e| e.describe().starts_with(kind)), "no {kind} in 200 steps");
         }
     }

@@ -1,8 +1,8 @@
 //! `sts minimize`: shrink a failing trace to a minimal causal sequence (MCS)
 //! with delta debugging over its external events (brief §6).
 //!
-//! - Events that must go together form one *unit*: a link failure with its
-//!   recovery, a dataplane drop with its end. Host migrations are units of
+//! - Events that must go together form one *unit*: a link or switch failure
+//!   with its recovery, a dataplane or control fault with its end. Host migrations are units of
 //!   their own; a candidate's migrations are rewritten so each starts where the
 //!   host really is (it never jumps).
 //! - Each candidate is replayed up to `--replays` times and counts as
@@ -39,6 +39,9 @@ pub fn units(externals: &[&External]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut open_link: BTreeMap<(u64, u32, u64, u32), usize> = BTreeMap::new();
     let mut open_drop: BTreeMap<(u64, u32, u64, u32), usize> = BTreeMap::new();
+    let mut open_delay: BTreeMap<(u64, u32, u64, u32), usize> = BTreeMap::new();
+    let mut open_switch: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut open_control: BTreeMap<u64, usize> = BTreeMap::new();
     for (i, e) in externals.iter().enumerate() {
         let key = |a: &crate::trace::Port, b: &crate::trace::Port| (a.switch, a.port, b.switch, b.port);
         match e {
@@ -55,6 +58,30 @@ pub fn units(externals: &[&External]) -> Vec<Vec<usize>> {
                 out.push(vec![i]);
             }
             External::DataplaneDropEnd { a, b } => match open_drop.remove(&key(a, b)) {
+                Some(u) => out[u].push(i),
+                None => out.push(vec![i]),
+            },
+            External::DataplaneDelay { a, b, .. } => {
+                open_delay.insert(key(a, b), out.len());
+                out.push(vec![i]);
+            }
+            External::DataplaneDelayEnd { a, b } => match open_delay.remove(&key(a, b)) {
+                Some(u) => out[u].push(i),
+                None => out.push(vec![i]),
+            },
+            External::SwitchDown { switch } => {
+                open_switch.insert(*switch, out.len());
+                out.push(vec![i]);
+            }
+            External::SwitchUp { switch } => match open_switch.remove(switch) {
+                Some(u) => out[u].push(i),
+                None => out.push(vec![i]),
+            },
+            External::ControlDelay { switch, .. } => {
+                open_control.insert(*switch, out.len());
+                out.push(vec![i]);
+            }
+            External::ControlDelayEnd { switch } => match open_control.remove(switch) {
                 Some(u) => out[u].push(i),
                 None => out.push(vec![i]),
             },

@@ -30,13 +30,19 @@ const POLL_MS: Millis = 20;
 pub const CONNECT_PARALLELISM: usize = 64;
 
 enum Inbound {
-    Frame { dpid: u64, conn: usize, frame: Frame },
-    Closed { dpid: u64, conn: usize, why: String },
+    Frame { dpid: u64, conn: usize, epoch: u64, frame: Frame },
+    Closed { dpid: u64, conn: usize, epoch: u64, why: String },
 }
 
 struct Conn {
     tx: mpsc::UnboundedSender<Bytes>,
     open: bool,
+    /// The controller's address, for reconnecting after a switch failure.
+    addr: SocketAddr,
+    /// Which incarnation of the connection this is: messages of an older one
+    /// (closed by a switch failure) are ignored.
+    epoch: u64,
+    reader: tokio::task::AbortHandle,
 }
 
 /// How long [`NetRunner::settle_with`] waits, in milliseconds.
@@ -60,15 +66,22 @@ pub struct ConnIssue {
 
 /// Starts the reader and writer tasks of one switch-controller connection and
 /// queues the switch's HELLO; returns the sender for outgoing frames.
-fn spawn_connection(stream: TcpStream, dpid: u64, conn: usize, in_tx: mpsc::UnboundedSender<Inbound>, hello: Bytes) -> mpsc::UnboundedSender<Bytes> {
+fn spawn_connection(
+    stream: TcpStream,
+    dpid: u64,
+    conn: usize,
+    epoch: u64,
+    in_tx: mpsc::UnboundedSender<Inbound>,
+    hello: Bytes,
+) -> (mpsc::UnboundedSender<Bytes>, tokio::task::AbortHandle) {
     let (read, mut write) = stream.into_split();
     let (tx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
-    tokio::spawn(async move {
+    let reader = tokio::spawn(async move {
         let mut frames = FramedRead::new(read, OfpCodec);
         let why = loop {
             match frames.next().await {
                 Some(Ok(frame)) => {
-                    if in_tx.send(Inbound::Frame { dpid, conn, frame }).is_err() {
+                    if in_tx.send(Inbound::Frame { dpid, conn, epoch, frame }).is_err() {
                         return;
                     }
                 }
@@ -76,7 +89,7 @@ fn spawn_connection(stream: TcpStream, dpid: u64, conn: usize, in_tx: mpsc::Unbo
                 None => break "the controller closed the connection".to_string(),
             }
         };
-        let _ = in_tx.send(Inbound::Closed { dpid, conn, why });
+        let _ = in_tx.send(Inbound::Closed { dpid, conn, epoch, why });
     });
     tokio::spawn(async move {
         while let Some(b) = wrx.recv().await {
@@ -86,7 +99,17 @@ fn spawn_connection(stream: TcpStream, dpid: u64, conn: usize, in_tx: mpsc::Unbo
         }
     });
     let _ = tx.send(hello);
-    tx
+    (tx, reader.abort_handle())
+}
+
+/// Opens one control connection and says HELLO.
+async fn open_conn(dpid: u64, local: usize, epoch: u64, addr: SocketAddr, in_tx: mpsc::UnboundedSender<Inbound>, hello: Bytes) -> std::io::Result<Conn> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("switch {dpid} cannot connect to the controller at {addr}: {e}")))?;
+    stream.set_nodelay(true)?;
+    let (tx, reader) = spawn_connection(stream, dpid, local, epoch, in_tx, hello);
+    Ok(Conn { tx, open: true, addr, epoch, reader })
 }
 
 /// The mock network, connected to its controllers.
@@ -98,6 +121,9 @@ pub struct NetRunner {
     pub interposer: Interposer,
     conns: BTreeMap<u64, Vec<Conn>>,
     rx: mpsc::UnboundedReceiver<Inbound>,
+    in_tx: mpsc::UnboundedSender<Inbound>,
+    /// Failed switches, with the links their failure took down.
+    down: BTreeMap<u64, Vec<sts_mocknet::Endpoint>>,
     /// (dpid, controller) pairs whose FEATURES_REPLY has been sent.
     pub handshakes: BTreeSet<(u64, usize)>,
     /// Time of the last controller message other than an echo.
@@ -136,27 +162,23 @@ impl NetRunner {
             net.switches.iter().map(|(&d, sw)| (d, Bytes::from(sw.hello().emit().expect("a HELLO always encodes")))).collect();
         // Each connection starts its reader and writer and says HELLO as soon as
         // it is up: a controller waiting seconds for a HELLO gives up on the switch.
-        let opened: Vec<std::io::Result<(u64, usize, mpsc::UnboundedSender<Bytes>)>> = futures::stream::iter(pairs)
-            .map(|(dpid, local, ci, addr)| {
+        let opened: Vec<std::io::Result<(u64, Conn)>> = futures::stream::iter(pairs)
+            .map(|(dpid, local, _, addr)| {
                 let in_tx = in_tx.clone();
                 let hello = hellos[&dpid].clone();
-                async move {
-                    let stream = TcpStream::connect(addr)
-                        .await
-                        .map_err(|e| std::io::Error::new(e.kind(), format!("switch {dpid} cannot connect to controller {ci} at {addr}: {e}")))?;
-                    stream.set_nodelay(true)?;
-                    Ok((dpid, local, spawn_connection(stream, dpid, local, in_tx, hello)))
-                }
+                async move { Ok((dpid, open_conn(dpid, local, 0, addr, in_tx, hello).await?)) }
             })
             .buffered(CONNECT_PARALLELISM)
             .collect()
             .await;
         let mut conns: BTreeMap<u64, Vec<Conn>> = BTreeMap::new();
         for o in opened {
-            let (dpid, _, tx) = o?;
-            conns.entry(dpid).or_default().push(Conn { tx, open: true });
+            let (dpid, conn) = o?;
+            conns.entry(dpid).or_default().push(conn);
         }
         Ok(NetRunner {
+            in_tx,
+            down: BTreeMap::new(),
             net,
             clock,
             interposer: Interposer::default(),
@@ -226,7 +248,12 @@ impl NetRunner {
     fn on_inbound(&mut self, inbound: Inbound) {
         let now = self.clock.now();
         match inbound {
-            Inbound::Frame { dpid, conn, frame } => {
+            Inbound::Frame { dpid, conn, epoch, .. } | Inbound::Closed { dpid, conn, epoch, .. }
+                if self.conns.get(&dpid).and_then(|l| l.get(conn)).is_none_or(|c| c.epoch != epoch) =>
+            {
+                // A message of a connection a switch failure closed.
+            }
+            Inbound::Frame { dpid, conn, frame, .. } => {
                 self.messages_from_controllers += 1;
                 let keepalive = matches!(frame.header().msg_type, v13::types::ECHO_REQUEST | v13::types::ECHO_REPLY);
                 if !keepalive {
@@ -238,7 +265,7 @@ impl NetRunner {
                 let out = self.interposer.on_message(ChannelId { dpid, controller: conn }, Direction::ControllerToSwitch, frame, now);
                 out.into_iter().for_each(|d| self.deliver(d));
             }
-            Inbound::Closed { dpid, conn, why } => {
+            Inbound::Closed { dpid, conn, why, .. } => {
                 if let Some(c) = self.conns.get_mut(&dpid).and_then(|l| l.get_mut(conn)) {
                     c.open = false;
                 }
@@ -333,9 +360,65 @@ impl NetRunner {
         self.dispatch(out, None);
     }
 
-    /// Switches with no open controller connection.
+    /// Switches with no open controller connection (failed switches aside:
+    /// they are down on purpose).
     pub fn disconnected(&self) -> Vec<u64> {
-        self.net.switches.keys().filter(|d| !self.conns.get(d).is_some_and(|cs| cs.iter().any(|c| c.open))).copied().collect()
+        self.net
+            .switches
+            .keys()
+            .filter(|d| !self.down.contains_key(d) && !self.conns.get(d).is_some_and(|cs| cs.iter().any(|c| c.open)))
+            .copied()
+            .collect()
+    }
+
+    /// True if switch `dpid` is failed.
+    pub fn is_down(&self, dpid: u64) -> bool {
+        self.down.contains_key(&dpid)
+    }
+
+    /// Switch failure: the switch crashes. Its control connections close, its
+    /// live links go down (the neighbours report PORT_STATUS) and its flow
+    /// tables are lost.
+    pub fn fail_switch(&mut self, dpid: u64) {
+        if self.down.contains_key(&dpid) || !self.net.switches.contains_key(&dpid) {
+            return;
+        }
+        for c in self.conns.get_mut(&dpid).into_iter().flatten() {
+            c.open = false;
+            c.reader.abort();
+            c.tx = mpsc::unbounded_channel().0; // drops the writer: the socket closes
+        }
+        self.handshakes.retain(|(d, _)| *d != dpid);
+        let ports: Vec<u32> = self.net.switches[&dpid].ports.keys().copied().collect();
+        let mut taken = Vec::new();
+        for p in ports {
+            let e = sts_mocknet::Endpoint::Switch { dpid, port: p };
+            if self.net.live_peer(e).is_some() && self.net.switches[&dpid].ports[&p].link_up {
+                let out = self.net.set_link(e, false);
+                self.dispatch(out, None);
+                taken.push(e);
+            }
+        }
+        self.net.reset_switch(dpid);
+        self.down.insert(dpid, taken);
+    }
+
+    /// Switch recovery: the links its failure took down come back, and it
+    /// connects to its controllers again (HELLO, a fresh handshake).
+    pub async fn recover_switch(&mut self, dpid: u64) -> std::io::Result<()> {
+        let Some(taken) = self.down.remove(&dpid) else { return Ok(()) };
+        for e in taken {
+            let out = self.net.set_link(e, true);
+            self.dispatch(out, None);
+        }
+        let hello = Bytes::from(self.net.switches[&dpid].hello().emit().expect("a HELLO always encodes"));
+        let old: Vec<(SocketAddr, u64)> = self.conns.get(&dpid).into_iter().flatten().map(|c| (c.addr, c.epoch)).collect();
+        let mut fresh = Vec::new();
+        for (local, (addr, epoch)) in old.into_iter().enumerate() {
+            fresh.push(open_conn(dpid, local, epoch + 1, addr, self.in_tx.clone(), hello.clone()).await?);
+        }
+        self.conns.insert(dpid, fresh);
+        Ok(())
     }
 
     /// Moves host `i` to switch `to` and tells the controllers (PORT_STATUS).

@@ -166,7 +166,7 @@ pub async fn replay_once(config: &Config, trace: &Trace, out: &Path, run: u32) -
         }
         let now = runner.clock.now();
         writer.external(now, (*e).clone()).map_err(env)?;
-        inputs::apply(&mut runner, e).map_err(RunError::BadInput)?;
+        inputs::apply(&mut runner, e).await.map_err(RunError::BadInput)?;
         injected += 1;
         last_orig = Some(*orig_t);
         last_injected = now;

@@ -65,6 +65,18 @@ pub enum External {
     DataplaneDrop { a: Port, b: Port },
     /// A dropping link heals.
     DataplaneDropEnd { a: Port, b: Port },
+    /// A link starts delaying every frame by `ms`.
+    DataplaneDelay { a: Port, b: Port, ms: u64 },
+    /// A delaying link is prompt again.
+    DataplaneDelayEnd { a: Port, b: Port },
+    /// A switch crashes: control connections close, its links go down, its flow tables are lost.
+    SwitchDown { switch: u64 },
+    /// A failed switch comes back: links up, it connects to its controllers again.
+    SwitchUp { switch: u64 },
+    /// Messages from the controllers to a switch are held `ms` in the proxy (keepalives pass).
+    ControlDelay { switch: u64, ms: u64 },
+    /// Messages to the switch flow promptly again.
+    ControlDelayEnd { switch: u64 },
 }
 
 impl External {
@@ -78,6 +90,12 @@ impl External {
             External::HostMigrate { host, from, to } => format!("migrate {host} s{from} -> s{to}"),
             External::DataplaneDrop { a, b } => format!("dataplane drop {}", link(a, b)),
             External::DataplaneDropEnd { a, b } => format!("dataplane drop ends {}", link(a, b)),
+            External::DataplaneDelay { a, b, ms } => format!("dataplane delay {ms} ms {}", link(a, b)),
+            External::DataplaneDelayEnd { a, b } => format!("dataplane delay ends {}", link(a, b)),
+            External::SwitchDown { switch } => format!("switch s{switch} fails"),
+            External::SwitchUp { switch } => format!("switch s{switch} recovers"),
+            External::ControlDelay { switch, ms } => format!("control messages to s{switch} delayed {ms} ms"),
+            External::ControlDelayEnd { switch } => format!("control delay to s{switch} ends"),
         }
     }
 }
