@@ -46,8 +46,10 @@
 //! switch_recovery = 0.1 # a failed switch comes back and reconnects
 //! control_delay = 0.0   # controller-to-switch messages of a random switch held delay_ms
 //! control_delay_end = 0.1
+//! controller_crash = 0.0     # a random controller is killed (SIGKILL)
+//! controller_recovery = 0.1  # a crashed controller starts again; switches reconnect
 //! delay_ms = 100
-//! # not yet: controller crash and recovery, controller partitions, TCAM reordering
+//! # not yet: controller partitions, TCAM reordering
 //!
 //! [invariants]
 //! check = ["loop", "blackhole", "liveness"]   # see docs/invariants.md
@@ -119,6 +121,8 @@ pub struct Rates {
     pub switch_recovery: f64,
     pub control_delay: f64,
     pub control_delay_end: f64,
+    pub controller_crash: f64,
+    pub controller_recovery: f64,
     /// How long dataplane and control delays hold things, in milliseconds.
     pub delay_ms: u64,
 }
@@ -138,6 +142,8 @@ impl Default for Rates {
             switch_recovery: 0.1,
             control_delay: 0.0,
             control_delay_end: 0.1,
+            controller_crash: 0.0,
+            controller_recovery: 0.1,
             delay_ms: 100,
         }
     }
@@ -145,7 +151,7 @@ impl Default for Rates {
 
 impl Rates {
     /// Every rate with its name, in the order the fuzzer draws them.
-    pub fn named(&self) -> [(&'static str, f64); 12] {
+    pub fn named(&self) -> [(&'static str, f64); 14] {
         [
             ("traffic", self.traffic),
             ("link_failure", self.link_failure),
@@ -159,6 +165,8 @@ impl Rates {
             ("switch_recovery", self.switch_recovery),
             ("control_delay", self.control_delay),
             ("control_delay_end", self.control_delay_end),
+            ("controller_crash", self.controller_crash),
+            ("controller_recovery", self.controller_recovery),
         ]
     }
 }

@@ -13,10 +13,9 @@ use sts_invariants::{Persistence, Violation};
 
 use crate::cli::exit;
 use crate::config::Config;
-use crate::controller::Controller;
 use crate::experiment::{self, ControllerMeta, Experiment, Meta};
 use crate::inputs::{self, Fuzzer};
-use crate::netrun::{NetRunner, Settle};
+use crate::netrun::Settle;
 use crate::observe;
 use crate::session::{self, progress, RunError, Session};
 use crate::trace::{self, Header};
@@ -57,8 +56,8 @@ impl Monitor {
     /// Writes what happened since the last call into the trace (do this
     /// before writing an external event, so the trace's order is the order
     /// things happened in).
-    pub fn record(&mut self, runner: &mut NetRunner, controllers: &[Controller], writer: &mut trace::Writer) -> std::io::Result<Vec<trace::Internal>> {
-        let drained = observe::drain(runner, controllers);
+    pub fn record(&mut self, session: &mut Session, writer: &mut trace::Writer) -> std::io::Result<Vec<trace::Internal>> {
+        let drained = observe::drain(&mut session.runner, &session.controllers);
         let mut out = Vec::with_capacity(drained.internal.len());
         for (t, e) in drained.internal {
             writer.internal(t, e.clone())?;
@@ -71,15 +70,15 @@ impl Monitor {
 
     /// Records, then checks the invariants if a check is due. Returns the
     /// first persistent violation.
-    pub fn observe(&mut self, runner: &mut NetRunner, controllers: &mut [Controller], writer: &mut trace::Writer) -> std::io::Result<Option<Violation>> {
-        self.record(runner, controllers, writer)?;
-        let now = runner.clock.now();
+    pub fn observe(&mut self, session: &mut Session, writer: &mut trace::Writer) -> std::io::Result<Option<Violation>> {
+        self.record(session, writer)?;
+        let now = session.runner.clock.now();
         if now < self.next_ms {
             return Ok(None);
         }
         self.next_ms = now + self.every_ms;
-        let facts = observe::facts(runner, controllers, std::mem::take(&mut self.dataplane), std::mem::take(&mut self.log_lines));
-        let report = self.checker.check(&runner.net, &facts);
+        let facts = observe::facts(session, std::mem::take(&mut self.dataplane), std::mem::take(&mut self.log_lines));
+        let report = self.checker.check(&session.runner.net, &facts);
         self.current = report.violations.iter().map(Violation::fingerprint).collect();
         let persistent = self.persistence.observe(now, &report.violations);
         Ok(persistent.into_iter().next())
@@ -99,11 +98,11 @@ pub async fn run(config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunEr
     experiment::write_json(&exp.meta(), &meta).map_err(env)?;
     let p = &config.pingall;
     let settle = Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms };
-    let Session { mut runner, mut controllers, .. } = session::start(config, &exp.logs(), settle).await?;
+    let mut s = session::start(config, &exp.logs(), settle).await?;
     let mut writer = trace::Writer::create(&exp.trace(), &Header::new(Some(config.fuzz.seed))).map_err(env)?;
-    runner.run_for(Duration::from_millis(config.fuzz.warmup_ms)).await;
-    let mut monitor = Monitor::new(config, runner.clock.now());
-    let mut fuzzer = Fuzzer::new(config.fuzz.seed, config.fuzz.rates.clone());
+    s.runner.run_for(Duration::from_millis(config.fuzz.warmup_ms)).await;
+    let mut monitor = Monitor::new(config, s.runner.clock.now());
+    let mut fuzzer = Fuzzer::new(config.fuzz.seed, config.fuzz.rates.clone(), config.controllers.len());
     let f = &config.fuzz;
     let pb = progress(f.steps as u64, "fuzzing");
     let mut inputs = 0;
@@ -111,15 +110,16 @@ pub async fn run(config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunEr
     let mut steps = 0;
     for step in 0..f.steps {
         steps = step + 1;
-        monitor.record(&mut runner, &controllers, &mut writer).map_err(env)?;
-        for e in fuzzer.step(&runner.net) {
-            writer.external(runner.clock.now(), e.clone()).map_err(env)?;
-            inputs::apply(&mut runner, &e).await.map_err(RunError::BadInput)?;
+        for e in fuzzer.step(&s.runner.net) {
+            // What earlier inputs caused goes into the trace before this one.
+            monitor.record(&mut s, &mut writer).map_err(env)?;
+            writer.external(s.runner.clock.now(), e.clone()).map_err(env)?;
+            inputs::apply(&mut s, &e).await.map_err(RunError::BadInput)?;
             pb.set_message(format!("fuzzing: {inputs} inputs, last {}", e.describe()));
             inputs += 1;
         }
-        runner.run_for(Duration::from_millis(f.step_ms)).await;
-        if let Some(v) = monitor.observe(&mut runner, &mut controllers, &mut writer).map_err(env)? {
+        s.runner.run_for(Duration::from_millis(f.step_ms)).await;
+        if let Some(v) = monitor.observe(&mut s, &mut writer).map_err(env)? {
             found = Some(v);
             break;
         }
@@ -127,15 +127,15 @@ pub async fn run(config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunEr
     }
     // A violation that appeared near the end gets its chance to persist.
     if found.is_none() {
-        let until = runner.clock.now() + config.invariants.persist_ms + config.invariants.check_every_ms;
-        while runner.clock.now() < until && found.is_none() {
-            runner.run_for(Duration::from_millis(config.invariants.check_every_ms.min(f.step_ms))).await;
-            found = monitor.observe(&mut runner, &mut controllers, &mut writer).map_err(env)?;
+        let until = s.runner.clock.now() + config.invariants.persist_ms + config.invariants.check_every_ms;
+        while s.runner.clock.now() < until && found.is_none() {
+            s.runner.run_for(Duration::from_millis(config.invariants.check_every_ms.min(f.step_ms))).await;
+            found = monitor.observe(&mut s, &mut writer).map_err(env)?;
         }
     }
     pb.finish_and_clear();
     if let Some(v) = &found {
-        writer.violation(runner.clock.now(), v.clone()).map_err(env)?;
+        writer.violation(s.runner.clock.now(), v.clone()).map_err(env)?;
         experiment::write_json(&exp.violation(), v).map_err(env)?;
     }
     Ok(FuzzOutcome { violation: found, steps, inputs })

@@ -9,11 +9,15 @@ use sts_mocknet::network::{Endpoint, LinkFault, Network};
 use sts_proxy::interpose::{Action, Direction, Rule};
 
 use crate::config::Rates;
-use crate::netrun::NetRunner;
+use crate::session::Session;
 use crate::trace::{External, Port};
 
 fn host_index(net: &Network, name: &str) -> Result<usize, String> {
     net.hosts.iter().position(|h| h.name == name).ok_or_else(|| format!("no host named {name:?}"))
+}
+
+fn controller_index(name: &str, n: usize) -> Result<usize, String> {
+    name.strip_prefix('c').and_then(|i| i.parse::<usize>().ok()).filter(|&i| i < n).ok_or_else(|| format!("no controller named {name:?} (controllers are c0..c{})", n.saturating_sub(1)))
 }
 
 fn check_link(net: &Network, a: Port, b: Port) -> Result<Endpoint, String> {
@@ -27,8 +31,11 @@ fn check_link(net: &Network, a: Port, b: Port) -> Result<Endpoint, String> {
 
 /// Checks that `e` fits the network (hosts, switches and links exist)
 /// without changing anything.
-pub fn validate(net: &Network, e: &External) -> Result<(), String> {
+pub fn validate(net: &Network, controllers: usize, e: &External) -> Result<(), String> {
     match e {
+        External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
+            controller_index(controller, controllers)?;
+        }
         External::Ping { src, dst } => {
             host_index(net, src)?;
             host_index(net, dst)?;
@@ -58,9 +65,12 @@ pub fn validate(net: &Network, e: &External) -> Result<(), String> {
 
 /// Injects `e`. An event that does not fit the network (an unknown host, a
 /// link that does not exist) is an error naming what is wrong.
-pub async fn apply(runner: &mut NetRunner, e: &External) -> Result<(), String> {
-    validate(&runner.net, e)?;
+pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
+    validate(&session.runner.net, session.controllers.len(), e)?;
+    let runner = &mut session.runner;
     match e {
+        External::ControllerCrash { controller } => session.crash_controller(controller_index(controller, session.controllers.len())?)?,
+        External::ControllerRestart { controller } => session.restart_controller(controller_index(controller, session.controllers.len())?).await?,
         External::Ping { src, dst } => {
             let (s, d) = (host_index(&runner.net, src)?, host_index(&runner.net, dst)?);
             runner.send_ping(s, d);
@@ -110,10 +120,13 @@ pub struct Fuzzer {
     delaying: BTreeSet<(Port, Port)>,
     switches_down: BTreeSet<u64>,
     control_delayed: BTreeSet<u64>,
+    controllers: usize,
+    controllers_down: BTreeSet<usize>,
 }
 
 impl Fuzzer {
-    pub fn new(seed: u64, rates: Rates) -> Fuzzer {
+    /// A fuzzer for a network with `controllers` controllers.
+    pub fn new(seed: u64, rates: Rates, controllers: usize) -> Fuzzer {
         Fuzzer {
             rng: ChaCha8Rng::seed_from_u64(seed),
             rates,
@@ -122,6 +135,8 @@ impl Fuzzer {
             delaying: BTreeSet::new(),
             switches_down: BTreeSet::new(),
             control_delayed: BTreeSet::new(),
+            controllers,
+            controllers_down: BTreeSet::new(),
         }
     }
 
@@ -233,6 +248,20 @@ impl Fuzzer {
                         External::ControlDelayEnd { switch }
                     })
                 }
+                "controller_crash" => {
+                    let up: Vec<usize> = (0..self.controllers).filter(|c| !self.controllers_down.contains(c)).collect();
+                    self.pick(&up).map(|c| {
+                        self.controllers_down.insert(c);
+                        External::ControllerCrash { controller: format!("c{c}") }
+                    })
+                }
+                "controller_recovery" => {
+                    let down: Vec<usize> = self.controllers_down.iter().copied().collect();
+                    self.pick(&down).map(|c| {
+                        self.controllers_down.remove(&c);
+                        External::ControllerRestart { controller: format!("c{c}") }
+                    })
+                }
                 _ => None,
             };
             out.extend(e);
@@ -264,16 +293,18 @@ mod tests {
             switch_recovery: 0.3,
             control_delay: 0.1,
             control_delay_end: 0.3,
+            controller_crash: 0.05,
+            controller_recovery: 0.3,
             delay_ms: 100,
         };
         let run = |seed| {
-            let mut f = Fuzzer::new(seed, rates.clone());
+            let mut f = Fuzzer::new(seed, rates.clone(), 2);
             (0..200).flat_map(|_| f.step(&net)).collect::<Vec<_>>()
         };
         let a = run(7);
         assert_eq!(a, run(7));
         assert_ne!(a, run(8));
-        for kind in ["ping", "link down", "link up", "migrate", "dataplane drop", "dataplane delay", "switch", "control"] {
+        for kind in ["ping", "link down", "link up", "migrate", "dataplane drop", "dataplane delay", "switch", "control", "controller c"] {
             assert!(a.iter().any(|e| e.describe().starts_with(kind)), "no {kind} in 200 steps");
         }
     }

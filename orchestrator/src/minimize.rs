@@ -2,7 +2,8 @@
 //! with delta debugging over its external events (brief §6).
 //!
 //! - Events that must go together form one *unit*: a link or switch failure
-//!   with its recovery, a dataplane or control fault with its end. Host migrations are units of
+//!   with its recovery, a controller crash with its restart, a dataplane or
+//!   control fault with its end. Host migrations are units of
 //!   their own; a candidate's migrations are rewritten so each starts where the
 //!   host really is (it never jumps).
 //! - Each candidate is replayed up to `--replays` times and counts as
@@ -42,6 +43,7 @@ pub fn units(externals: &[&External]) -> Vec<Vec<usize>> {
     let mut open_delay: BTreeMap<(u64, u32, u64, u32), usize> = BTreeMap::new();
     let mut open_switch: BTreeMap<u64, usize> = BTreeMap::new();
     let mut open_control: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut open_controller: BTreeMap<String, usize> = BTreeMap::new();
     for (i, e) in externals.iter().enumerate() {
         let key = |a: &crate::trace::Port, b: &crate::trace::Port| (a.switch, a.port, b.switch, b.port);
         match e {
@@ -82,6 +84,14 @@ pub fn units(externals: &[&External]) -> Vec<Vec<usize>> {
                 out.push(vec![i]);
             }
             External::ControlDelayEnd { switch } => match open_control.remove(switch) {
+                Some(u) => out[u].push(i),
+                None => out.push(vec![i]),
+            },
+            External::ControllerCrash { controller } => {
+                open_controller.insert(controller.clone(), out.len());
+                out.push(vec![i]);
+            }
+            External::ControllerRestart { controller } => match open_controller.remove(controller) {
                 Some(u) => out[u].push(i),
                 None => out.push(vec![i]),
             },

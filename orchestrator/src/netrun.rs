@@ -102,6 +102,14 @@ fn spawn_connection(
     (tx, reader.abort_handle())
 }
 
+impl Conn {
+    /// A connection slot with no connection (its controller is down).
+    fn closed(addr: SocketAddr, epoch: u64) -> Conn {
+        let reader = tokio::spawn(async {}).abort_handle();
+        Conn { tx: mpsc::unbounded_channel().0, open: false, addr, epoch, reader }
+    }
+}
+
 /// Opens one control connection and says HELLO.
 async fn open_conn(dpid: u64, local: usize, epoch: u64, addr: SocketAddr, in_tx: mpsc::UnboundedSender<Inbound>, hello: Bytes) -> std::io::Result<Conn> {
     let stream = TcpStream::connect(addr)
@@ -124,6 +132,8 @@ pub struct NetRunner {
     in_tx: mpsc::UnboundedSender<Inbound>,
     /// Failed switches, with the links their failure took down.
     down: BTreeMap<u64, Vec<sts_mocknet::Endpoint>>,
+    /// Controllers crashed on purpose.
+    controllers_down: BTreeSet<SocketAddr>,
     /// (dpid, controller) pairs whose FEATURES_REPLY has been sent.
     pub handshakes: BTreeSet<(u64, usize)>,
     /// Time of the last controller message other than an echo.
@@ -179,6 +189,7 @@ impl NetRunner {
         Ok(NetRunner {
             in_tx,
             down: BTreeMap::new(),
+            controllers_down: BTreeSet::new(),
             net,
             clock,
             interposer: Interposer::default(),
@@ -360,15 +371,46 @@ impl NetRunner {
         self.dispatch(out, None);
     }
 
-    /// Switches with no open controller connection (failed switches aside:
-    /// they are down on purpose).
+    /// Switches with no open controller connection (aside from failed
+    /// switches and switches whose controllers all crashed on purpose).
     pub fn disconnected(&self) -> Vec<u64> {
         self.net
             .switches
             .keys()
-            .filter(|d| !self.down.contains_key(d) && !self.conns.get(d).is_some_and(|cs| cs.iter().any(|c| c.open)))
+            .filter(|d| {
+                let conns = self.conns.get(d).map_or(&[][..], Vec::as_slice);
+                let on_purpose = self.down.contains_key(d) || (!conns.is_empty() && conns.iter().all(|c| self.controllers_down.contains(&c.addr)));
+                !on_purpose && !conns.iter().any(|c| c.open)
+            })
             .copied()
             .collect()
+    }
+
+    /// Notes that the controller at `addr` was crashed on purpose.
+    pub fn controller_down(&mut self, addr: SocketAddr) {
+        self.controllers_down.insert(addr);
+    }
+
+    /// Connects every live switch again to the (restarted) controller at
+    /// `addr`, each with a fresh HELLO.
+    pub async fn reconnect_controller(&mut self, addr: SocketAddr) -> std::io::Result<()> {
+        self.controllers_down.remove(&addr);
+        let targets: Vec<(u64, usize, u64)> = self
+            .conns
+            .iter()
+            .filter(|(d, _)| !self.down.contains_key(d))
+            .flat_map(|(&d, cs)| cs.iter().enumerate().filter(|(_, c)| c.addr == addr).map(move |(local, c)| (d, local, c.epoch)))
+            .collect();
+        for (dpid, local, epoch) in targets {
+            let hello = Bytes::from(self.net.switches[&dpid].hello().emit().expect("a HELLO always encodes"));
+            let conn = open_conn(dpid, local, epoch + 1, addr, self.in_tx.clone(), hello).await?;
+            if let Some(old) = self.conns.get_mut(&dpid).and_then(|l| l.get_mut(local)) {
+                old.reader.abort();
+                *old = conn;
+            }
+            self.handshakes.remove(&(dpid, local));
+        }
+        Ok(())
     }
 
     /// True if switch `dpid` is failed.
@@ -415,7 +457,12 @@ impl NetRunner {
         let old: Vec<(SocketAddr, u64)> = self.conns.get(&dpid).into_iter().flatten().map(|c| (c.addr, c.epoch)).collect();
         let mut fresh = Vec::new();
         for (local, (addr, epoch)) in old.into_iter().enumerate() {
-            fresh.push(open_conn(dpid, local, epoch + 1, addr, self.in_tx.clone(), hello.clone()).await?);
+            if self.controllers_down.contains(&addr) {
+                // Its controller is down: it connects when the controller restarts.
+                fresh.push(Conn::closed(addr, epoch + 1));
+            } else {
+                fresh.push(open_conn(dpid, local, epoch + 1, addr, self.in_tx.clone(), hello.clone()).await?);
+            }
         }
         self.conns.insert(dpid, fresh);
         Ok(())

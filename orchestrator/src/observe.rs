@@ -2,12 +2,15 @@
 //! which controllers are alive, which switches lost their controllers, what
 //! the dataplane and the controllers' logs said since the last check.
 
+use std::collections::BTreeSet;
+
 use sts_invariants::check::{ControllerState, Facts};
 use sts_mocknet::DataplaneEvent;
 use sts_proxy::interpose::Direction;
 
 use crate::controller::Controller;
 use crate::netrun::NetRunner;
+use crate::session::Session;
 use crate::trace::Internal;
 
 /// The name a controller goes by in violations and traces: `c0`, `c1` ... in
@@ -16,11 +19,29 @@ pub fn controller_name(index: usize) -> String {
     format!("c{index}")
 }
 
-/// Gathers the facts for one check. `dataplane` and `log_lines` are what
-/// happened since the previous check (the caller also records them).
-pub fn facts(runner: &NetRunner, controllers: &mut [Controller], dataplane: Vec<DataplaneEvent>, log_lines: Vec<(String, String)>) -> Facts {
+/// Gathers the facts for one check of a session. `dataplane` and
+/// `log_lines` are what happened since the previous check (the caller also
+/// records them).
+pub fn facts(session: &mut Session, dataplane: Vec<DataplaneEvent>, log_lines: Vec<(String, String)>) -> Facts {
+    facts_of(&session.runner, &mut session.controllers, &session.crashed, dataplane, log_lines)
+}
+
+/// The same from the parts: controllers in `crashed` were crashed on purpose
+/// (a fuzzer input) and are not liveness failures.
+pub fn facts_of(
+    runner: &NetRunner,
+    controllers: &mut [Controller],
+    crashed: &BTreeSet<usize>,
+    dataplane: Vec<DataplaneEvent>,
+    log_lines: Vec<(String, String)>,
+) -> Facts {
     Facts {
-        controllers: controllers.iter_mut().enumerate().map(|(i, c)| ControllerState { name: controller_name(i), alive: c.is_alive() }).collect(),
+        controllers: controllers
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| !crashed.contains(i))
+            .map(|(i, c)| ControllerState { name: controller_name(i), alive: c.is_alive() })
+            .collect(),
         disconnected: runner.disconnected(),
         dataplane,
         log_lines,

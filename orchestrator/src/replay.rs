@@ -22,7 +22,7 @@ use crate::experiment::{self, Experiment};
 use crate::fuzz::Monitor;
 use crate::inputs;
 use crate::netrun::Settle;
-use crate::session::{self, RunError, Session};
+use crate::session::{self, RunError};
 use crate::trace::{self, External, Header, Trace};
 
 /// How long replay waits in one slice while watching for expected events.
@@ -85,7 +85,7 @@ pub fn validate(config: &Config, trace: &Trace, path: &Path) -> Result<(), RunEr
     let net = Network::new(&config.topology(), config.network.openflow.wire());
     for r in &trace.records {
         if let Some(e) = &r.external {
-            inputs::validate(&net, e).map_err(|m| RunError::BadInput(format!("{}:{}: external: {m}", path.display(), r.line)))?;
+            inputs::validate(&net, config.controllers.len(), e).map_err(|m| RunError::BadInput(format!("{}:{}: external: {m}", path.display(), r.line)))?;
         }
     }
     Ok(())
@@ -97,10 +97,10 @@ pub async fn replay_once(config: &Config, trace: &Trace, out: &Path, run: u32) -
     let epsilon = config.interpose.epsilon_ms;
     let p = &config.pingall;
     let settle = Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms };
-    let Session { mut runner, mut controllers, .. } = session::start(config, &out.join("logs"), settle).await?;
+    let mut s = session::start(config, &out.join("logs"), settle).await?;
     let trace_path = out.join("trace.jsonl");
     let mut writer = trace::Writer::create(&trace_path, &Header::new(trace.header.seed)).map_err(env)?;
-    let mut monitor = Monitor::new(config, runner.clock.now());
+    let mut monitor = Monitor::new(config, s.runner.clock.now());
     let wanted = trace.violation().map(Violation::fingerprint);
 
     let mut balance = Balance::default();
@@ -115,14 +115,14 @@ pub async fn replay_once(config: &Config, trace: &Trace, out: &Path, run: u32) -
     // one, any persistent violation) has been found.
     macro_rules! slice {
         ($ms:expr) => {{
-            runner.run_for(Duration::from_millis($ms)).await;
-            for e in monitor.record(&mut runner, &controllers, &mut writer).map_err(env)? {
+            s.runner.run_for(Duration::from_millis($ms)).await;
+            for e in monitor.record(&mut s, &mut writer).map_err(env)? {
                 if let Some(k) = e.key() {
                     balance.see(&k);
                     observed.push(k);
                 }
             }
-            if let Some(v) = monitor.observe(&mut runner, &mut controllers, &mut writer).map_err(env)? {
+            if let Some(v) = monitor.observe(&mut s, &mut writer).map_err(env)? {
                 let hit = wanted.as_ref().is_none_or(|w| *w == v.fingerprint());
                 if hit || found.is_none() {
                     found = Some(v);
@@ -152,7 +152,7 @@ pub async fn replay_once(config: &Config, trace: &Trace, out: &Path, run: u32) -
             Some(prev) => last_injected + orig_t.saturating_sub(prev),
         };
         loop {
-            let now = runner.clock.now();
+            let now = s.runner.clock.now();
             if now >= target && balance.missing == 0 {
                 break;
             }
@@ -164,9 +164,15 @@ pub async fn replay_once(config: &Config, trace: &Trace, out: &Path, run: u32) -
                 break 'events;
             }
         }
-        let now = runner.clock.now();
+        for e in monitor.record(&mut s, &mut writer).map_err(env)? {
+            if let Some(k) = e.key() {
+                balance.see(&k);
+                observed.push(k);
+            }
+        }
+        let now = s.runner.clock.now();
         writer.external(now, (*e).clone()).map_err(env)?;
-        inputs::apply(&mut runner, e).await.map_err(RunError::BadInput)?;
+        inputs::apply(&mut s, e).await.map_err(RunError::BadInput)?;
         injected += 1;
         last_orig = Some(*orig_t);
         last_injected = now;
@@ -177,13 +183,13 @@ pub async fn replay_once(config: &Config, trace: &Trace, out: &Path, run: u32) -
         (Some(v), Some((t, _))) => v.t_ms.saturating_sub(*t),
         _ => 0,
     };
-    let until = runner.clock.now() + tail + config.invariants.persist_ms + config.invariants.check_every_ms + epsilon;
+    let until = s.runner.clock.now() + tail + config.invariants.persist_ms + config.invariants.check_every_ms + epsilon;
     let mut reproduced = found.as_ref().is_some_and(|v| wanted.as_ref().is_none_or(|w| *w == v.fingerprint()));
-    while !reproduced && runner.clock.now() < until {
+    while !reproduced && s.runner.clock.now() < until {
         reproduced = slice!(SLICE_MS) && found.is_some();
     }
     if let Some(v) = &found {
-        writer.violation(runner.clock.now(), v.clone()).map_err(env)?;
+        writer.violation(s.runner.clock.now(), v.clone()).map_err(env)?;
     }
     let divergence = diverge(trace, &observed);
     Ok(ReplayResult { run, reproduced, violation: found, injected, timeouts, divergence, trace: trace_path })

@@ -2,6 +2,7 @@
 //! network, connect every switch, and wait for the handshakes. Shared by
 //! `pingall`, `fuzz` and `replay`.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -10,7 +11,7 @@ use sts_mocknet::Network;
 use crate::cli::exit;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::controller::Controller;
+use crate::controller::{Controller, ControllerSpec};
 use crate::netrun::{NetRunner, Settle};
 
 /// Why a run could not complete.
@@ -39,6 +40,39 @@ pub struct Session {
     pub runner: NetRunner,
     pub controllers: Vec<Controller>,
     pub run_dir: PathBuf,
+    specs: Vec<ControllerSpec>,
+    logs: Vec<PathBuf>,
+    /// Controllers crashed on purpose (a fuzzer input), not yet restarted.
+    pub crashed: BTreeSet<usize>,
+}
+
+impl Session {
+    /// Controller failure: SIGKILL to its process group. Its switches see
+    /// their connections close.
+    pub fn crash_controller(&mut self, i: usize) -> Result<(), String> {
+        let c = self.controllers.get_mut(i).ok_or_else(|| format!("no controller c{i}"))?;
+        c.kill();
+        self.runner.controller_down(c.addr());
+        self.crashed.insert(i);
+        Ok(())
+    }
+
+    /// Controller recovery: start it again on the same address, and connect
+    /// every live switch to it again.
+    pub async fn restart_controller(&mut self, i: usize) -> Result<(), String> {
+        if !self.crashed.contains(&i) {
+            return Ok(());
+        }
+        let (spec, log) = (self.specs[i].clone(), self.logs[i].clone());
+        let addr = self.controllers[i].addr();
+        let ctl = tokio::task::spawn_blocking(move || Controller::start(&spec, addr, &log))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("controller c{i} did not come back: {e}"))?;
+        self.controllers[i] = ctl;
+        self.crashed.remove(&i);
+        self.runner.reconnect_controller(addr).await.map_err(|e| e.to_string())
+    }
 }
 
 /// A spinner with a counter, on stderr (hidden when stderr is not a terminal).
@@ -58,8 +92,10 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
     let specs = config.controller_specs(run_dir).map_err(|e| RunError::Environment(format!("cannot write controller files: {e}")))?;
     let mut controllers = Vec::new();
     let mut addrs = Vec::new();
+    let mut logs = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
         let log = run_dir.join(format!("controller-{i}-{}.log", spec.name));
+        logs.push(log.clone());
         tracing::info!("starting controller {i} ({}), log {}", spec.name, log.display());
         let spec = spec.clone();
         let ctl = tokio::task::spawn_blocking(move || Controller::start_on_free_port(&spec, &log))
@@ -88,5 +124,5 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         }
         return Err(RunError::Environment(why));
     }
-    Ok(Session { runner, controllers, run_dir: run_dir.to_owned() })
+    Ok(Session { runner, controllers, run_dir: run_dir.to_owned(), specs, logs, crashed: BTreeSet::new() })
 }

@@ -77,6 +77,10 @@ pub enum External {
     ControlDelay { switch: u64, ms: u64 },
     /// Messages to the switch flow promptly again.
     ControlDelayEnd { switch: u64 },
+    /// A controller process is killed (SIGKILL); `controller` is `c0`, `c1` ... in config order.
+    ControllerCrash { controller: String },
+    /// A crashed controller starts again on the same address; the switches reconnect.
+    ControllerRestart { controller: String },
 }
 
 impl External {
@@ -96,6 +100,8 @@ impl External {
             External::SwitchUp { switch } => format!("switch s{switch} recovers"),
             External::ControlDelay { switch, ms } => format!("control messages to s{switch} delayed {ms} ms"),
             External::ControlDelayEnd { switch } => format!("control delay to s{switch} ends"),
+            External::ControllerCrash { controller } => format!("controller {controller} crashes"),
+            External::ControllerRestart { controller } => format!("controller {controller} restarts"),
         }
     }
 }
@@ -154,13 +160,14 @@ pub struct Record {
 pub struct Writer {
     out: File,
     next_seq: u64,
+    last_t: u64,
     path: PathBuf,
 }
 
 impl Writer {
     /// Creates `path` and writes the header.
     pub fn create(path: &Path, header: &Header) -> std::io::Result<Writer> {
-        let mut w = Writer { out: File::create(path)?, next_seq: 1, path: path.to_owned() };
+        let mut w = Writer { out: File::create(path)?, next_seq: 1, last_t: 0, path: path.to_owned() };
         w.line(&serde_json::to_string(header).map_err(std::io::Error::other)?)?;
         Ok(w)
     }
@@ -175,6 +182,9 @@ impl Writer {
     fn record(&mut self, t_ms: u64, external: Option<External>, internal: Option<Internal>, violation: Option<Violation>) -> std::io::Result<u64> {
         let seq = self.next_seq;
         self.next_seq += 1;
+        // Times never go back, even if a caller's clock readings interleave.
+        let t_ms = t_ms.max(self.last_t);
+        self.last_t = t_ms;
         let r = Record { seq, t_ms, external, internal, violation, line: 0 };
         self.line(&serde_json::to_string(&r).map_err(std::io::Error::other)?)?;
         Ok(seq)
@@ -291,11 +301,13 @@ mod tests {
         w.external(10, External::Ping { src: "h1".into(), dst: "h2".into() }).unwrap();
         let fp = r#"{"packet_in":{}}"#.to_string();
         w.internal(12, Internal::Openflow { dpid: 1, controller: 0, dir: "to_controller".into(), msg: "packet_in".into(), fp }).unwrap();
+        w.external(11, External::Ping { src: "h2".into(), dst: "h1".into() }).unwrap();
         drop(w);
         let t = Trace::load(&p).unwrap();
         assert_eq!(t.header.seed, Some(7));
-        assert_eq!(t.records.len(), 2);
-        assert_eq!(t.externals().len(), 1);
+        assert_eq!(t.records.len(), 3);
+        assert_eq!(t.records[2].t_ms, 12, "a late clock reading is clamped, never going back");
+        assert_eq!(t.externals().len(), 2);
     }
 
     #[test]

@@ -33,7 +33,7 @@ fn all_checks() -> Checker {
 
 fn check(r: &mut PingallRun, checker: &Checker) -> Report {
     let events = std::mem::take(&mut r.runner.net.events);
-    let facts = observe::facts(&r.runner, &mut r.controllers, events, vec![]);
+    let facts = observe::facts_of(&r.runner, &mut r.controllers, &Default::default(), events, vec![]);
     checker.check(&r.runner.net, &facts)
 }
 
