@@ -100,3 +100,28 @@ fn minimizing_the_hand_written_trace_keeps_the_migration_and_one_ping_and_resume
     assert_eq!(again.mcs_inputs, 2);
     assert_eq!(again.replays, r.replays + 1, "resumed without replaying candidates again");
 }
+
+/// Switch crashes and recoveries, controller crashes and restarts: the
+/// switches reconnect (fresh handshakes), nothing is reported as a liveness
+/// failure while down on purpose, and the trace replays input for input.
+#[test]
+fn failures_and_restarts_are_injected_and_replayed() {
+    let text = "[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"1.0\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n\n\
+                [fuzz]\nseed = 2\nsteps = 200\nstep_ms = 50\n\n[fuzz.rates]\ntraffic = 0.5\nlink_failure = 0.0\nhost_migration = 0.0\n\
+                controller_crash = 0.03\ncontroller_recovery = 0.1\nswitch_failure = 0.02\nswitch_recovery = 0.1\n";
+    let config = Config::from_toml(text, Path::new("failures.toml")).unwrap();
+    let rt = rt();
+    let exp = Experiment::create(&fresh("failures"), text).unwrap();
+    let out = rt.block_on(fuzz::run(&config, &exp)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.violation.is_none(), "a learning switch on a line survives crashes: {:?}", out.violation);
+    let trace = Trace::load(&exp.trace()).unwrap();
+    let kinds: Vec<String> = trace.externals().iter().map(|(_, e)| e.describe()).collect();
+    for k in ["switch s1 fails", "switch s1 recovers", "controller c0 crashes", "controller c0 restarts"] {
+        assert!(kinds.iter().any(|d| d == k), "no {k:?} in {kinds:?}");
+    }
+    let handshakes = trace.records.iter().filter(|r| matches!(&r.internal, Some(sts::trace::Internal::Openflow { msg, .. }) if msg == "features_reply")).count();
+    assert!(handshakes > 3, "switches reconnected ({handshakes} handshakes)");
+    let r = rt.block_on(replay::replay_once(&config, &trace, &exp.replay(1), 1)).unwrap();
+    assert_eq!(r.injected, trace.externals().len());
+    assert!(r.violation.is_none(), "{:?}", r.violation);
+}
