@@ -111,6 +111,13 @@ impl Violation {
         self.invariant == Invariant::Loop && self.witness.is_none()
     }
 
+    /// Something that happened rather than a state that may heal: a loop the
+    /// dataplane saw, or a controller logging an error. Persistence counts
+    /// these at once.
+    pub fn is_event(&self) -> bool {
+        self.is_observed_loop() || self.invariant == Invariant::ControllerErrors
+    }
+
     /// What decides whether a replay "found the same bug": the invariant and
     /// its stable elements. Loops match on the invariant alone (which cycle a
     /// storm takes depends on timing); blackholes and reachability on the

@@ -3,9 +3,9 @@
 //! A network under churn is briefly wrong all the time (a link fails, the
 //! controller needs a moment to route around it). A violation counts only once
 //! its fingerprint has been seen continuously, check after check, for at least
-//! the threshold; a check without it starts the clock again. A loop the
-//! dataplane *saw* (a storm cut short by the hop limit) counts at once: only
-//! the mock network's hop limit ended it.
+//! the threshold; a check without it starts the clock again. Events count at
+//! once: a loop the dataplane *saw* (a storm only the mock network's hop limit
+//! ended) and a controller's logged error (it happened; it cannot heal).
 
 use std::collections::BTreeMap;
 
@@ -38,7 +38,7 @@ impl Persistence {
         let mut out = Vec::new();
         for (fp, vs) in present {
             let first = *self.since.entry(fp).or_insert(now);
-            let immediate = vs.iter().any(|v| v.is_observed_loop());
+            let immediate = vs.iter().any(|v| v.is_event());
             if now.saturating_sub(first) >= self.threshold_ms || immediate {
                 let best = vs.iter().find(|v| v.witness.is_some()).unwrap_or(&vs[0]);
                 out.push((*best).clone());

@@ -11,10 +11,11 @@
 //! hosts = [1, 1, 4]     # any shape: one host per entry, on that switch (h1, h2 ...);
 //!                       # without it each shape places its own (see mocknet::topology)
 //! openflow = "1.3"      # "1.0" or "1.3"
+//! table_capacity = 100000   # entries per flow table before TABLE_FULL
 //!
 //! [[controllers]]
 //! kind = "os-ken"       # os-ken | faucet | ovs-testcontroller | command
-//! apps = ["os_ken.app.simple_switch_13"]   # os-ken only
+//! apps = ["os_ken.app.simple_switch_13"]   # os-ken only; a .py file is found next to the config
 //! args = []             # os-ken, ovs-testcontroller: extra options ({aux_port} ...)
 //! command = []          # command: program and arguments ({port}, {address} ...)
 //! env = {}              # command: environment
@@ -86,6 +87,10 @@ pub struct Config {
     pub invariants: InvariantsConfig,
     #[serde(default)]
     pub interpose: InterposeConfig,
+    /// The directory of the config file: relative app paths (`apps =
+    /// ["my_app.py"]`) are resolved against it.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
 }
 
 /// The `[fuzz]` table.
@@ -217,6 +222,9 @@ pub struct NetworkConfig {
     pub links: Option<Vec<(u64, u64)>>,
     /// Host placement: one host per entry, on that switch.
     pub hosts: Option<Vec<u64>>,
+    /// Flow entries each table holds before FLOW_MODs fail with TABLE_FULL.
+    #[serde(default)]
+    pub table_capacity: Option<usize>,
     #[serde(default)]
     pub openflow: OpenFlowVersion,
 }
@@ -328,7 +336,8 @@ impl Config {
     /// Parses and validates config text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
         let err = |message: String| ConfigError { path: origin.to_owned(), message };
-        let config: Config = toml::from_str(text).map_err(|e| err(describe_toml_error(text, &e)))?;
+        let mut config: Config = toml::from_str(text).map_err(|e| err(describe_toml_error(text, &e)))?;
+        config.base_dir = origin.parent().map(Path::to_path_buf).unwrap_or_default();
         config.validate().map_err(err)?;
         Ok(config)
     }
@@ -454,10 +463,15 @@ impl Config {
             .enumerate()
             .map(|(i, c)| {
                 let mut spec = match c.kind {
-                    ControllerKind::OsKen => presets::os_ken_with(
-                        &c.args.iter().map(String::as_str).collect::<Vec<_>>(),
-                        &c.apps.iter().map(String::as_str).collect::<Vec<_>>(),
-                    ),
+                    ControllerKind::OsKen => {
+                        // An app given as a .py file is found next to the config.
+                        let apps: Vec<String> = c
+                            .apps
+                            .iter()
+                            .map(|a| if a.ends_with(".py") && Path::new(a).is_relative() { self.base_dir.join(a).display().to_string() } else { a.clone() })
+                            .collect();
+                        presets::os_ken_with(&c.args.iter().map(String::as_str).collect::<Vec<_>>(), &apps.iter().map(String::as_str).collect::<Vec<_>>())
+                    }
                     ControllerKind::OvsTestcontroller => presets::ovs_testcontroller(&c.args.iter().map(String::as_str).collect::<Vec<_>>()),
                     ControllerKind::Faucet => {
                         let path = run_dir.join(format!("faucet-{i}.yaml"));

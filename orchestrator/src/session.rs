@@ -106,7 +106,10 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         controllers.push(ctl);
     }
     let topo = config.topology();
-    let net = Network::new(&topo, config.network.openflow.wire());
+    let mut net = Network::new(&topo, config.network.openflow.wire());
+    if let Some(cap) = config.network.table_capacity {
+        net.switches.values_mut().for_each(|s| s.table_capacity = cap);
+    }
     let clock = Clock::start();
     let mut runner = NetRunner::connect(net, &addrs, clock).await.map_err(|e| RunError::Environment(e.to_string()))?;
     let total = runner.connection_count() as u64;

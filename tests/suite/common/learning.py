@@ -1,0 +1,80 @@
+"""A plain OpenFlow 1.3 learning switch that the suite's buggy apps extend.
+
+Each bug app subclasses LearningSwitch and overrides a hook; the bug lives in
+the hook, the rest is the usual MAC learning (flows with no timeouts).
+"""
+
+from os_ken.base import app_manager
+from os_ken.controller import ofp_event
+from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.lib.packet import ethernet, ether_types, packet
+from os_ken.ofproto import ofproto_v1_3
+
+
+def host_mac(i):
+    """The MAC sts gives host h<i>."""
+    return "00:00:00:00:00:%02x" % i
+
+
+def host_ip(i):
+    """The IPv4 address sts gives host h<i>."""
+    return "10.0.0.%d" % i
+
+
+class LearningSwitch(app_manager.OSKenApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.mac_to_port = {}
+
+    def add_flow(self, dp, priority, match, actions):
+        parser, ofp = dp.ofproto_parser, dp.ofproto
+        inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
+        dp.send_msg(parser.OFPFlowMod(datapath=dp, priority=priority, match=match, instructions=inst))
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _features(self, ev):
+        dp = ev.msg.datapath
+        parser, ofp = dp.ofproto_parser, dp.ofproto
+        self.add_flow(dp, 0, parser.OFPMatch(), [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)])
+        self.on_switch(dp)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev):
+        msg = ev.msg
+        self.on_port_status(msg.datapath, msg.reason, msg.desc)
+
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def _packet_in(self, ev):
+        msg = ev.msg
+        dp = msg.datapath
+        parser, ofp = dp.ofproto_parser, dp.ofproto
+        in_port = msg.match["in_port"]
+        pkt = packet.Packet(msg.data)
+        eth = pkt.get_protocols(ethernet.ethernet)[0]
+        if eth.ethertype == ether_types.ETH_TYPE_LLDP:
+            return
+        if self.on_packet(dp, in_port, eth, pkt) is False:
+            return
+        table = self.table(dp)
+        table[eth.src] = in_port
+        out_port = table.get(eth.dst, ofp.OFPP_FLOOD)
+        actions = [parser.OFPActionOutput(out_port)]
+        if out_port != ofp.OFPP_FLOOD:
+            self.add_flow(dp, 1, parser.OFPMatch(in_port=in_port, eth_dst=eth.dst, eth_src=eth.src), actions)
+        dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=in_port, actions=actions, data=msg.data))
+
+    # Hooks for the bug apps.
+
+    def table(self, dp):
+        return self.mac_to_port.setdefault(dp.id, {})
+
+    def on_switch(self, dp):
+        pass
+
+    def on_port_status(self, dp, reason, desc):
+        pass
+
+    def on_packet(self, dp, in_port, eth, pkt):
+        return True

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Writes one bug-suite case as an experiment directory: the case's config
+and a trace whose external events are the case's known minimal causal
+sequence (MCS) hidden among EXTRA extraneous inputs, with the violation the
+MCS causes as the trace's last record.
+
+    tests/suite/make_trace.py CASE EXTRA SEED OUTDIR
+
+The extraneous inputs are chosen so that they cannot cause the bug on their
+own (they never touch what the bug needs); the optimal MCS size is printed.
+"""
+
+import json
+import os
+import random
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STEP_MS = 150
+START_MS = 1000
+
+
+def ping(a, b):
+    return {"type": "ping", "src": "h%d" % a, "dst": "h%d" % b}
+
+
+def port(s, p):
+    return {"switch": s, "port": p}
+
+
+def link(kind, a, b):
+    return {"type": kind, "a": a, "b": b}
+
+
+def case_events(case, extra, rng):
+    """(config name, [(event, gap_ms)], violation, optimal size)."""
+    noise, mcs = [], []
+    if case == "rare_pair_crash":
+        # h1 h2 h3 on s1 s2 s3, h4 on s1. Needs: a port added (h4 moves), then h3 heard.
+        before = int(extra * 0.7)
+        for _ in range(before):
+            # Never h3: the bug needs a packet from h3 to reach the controller,
+            # which flows installed by earlier pings would prevent.
+            noise.append(ping(*rng.choice([(1, 2), (2, 1)])))
+        mcs.append({"type": "host_migrate", "host": "h4", "from": 1, "to": 3})
+        after = [ping(*rng.choice([(1, 2), (2, 1)])) for _ in range(extra - before)]
+        events = noise + mcs[:1] + after + [ping(1, 3)]
+        return events, {"invariant": "liveness", "elements": ["c0"], "summary": "controller c0 is not running"}, 2
+    if case == "link_state_corruption":
+        # Needs: a link down, then up. Noise: pings and dataplane faults (no port change).
+        l12 = (port(1, 2), port(2, 2))
+        l23 = (port(2, 3), port(3, 2))
+        events = []
+        for _ in range(extra):
+            r = rng.random()
+            if r < 0.8:
+                events.append(ping(*rng.sample([1, 2, 3], 2)))
+            else:
+                a, b = rng.choice([l12, l23])
+                events.append({"type": "dataplane_delay", "a": a, "b": b, "ms": 50})
+                events.append({"type": "dataplane_delay_end", "a": a, "b": b})
+        at = rng.randrange(len(events) // 3, len(events))
+        a, b = rng.choice([l12, l23])
+        events[at:at] = [link("link_down", a, b), link("link_up", a, b)]
+        return events, {"invariant": "controller-errors", "elements": ["c0"], "summary": "KeyError on port up"}, 2
+    if case == "overlapping_modules":
+        # h1 h2 h3 on s1 s2 s3, h4 on s1. Needs: h1<->h3 flows, then IPv4 to h2 seen at s2.
+        events = [ping(*rng.choice([(1, 3), (3, 1), (4, 3), (3, 4), (1, 4), (4, 1)])) for _ in range(extra)]
+        events.insert(rng.randrange(0, len(events) // 2), ping(1, 3))
+        events.append(ping(4, 2))
+        return events, {"invariant": "blackhole", "elements": ["h3", "h1"], "summary": "IPv4 crossing s2 goes to h2"}, 2
+    if case == "handshake_race":
+        # Needs: s2 reconnects, then a packet-in at s2 within half a second.
+        events = [ping(*rng.sample([1, 2, 3], 2)) for _ in range(extra)]
+        at = rng.randrange(len(events) // 3, len(events))
+        race = [({"type": "switch_down", "switch": 2}, STEP_MS), ({"type": "switch_up", "switch": 2}, 300), (ping(1, 3), 50)]
+        timed = [(e, STEP_MS) for e in events]
+        timed[at:at] = race
+        # Pings right after the reconnection would join the race: keep them away.
+        for i in range(at + 3, min(at + 6, len(timed))):
+            timed[i] = (timed[i][0], 600 if i == at + 3 else STEP_MS)
+        return timed, {"invariant": "controller-errors", "elements": ["c0"], "summary": "KeyError in the handshake window"}, 3
+    if case == "stale_routes":
+        # The ring s1-s2-s3-s4. Needs: link s1-s2 down for good. Noise: pings,
+        # and quick flaps of the other links (back before anything persists).
+        ring = {(1, 2): (port(1, 2), port(2, 2)), (2, 3): (port(2, 3), port(3, 2)), (3, 4): (port(3, 3), port(4, 2)), (4, 1): (port(4, 3), port(1, 3))}
+        timed = []
+        for _ in range(extra):
+            if rng.random() < 0.85:
+                timed.append((ping(*rng.sample([1, 2, 3, 4], 2)), STEP_MS))
+            else:
+                a, b = ring[rng.choice([(2, 3), (3, 4), (4, 1)])]
+                timed.append((link("link_down", a, b), STEP_MS))
+                timed.append((link("link_up", a, b), 100))
+        a, b = ring[(1, 2)]
+        at = rng.randrange(len(timed) // 2, len(timed) + 1)
+        # Flaps after the failure would cut the ring in two: only pings follow it.
+        timed = timed[:at] + [(link("link_down", a, b), STEP_MS)] + [(e, g) for e, g in timed[at:] if e["type"] == "ping"]
+        return timed, {"invariant": "blackhole", "elements": ["h2", "h1"], "summary": "routes over the failed link s1-s2"}, 1
+    raise SystemExit("unknown case %r" % case)
+
+
+def main():
+    if len(sys.argv) != 5:
+        raise SystemExit(__doc__)
+    case, extra, seed, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    rng = random.Random(seed)
+    events, violation, optimal = case_events(case, extra, rng)
+    timed = [e if isinstance(e, tuple) else (e, STEP_MS) for e in events]
+    os.makedirs(out, exist_ok=True)
+    shutil.copy(os.path.join(HERE, case, "config.toml"), os.path.join(out, "config.toml"))
+    # The config names its app relative to itself: point it at the suite.
+    with open(os.path.join(out, "config.toml")) as f:
+        text = f.read().replace('apps = ["app.py"]', 'apps = ["%s"]' % os.path.join(HERE, case, "app.py"))
+    with open(os.path.join(out, "config.toml"), "w") as f:
+        f.write(text)
+    t = START_MS
+    lines = [json.dumps({"format": "sts-trace", "version": 1, "seed": seed})]
+    for seq, (e, gap) in enumerate(timed, 1):
+        t += gap if seq > 1 else 0
+        lines.append(json.dumps({"seq": seq, "t_ms": t, "external": e}))
+    lines.append(json.dumps({"seq": len(timed) + 1, "t_ms": t + 1500, "violation": violation}))
+    with open(os.path.join(out, "trace.jsonl"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(json.dumps({"case": case, "inputs": len(timed), "optimal": optimal}))
+
+
+if __name__ == "__main__":
+    main()
