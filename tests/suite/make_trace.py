@@ -98,6 +98,14 @@ def case_events(case, extra, rng):
         # Flaps after the failure would cut the ring in two: only pings follow it.
         timed = timed[:at] + [(link("link_down", a, b), STEP_MS)] + [(e, g) for e, g in timed[at:] if e["type"] == "ping"]
         return timed, {"invariant": "blackhole", "elements": ["h2", "h1"], "summary": "routes over the failed link s1-s2"}, 1
+    if case == "ignored_table_full":
+        # One switch, five hosts, four entries per table; the app learns hosts
+        # from ARP. Noise: pings between h1 and h2 only (two hosts learned:
+        # everything fits). The MCS: any of them, then h3 pings h4: h3 is the
+        # third host learned, and its table-1 entry does not fit.
+        events = [ping(*rng.choice([(1, 2), (2, 1)])) for _ in range(extra)]
+        events.append(ping(3, 4))
+        return events, {"invariant": "blackhole", "elements": ["h1", "h3"], "summary": "h3's route did not fit in table 1"}, 2
     raise SystemExit("unknown case %r" % case)
 
 
