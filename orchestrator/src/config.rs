@@ -60,6 +60,7 @@
 //!
 //! [interpose]
 //! epsilon_ms = 200      # replay: extra wait for an expected internal event
+//! whitelist = ["echo_request", "echo_reply"]   # message types never held or delayed
 //! ```
 
 use std::collections::BTreeMap;
@@ -197,11 +198,15 @@ impl Default for InvariantsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct InterposeConfig {
     pub epsilon_ms: u64,
+    /// Message types that always pass straight through the proxy, whatever
+    /// delay or hold is in force (keepalives by default: held too long, they
+    /// make controllers drop switches).
+    pub whitelist: Vec<String>,
 }
 
 impl Default for InterposeConfig {
     fn default() -> Self {
-        InterposeConfig { epsilon_ms: 200 }
+        InterposeConfig { epsilon_ms: 200, whitelist: vec!["echo_request".into(), "echo_reply".into()] }
     }
 }
 

@@ -112,6 +112,7 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
     }
     let clock = Clock::start();
     let mut runner = NetRunner::connect(net, &addrs, clock).await.map_err(|e| RunError::Environment(e.to_string()))?;
+    runner.interposer.whitelist = config.interpose.whitelist.iter().cloned().collect();
     let total = runner.connection_count() as u64;
     let pb = progress(total, "handshakes");
     runner.settle_with(settle, |r| pb.set_position(r.handshakes.len() as u64)).await;

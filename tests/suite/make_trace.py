@@ -65,11 +65,14 @@ def case_events(case, extra, rng):
         events[at:at] = [link("link_down", a, b), link("link_up", a, b)]
         return events, {"invariant": "controller-errors", "elements": ["c0"], "summary": "KeyError on port up"}, 2
     if case == "overlapping_modules":
-        # h1 h2 h3 on s1 s2 s3, h4 on s1. Needs: h1<->h3 flows, then IPv4 to h2 seen at s2.
+        # h1 h2 h3 on s1 s2 s3, h4 on s1. Needs: IPv4 to h2 seen at s2. Then
+        # every IPv4 frame h2 sends meets the overlapping rule on its own
+        # switch and goes back out its ingress port: h2 -> h1 is blackholed
+        # with no other input. (This case first claimed an optimum of 2, with
+        # h1 <-> h3 flows; sts minimize found the single ping, and it is right.)
         events = [ping(*rng.choice([(1, 3), (3, 1), (4, 3), (3, 4), (1, 4), (4, 1)])) for _ in range(extra)]
-        events.insert(rng.randrange(0, len(events) // 2), ping(1, 3))
         events.append(ping(4, 2))
-        return events, {"invariant": "blackhole", "elements": ["h3", "h1"], "summary": "IPv4 crossing s2 goes to h2"}, 2
+        return events, {"invariant": "blackhole", "elements": ["h2", "h1"], "summary": "IPv4 at s2 goes to h2's port"}, 1
     if case == "handshake_race":
         # Needs: s2 reconnects, then a packet-in at s2 within half a second.
         events = [ping(*rng.sample([1, 2, 3], 2)) for _ in range(extra)]
