@@ -109,6 +109,26 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
     Ok(())
 }
 
+fn pick<T: Clone>(rng: &mut ChaCha8Rng, xs: &[T]) -> Option<T> {
+    (!xs.is_empty()).then(|| xs[rng.gen_range(0..xs.len())].clone())
+}
+
+/// Starts a fault on one of `candidates` not already under it.
+fn begin<T: Ord + Clone>(rng: &mut ChaCha8Rng, active: &mut BTreeSet<T>, candidates: impl IntoIterator<Item = T>) -> Option<T> {
+    let free: Vec<T> = candidates.into_iter().filter(|c| !active.contains(c)).collect();
+    let t = pick(rng, &free)?;
+    active.insert(t.clone());
+    Some(t)
+}
+
+/// Ends one of the `active` faults.
+fn end<T: Ord + Clone>(rng: &mut ChaCha8Rng, active: &mut BTreeSet<T>) -> Option<T> {
+    let all: Vec<T> = active.iter().cloned().collect();
+    let t = pick(rng, &all)?;
+    active.remove(&t);
+    Some(t)
+}
+
 /// Chooses external events from a seed and per-step rates. Everything it
 /// iterates is ordered, so the same seed, config and network state give the
 /// same choices.
@@ -145,7 +165,7 @@ impl Fuzzer {
     }
 
     fn pick<T: Clone>(&mut self, xs: &[T]) -> Option<T> {
-        (!xs.is_empty()).then(|| xs[self.rng.gen_range(0..xs.len())].clone())
+        pick(&mut self.rng, xs)
     }
 
     /// The events of one step (often none).
@@ -166,20 +186,8 @@ impl Fuzzer {
                     let d = self.pick(&others).expect("non-empty");
                     Some(External::Ping { src: net.hosts[s].name.clone(), dst: net.hosts[d].name.clone() })
                 }
-                "link_failure" => {
-                    let live: Vec<(Port, Port)> = Self::links(net).into_iter().filter(|l| !self.failed.contains(l)).collect();
-                    self.pick(&live).map(|(a, b)| {
-                        self.failed.insert((a, b));
-                        External::LinkDown { a, b }
-                    })
-                }
-                "link_recovery" => {
-                    let failed: Vec<(Port, Port)> = self.failed.iter().copied().collect();
-                    self.pick(&failed).map(|(a, b)| {
-                        self.failed.remove(&(a, b));
-                        External::LinkUp { a, b }
-                    })
-                }
+                "link_failure" => begin(&mut self.rng, &mut self.failed, Self::links(net)).map(|(a, b)| External::LinkDown { a, b }),
+                "link_recovery" => end(&mut self.rng, &mut self.failed).map(|(a, b)| External::LinkUp { a, b }),
                 "host_migration" => {
                     let hosts: Vec<(usize, u64)> = (0..net.hosts.len()).filter_map(|i| net.host_port(i).map(|(d, _)| (i, d))).collect();
                     match self.pick(&hosts) {
@@ -190,78 +198,25 @@ impl Fuzzer {
                         None => None,
                     }
                 }
-                "dataplane_drop" => {
-                    let clean: Vec<(Port, Port)> = Self::links(net).into_iter().filter(|l| !self.dropping.contains(l)).collect();
-                    self.pick(&clean).map(|(a, b)| {
-                        self.dropping.insert((a, b));
-                        External::DataplaneDrop { a, b }
-                    })
-                }
-                "dataplane_drop_end" => {
-                    let dropping: Vec<(Port, Port)> = self.dropping.iter().copied().collect();
-                    self.pick(&dropping).map(|(a, b)| {
-                        self.dropping.remove(&(a, b));
-                        External::DataplaneDropEnd { a, b }
-                    })
-                }
+                "dataplane_drop" => begin(&mut self.rng, &mut self.dropping, Self::links(net)).map(|(a, b)| External::DataplaneDrop { a, b }),
+                "dataplane_drop_end" => end(&mut self.rng, &mut self.dropping).map(|(a, b)| External::DataplaneDropEnd { a, b }),
                 "dataplane_delay" => {
-                    let prompt: Vec<(Port, Port)> = Self::links(net).into_iter().filter(|l| !self.delaying.contains(l) && !self.dropping.contains(l)).collect();
                     let ms = self.rates.delay_ms;
-                    self.pick(&prompt).map(|(a, b)| {
-                        self.delaying.insert((a, b));
-                        External::DataplaneDelay { a, b, ms }
-                    })
+                    let clean: Vec<(Port, Port)> = Self::links(net).into_iter().filter(|l| !self.dropping.contains(l)).collect();
+                    begin(&mut self.rng, &mut self.delaying, clean).map(|(a, b)| External::DataplaneDelay { a, b, ms })
                 }
-                "dataplane_delay_end" => {
-                    let delaying: Vec<(Port, Port)> = self.delaying.iter().copied().collect();
-                    self.pick(&delaying).map(|(a, b)| {
-                        self.delaying.remove(&(a, b));
-                        External::DataplaneDelayEnd { a, b }
-                    })
-                }
-                "switch_failure" => {
-                    let up: Vec<u64> = net.switches.keys().copied().filter(|d| !self.switches_down.contains(d)).collect();
-                    self.pick(&up).map(|switch| {
-                        self.switches_down.insert(switch);
-                        External::SwitchDown { switch }
-                    })
-                }
-                "switch_recovery" => {
-                    let down: Vec<u64> = self.switches_down.iter().copied().collect();
-                    self.pick(&down).map(|switch| {
-                        self.switches_down.remove(&switch);
-                        External::SwitchUp { switch }
-                    })
-                }
+                "dataplane_delay_end" => end(&mut self.rng, &mut self.delaying).map(|(a, b)| External::DataplaneDelayEnd { a, b }),
+                "switch_failure" => begin(&mut self.rng, &mut self.switches_down, net.switches.keys().copied()).map(|switch| External::SwitchDown { switch }),
+                "switch_recovery" => end(&mut self.rng, &mut self.switches_down).map(|switch| External::SwitchUp { switch }),
                 "control_delay" => {
-                    let prompt: Vec<u64> = net.switches.keys().copied().filter(|d| !self.control_delayed.contains(d)).collect();
                     let ms = self.rates.delay_ms;
-                    self.pick(&prompt).map(|switch| {
-                        self.control_delayed.insert(switch);
-                        External::ControlDelay { switch, ms }
-                    })
+                    begin(&mut self.rng, &mut self.control_delayed, net.switches.keys().copied()).map(|switch| External::ControlDelay { switch, ms })
                 }
-                "control_delay_end" => {
-                    let delayed: Vec<u64> = self.control_delayed.iter().copied().collect();
-                    self.pick(&delayed).map(|switch| {
-                        self.control_delayed.remove(&switch);
-                        External::ControlDelayEnd { switch }
-                    })
-                }
+                "control_delay_end" => end(&mut self.rng, &mut self.control_delayed).map(|switch| External::ControlDelayEnd { switch }),
                 "controller_crash" => {
-                    let up: Vec<usize> = (0..self.controllers).filter(|c| !self.controllers_down.contains(c)).collect();
-                    self.pick(&up).map(|c| {
-                        self.controllers_down.insert(c);
-                        External::ControllerCrash { controller: format!("c{c}") }
-                    })
+                    begin(&mut self.rng, &mut self.controllers_down, 0..self.controllers).map(|c| External::ControllerCrash { controller: format!("c{c}") })
                 }
-                "controller_recovery" => {
-                    let down: Vec<usize> = self.controllers_down.iter().copied().collect();
-                    self.pick(&down).map(|c| {
-                        self.controllers_down.remove(&c);
-                        External::ControllerRestart { controller: format!("c{c}") }
-                    })
-                }
+                "controller_recovery" => end(&mut self.rng, &mut self.controllers_down).map(|c| External::ControllerRestart { controller: format!("c{c}") }),
                 _ => None,
             };
             out.extend(e);

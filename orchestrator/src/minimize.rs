@@ -38,67 +38,42 @@ use crate::trace::{External, Trace};
 /// kept or removed together.
 pub fn units(externals: &[&External]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
-    let mut open_link: BTreeMap<(u64, u32, u64, u32), usize> = BTreeMap::new();
-    let mut open_drop: BTreeMap<(u64, u32, u64, u32), usize> = BTreeMap::new();
-    let mut open_delay: BTreeMap<(u64, u32, u64, u32), usize> = BTreeMap::new();
-    let mut open_switch: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut open_control: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut open_controller: BTreeMap<String, usize> = BTreeMap::new();
+    let mut open: BTreeMap<String, usize> = BTreeMap::new();
     for (i, e) in externals.iter().enumerate() {
-        let key = |a: &crate::trace::Port, b: &crate::trace::Port| (a.switch, a.port, b.switch, b.port);
-        match e {
-            External::LinkDown { a, b } => {
-                open_link.insert(key(a, b), out.len());
+        match pairing(e) {
+            Some((key, true)) => {
+                open.insert(key, out.len());
                 out.push(vec![i]);
             }
-            External::LinkUp { a, b } => match open_link.remove(&key(a, b)) {
+            Some((key, false)) => match open.remove(&key) {
                 Some(u) => out[u].push(i),
                 None => out.push(vec![i]),
             },
-            External::DataplaneDrop { a, b } => {
-                open_drop.insert(key(a, b), out.len());
-                out.push(vec![i]);
-            }
-            External::DataplaneDropEnd { a, b } => match open_drop.remove(&key(a, b)) {
-                Some(u) => out[u].push(i),
-                None => out.push(vec![i]),
-            },
-            External::DataplaneDelay { a, b, .. } => {
-                open_delay.insert(key(a, b), out.len());
-                out.push(vec![i]);
-            }
-            External::DataplaneDelayEnd { a, b } => match open_delay.remove(&key(a, b)) {
-                Some(u) => out[u].push(i),
-                None => out.push(vec![i]),
-            },
-            External::SwitchDown { switch } => {
-                open_switch.insert(*switch, out.len());
-                out.push(vec![i]);
-            }
-            External::SwitchUp { switch } => match open_switch.remove(switch) {
-                Some(u) => out[u].push(i),
-                None => out.push(vec![i]),
-            },
-            External::ControlDelay { switch, .. } => {
-                open_control.insert(*switch, out.len());
-                out.push(vec![i]);
-            }
-            External::ControlDelayEnd { switch } => match open_control.remove(switch) {
-                Some(u) => out[u].push(i),
-                None => out.push(vec![i]),
-            },
-            External::ControllerCrash { controller } => {
-                open_controller.insert(controller.clone(), out.len());
-                out.push(vec![i]);
-            }
-            External::ControllerRestart { controller } => match open_controller.remove(controller) {
-                Some(u) => out[u].push(i),
-                None => out.push(vec![i]),
-            },
-            _ => out.push(vec![i]),
+            None => out.push(vec![i]),
         }
     }
     out
+}
+
+/// For an event that starts or ends a condition: what it is about, and
+/// whether it starts it. The end goes with the latest start of the same key.
+fn pairing(e: &External) -> Option<(String, bool)> {
+    let link = |kind: &str, a: &crate::trace::Port, b: &crate::trace::Port| format!("{kind} {}:{} {}:{}", a.switch, a.port, b.switch, b.port);
+    Some(match e {
+        External::LinkDown { a, b } => (link("link", a, b), true),
+        External::LinkUp { a, b } => (link("link", a, b), false),
+        External::DataplaneDrop { a, b } => (link("drop", a, b), true),
+        External::DataplaneDropEnd { a, b } => (link("drop", a, b), false),
+        External::DataplaneDelay { a, b, .. } => (link("delay", a, b), true),
+        External::DataplaneDelayEnd { a, b } => (link("delay", a, b), false),
+        External::SwitchDown { switch } => (format!("switch {switch}"), true),
+        External::SwitchUp { switch } => (format!("switch {switch}"), false),
+        External::ControlDelay { switch, .. } => (format!("control {switch}"), true),
+        External::ControlDelayEnd { switch } => (format!("control {switch}"), false),
+        External::ControllerCrash { controller } => (format!("controller {controller}"), true),
+        External::ControllerRestart { controller } => (format!("controller {controller}"), false),
+        External::Ping { .. } | External::HostMigrate { .. } => return None,
+    })
 }
 
 /// The candidate trace keeping the external events `keep` (indices into the
