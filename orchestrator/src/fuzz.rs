@@ -168,11 +168,11 @@ pub fn command(config_path: &Path, out: &Path) -> u8 {
             return exit::ENVIRONMENT;
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match crate::session::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sts fuzz: cannot start the runtime: {e}");
-            return exit::ENVIRONMENT;
+            eprintln!("sts fuzz: {e}");
+            return e.exit_code();
         }
     };
     eprintln!("sts fuzz: seed {}, up to {} steps of {} ms; experiment in {}", config.fuzz.seed, config.fuzz.steps, config.fuzz.step_ms, out.display());

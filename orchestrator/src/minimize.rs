@@ -250,7 +250,7 @@ pub fn run(dir: &Path, opts: &Options) -> Result<Report, RunError> {
     let topo = config.topology();
     let host_start: BTreeMap<String, u64> = topo.hosts.iter().map(|h| (h.name.clone(), h.switch)).collect();
     let events_of = |c: &[usize]| -> BTreeSet<usize> { c.iter().flat_map(|&u| groups[u].iter().copied()).collect() };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| RunError::Environment(e.to_string()))?;
+    let rt = crate::session::runtime()?;
     let started = Instant::now();
     let deadline = opts.budget_s.map(|s| started + std::time::Duration::from_secs(s));
     let mut budget_exhausted = false;

@@ -105,11 +105,11 @@ pub fn command(config_path: &Path) -> u8 {
         }
     };
     let run_dir = std::env::temp_dir().join(format!("sts-pingall-{}", std::process::id()));
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match crate::session::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sts pingall: cannot start the runtime: {e}");
-            return exit::ENVIRONMENT;
+            eprintln!("sts pingall: {e}");
+            return e.exit_code();
         }
     };
     match rt.block_on(run(&config, &run_dir)) {

@@ -260,11 +260,11 @@ pub fn command(dir: &Path, repeat: u32) -> u8 {
         eprintln!("sts replay: {e}");
         return e.exit_code();
     }
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match crate::session::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sts replay: cannot start the runtime: {e}");
-            return exit::ENVIRONMENT;
+            eprintln!("sts replay: {e}");
+            return e.exit_code();
         }
     };
     let wanted = trace.violation().map(Violation::fingerprint);

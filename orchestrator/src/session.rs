@@ -35,6 +35,12 @@ impl RunError {
     }
 }
 
+/// The single-threaded runtime every command runs on (one loop owns the
+/// network; controllers are other processes).
+pub fn runtime() -> Result<tokio::runtime::Runtime, RunError> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| RunError::Environment(format!("cannot start the runtime: {e}")))
+}
+
 /// A running experiment: the controllers and the network connected to them.
 pub struct Session {
     pub runner: NetRunner,

@@ -218,11 +218,11 @@ pub fn command(listen: &str, controller: &str, record: Option<&Path>) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match crate::session::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("sts proxy: {e}");
-            return exit::ENVIRONMENT;
+            return e.exit_code();
         }
     };
     let (recording, recorder) = match record.map(record_to).transpose() {
