@@ -60,7 +60,7 @@ pub enum Command {
     /// Delta-debug a failing trace down to a minimal causal sequence (written to DIR/mcs/).
     ///
     /// Resumable: killed and started again, it continues from its last completed
-    /// replay (DIR/mcs/state.json). PEEK is not built yet.
+    /// replay (DIR/mcs/state.json).
     Minimize {
         /// Experiment directory holding the trace (with its violation).
         dir: PathBuf,
@@ -76,6 +76,9 @@ pub enum Command {
         /// Replays of the final sequence, for its reproduction rate.
         #[arg(long, default_value_t = 10)]
         final_replays: u32,
+        /// PEEK: infer each candidate's internal events by a dry run first (one extra replay per candidate).
+        #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+        peek: String,
     },
     /// Step through a trace interactively (OFRewind-style).
     Console {
@@ -124,8 +127,8 @@ pub fn run(cli: Cli) -> u8 {
         Command::Pingall { config } => return crate::pingall::command(config),
         Command::Fuzz { config, out } => return crate::fuzz::command(config, out),
         Command::Replay { dir, repeat } => return crate::replay::command(dir, *repeat),
-        Command::Minimize { dir, replays, jobs, budget, final_replays } => {
-            let opts = crate::minimize::Options { replays: *replays, jobs: *jobs, budget_s: *budget, final_replays: *final_replays };
+        Command::Minimize { dir, replays, jobs, budget, final_replays, peek } => {
+            let opts = crate::minimize::Options { replays: *replays, jobs: *jobs, peek: peek == "on", budget_s: *budget, final_replays: *final_replays };
             return crate::minimize::command(dir, opts);
         }
         Command::Proxy { listen, controller, record } => return crate::standalone::command(listen, controller, record.as_deref()),

@@ -15,10 +15,13 @@
 //!   own controllers; the outcome is the same as one at a time (the first
 //!   reproducing candidate in order wins).
 //!
-//! Not yet: PEEK. A candidate keeps the original internal events that
-//! followed the inputs it keeps (and those before the first input), and
-//! replay waits for them with the usual epsilon: events of removed inputs are
-//! not waited for, but what a new input order causes is not inferred.
+//! Internal events to wait for: by default a candidate keeps the original
+//! internal events that followed the inputs it keeps (and those before the
+//! first input). With `--peek on`, each candidate is first replayed once
+//! without waits (a dry run), and its replays wait for what that run saw
+//! after each input: PEEK without checkpoints, one extra replay per candidate
+//! (a prefix replay per input would cost n; the dry run observes every
+//! prefix's gap in one go). Checkpoints (issue 8) would make it cheap.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -198,6 +201,9 @@ fn key(c: &[usize]) -> String {
 pub struct Options {
     pub replays: u32,
     pub jobs: u32,
+    /// Infer each candidate's internal events by a dry run (PEEK without
+    /// checkpoints) instead of keeping the original run's.
+    pub peek: bool,
     pub budget_s: Option<u64>,
     pub final_replays: u32,
 }
@@ -283,9 +289,9 @@ pub fn run(dir: &Path, opts: &Options) -> Result<Report, RunError> {
                     .map(|&i| {
                         let cand = candidate(&trace, &events_of(&cands[i]), &host_start);
                         let first = run_no + 1;
-                        run_no += opts.replays.max(1);
+                        run_no += opts.replays.max(1) + u32::from(opts.peek);
                         let (config, mcs_dir) = (&config, &mcs_dir);
-                        async move { reproduces(config, cand, mcs_dir, first, opts.replays.max(1)).await }
+                        async move { reproduces(config, cand, mcs_dir, first, opts.replays.max(1), opts.peek).await }
                     })
                     .collect();
                 let outcomes = rt.block_on(futures::future::join_all(runs));
@@ -349,7 +355,25 @@ pub fn run(dir: &Path, opts: &Options) -> Result<Report, RunError> {
 
 /// Replays `cand` up to `replays` times (run directories numbered from
 /// `first`), stopping at the first reproduction: (reproduced, replays used).
-async fn reproduces(config: &Config, cand: Trace, mcs_dir: &Path, first: u32, replays: u32) -> Result<(bool, u64), RunError> {
+async fn reproduces(config: &Config, cand: Trace, mcs_dir: &Path, first: u32, replays: u32, peek: bool) -> Result<(bool, u64), RunError> {
+    let mut cand = cand;
+    let mut used = 0u64;
+    if peek {
+        // PEEK by a dry run: replay the candidate's inputs alone (no waits),
+        // and wait in the real replays for what they caused, not for what the
+        // original run's other inputs caused.
+        let out = mcs_dir.join("runs").join(format!("{first}-peek"));
+        let _ = std::fs::remove_dir_all(&out);
+        let dry = Trace { header: cand.header.clone(), records: cand.records.iter().filter(|r| r.internal.is_none()).cloned().collect() };
+        let r = replay::replay_once(config, &dry, &out, first).await?;
+        used += 1;
+        let observed = Trace::load(&r.trace).map_err(|e| RunError::Environment(e.to_string()))?;
+        let _ = std::fs::remove_dir_all(&out);
+        if r.reproduced {
+            return Ok((true, used));
+        }
+        cand = peeked(&cand, &observed);
+    }
     for k in 0..replays {
         let n = first + k;
         let out = mcs_dir.join("runs").join(n.to_string());
@@ -357,10 +381,36 @@ async fn reproduces(config: &Config, cand: Trace, mcs_dir: &Path, first: u32, re
         let r = replay::replay_once(config, &cand, &out, n).await?;
         let _ = std::fs::remove_dir_all(&out);
         if r.reproduced {
-            return Ok((true, k as u64 + 1));
+            return Ok((true, used + k as u64 + 1));
         }
     }
-    Ok((false, replays as u64))
+    Ok((false, used + replays as u64))
+}
+
+/// The candidate with, after each input, the internal events a dry run of
+/// it observed after that input (instead of the original run's).
+fn peeked(cand: &Trace, dry: &Trace) -> Trace {
+    // The dry run's internal events, by how many inputs preceded them.
+    let mut segments: Vec<Vec<crate::trace::Record>> = vec![Vec::new()];
+    for r in &dry.records {
+        if r.external.is_some() {
+            segments.push(Vec::new());
+        } else if r.internal.is_some() {
+            segments.last_mut().expect("never empty").push(r.clone());
+        }
+    }
+    let mut records = Vec::new();
+    let mut seg = segments.into_iter();
+    records.extend(seg.next().unwrap_or_default());
+    for r in &cand.records {
+        if r.external.is_some() {
+            records.push(r.clone());
+            records.extend(seg.next().unwrap_or_default());
+        } else if r.violation.is_some() {
+            records.push(r.clone());
+        }
+    }
+    Trace { header: cand.header.clone(), records }
 }
 
 fn write_trace(t: &Trace, path: &Path) -> std::io::Result<()> {
@@ -412,6 +462,35 @@ mod tests {
         assert_eq!(kept, vec![5]);
         let kept = ddmin(6, |cands| cands.iter().map(|c| c.len() == 6).collect(), |_| {});
         assert_eq!(kept.len(), 6, "nothing can go");
+    }
+
+    #[test]
+    fn peek_puts_what_the_dry_run_saw_after_each_input() {
+        use crate::trace::{Header, Internal, Record};
+        let rec = |seq, external: Option<External>, internal: Option<&str>| Record {
+            seq,
+            t_ms: seq,
+            external,
+            internal: internal.map(|l| Internal::Log { controller: "c0".into(), line: l.into(), fp: l.into() }),
+            violation: None,
+            line: 0,
+        };
+        let ping = |s: &str| Some(External::Ping { src: s.into(), dst: "h9".into() });
+        let cand = Trace { header: Header::new(None), records: vec![rec(1, None, Some("orig-start")), rec(2, ping("h1"), None), rec(3, None, Some("orig-after-1")), rec(4, ping("h2"), None)] };
+        let dry = Trace {
+            header: Header::new(None),
+            records: vec![rec(1, None, Some("hello")), rec(2, ping("h1"), None), rec(3, None, Some("a")), rec(4, None, Some("b")), rec(5, ping("h2"), None), rec(6, None, Some("c"))],
+        };
+        let lines: Vec<String> = peeked(&cand, &dry)
+            .records
+            .iter()
+            .map(|r| match (&r.external, &r.internal) {
+                (Some(e), _) => e.describe(),
+                (_, Some(Internal::Log { line, .. })) => line.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(lines, ["hello", "ping h1 -> h9", "a", "b", "ping h2 -> h9", "c"]);
     }
 
     #[test]
