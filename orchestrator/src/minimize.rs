@@ -97,7 +97,7 @@ pub fn candidate(trace: &Trace, keep: &BTreeSet<usize>, host_start: &BTreeMap<St
     let mut keeping = true;
     let mut at = host_start.clone();
     for r in &trace.records {
-        if let Some(e) = &r.external {
+        if r.external.is_some() {
             keeping = keep.contains(&ext);
             ext += 1;
             if keeping {
@@ -111,7 +111,6 @@ pub fn candidate(trace: &Trace, keep: &BTreeSet<usize>, host_start: &BTreeMap<St
                 }
                 records.push(r);
             }
-            let _ = e;
         } else if r.violation.is_some() || keeping {
             let mut r = r.clone();
             if ext > 0 {
