@@ -9,15 +9,15 @@
 use std::path::Path;
 use std::time::Duration;
 
-use sts_invariants::{Persistence, Violation};
+use sts_invariants::Violation;
 
 use crate::cli::exit;
 use crate::config::Config;
 use crate::experiment::{self, ControllerMeta, Experiment, Meta};
 use crate::inputs::{self, Fuzzer};
 use crate::netrun::Settle;
-use crate::observe;
-use crate::session::{self, progress, RunError, Session};
+use crate::observe::Monitor;
+use crate::session::{self, progress, RunError};
 use crate::trace::{self, Header};
 
 /// What a fuzz run found.
@@ -26,63 +26,6 @@ pub struct FuzzOutcome {
     pub violation: Option<Violation>,
     pub steps: u32,
     pub inputs: usize,
-}
-
-/// Checks invariants on a schedule and tracks persistence; shared with replay.
-pub struct Monitor {
-    checker: sts_invariants::Checker,
-    persistence: Persistence,
-    every_ms: u64,
-    next_ms: u64,
-    dataplane: Vec<sts_mocknet::DataplaneEvent>,
-    log_lines: Vec<(String, String)>,
-    /// Fingerprints of the violations present at the last check.
-    pub current: Vec<String>,
-}
-
-impl Monitor {
-    pub fn new(config: &Config, now: u64) -> Monitor {
-        Monitor {
-            checker: config.checker(),
-            persistence: Persistence::new(config.invariants.persist_ms),
-            every_ms: config.invariants.check_every_ms,
-            next_ms: now,
-            dataplane: Vec::new(),
-            log_lines: Vec::new(),
-            current: Vec::new(),
-        }
-    }
-
-    /// Writes what happened since the last call into the trace (do this
-    /// before writing an external event, so the trace's order is the order
-    /// things happened in).
-    pub fn record(&mut self, session: &mut Session, writer: &mut trace::Writer) -> std::io::Result<Vec<trace::Internal>> {
-        let drained = observe::drain(&mut session.runner, &session.controllers);
-        let mut out = Vec::with_capacity(drained.internal.len());
-        for (t, e) in drained.internal {
-            writer.internal(t, e.clone())?;
-            out.push(e);
-        }
-        self.dataplane.extend(drained.dataplane);
-        self.log_lines.extend(drained.log_lines);
-        Ok(out)
-    }
-
-    /// Records, then checks the invariants if a check is due. Returns the
-    /// first persistent violation.
-    pub fn observe(&mut self, session: &mut Session, writer: &mut trace::Writer) -> std::io::Result<Option<Violation>> {
-        self.record(session, writer)?;
-        let now = session.runner.clock.now();
-        if now < self.next_ms {
-            return Ok(None);
-        }
-        self.next_ms = now + self.every_ms;
-        let facts = observe::facts(session, std::mem::take(&mut self.dataplane), std::mem::take(&mut self.log_lines));
-        let report = self.checker.check(&session.runner.net, &facts);
-        self.current = report.violations.iter().map(Violation::fingerprint).collect();
-        let persistent = self.persistence.observe(now, &report.violations);
-        Ok(persistent.into_iter().next())
-    }
 }
 
 /// Runs a fuzz session into `exp`.

@@ -8,13 +8,13 @@
 //! - [`controller`]: controller processes (start, readiness, logs, kill, no orphans);
 //! - [`presets`]: ready-made specs for the controllers `scripts/setup` installs;
 //! - [`experiment`]: experiment directories (config, meta, trace, logs, violation);
-//! - [`fuzz`]: the `sts fuzz` command and the invariant monitor;
+//! - [`fuzz`]: the `sts fuzz` command;
 //! - [`minimize`]: the `sts minimize` command (ddmin, validity rules, resume, jobs);
 //! - [`replay`]: the `sts replay` command (happens-before waits, divergence);
 //! - [`trace`]: the trace format (versioned JSON Lines), writer and reader;
 //! - [`inputs`]: external events: injecting them, and the seeded fuzzer;
 //! - [`netrun`]: the mock network connected to real controllers over TCP;
-//! - [`observe`]: facts for the invariant checker (liveness, events, logs);
+//! - [`observe`]: what a run observes: facts for the checker, the trace drain, the invariant monitor;
 //! - [`session`]: bringing an experiment up (controllers, network, handshakes);
 //! - [`pingall`]: the `sts pingall` command;
 //! - [`standalone`]: the `sts proxy` command (real switches ⇄ a controller).

@@ -19,7 +19,7 @@ use sts_mocknet::Network;
 use crate::cli::exit;
 use crate::config::Config;
 use crate::experiment::{self, Experiment};
-use crate::fuzz::Monitor;
+use crate::observe::Monitor;
 use crate::inputs;
 use crate::netrun::Settle;
 use crate::session::{self, RunError};
