@@ -17,6 +17,10 @@ use crate::topology::Topology;
 
 /// Switch traversals a frame may make before it is declared looping.
 pub const HOP_LIMIT: u32 = 32;
+/// How long after a PACKET_IN a PACKET_OUT of the same frame still counts as
+/// its continuation (the controller forwarding it) for loop detection.
+pub const CONTROLLER_ROUND_TRIP_MS: Millis = 500;
+
 /// Frame deliveries one call may process before it reports a storm and stops.
 pub const STEP_BUDGET: usize = 100_000;
 
@@ -82,10 +86,10 @@ pub struct Network {
     wiring: BTreeMap<Endpoint, Endpoint>,
     /// Links that are administratively failed (by endpoint pair, smaller first).
     failed: BTreeMap<(Endpoint, Endpoint), ()>,
-    /// Hop counts of frames recently sent to controllers, by digest, so a
-    /// PACKET_OUT of the same frame continues its count (storms through the
-    /// controller are loops too).
-    recent_to_controller: HashMap<u64, u32>,
+    /// Hop counts (and when) of frames recently sent to controllers, by
+    /// digest, so a PACKET_OUT of the same frame soon after continues its
+    /// count (storms through the controller are loops too).
+    recent_to_controller: HashMap<u64, (u32, Millis)>,
     /// Faults by link (endpoint pair, smaller first).
     faults: BTreeMap<(Endpoint, Endpoint), LinkFault>,
     /// Frames held back by a delay fault: (due time, order of arrival, frame).
@@ -301,8 +305,8 @@ impl Network {
     /// Handles a message a controller sent to switch `dpid`.
     pub fn handle_controller(&mut self, dpid: u64, raw: &[u8], msg: &Message, now: Millis) -> Vec<ToController> {
         let start_hops = match &msg.body {
-            Body::V10(v10::Msg::PacketOut(p)) => self.recent_to_controller.get(&digest(&p.data)).map_or(0, |h| h + 1),
-            Body::V13(v13::Msg::PacketOut(p)) => self.recent_to_controller.get(&digest(&p.data)).map_or(0, |h| h + 1),
+            Body::V10(v10::Msg::PacketOut(p)) => self.hops_through_controller(&p.data, now),
+            Body::V13(v13::Msg::PacketOut(p)) => self.hops_through_controller(&p.data, now),
             _ => 0,
         };
         let Some(sw) = self.switches.get_mut(&dpid) else { return vec![] };
@@ -376,10 +380,10 @@ impl Network {
                 Output::Reply(msg) => out.push(ToController { dpid, to: Recipient::Requester, msg }),
                 Output::ToControllers(msg) => {
                     if let Body::V10(v10::Msg::PacketIn(p)) = &msg.body {
-                        self.remember(&p.data, hops);
+                        self.remember(&p.data, hops, now);
                     }
                     if let Body::V13(v13::Msg::PacketIn(p)) = &msg.body {
-                        self.remember(&p.data, hops);
+                        self.remember(&p.data, hops, now);
                     }
                     out.push(ToController { dpid, to: Recipient::All, msg });
                 }
@@ -388,11 +392,26 @@ impl Network {
         }
     }
 
-    fn remember(&mut self, frame: &[u8], hops: u32) {
+    fn remember(&mut self, frame: &[u8], hops: u32, now: Millis) {
         if self.recent_to_controller.len() > 50_000 {
-            self.recent_to_controller.clear();
+            self.recent_to_controller.retain(|_, &mut (_, at)| now.saturating_sub(at) <= CONTROLLER_ROUND_TRIP_MS);
+            if self.recent_to_controller.len() > 50_000 {
+                self.recent_to_controller.clear();
+            }
         }
-        self.recent_to_controller.insert(digest(frame), hops);
+        self.recent_to_controller.insert(digest(frame), (hops, now));
+    }
+
+    /// The hop count a PACKET_OUT of `frame` starts with: one more than the
+    /// copy a switch sent to the controller within the last round trip, else 0.
+    /// The window matters: protocols resend identical frames periodically (an
+    /// STP root's hello BPDU every 2 s, a host's ARP retry), and counting
+    /// across those resends would report a loop that is not there.
+    fn hops_through_controller(&self, frame: &[u8], now: Millis) -> u32 {
+        match self.recent_to_controller.get(&digest(frame)) {
+            Some(&(hops, at)) if now.saturating_sub(at) <= CONTROLLER_ROUND_TRIP_MS => hops + 1,
+            _ => 0,
+        }
     }
 
     fn run_queue(&mut self, queue: &mut VecDeque<InFlight>, now: Millis, out: &mut Vec<ToController>) {
@@ -444,6 +463,7 @@ impl Network {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use sts_proxy::wire::{v13, Message, OFP13};
 
     /// One switch flooding everything, two hosts.
@@ -458,6 +478,45 @@ mod tests {
         let raw = flood.emit().unwrap();
         assert!(net.handle_controller(1, &raw, &flood, 0).is_empty());
         net
+    }
+
+    /// A controller that bounces one frame from s1 to s2 and back through
+    /// PACKET_OUTs spaced `gap_ms` apart: does the dataplane call it a loop?
+    fn controller_relay_reports_loop(gap_ms: Millis) -> bool {
+        let mut t = Topology::linear(2);
+        t.place_hosts(&[]);
+        let mut net = Network::new(&t, OFP13);
+        let to_controller = vec![v13::Instruction::ApplyActions(vec![v13::Action::Output { port: v13::port::CONTROLLER, max_len: 0xffff }])];
+        for dpid in [1, 2] {
+            let miss = Message::new(1, Body::V13(v13::Msg::FlowMod(v13::FlowMod::add(0, 0, v13::Match::default(), to_controller.clone()))));
+            net.handle_controller(dpid, &miss.emit().unwrap(), &miss, 0);
+        }
+        // An STP-like frame the controller keeps sending unchanged.
+        let frame = Bytes::from(vec![0x01, 0x80, 0xc2, 0, 0, 0, 0x0a, 0, 0, 0, 1, 1, 0, 0x26, 0x42, 0x42, 3]);
+        for round in 0..2 * HOP_LIMIT as u64 {
+            let out = Message::new(
+                2,
+                Body::V13(v13::Msg::PacketOut(v13::PacketOut {
+                    buffer_id: v13::NO_BUFFER,
+                    in_port: v13::port::CONTROLLER,
+                    actions: vec![v13::Action::Output { port: v13::port::FLOOD, max_len: 0 }],
+                    data: frame.clone(),
+                })),
+            );
+            net.handle_controller(1 + round % 2, &out.emit().unwrap(), &out, round * gap_ms);
+        }
+        net.events.iter().any(|e| matches!(e, DataplaneEvent::HopLimit { .. }))
+    }
+
+    #[test]
+    fn a_frame_bounced_by_the_controller_at_once_is_a_loop() {
+        assert!(controller_relay_reports_loop(1));
+    }
+
+    #[test]
+    fn a_frame_the_controller_resends_periodically_is_not_a_loop() {
+        // os-ken's STP root sends the same hello BPDU every 2 s.
+        assert!(!controller_relay_reports_loop(2_000));
     }
 
     fn ping(net: &mut Network, now: Millis) -> (std::net::Ipv4Addr, u16) {
