@@ -26,8 +26,13 @@ pub struct Host {
     pub echo_replies: BTreeSet<(Ipv4Addr, u16)>,
     /// Frames received in total (including ones not for this host).
     pub frames_received: u64,
+    /// ICMP echo payload size of this host's pings, in bytes (like `ping -s`).
+    pub ping_payload: usize,
     next_seq: u16,
 }
+
+/// The default echo payload size: "sts ping".
+pub const DEFAULT_PING_PAYLOAD: usize = 8;
 
 const ECHO_ID: u16 = 0x5354; // "ST"
 
@@ -41,6 +46,7 @@ impl Host {
             pending: Vec::new(),
             echo_replies: BTreeSet::new(),
             frames_received: 0,
+            ping_payload: DEFAULT_PING_PAYLOAD,
             next_seq: 1,
         }
     }
@@ -51,7 +57,7 @@ impl Host {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
         match self.arp.get(&dst) {
-            Some(mac) => (seq, vec![build::icmp_echo(8, self.mac, *mac, self.ip, dst, ECHO_ID, seq, b"sts ping")]),
+            Some(mac) => (seq, vec![self.echo_request(*mac, dst, seq)]),
             None => {
                 self.pending.push((dst, seq));
                 (seq, vec![build::arp(1, self.mac, self.ip, Mac::default(), dst)])
@@ -95,9 +101,15 @@ impl Host {
         let (ready, waiting): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|(d, _)| self.arp.contains_key(d));
         self.pending = waiting;
         for (d, seq) in ready {
-            out.push(build::icmp_echo(8, self.mac, self.arp[&d], self.ip, d, ECHO_ID, seq, b"sts ping"));
+            out.push(self.echo_request(self.arp[&d], d, seq));
         }
         out
+    }
+
+    /// An echo request with `ping_payload` bytes of "sts ping" repeated.
+    fn echo_request(&self, dst_mac: Mac, dst: Ipv4Addr, seq: u16) -> Vec<u8> {
+        let payload: Vec<u8> = b"sts ping".iter().copied().cycle().take(self.ping_payload).collect();
+        build::icmp_echo(8, self.mac, dst_mac, self.ip, dst, ECHO_ID, seq, &payload)
     }
 
     fn receive_ipv4(&mut self, src_mac: Mac, payload: &[u8]) -> Vec<Vec<u8>> {

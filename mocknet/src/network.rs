@@ -12,7 +12,7 @@ use sts_proxy::wire::{v10, v13, Body, Message};
 
 use crate::flow::Millis;
 use crate::host::Host;
-use crate::switch::{Output, Switch};
+use crate::switch::{Output, PacketBuffers, Switch};
 use crate::topology::Topology;
 
 /// Switch traversals a frame may make before it is declared looping.
@@ -90,6 +90,9 @@ pub struct Network {
     /// digest, so a PACKET_OUT of the same frame soon after continues its
     /// count (storms through the controller are loops too).
     recent_to_controller: HashMap<u64, (u32, Millis)>,
+    /// The same for frames a switch buffered, by (switch, buffer id): a
+    /// FLOW_MOD or PACKET_OUT naming the buffer continues the count.
+    buffered_hops: HashMap<(u64, u32), (u32, Millis)>,
     /// Faults by link (endpoint pair, smaller first).
     faults: BTreeMap<(Endpoint, Endpoint), LinkFault>,
     /// Frames held back by a delay fault: (due time, order of arrival, frame).
@@ -149,6 +152,7 @@ impl Network {
             wiring,
             failed: BTreeMap::new(),
             recent_to_controller: HashMap::new(),
+            buffered_hops: HashMap::new(),
             faults: BTreeMap::new(),
             delayed: BinaryHeap::new(),
             delayed_seq: 0,
@@ -218,6 +222,7 @@ impl Network {
             let mut fresh = Switch::new(dpid, sw.version, 0);
             fresh.ports = std::mem::take(&mut sw.ports);
             fresh.table_capacity = sw.table_capacity;
+            fresh.buffers = PacketBuffers::new(sw.buffers.capacity);
             *sw = fresh;
         }
     }
@@ -305,12 +310,32 @@ impl Network {
     /// Handles a message a controller sent to switch `dpid`.
     pub fn handle_controller(&mut self, dpid: u64, raw: &[u8], msg: &Message, now: Millis) -> Vec<ToController> {
         let start_hops = match &msg.body {
+            Body::V10(v10::Msg::PacketOut(p)) if p.buffer_id != v10::NO_BUFFER => self.hops_through_buffer(dpid, p.buffer_id, now),
+            Body::V13(v13::Msg::PacketOut(p)) if p.buffer_id != v13::NO_BUFFER => self.hops_through_buffer(dpid, p.buffer_id, now),
             Body::V10(v10::Msg::PacketOut(p)) => self.hops_through_controller(&p.data, now),
             Body::V13(v13::Msg::PacketOut(p)) => self.hops_through_controller(&p.data, now),
+            Body::V10(v10::Msg::FlowMod(f)) if f.buffer_id != v10::NO_BUFFER => self.hops_through_buffer(dpid, f.buffer_id, now),
+            Body::V13(v13::Msg::FlowMod(f)) if f.buffer_id != v13::NO_BUFFER => self.hops_through_buffer(dpid, f.buffer_id, now),
             _ => 0,
         };
         let Some(sw) = self.switches.get_mut(&dpid) else { return vec![] };
-        let outputs = sw.handle(raw, msg, now);
+        let outputs = if start_hops >= HOP_LIMIT {
+            // The frame went round through the controller too often (a
+            // PACKET_IN answered by a PACKET_OUT or a buffer-releasing FLOW_MOD
+            // that sends it back up): report the loop and drop the frame; a
+            // FLOW_MOD still takes effect.
+            let (frame, rest) = sw.without_frame(msg);
+            let summary = frame.and_then(|f| sts_proxy::wire::packet::PacketSummary::of(&f))
+                .map(|s| format!("{} -> {} type {:#06x}", s.eth_src, s.eth_dst, s.eth_type))
+                .unwrap_or_default();
+            self.events.push(DataplaneEvent::HopLimit { dpid, in_port: v13::port::CONTROLLER, summary });
+            match rest {
+                Some(m) => sw.handle(raw, &m, now),
+                None => return vec![],
+            }
+        } else {
+            sw.handle(raw, msg, now)
+        };
         let mut out = Vec::new();
         let mut queue = VecDeque::new();
         self.route(dpid, outputs, start_hops, now, &mut queue, &mut out);
@@ -380,10 +405,10 @@ impl Network {
                 Output::Reply(msg) => out.push(ToController { dpid, to: Recipient::Requester, msg }),
                 Output::ToControllers(msg) => {
                     if let Body::V10(v10::Msg::PacketIn(p)) = &msg.body {
-                        self.remember(&p.data, hops, now);
+                        self.remember(dpid, p.buffer_id, &p.data, hops, now);
                     }
                     if let Body::V13(v13::Msg::PacketIn(p)) = &msg.body {
-                        self.remember(&p.data, hops, now);
+                        self.remember(dpid, p.buffer_id, &p.data, hops, now);
                     }
                     out.push(ToController { dpid, to: Recipient::All, msg });
                 }
@@ -392,7 +417,14 @@ impl Network {
         }
     }
 
-    fn remember(&mut self, frame: &[u8], hops: u32, now: Millis) {
+    fn remember(&mut self, dpid: u64, buffer_id: u32, frame: &[u8], hops: u32, now: Millis) {
+        if buffer_id != v13::NO_BUFFER {
+            if self.buffered_hops.len() > 50_000 {
+                self.buffered_hops.retain(|_, &mut (_, at)| now.saturating_sub(at) <= CONTROLLER_ROUND_TRIP_MS);
+            }
+            self.buffered_hops.insert((dpid, buffer_id), (hops, now));
+            return;
+        }
         if self.recent_to_controller.len() > 50_000 {
             self.recent_to_controller.retain(|_, &mut (_, at)| now.saturating_sub(at) <= CONTROLLER_ROUND_TRIP_MS);
             if self.recent_to_controller.len() > 50_000 {
@@ -407,6 +439,13 @@ impl Network {
     /// The window matters: protocols resend identical frames periodically (an
     /// STP root's hello BPDU every 2 s, a host's ARP retry), and counting
     /// across those resends would report a loop that is not there.
+    fn hops_through_buffer(&mut self, dpid: u64, buffer_id: u32, now: Millis) -> u32 {
+        match self.buffered_hops.remove(&(dpid, buffer_id)) {
+            Some((hops, at)) if now.saturating_sub(at) <= CONTROLLER_ROUND_TRIP_MS => hops + 1,
+            _ => 0,
+        }
+    }
+
     fn hops_through_controller(&self, frame: &[u8], now: Millis) -> u32 {
         match self.recent_to_controller.get(&digest(frame)) {
             Some(&(hops, at)) if now.saturating_sub(at) <= CONTROLLER_ROUND_TRIP_MS => hops + 1,

@@ -134,6 +134,68 @@ pub struct Switch {
     pub config_flags: u16,
     pub generation_id: Option<u64>,
     pub async_config: v13::AsyncConfig,
+    /// Frames sent to the controller truncated, waiting for a PACKET_OUT or
+    /// FLOW_MOD that names their buffer id.
+    pub buffers: PacketBuffers,
+}
+
+/// The switch's packet buffers (off by default, as in Open vSwitch since
+/// 2.7, which retired buffering). With a capacity, a frame is buffered when a
+/// PACKET_IN may carry fewer bytes than the frame has (`max_len`, or 1.0's
+/// `miss_send_len`): the PACKET_IN carries the first `max_len` bytes and a
+/// buffer id, and the controller names the id instead of sending the frame
+/// back. The oldest buffer is reused when all are taken, and a buffer is
+/// released by its first use, so a stale or repeated id gets BUFFER_UNKNOWN.
+/// Without a capacity every PACKET_IN carries the whole frame.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PacketBuffers {
+    /// How many frames can be buffered (advertised as `n_buffers`).
+    pub capacity: usize,
+    /// How many buffered frames a PACKET_OUT or FLOW_MOD has sent on.
+    pub released: u64,
+    next_id: u32,
+    /// (buffer id, in_port, frame), oldest first.
+    held: std::collections::VecDeque<(u32, u32, Vec<u8>)>,
+}
+
+impl PacketBuffers {
+    /// Buffers that hold up to `capacity` frames.
+    pub fn new(capacity: usize) -> PacketBuffers {
+        PacketBuffers { capacity, ..PacketBuffers::default() }
+    }
+
+    /// Buffers `frame`, returning its id (`None` without a capacity).
+    fn hold(&mut self, in_port: u32, frame: &[u8]) -> Option<u32> {
+        if self.capacity == 0 {
+            return None;
+        }
+        if self.held.len() >= self.capacity {
+            self.held.pop_front();
+        }
+        let id = self.next_id;
+        // Ids stay below NO_BUFFER (0xffffffff) and wrap long after any
+        // buffer holding them is gone.
+        self.next_id = (self.next_id + 1) % 0x00ff_ffff;
+        self.held.push_back((id, in_port, frame.to_vec()));
+        Some(id)
+    }
+
+    /// Takes buffer `id`: its in_port and frame, or `None` if unknown.
+    fn take(&mut self, id: u32) -> Option<(u32, Vec<u8>)> {
+        let at = self.held.iter().position(|(i, _, _)| *i == id)?;
+        self.released += 1;
+        self.held.remove(at).map(|(_, port, frame)| (port, frame))
+    }
+
+    /// How many frames are buffered.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// True if nothing is buffered.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
 }
 
 /// Error (type, code) pairs, per version.
@@ -167,6 +229,7 @@ impl Switch {
             config_flags: 0,
             generation_id: None,
             async_config: v13::AsyncConfig { packet_in_mask: [3, 1], port_status_mask: [7, 7], flow_removed_mask: [15, 0] },
+            buffers: PacketBuffers::default(),
         }
     }
 
@@ -219,7 +282,7 @@ impl Switch {
                 xid,
                 M::FeaturesReply(v10::FeaturesReply {
                     datapath_id: self.dpid,
-                    n_buffers: 0,
+                    n_buffers: self.buffers.capacity as u32,
                     n_tables: 1,
                     capabilities: 0x87, // flow, table, port stats; ARP match IP
                     actions: 0xfff,
@@ -237,12 +300,12 @@ impl Switch {
             M::BarrierRequest => out.push(Self::reply10(xid, M::BarrierReply)),
             M::FlowMod(fm) => self.flow_mod_v10(raw, xid, fm, now, out),
             M::PacketOut(po) => {
-                if po.buffer_id != v10::NO_BUFFER {
+                let Some(frame) = self.packet_out_frame(po.buffer_id, &po.data) else {
                     out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BUFFER_UNKNOWN, raw)));
                     return;
-                }
+                };
                 let actions: Vec<Action> = po.actions.iter().map(Action::from_v10).collect();
-                self.run_actions(&actions, po.data.to_vec(), flow::port10(po.in_port), Hit { packet_out: true, ..Hit::default() }, now, out);
+                self.run_actions(&actions, frame, flow::port10(po.in_port), Hit { packet_out: true, ..Hit::default() }, now, out);
             }
             M::PortMod(pm) => self.port_mod(pm.port_no as u32, pm.config, pm.mask, out),
             M::StatsRequest(req) => {
@@ -313,7 +376,7 @@ impl Switch {
                 xid,
                 M::FeaturesReply(v13::FeaturesReply {
                     datapath_id: self.dpid,
-                    n_buffers: 0,
+                    n_buffers: self.buffers.capacity as u32,
                     n_tables: self.tables.len() as u8,
                     auxiliary_id: 0,
                     capabilities: 0x4f, // flow, table, port, group stats; queue stats
@@ -333,12 +396,12 @@ impl Switch {
             M::GroupMod(gm) => self.group_mod(gm),
             M::MeterMod(_) | M::TableMod { .. } => {}
             M::PacketOut(po) => {
-                if po.buffer_id != v13::NO_BUFFER {
+                let Some(frame) = self.packet_out_frame(po.buffer_id, &po.data) else {
                     out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BUFFER_UNKNOWN, raw)));
                     return;
-                }
+                };
                 let actions: Vec<Action> = po.actions.iter().map(Action::from_v13).collect();
-                self.run_actions(&actions, po.data.to_vec(), po.in_port, Hit { packet_out: true, ..Hit::default() }, now, out);
+                self.run_actions(&actions, frame, po.in_port, Hit { packet_out: true, ..Hit::default() }, now, out);
             }
             M::PortMod(pm) => self.port_mod(pm.port_no, pm.config, pm.mask, out),
             M::RoleRequest(r) => {
@@ -503,6 +566,8 @@ impl Switch {
         if let Err(code) = self.apply_flow_mod(req, now, out) {
             let code10 = if code == 3 { 1 } else { 0 };
             out.push(Output::Reply(self.error(xid, err::FLOW_MOD_FAILED_10, code10, raw)));
+        } else if cmd <= 2 {
+            self.release_buffer(raw, xid, fm.buffer_id, now, out);
         }
     }
 
@@ -533,6 +598,48 @@ impl Switch {
         };
         if let Err(code) = self.apply_flow_mod(req, now, out) {
             out.push(Output::Reply(self.error(xid, err::FLOW_MOD_FAILED_13, code, raw)));
+        } else if fm.command <= 2 {
+            self.release_buffer(raw, xid, fm.buffer_id, now, out);
+        }
+    }
+
+    /// Splits a controller message into the frame it sends or releases
+    /// (taking it out of its buffer) and what remains to apply: `None` for a
+    /// PACKET_OUT, the same FLOW_MOD naming no buffer, the message itself
+    /// otherwise. Used to drop a frame that loops through the controller.
+    pub fn without_frame(&mut self, msg: &Message) -> (Option<Vec<u8>>, Option<Message>) {
+        let mut rest = msg.clone();
+        let frame = match &mut rest.body {
+            Body::V10(v10::Msg::PacketOut(p)) => return (self.packet_out_frame(p.buffer_id, &p.data), None),
+            Body::V13(v13::Msg::PacketOut(p)) => return (self.packet_out_frame(p.buffer_id, &p.data), None),
+            Body::V10(v10::Msg::FlowMod(f)) => self.buffers.take(std::mem::replace(&mut f.buffer_id, v10::NO_BUFFER)),
+            Body::V13(v13::Msg::FlowMod(f)) => self.buffers.take(std::mem::replace(&mut f.buffer_id, v13::NO_BUFFER)),
+            _ => None,
+        };
+        (frame.map(|(_, f)| f), Some(rest))
+    }
+
+    /// The frame a PACKET_OUT sends: the buffered one it names, or its data
+    /// (`None`: an unknown buffer id).
+    fn packet_out_frame(&mut self, buffer_id: u32, data: &[u8]) -> Option<Vec<u8>> {
+        if buffer_id == v13::NO_BUFFER {
+            Some(data.to_vec())
+        } else {
+            self.buffers.take(buffer_id).map(|(_, frame)| frame)
+        }
+    }
+
+    /// After an add or modify naming `buffer_id`: the buffered frame goes
+    /// through the pipeline from the first table, as if it had just arrived
+    /// (the 1.3 spec's reading; with 1.0 this is what the new entry does to
+    /// it, since the entry was made for it).
+    fn release_buffer(&mut self, raw: &[u8], xid: u32, buffer_id: u32, now: Millis, out: &mut Vec<Output>) {
+        if buffer_id == v13::NO_BUFFER {
+            return;
+        }
+        match self.buffers.take(buffer_id) {
+            Some((in_port, frame)) => self.pipeline(frame, in_port, 0, now, out),
+            None => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BUFFER_UNKNOWN, raw))),
         }
     }
 
@@ -627,7 +734,8 @@ impl Switch {
             let Some(entry) = t.lookup(&fields, frame.len(), now) else {
                 if self.version == OFP10 {
                     // 1.0: a table miss goes to the controller.
-                    self.packet_in(&frame, in_port, v10::packet_in_reason::NO_MATCH, 0, 0, out);
+                    let max_len = self.miss_send_len;
+                    self.packet_in(&frame, in_port, v10::packet_in_reason::NO_MATCH, 0, 0, max_len, out);
                 }
                 return; // 1.3: a miss without a table-miss entry drops.
             };
@@ -663,7 +771,7 @@ impl Switch {
     fn run_actions(&mut self, actions: &[Action], mut frame: Vec<u8>, in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) -> Vec<u8> {
         for a in actions {
             match a {
-                Action::Output { port, .. } => self.output(*port, &frame, in_port, hit, now, out),
+                Action::Output { port, max_len } => self.output(*port, *max_len, &frame, in_port, hit, now, out),
                 Action::SetField(f, v) => {
                     packet::set_field(&mut frame, *f, *v);
                 }
@@ -729,7 +837,8 @@ impl Switch {
         }
     }
 
-    fn output(&mut self, port: u32, frame: &[u8], in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) {
+    #[allow(clippy::too_many_arguments)]
+    fn output(&mut self, port: u32, max_len: u16, frame: &[u8], in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) {
         use v13::port as P;
         let version = self.version;
         let mut emit = |sw: &mut Switch, p: u32| {
@@ -760,7 +869,7 @@ impl Switch {
                     (_, true) => v13::packet_in_reason::NO_MATCH,
                     (_, false) => v13::packet_in_reason::ACTION,
                 };
-                self.packet_in(frame, in_port, reason, hit.table, hit.cookie, out);
+                self.packet_in(frame, in_port, reason, hit.table, hit.cookie, max_len, out);
             }
             P::TABLE if hit.packet_out => self.pipeline(frame.to_vec(), in_port, 0, now, out),
             P::TABLE => {}
@@ -772,8 +881,12 @@ impl Switch {
         }
     }
 
-    /// Sends `frame` up whole (no buffering, so max_len and miss_send_len do not cut it).
-    fn packet_in(&self, frame: &[u8], in_port: u32, reason: u8, table: u8, cookie: u64, out: &mut Vec<Output>) {
+    /// Sends `frame` to the controllers: whole, or, when the switch buffers
+    /// and the frame is longer than `max_len` (an output action's, or 1.0's
+    /// miss_send_len), buffered and cut to `max_len` bytes. `max_len` 0xffff
+    /// (1.3's OFPCML_NO_BUFFER) always sends the whole frame.
+    #[allow(clippy::too_many_arguments)]
+    fn packet_in(&mut self, frame: &[u8], in_port: u32, reason: u8, table: u8, cookie: u64, max_len: u16, out: &mut Vec<Output>) {
         // NO_PACKET_IN suppresses table-miss packet-ins only, as Open vSwitch
         // reads it: an explicit output to CONTROLLER still goes up (os-ken's STP
         // sets NO_PACKET_IN on listening ports and still expects its BPDUs).
@@ -781,11 +894,14 @@ impl Switch {
         if miss && self.ports.get(&in_port).is_some_and(|p| p.config & v13::port_config::NO_PACKET_IN != 0) {
             return;
         }
-        // No buffers: the whole frame goes up, with buffer_id NO_BUFFER.
-        let data = Bytes::copy_from_slice(frame);
+        let cut = max_len != v13::CML_NO_BUFFER && frame.len() > max_len as usize;
+        let (buffer_id, data) = match cut.then(|| self.buffers.hold(in_port, frame)).flatten() {
+            Some(id) => (id, Bytes::copy_from_slice(&frame[..max_len as usize])),
+            None => (v13::NO_BUFFER, Bytes::copy_from_slice(frame)),
+        };
         let body = if self.version == OFP10 {
             Body::V10(v10::Msg::PacketIn(v10::PacketIn {
-                buffer_id: v10::NO_BUFFER,
+                buffer_id,
                 total_len: frame.len() as u16,
                 in_port: flow::port_to10(in_port),
                 reason,
@@ -793,7 +909,7 @@ impl Switch {
             }))
         } else {
             Body::V13(v13::Msg::PacketIn(v13::PacketIn {
-                buffer_id: v13::NO_BUFFER,
+                buffer_id,
                 total_len: frame.len() as u16,
                 reason,
                 table_id: table,

@@ -9,6 +9,9 @@ use std::net::Ipv4Addr;
 
 use sts_proxy::wire::Mac;
 
+mod file;
+pub use file::{TopologyFileError, MAX_FILE_SWITCHES};
+
 /// A host to place on a switch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostSpec {

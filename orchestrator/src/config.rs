@@ -2,16 +2,20 @@
 //!
 //! ```toml
 //! [network]
-//! topology = "linear"   # linear | star | mesh | tree | fat-tree | custom
+//! topology = "linear"   # linear | star | mesh | tree | fat-tree | custom | file
 //! size = 3              # switches (linear, mesh), leaves (star), k (fat-tree)
 //! depth = 2             # tree only
 //! fanout = 2            # tree only
 //! switches = 4          # custom only: switches 1..=switches
 //! links = [[1, 2], [2, 3], [3, 4]]   # custom only: switch-to-switch links
+//! file = "dumbbell.topo"   # file only: a topology file next to the config
+//!                       # (docs/topology-format.md)
 //! hosts = [1, 1, 4]     # any shape: one host per entry, on that switch (h1, h2 ...);
 //!                       # without it each shape places its own (see mocknet::topology)
 //! openflow = "1.3"      # "1.0" or "1.3"
 //! table_capacity = 100000   # entries per flow table before TABLE_FULL
+//! packet_buffers = 0    # frames each switch buffers for PACKET_INs cut to
+//!                       # max_len (0: none, whole frames, as Open vSwitch)
 //!
 //! [[controllers]]
 //! kind = "os-ken"       # os-ken | faucet | ovs-testcontroller | command
@@ -27,6 +31,7 @@
 //! quiet_ms = 1000       # how long "quiet" is
 //! ping_timeout_ms = 2000
 //! attempts = 2
+//! payload_bytes = 8     # ICMP echo payload (like ping -s), up to 1472
 //!
 //! [fuzz]                # sts fuzz (docs/fuzzing.md)
 //! seed = 1              # the same seed and config give the same inputs
@@ -225,11 +230,19 @@ pub struct NetworkConfig {
     pub switches: Option<u64>,
     /// Custom topologies: switch-to-switch links.
     pub links: Option<Vec<(u64, u64)>>,
+    /// File topologies: the topology file, relative to the config's directory.
+    pub file: Option<PathBuf>,
+    /// File topologies: the file, parsed when the config is loaded.
+    #[serde(skip)]
+    pub file_topology: Option<Topology>,
     /// Host placement: one host per entry, on that switch.
     pub hosts: Option<Vec<u64>>,
     /// Flow entries each table holds before FLOW_MODs fail with TABLE_FULL.
     #[serde(default)]
     pub table_capacity: Option<usize>,
+    /// Frames each switch can buffer (0: no buffering, as Open vSwitch).
+    #[serde(default)]
+    pub packet_buffers: usize,
     #[serde(default)]
     pub openflow: OpenFlowVersion,
 }
@@ -254,6 +267,7 @@ pub enum TopologyKind {
     Tree,
     FatTree,
     Custom,
+    File,
 }
 
 /// OpenFlow versions the mock switches speak.
@@ -311,11 +325,17 @@ pub struct PingallConfig {
     pub quiet_ms: u64,
     pub ping_timeout_ms: u64,
     pub attempts: u32,
+    /// ICMP echo payload bytes per ping (like `ping -s`); frames longer than
+    /// a controller's max_len are buffered by the switches.
+    pub payload_bytes: usize,
 }
+
+/// The largest ping payload: a 1,500-byte IPv4 packet (no fragmentation).
+pub const MAX_PING_PAYLOAD: usize = 1472;
 
 impl Default for PingallConfig {
     fn default() -> Self {
-        PingallConfig { min_wait_ms: 0, settle_ms: 20_000, quiet_ms: 1_000, ping_timeout_ms: 2_000, attempts: 2 }
+        PingallConfig { min_wait_ms: 0, settle_ms: 20_000, quiet_ms: 1_000, ping_timeout_ms: 2_000, attempts: 2, payload_bytes: sts_mocknet::host::DEFAULT_PING_PAYLOAD }
     }
 }
 
@@ -343,8 +363,40 @@ impl Config {
         let err = |message: String| ConfigError { path: origin.to_owned(), message };
         let mut config: Config = toml::from_str(text).map_err(|e| err(describe_toml_error(text, &e)))?;
         config.base_dir = origin.parent().map(Path::to_path_buf).unwrap_or_default();
+        config.load_topology_file().map_err(err)?;
         config.validate().map_err(err)?;
         Ok(config)
+    }
+
+    /// Reads and parses `network.file` for `topology = "file"`.
+    fn load_topology_file(&mut self) -> Result<(), String> {
+        let n = &mut self.network;
+        match (n.topology, &n.file) {
+            (TopologyKind::File, None) => Err("network.file: topology = \"file\" needs the topology file's path".into()),
+            (TopologyKind::File, Some(file)) => {
+                let path = self.base_dir.join(file);
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("network.file: {}: cannot read: {e}", path.display()))?;
+                let topo = Topology::parse(&text).map_err(|e| match e.line {
+                    0 => format!("network.file: {}: {}", path.display(), e.message),
+                    line => format!("network.file: {}:{line}: {}", path.display(), e.message),
+                })?;
+                n.file_topology = Some(topo);
+                Ok(())
+            }
+            (_, Some(_)) => Err("network.file only applies to topology = \"file\"".into()),
+            (_, None) => Ok(()),
+        }
+    }
+
+    /// Files next to the config that a run needs (relative .py apps, the
+    /// topology file), as written in the config and as resolved: an
+    /// experiment directory keeps a copy of each so it replays on its own.
+    pub fn local_files(&self) -> Vec<(PathBuf, PathBuf)> {
+        let apps = self.controllers.iter().flat_map(|c| &c.apps).filter(|a| a.ends_with(".py")).map(PathBuf::from);
+        apps.chain(self.network.file.clone())
+            .filter(|p| p.is_relative() && p.components().all(|c| matches!(c, std::path::Component::Normal(_))))
+            .map(|p| (p.clone(), self.base_dir.join(&p)))
+            .collect()
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -379,6 +431,12 @@ impl Config {
             if !(0.0..=1.0).contains(&rate) {
                 return Err(format!("fuzz.rates.{name} = {rate}: a rate is a probability per step, between 0 and 1"));
             }
+        }
+        if n.packet_buffers > 65_536 {
+            return Err(format!("network.packet_buffers = {}: at most 65536 per switch", n.packet_buffers));
+        }
+        if self.pingall.payload_bytes > MAX_PING_PAYLOAD {
+            return Err(format!("pingall.payload_bytes = {}: at most {MAX_PING_PAYLOAD} (a 1,500-byte packet; hosts do not fragment)", self.pingall.payload_bytes));
         }
         if self.fuzz.step_ms == 0 {
             return Err("fuzz.step_ms must be at least 1".into());
@@ -427,6 +485,7 @@ impl Config {
             TopologyKind::Tree => (0..n.depth).try_fold(0u64, |acc, level| acc.checked_add(n.fanout.checked_pow(level)?)),
             TopologyKind::FatTree => n.size.checked_mul(n.size)?.checked_mul(5).map(|x| x / 4),
             TopologyKind::Custom => n.switches,
+            TopologyKind::File => n.file_topology.as_ref().map(|t| t.switches.len() as u64),
         }
     }
 
@@ -441,14 +500,14 @@ impl Config {
 
     /// The topology the `[network]` table describes.
     pub fn topology(&self) -> Topology {
-        let mut t = self.topology_without_hosts();
+        let mut t = self.shape_with_default_hosts();
         if let Some(hosts) = &self.network.hosts {
             t.place_hosts(hosts);
         }
         t
     }
 
-    fn topology_without_hosts(&self) -> Topology {
+    fn shape_with_default_hosts(&self) -> Topology {
         let n = &self.network;
         match n.topology {
             TopologyKind::Linear => Topology::linear(n.size),
@@ -457,6 +516,7 @@ impl Config {
             TopologyKind::Tree => Topology::tree(n.depth, n.fanout),
             TopologyKind::FatTree => Topology::fat_tree(n.size),
             TopologyKind::Custom => Topology::custom(n.switches.unwrap_or(0), n.links.as_deref().unwrap_or(&[])),
+            TopologyKind::File => n.file_topology.clone().unwrap_or_default(),
         }
     }
 
@@ -522,8 +582,11 @@ pub fn faucet_yaml(topo: &Topology) -> String {
 fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
     let Some(span) = e.span() else { return e.message().to_string() };
     let line = text[..span.start].matches('\n').count() + 1;
-    let line_text = text.lines().nth(line - 1).unwrap_or("").trim();
-    format!("line {line}: {} (at `{line_text}`)", e.message())
+    match text.lines().nth(line - 1).map(str::trim).filter(|l| !l.is_empty()) {
+        Some(line_text) => format!("line {line}: {} (at `{line_text}`)", e.message()),
+        // A missing table or field has no line of its own.
+        None => e.message().to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -544,6 +607,37 @@ mod tests {
         assert!(e.contains("line 3") && e.contains("sizee"), "{e}");
         let e = load_str("[network]\ntopology = \"linear\"\n").unwrap_err().to_string();
         assert!(e.contains("controllers"), "{e}");
+    }
+
+    #[test]
+    fn file_topologies_load_next_to_the_config_and_errors_name_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("sts-config-topo-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("topos")).unwrap();
+        std::fs::write(dir.join("topos/pair.topo"), "link s1 s2\nlink h1 s1\nlink h2 s2\n").unwrap();
+        std::fs::write(dir.join("topos/bad.topo"), "link s1 s2\nlink h1 h2\n").unwrap();
+        let config = |file: &str, extra: &str| {
+            let text = format!("[network]\ntopology = \"file\"\nfile = \"{file}\"\n{extra}\n[[controllers]]\nkind = \"ovs-testcontroller\"\n");
+            Config::from_toml(&text, &dir.join("c.toml"))
+        };
+        let c = config("topos/pair.topo", "").unwrap();
+        let t = c.topology();
+        assert_eq!((t.switches.clone(), t.links.clone(), t.hosts.len()), (vec![1, 2], vec![(1, 2)], 2));
+        assert_eq!(c.local_files(), vec![(PathBuf::from("topos/pair.topo"), dir.join("topos/pair.topo"))]);
+        // `hosts` replaces the file's placement, as for every shape.
+        assert_eq!(config("topos/pair.topo", "hosts = [2, 2, 2]").unwrap().topology().hosts.len(), 3);
+        let e = config("topos/bad.topo", "").unwrap_err().to_string();
+        assert!(e.contains("bad.topo:2: link h1 h2"), "{e}");
+        let e = config("topos/missing.topo", "").unwrap_err().to_string();
+        assert!(e.contains("missing.topo: cannot read"), "{e}");
+        let e = load_str("[network]\ntopology = \"file\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n").unwrap_err().to_string();
+        assert!(e.contains("network.file"), "{e}");
+        let e = load_str("[network]\ntopology = \"linear\"\nfile = \"x.topo\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n").unwrap_err().to_string();
+        assert!(e.contains("only applies"), "{e}");
+        // An experiment directory gets its own copy.
+        let exp = dir.join("exp");
+        crate::experiment::copy_config_files(&c, &exp).unwrap();
+        assert_eq!(std::fs::read_to_string(exp.join("topos/pair.topo")).unwrap(), "link s1 s2\nlink h1 s1\nlink h2 s2\n");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Experiment directories (brief §8): everything needed to repeat a run.
 //!
 //! ```text
-//! DIR/config.toml     the config as used (verbatim)
+//! DIR/config.toml     the config as used (verbatim), with the files it names
+//!                     (relative .py apps, a topology file) copied beside it
 //! DIR/meta.json       seed, sts version, controller commands, host
 //! DIR/trace.jsonl     the trace (docs/trace-format.md), written as the run goes
 //! DIR/logs/           one log file per controller, plus generated controller configs
@@ -98,6 +99,24 @@ impl Experiment {
     pub fn replay(&self, n: u32) -> PathBuf {
         self.dir.join("replays").join(n.to_string())
     }
+}
+
+/// Copies the files next to `config` that a run needs (relative .py apps,
+/// the topology file) into `dir`, at the same relative paths, so a config
+/// copied into `dir` finds them there.
+pub fn copy_config_files(config: &crate::config::Config, dir: &Path) -> std::io::Result<()> {
+    for (relative, source) in config.local_files() {
+        let target = dir.join(&relative);
+        if target.exists() && std::fs::canonicalize(&target)? == std::fs::canonicalize(&source)? {
+            continue;
+        }
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let bytes = std::fs::read(&source).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", source.display())))?;
+        write_atomic(&target, &bytes)?;
+    }
+    Ok(())
 }
 
 /// This machine's name, for `meta.json`.

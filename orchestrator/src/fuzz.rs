@@ -100,7 +100,10 @@ pub fn command(config_path: &Path, out: &Path) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    let exp = match Experiment::create(out, &text) {
+    let exp = match Experiment::create(out, &text).and_then(|x| {
+        experiment::copy_config_files(&config, &x.dir).map_err(|e| experiment::CreateError::Io(out.to_owned(), e))?;
+        Ok(x)
+    }) {
         Ok(x) => x,
         Err(e @ experiment::CreateError::Exists(_)) => {
             eprintln!("sts fuzz: {e}");

@@ -323,7 +323,8 @@ pub fn run(dir: &Path, opts: &Options) -> Result<Report, RunError> {
     let curve = curve.into_inner();
     state.curve = curve.clone();
     let mcs = candidate(&trace, &keep, &host_start);
-    let _ = std::fs::copy(exp.config(), mcs_dir.join("config.toml"));
+    std::fs::copy(exp.config(), mcs_dir.join("config.toml")).map_err(env)?;
+    experiment::copy_config_files(&config, &mcs_dir).map_err(env)?;
     write_trace(&mcs, &mcs_dir.join("trace.jsonl")).map_err(env)?;
     let mut final_reproduced = 0;
     for i in 0..opts.final_replays {

@@ -69,6 +69,9 @@ pub async fn run(config: &Config, run_dir: &Path) -> Result<PingallRun, RunError
     let settle = Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms };
     let Session { mut runner, controllers, .. } = session::start(config, run_dir, settle).await?;
     let n = runner.net.hosts.len();
+    for h in &mut runner.net.hosts {
+        h.ping_payload = p.payload_bytes;
+    }
     eprintln!("{} switch connections up; pinging {} host pairs", runner.handshakes.len(), n * n.saturating_sub(1));
 
     let mut reached = vec![vec![false; n]; n];
@@ -117,6 +120,9 @@ pub fn command(config_path: &Path) -> u8 {
             print!("{}", run.matrix.render());
             for e in run.runner.net.events.iter().take(5) {
                 match e {
+                    DataplaneEvent::HopLimit { dpid, in_port, summary } if *in_port == sts_proxy::wire::v13::port::CONTROLLER => {
+                        eprintln!("dataplane: forwarding loop: a frame ({summary}) went back and forth between switch {dpid} and its controller until it exceeded the hop limit")
+                    }
                     DataplaneEvent::HopLimit { dpid, in_port, summary } => {
                         eprintln!("dataplane: forwarding loop: a frame ({summary}) exceeded the hop limit at switch {dpid} port {in_port}")
                     }

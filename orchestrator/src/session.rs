@@ -116,6 +116,7 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
     if let Some(cap) = config.network.table_capacity {
         net.switches.values_mut().for_each(|s| s.table_capacity = cap);
     }
+    net.switches.values_mut().for_each(|s| s.buffers = sts_mocknet::switch::PacketBuffers::new(config.network.packet_buffers));
     let clock = Clock::start();
     let mut runner = NetRunner::connect(net, &addrs, clock).await.map_err(|e| RunError::Environment(e.to_string()))?;
     runner.interposer.whitelist = config.interpose.whitelist.iter().cloned().collect();

@@ -62,6 +62,8 @@ pub mod port {
 
 /// The "no buffer" buffer id.
 pub const NO_BUFFER: u32 = 0xffff_ffff;
+/// An output action's `max_len` asking for the whole frame, unbuffered (OFPCML_NO_BUFFER).
+pub const CML_NO_BUFFER: u16 = 0xffff;
 /// The wildcard group id for filters.
 pub const GROUP_ANY: u32 = 0xffff_ffff;
 /// The table id meaning "all tables" in requests.
