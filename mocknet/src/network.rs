@@ -309,6 +309,19 @@ impl Network {
 
     /// Handles a message a controller sent to switch `dpid`.
     pub fn handle_controller(&mut self, dpid: u64, raw: &[u8], msg: &Message, now: Millis) -> Vec<ToController> {
+        self.handle_controller_from(dpid, 0, raw, msg, now)
+    }
+
+    /// Whether controller connection `conn` of switch `dpid` gets `msg` (a
+    /// slave gets no PACKET_IN, async configs filter reasons; see
+    /// [`Switch::wants`]).
+    pub fn wants(&self, dpid: u64, conn: usize, msg: &Message) -> bool {
+        self.switches.get(&dpid).is_none_or(|s| s.wants(conn, msg))
+    }
+
+    /// Handles a message that controller connection `conn` sent to switch
+    /// `dpid` (roles are per connection).
+    pub fn handle_controller_from(&mut self, dpid: u64, conn: usize, raw: &[u8], msg: &Message, now: Millis) -> Vec<ToController> {
         let start_hops = match &msg.body {
             Body::V10(v10::Msg::PacketOut(p)) if p.buffer_id != v10::NO_BUFFER => self.hops_through_buffer(dpid, p.buffer_id, now),
             Body::V13(v13::Msg::PacketOut(p)) if p.buffer_id != v13::NO_BUFFER => self.hops_through_buffer(dpid, p.buffer_id, now),
@@ -330,11 +343,11 @@ impl Network {
                 .unwrap_or_default();
             self.events.push(DataplaneEvent::HopLimit { dpid, in_port: v13::port::CONTROLLER, summary });
             match rest {
-                Some(m) => sw.handle(raw, &m, now),
+                Some(m) => sw.handle_from(conn, raw, &m, now),
                 None => return vec![],
             }
         } else {
-            sw.handle(raw, msg, now)
+            sw.handle_from(conn, raw, msg, now)
         };
         let mut out = Vec::new();
         let mut queue = VecDeque::new();

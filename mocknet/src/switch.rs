@@ -132,11 +132,35 @@ pub struct Switch {
     pub table_capacity: usize,
     pub miss_send_len: u16,
     pub config_flags: u16,
+    /// The largest generation id a MASTER or SLAVE request has carried.
     pub generation_id: Option<u64>,
-    pub async_config: v13::AsyncConfig,
+    /// Per controller connection (by index): its role and async config.
+    pub conns: BTreeMap<usize, ConnState>,
+    /// The connection whose message is being handled.
+    requester: usize,
     /// Frames sent to the controller truncated, waiting for a PACKET_OUT or
     /// FLOW_MOD that names their buffer id.
     pub buffers: PacketBuffers,
+}
+
+/// What a switch keeps per controller connection (OpenFlow 1.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnState {
+    /// EQUAL, MASTER or SLAVE (`v13::role`).
+    pub role: u32,
+    /// Which asynchronous messages the connection wants, for (master or
+    /// equal, slave).
+    pub async_config: v13::AsyncConfig,
+}
+
+impl Default for ConnState {
+    fn default() -> ConnState {
+        // The spec's defaults: a slave gets only PORT_STATUS.
+        ConnState {
+            role: v13::role::EQUAL,
+            async_config: v13::AsyncConfig { packet_in_mask: [3, 0], port_status_mask: [7, 7], flow_removed_mask: [15, 0] },
+        }
+    }
 }
 
 /// The switch's packet buffers (off by default, as in Open vSwitch since
@@ -204,6 +228,11 @@ mod err {
     pub const BAD_TYPE: u16 = 1;
     pub const BAD_STAT: u16 = 2;
     pub const BUFFER_UNKNOWN: u16 = 8;
+    pub const IS_SLAVE: u16 = 10;
+    /// 1.3: OFPET_ROLE_REQUEST_FAILED = 11 (STALE 0, UNSUP 1, BAD_ROLE 2).
+    pub const ROLE_REQUEST_FAILED: u16 = 11;
+    pub const STALE: u16 = 0;
+    pub const BAD_ROLE: u16 = 2;
     pub const BAD_VERSION: u16 = 0;
     pub const HELLO_FAILED: u16 = 0;
     pub const INCOMPATIBLE: u16 = 0;
@@ -228,7 +257,8 @@ impl Switch {
             miss_send_len: 128,
             config_flags: 0,
             generation_id: None,
-            async_config: v13::AsyncConfig { packet_in_mask: [3, 1], port_status_mask: [7, 7], flow_removed_mask: [15, 0] },
+            conns: BTreeMap::new(),
+            requester: 0,
             buffers: PacketBuffers::default(),
         }
     }
@@ -250,6 +280,13 @@ impl Switch {
 
     /// Handles one message from a controller. `raw` is its bytes (quoted in errors).
     pub fn handle(&mut self, raw: &[u8], msg: &Message, now: Millis) -> Vec<Output> {
+        self.handle_from(0, raw, msg, now)
+    }
+
+    /// Handles a message from controller connection `conn` (roles and async
+    /// configs are per connection).
+    pub fn handle_from(&mut self, conn: usize, raw: &[u8], msg: &Message, now: Millis) -> Vec<Output> {
+        self.requester = conn;
         let mut out = Vec::new();
         let xid = msg.xid;
         match &msg.body {
@@ -370,6 +407,12 @@ impl Switch {
 
     fn handle_v13(&mut self, raw: &[u8], xid: u32, m: &v13::Msg, now: Millis, out: &mut Vec<Output>) {
         use v13::Msg as M;
+        let conn = self.requester;
+        let changes_state = matches!(m, M::FlowMod(_) | M::GroupMod(_) | M::PortMod(_) | M::TableMod { .. } | M::MeterMod(_) | M::PacketOut(_));
+        if changes_state && self.conn(conn).role == v13::role::SLAVE {
+            out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::IS_SLAVE, raw)));
+            return;
+        }
         match m {
             M::EchoRequest(d) => out.push(Self::reply13(xid, M::EchoReply(d.clone()))),
             M::FeaturesRequest => out.push(Self::reply13(
@@ -405,14 +448,31 @@ impl Switch {
             }
             M::PortMod(pm) => self.port_mod(pm.port_no, pm.config, pm.mask, out),
             M::RoleRequest(r) => {
-                if r.role != v13::role::NOCHANGE && r.role != v13::role::EQUAL {
+                use v13::role::{EQUAL, MASTER, NOCHANGE, SLAVE};
+                if !matches!(r.role, NOCHANGE | EQUAL | MASTER | SLAVE) {
+                    out.push(Output::Reply(self.error(xid, err::ROLE_REQUEST_FAILED, err::BAD_ROLE, raw)));
+                    return;
+                }
+                if matches!(r.role, MASTER | SLAVE) {
+                    // Generation ids compare by wrapping distance: older is stale.
+                    if self.generation_id.is_some_and(|g| (r.generation_id.wrapping_sub(g) as i64) < 0) {
+                        out.push(Output::Reply(self.error(xid, err::ROLE_REQUEST_FAILED, err::STALE, raw)));
+                        return;
+                    }
                     self.generation_id = Some(r.generation_id);
                 }
-                let reply = v13::Role { role: r.role, generation_id: self.generation_id.unwrap_or(r.generation_id) };
+                if r.role == MASTER {
+                    // One master: the previous one becomes a slave.
+                    self.conns.values_mut().filter(|c| c.role == MASTER).for_each(|c| c.role = SLAVE);
+                }
+                if r.role != NOCHANGE {
+                    self.conns.entry(conn).or_default().role = r.role;
+                }
+                let reply = v13::Role { role: self.conn(conn).role, generation_id: self.generation_id.unwrap_or(r.generation_id) };
                 out.push(Self::reply13(xid, M::RoleReply(reply)));
             }
-            M::GetAsyncRequest => out.push(Self::reply13(xid, M::GetAsyncReply(self.async_config))),
-            M::SetAsync(a) => self.async_config = *a,
+            M::GetAsyncRequest => out.push(Self::reply13(xid, M::GetAsyncReply(self.conn(conn).async_config))),
+            M::SetAsync(a) => self.conns.entry(conn).or_default().async_config = *a,
             M::QueueGetConfigRequest { port } => out.push(Self::reply13(xid, M::QueueGetConfigReply { port: *port, queues: vec![] })),
             M::MultipartRequest(req) => match self.multipart(&req.body, now) {
                 Some(body) => out.push(Self::reply13(xid, M::MultipartReply(v13::MultipartReply { flags: 0, body }))),
@@ -617,6 +677,32 @@ impl Switch {
             _ => None,
         };
         (frame.map(|(_, f)| f), Some(rest))
+    }
+
+    /// Connection `conn`'s role and async config (the defaults if it never
+    /// set them).
+    pub fn conn(&self, conn: usize) -> ConnState {
+        self.conns.get(&conn).copied().unwrap_or_default()
+    }
+
+    /// Forgets what connection `conn` set (it closed; a new one starts equal).
+    pub fn forget_connection(&mut self, conn: usize) {
+        self.conns.remove(&conn);
+    }
+
+    /// Whether connection `conn` gets asynchronous message `msg` (PACKET_IN,
+    /// PORT_STATUS, FLOW_REMOVED), by its role and async config; anything
+    /// else always goes. OpenFlow 1.0 has no roles: everything goes.
+    pub fn wants(&self, conn: usize, msg: &Message) -> bool {
+        let c = self.conn(conn);
+        let slot = usize::from(c.role == v13::role::SLAVE);
+        let bit = |mask: [u32; 2], reason: u8| mask[slot] & (1u32 << reason.min(31)) != 0;
+        match &msg.body {
+            Body::V13(v13::Msg::PacketIn(p)) => bit(c.async_config.packet_in_mask, p.reason),
+            Body::V13(v13::Msg::PortStatus(p)) => bit(c.async_config.port_status_mask, p.reason),
+            Body::V13(v13::Msg::FlowRemoved(f)) => bit(c.async_config.flow_removed_mask, f.reason),
+            _ => true,
+        }
     }
 
     /// The frame a PACKET_OUT sends: the buffered one it names, or its data

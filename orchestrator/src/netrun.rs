@@ -234,7 +234,7 @@ impl NetRunner {
             }
             Direction::ControllerToSwitch => match d.frame.decode() {
                 Ok(msg) => {
-                    let out = self.net.handle_controller(dpid, d.frame.bytes(), &msg, self.clock.now());
+                    let out = self.net.handle_controller_from(dpid, conn, d.frame.bytes(), &msg, self.clock.now());
                     self.dispatch(out, Some(conn));
                 }
                 Err(e) => self.issues.push(ConnIssue { dpid, controller: conn, what: format!("undecodable message {:?}: {e}", d.frame) }),
@@ -249,7 +249,9 @@ impl NetRunner {
                 _ => {
                     let n = self.conns.get(&m.dpid).map_or(0, Vec::len);
                     for c in 0..n {
-                        self.send(m.dpid, c, &m.msg);
+                        if self.net.wants(m.dpid, c, &m.msg) {
+                            self.send(m.dpid, c, &m.msg);
+                        }
                     }
                 }
             }
@@ -279,6 +281,9 @@ impl NetRunner {
             Inbound::Closed { dpid, conn, why, .. } => {
                 if let Some(c) = self.conns.get_mut(&dpid).and_then(|l| l.get_mut(conn)) {
                     c.open = false;
+                }
+                if let Some(sw) = self.net.switches.get_mut(&dpid) {
+                    sw.forget_connection(conn);
                 }
                 self.issues.push(ConnIssue { dpid, controller: conn, what: why });
             }
@@ -409,6 +414,10 @@ impl NetRunner {
                 *old = conn;
             }
             self.handshakes.remove(&(dpid, local));
+            // A new connection starts with the default role and async config.
+            if let Some(sw) = self.net.switches.get_mut(&dpid) {
+                sw.forget_connection(local);
+            }
         }
         Ok(())
     }
