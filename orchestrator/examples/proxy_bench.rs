@@ -77,7 +77,7 @@ fn proxy(target: SocketAddr, rec: Option<sts::standalone::Recording>) -> SocketA
     std::thread::spawn(move || {
         runtime().block_on(async move {
             let (rtx, rrx) = tokio::sync::oneshot::channel();
-            let task = tokio::spawn(async move { sts::standalone::run("127.0.0.1:0".parse().unwrap(), target, rec, Some(rtx)).await });
+            let task = tokio::spawn(async move { sts::standalone::run("127.0.0.1:0".parse().unwrap(), target, rec, Vec::new(), Some(rtx)).await });
             tx.send(rrx.await.unwrap()).unwrap();
             let _ = task.await;
         });

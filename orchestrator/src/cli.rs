@@ -102,6 +102,13 @@ pub enum Command {
         /// File to record every message into (JSON Lines).
         #[arg(long)]
         record: Option<PathBuf>,
+        /// Drop every message of this type (e.g. packet_out); repeatable.
+        #[arg(long, value_name = "TYPE")]
+        drop: Vec<String>,
+        /// Delay every message of this type by MS milliseconds, keeping each
+        /// connection's order (e.g. flow_mod=200); repeatable.
+        #[arg(long, value_name = "TYPE=MS")]
+        delay: Vec<String>,
     },
 }
 
@@ -131,7 +138,7 @@ pub fn run(cli: Cli) -> u8 {
             let opts = crate::minimize::Options { replays: *replays, jobs: *jobs, peek: peek == "on", budget_s: *budget, final_replays: *final_replays };
             return crate::minimize::command(dir, opts);
         }
-        Command::Proxy { listen, controller, record } => return crate::standalone::command(listen, controller, record.as_deref()),
+        Command::Proxy { listen, controller, record, drop, delay } => return crate::standalone::command(listen, controller, record.as_deref(), drop, delay),
         _ => {}
     }
     eprintln!(

@@ -12,6 +12,12 @@
 //! readable file that lacks at most what was queued. The queue is bounded
 //! ([`RECORDER_BACKLOG`] batches): beyond it the relay waits for the recorder.
 //!
+//! A fault policy ([`parse_policy`]: `--drop TYPE`, `--delay TYPE=MS`) applies
+//! to every channel; echo messages always pass. Every direction of a channel
+//! is written by its own writer task, fed in order by the relay and, for
+//! delayed messages, by a ticker, so a delay keeps the connection's order (what
+//! follows a delayed message waits behind it).
+//!
 //! [`Recorded`]: sts_proxy::interpose::Recorded
 
 use std::io::Write;
@@ -20,7 +26,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use sts_proxy::interpose::{ChannelId, Direction, Interposer, Recorded};
+use sts_proxy::interpose::{Action, ChannelId, Direction, Interposer, Recorded, Rule};
 use sts_proxy::wire::OfpCodec;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -104,15 +110,43 @@ struct Shared {
     interposer: Interposer,
     record: Option<Recording>,
     clock: Clock,
+    /// The writer task of each channel direction.
+    writers: std::collections::HashMap<(ChannelId, Direction), tokio::sync::mpsc::Sender<bytes::Bytes>>,
+}
+
+/// Batches a writer task may trail its relay by.
+const WRITER_BACKLOG: usize = 256;
+
+/// Parses a fault policy from `--drop TYPE` and `--delay TYPE=MS` values
+/// (message type names as recorded: `flow_mod`, `packet_in` ...).
+pub fn parse_policy(drop: &[String], delay: &[String]) -> Result<Vec<Rule>, String> {
+    let known = sts_proxy::wire::type_names();
+    let check = |flag: &str, t: &str| {
+        if known.contains(&t) {
+            Ok(t.to_string())
+        } else {
+            Err(format!("--{flag} {t:?}: unknown message type (known: {})", known.join(", ")))
+        }
+    };
+    let mut rules = Vec::new();
+    for t in drop {
+        rules.push(Rule { dir: None, dpid: None, msg_type: Some(check("drop", t)?), action: Action::Drop });
+    }
+    for d in delay {
+        let (t, ms) = d.split_once('=').ok_or_else(|| format!("--delay {d:?}: expected TYPE=MS, e.g. flow_mod=200"))?;
+        let ms: u64 = ms.parse().map_err(|_| format!("--delay {d:?}: {ms:?} is not a number of milliseconds"))?;
+        rules.push(Rule { dir: None, dpid: None, msg_type: Some(check("delay", t)?), action: Action::Delay(ms) });
+    }
+    Ok(rules)
 }
 
 impl Shared {
-    /// Records a message and returns the bytes to forward now.
+    /// Records a message and returns the bytes to forward now, on this
+    /// channel direction (a message only ever releases its own queue).
+    /// Records stay in the interposer's log until `flush_records`.
     fn pass(&mut self, channel: ChannelId, dir: Direction, frame: sts_proxy::wire::Frame) -> Vec<bytes::Bytes> {
         let now = self.clock.now();
         let out = self.interposer.on_message(channel, dir, frame, now);
-        // The standalone proxy passes; what is delivered belongs to this channel.
-        // (Records stay in the interposer's log until `flush_records`.)
         out.into_iter().filter(|d| d.channel == channel && d.dir == dir).map(|d| d.frame.bytes().clone()).collect()
     }
 }
@@ -136,10 +170,17 @@ pub async fn run(
     listen: SocketAddr,
     controller: SocketAddr,
     record: Option<Recording>,
+    policy: Vec<Rule>,
     ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
 ) -> std::io::Result<()> {
     let listener = TcpListener::bind(listen).await?;
-    let shared = Arc::new(Mutex::new(Shared { interposer: Interposer::default(), record, clock: Clock::start() }));
+    let delays = policy.iter().any(|r| matches!(r.action, Action::Delay(_)));
+    let mut interposer = Interposer::default();
+    interposer.rules = policy;
+    let shared = Arc::new(Mutex::new(Shared { interposer, record, clock: Clock::start(), writers: Default::default() }));
+    if delays {
+        tokio::spawn(deliver_due(shared.clone()));
+    }
     if let Some(tx) = ready {
         let _ = tx.send(listener.local_addr()?);
     }
@@ -161,14 +202,51 @@ pub async fn run(
             let _ = ctl.set_nodelay(true);
             let (sr, sw) = switch.into_split();
             let (cr, cw) = ctl.into_split();
-            let up = pump(sr, cw, channel, Direction::SwitchToController, shared.clone());
-            let down = pump(cr, sw, channel, Direction::ControllerToSwitch, shared);
+            let up_writer = writer(cw, channel, Direction::SwitchToController, &shared);
+            let down_writer = writer(sw, channel, Direction::ControllerToSwitch, &shared);
+            let up = pump(sr, up_writer, channel, Direction::SwitchToController, shared.clone());
+            let down = pump(cr, down_writer, channel, Direction::ControllerToSwitch, shared.clone());
             // When either side closes, the whole channel ends.
             tokio::select! {
                 r = up => if let Err(e) = r { tracing::info!("channel {}: {e}", channel.dpid) },
                 r = down => if let Err(e) = r { tracing::info!("channel {}: {e}", channel.dpid) },
             }
+            if let Ok(mut shared) = shared.lock() {
+                shared.writers.retain(|(c, _), _| *c != channel);
+            }
         });
+    }
+}
+
+/// Starts the writer task of one channel direction and registers it.
+fn writer(mut to: impl AsyncWrite + Unpin + Send + 'static, channel: ChannelId, dir: Direction, shared: &Arc<Mutex<Shared>>) -> tokio::sync::mpsc::Sender<bytes::Bytes> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(WRITER_BACKLOG);
+    if let Ok(mut shared) = shared.lock() {
+        shared.writers.insert((channel, dir), tx.clone());
+    }
+    tokio::spawn(async move {
+        while let Some(b) = rx.recv().await {
+            if to.write_all(&b).await.is_err() {
+                return;
+            }
+        }
+    });
+    tx
+}
+
+/// Delivers delayed messages when they fall due, through their writers.
+async fn deliver_due(shared: Arc<Mutex<Shared>>) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        let due: Vec<(tokio::sync::mpsc::Sender<bytes::Bytes>, bytes::Bytes)> = {
+            let Ok(mut shared) = shared.lock() else { return };
+            let now = shared.clock.now();
+            let delivered = shared.interposer.due(now);
+            delivered.into_iter().filter_map(|d| shared.writers.get(&(d.channel, d.dir)).map(|w| (w.clone(), d.frame.bytes().clone()))).collect()
+        };
+        for (w, b) in due {
+            let _ = w.send(b).await;
+        }
     }
 }
 
@@ -176,15 +254,14 @@ pub async fn run(
 /// lock, one hand-off to the recorder, one write); a lone frame goes at once.
 async fn pump(
     from: impl AsyncRead + Unpin,
-    mut to: impl AsyncWrite + Unpin,
+    to: tokio::sync::mpsc::Sender<bytes::Bytes>,
     channel: ChannelId,
     dir: Direction,
     shared: Arc<Mutex<Shared>>,
 ) -> Result<(), String> {
     let mut batches = FramedRead::new(from, OfpCodec).ready_chunks(256);
-    let mut out = Vec::with_capacity(1 << 16);
     while let Some(batch) = batches.next().await {
-        out.clear();
+        let mut out = Vec::with_capacity(1 << 12);
         let mut failure = None;
         {
             let mut shared = shared.lock().map_err(|_| "recorder lock poisoned".to_string())?;
@@ -199,7 +276,9 @@ async fn pump(
             }
             shared.flush_records();
         }
-        to.write_all(&out).await.map_err(|e| e.to_string())?;
+        if !out.is_empty() {
+            to.send(bytes::Bytes::from(out)).await.map_err(|_| format!("{dir:?}: the peer closed"))?;
+        }
         if let Some(f) = failure {
             return Err(f);
         }
@@ -208,8 +287,15 @@ async fn pump(
 }
 
 /// The `sts proxy` command.
-pub fn command(listen: &str, controller: &str, record: Option<&Path>) -> u8 {
+pub fn command(listen: &str, controller: &str, record: Option<&Path>, drop_types: &[String], delay: &[String]) -> u8 {
     use crate::cli::exit;
+    let policy = match parse_policy(drop_types, delay) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sts proxy: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
     let parse = |what: &str, s: &str| s.parse::<SocketAddr>().map_err(|e| format!("--{what} {s:?}: {e} (expected IP:PORT)"));
     let (listen, controller) = match (parse("listen", listen), parse("controller", controller)) {
         (Ok(l), Ok(c)) => (l, c),
@@ -236,7 +322,7 @@ pub fn command(listen: &str, controller: &str, record: Option<&Path>) -> u8 {
     eprintln!("sts proxy: switches -> {listen} -> controller {controller}{}", record.map_or(String::new(), |p| format!(", recording to {}", p.display())));
     let result = rt.block_on(async {
         tokio::select! {
-            r = run(listen, controller, recording, None) => r,
+            r = run(listen, controller, recording, policy, None) => r,
             _ = tokio::signal::ctrl_c() => Ok(()),
         }
     });

@@ -85,7 +85,7 @@ fn the_standalone_proxy_relays_and_records_a_real_session() {
     rt.block_on(async {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let ctl_addr = ctl.addr();
-        let proxy = tokio::spawn(async move { sts::standalone::run("127.0.0.1:0".parse().unwrap(), ctl_addr, Some(rec), Some(tx)).await });
+        let proxy = tokio::spawn(async move { sts::standalone::run("127.0.0.1:0".parse().unwrap(), ctl_addr, Some(rec), Vec::new(), Some(tx)).await });
         let proxy_addr = rx.await.unwrap();
         // The mock switches stand in for real ones: they only see the proxy's address.
         let net = Network::new(&Topology::linear(2), OFP13);

@@ -383,28 +383,41 @@ impl Message {
     }
 }
 
+/// OpenFlow 1.0 message type names, by type code.
+const TYPE_NAMES_10: [&str; 22] = [
+    "hello", "error", "echo_request", "echo_reply", "vendor", "features_request", "features_reply", "get_config_request",
+    "get_config_reply", "set_config", "packet_in", "flow_removed", "port_status", "packet_out", "flow_mod", "port_mod",
+    "stats_request", "stats_reply", "barrier_request", "barrier_reply", "queue_get_config_request", "queue_get_config_reply",
+];
+
+/// OpenFlow 1.3 message type names, by type code.
+const TYPE_NAMES_13: [&str; 30] = [
+    "hello", "error", "echo_request", "echo_reply", "experimenter", "features_request", "features_reply", "get_config_request",
+    "get_config_reply", "set_config", "packet_in", "flow_removed", "port_status", "packet_out", "flow_mod", "group_mod",
+    "port_mod", "table_mod", "multipart_request", "multipart_reply", "barrier_request", "barrier_reply",
+    "queue_get_config_request", "queue_get_config_reply", "role_request", "role_reply", "get_async_request", "get_async_reply",
+    "set_async", "meter_mod",
+];
+
 /// The type name of a message from its header alone (no decoding): what
 /// [`Message::type_name`] would say, or `unknown`.
 pub fn type_name(version: u8, msg_type: u8) -> &'static str {
-    const V10: [&str; 22] = [
-        "hello", "error", "echo_request", "echo_reply", "vendor", "features_request", "features_reply", "get_config_request",
-        "get_config_reply", "set_config", "packet_in", "flow_removed", "port_status", "packet_out", "flow_mod", "port_mod",
-        "stats_request", "stats_reply", "barrier_request", "barrier_reply", "queue_get_config_request", "queue_get_config_reply",
-    ];
-    const V13: [&str; 30] = [
-        "hello", "error", "echo_request", "echo_reply", "experimenter", "features_request", "features_reply", "get_config_request",
-        "get_config_reply", "set_config", "packet_in", "flow_removed", "port_status", "packet_out", "flow_mod", "group_mod",
-        "port_mod", "table_mod", "multipart_request", "multipart_reply", "barrier_request", "barrier_reply",
-        "queue_get_config_request", "queue_get_config_reply", "role_request", "role_reply", "get_async_request", "get_async_reply",
-        "set_async", "meter_mod",
-    ];
     let table: &[&str] = match version {
-        OFP10 => &V10,
-        OFP13 => &V13,
+        OFP10 => &TYPE_NAMES_10,
+        OFP13 => &TYPE_NAMES_13,
         _ if msg_type == TYPE_HELLO => return "hello",
         _ => return "unknown",
     };
     table.get(msg_type as usize).copied().unwrap_or("unknown")
+}
+
+/// Every message type name of OpenFlow 1.0 and 1.3, sorted (for checking
+/// names a user typed).
+pub fn type_names() -> Vec<&'static str> {
+    let mut all: Vec<&str> = TYPE_NAMES_10.iter().chain(TYPE_NAMES_13.iter()).copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    all
 }
 
 impl<'a> Arbitrary<'a> for Message {
