@@ -54,8 +54,16 @@
 //! control_delay_end = 0.1
 //! controller_crash = 0.0     # a random controller is killed (SIGKILL)
 //! controller_recovery = 0.1  # a crashed controller starts again; switches reconnect
+//! partition = 0.0       # a random [[relays]] entry blocks: its controllers are partitioned
+//! partition_heal = 0.1  # a blocked relay heals (both drawn only if relays exist)
 //! delay_ms = 100
-//! # not yet: controller partitions, TCAM reordering
+//! # not yet: TCAM reordering
+//!
+//! [[relays]]            # controller-to-controller links sts can partition
+//! name = "c0-c1"        # letters, digits, - and _
+//! to = "127.0.0.1:9001" # where the relay forwards (a peer's cluster port);
+//!                       # `{relay:c0-c1}` in a controller's command, args or
+//!                       # env becomes the relay's own address
 //!
 //! [invariants]
 //! check = ["loop", "blackhole", "liveness"]   # see docs/invariants.md
@@ -68,7 +76,7 @@
 //! whitelist = ["echo_request", "echo_reply"]   # message types never held or delayed
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -93,6 +101,8 @@ pub struct Config {
     pub invariants: InvariantsConfig,
     #[serde(default)]
     pub interpose: InterposeConfig,
+    #[serde(default)]
+    pub relays: Vec<RelayConfig>,
     /// The directory of the config file: relative app paths (`apps =
     /// ["my_app.py"]`) are resolved against it.
     #[serde(skip)]
@@ -134,6 +144,8 @@ pub struct Rates {
     pub control_delay_end: f64,
     pub controller_crash: f64,
     pub controller_recovery: f64,
+    pub partition: f64,
+    pub partition_heal: f64,
     /// How long dataplane and control delays hold things, in milliseconds.
     pub delay_ms: u64,
 }
@@ -155,6 +167,8 @@ impl Default for Rates {
             control_delay_end: 0.1,
             controller_crash: 0.0,
             controller_recovery: 0.1,
+            partition: 0.0,
+            partition_heal: 0.1,
             delay_ms: 100,
         }
     }
@@ -162,7 +176,7 @@ impl Default for Rates {
 
 impl Rates {
     /// Every rate with its name, in the order the fuzzer draws them.
-    pub fn named(&self) -> [(&'static str, f64); 14] {
+    pub fn named(&self) -> [(&'static str, f64); 16] {
         [
             ("traffic", self.traffic),
             ("link_failure", self.link_failure),
@@ -178,7 +192,26 @@ impl Rates {
             ("control_delay_end", self.control_delay_end),
             ("controller_crash", self.controller_crash),
             ("controller_recovery", self.controller_recovery),
+            ("partition", self.partition),
+            ("partition_heal", self.partition_heal),
         ]
+    }
+}
+
+/// One `[[relays]]` entry: a TCP relay between controller peers that
+/// partitions can block (`proxy::relay`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayConfig {
+    pub name: String,
+    /// Where it forwards, `IP:PORT`.
+    pub to: String,
+}
+
+impl RelayConfig {
+    /// The placeholder controllers use for this relay's address.
+    pub fn placeholder(&self) -> String {
+        format!("{{relay:{}}}", self.name)
     }
 }
 
@@ -462,6 +495,27 @@ impl Config {
         if self.controllers.is_empty() {
             return Err("no [[controllers]]: at least one controller is needed".into());
         }
+        let mut relay_names = BTreeSet::new();
+        for (i, r) in self.relays.iter().enumerate() {
+            if r.name.is_empty() || !r.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(format!("relays[{i}].name = {:?}: use letters, digits, - and _", r.name));
+            }
+            if !relay_names.insert(r.name.as_str()) {
+                return Err(format!("relays[{i}].name = {:?}: two relays have this name", r.name));
+            }
+            r.to.parse::<std::net::SocketAddr>().map_err(|e| format!("relays[{i}].to = {:?}: {e} (expected IP:PORT)", r.to))?;
+        }
+        for (i, c) in self.controllers.iter().enumerate() {
+            let texts = c.command.iter().chain(&c.args).chain(c.env.values());
+            for t in texts {
+                for (at, _) in t.match_indices("{relay:") {
+                    let name = t[at + 7..].split('}').next().unwrap_or("");
+                    if !relay_names.contains(name) {
+                        return Err(format!("controllers[{i}]: {{relay:{name}}} names no [[relays]] entry"));
+                    }
+                }
+            }
+        }
         for (i, c) in self.controllers.iter().enumerate() {
             match c.kind {
                 ControllerKind::OsKen if c.apps.is_empty() => return Err(format!("controllers[{i}].apps: os-ken needs at least one app")),
@@ -638,6 +692,22 @@ mod tests {
         crate::experiment::copy_config_files(&c, &exp).unwrap();
         assert_eq!(std::fs::read_to_string(exp.join("topos/pair.topo")).unwrap(), "link s1 s2\nlink h1 s1\nlink h2 s2\n");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn relays_are_checked_and_placeholders_must_name_one() {
+        let base = "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"ctl\", \"--peer\", \"{relay:a-b}\"]\n";
+        let c = load_str(&format!("{base}\n[[relays]]\nname = \"a-b\"\nto = \"127.0.0.1:9001\"\n")).unwrap();
+        assert_eq!(c.relays[0].placeholder(), "{relay:a-b}");
+        let e = load_str(base).unwrap_err().to_string();
+        assert!(e.contains("{relay:a-b} names no [[relays]] entry"), "{e}");
+        let e = load_str(&format!("{base}\n[[relays]]\nname = \"a-b\"\nto = \"localhost\"\n")).unwrap_err().to_string();
+        assert!(e.contains("relays[0].to"), "{e}");
+        let e = load_str(&format!("{base}\n[[relays]]\nname = \"a b\"\nto = \"127.0.0.1:1\"\n")).unwrap_err().to_string();
+        assert!(e.contains("relays[0].name"), "{e}");
+        let two = "[[relays]]\nname = \"a-b\"\nto = \"127.0.0.1:1\"\n";
+        let e = load_str(&format!("{base}\n{two}{two}")).unwrap_err().to_string();
+        assert!(e.contains("relays[1].name") && e.contains("two relays"), "{e}");
     }
 
     #[test]

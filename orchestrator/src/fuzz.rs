@@ -45,7 +45,7 @@ pub async fn run(config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunEr
     let mut writer = trace::Writer::create(&exp.trace(), &Header::new(Some(config.fuzz.seed))).map_err(env)?;
     s.runner.run_for(Duration::from_millis(config.fuzz.warmup_ms)).await;
     let mut monitor = Monitor::new(config, s.runner.clock.now());
-    let mut fuzzer = Fuzzer::new(config.fuzz.seed, config.fuzz.rates.clone(), config.controllers.len());
+    let mut fuzzer = Fuzzer::new(config.fuzz.seed, config.fuzz.rates.clone(), config.controllers.len()).with_relays(config.relays.iter().map(|r| r.name.clone()).collect());
     let f = &config.fuzz;
     let pb = progress(f.steps as u64, "fuzzing");
     let mut inputs = 0;

@@ -29,10 +29,19 @@ fn check_link(net: &Network, a: Port, b: Port) -> Result<Endpoint, String> {
     Ok(ea)
 }
 
-/// Checks that `e` fits the network (hosts, switches and links exist)
-/// without changing anything.
-pub fn validate(net: &Network, controllers: usize, e: &External) -> Result<(), String> {
+fn check_relay(relays: &[String], name: &str) -> Result<(), String> {
+    if relays.iter().any(|r| r == name) {
+        Ok(())
+    } else {
+        Err(format!("no relay named {name:?} in the config's [[relays]] (there are: {})", if relays.is_empty() { "none".to_string() } else { relays.join(", ") }))
+    }
+}
+
+/// Checks that `e` fits the network (hosts, switches, links and relays
+/// exist) without changing anything.
+pub fn validate(net: &Network, controllers: usize, relays: &[String], e: &External) -> Result<(), String> {
     match e {
+        External::Partition { relay } | External::PartitionHeal { relay } => check_relay(relays, relay)?,
         External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
             controller_index(controller, controllers)?;
         }
@@ -66,9 +75,12 @@ pub fn validate(net: &Network, controllers: usize, e: &External) -> Result<(), S
 /// Injects `e`. An event that does not fit the network (an unknown host, a
 /// link that does not exist) is an error naming what is wrong.
 pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
-    validate(&session.runner.net, session.controllers.len(), e)?;
+    let relays: Vec<String> = session.relays.keys().cloned().collect();
+    validate(&session.runner.net, session.controllers.len(), &relays, e)?;
     let runner = &mut session.runner;
     match e {
+        External::Partition { relay } => session.relays[relay].block(),
+        External::PartitionHeal { relay } => session.relays[relay].heal(),
         External::ControllerCrash { controller } => session.crash_controller(controller_index(controller, session.controllers.len())?)?,
         External::ControllerRestart { controller } => session.restart_controller(controller_index(controller, session.controllers.len())?).await?,
         External::Ping { src, dst } => {
@@ -142,9 +154,18 @@ pub struct Fuzzer {
     control_delayed: BTreeSet<u64>,
     controllers: usize,
     controllers_down: BTreeSet<usize>,
+    relays: Vec<String>,
+    partitioned: BTreeSet<String>,
 }
 
 impl Fuzzer {
+    /// The same fuzzer, also partitioning the named relays (sorted).
+    pub fn with_relays(mut self, mut relays: Vec<String>) -> Fuzzer {
+        relays.sort();
+        self.relays = relays;
+        self
+    }
+
     /// A fuzzer for a network with `controllers` controllers.
     pub fn new(seed: u64, rates: Rates, controllers: usize) -> Fuzzer {
         Fuzzer {
@@ -157,6 +178,8 @@ impl Fuzzer {
             control_delayed: BTreeSet::new(),
             controllers,
             controllers_down: BTreeSet::new(),
+            relays: Vec::new(),
+            partitioned: BTreeSet::new(),
         }
     }
 
@@ -172,7 +195,10 @@ impl Fuzzer {
     pub fn step(&mut self, net: &Network) -> Vec<External> {
         let mut out = Vec::new();
         for (name, rate) in self.rates.clone().named() {
-            if rate <= 0.0 || !self.rng.gen_bool(rate) {
+            // Partitions draw nothing without relays, so adding them left
+            // every older seed's choices as they were.
+            let needs_relays = matches!(name, "partition" | "partition_heal");
+            if rate <= 0.0 || (needs_relays && self.relays.is_empty()) || !self.rng.gen_bool(rate) {
                 continue;
             }
             let e = match name {
@@ -217,6 +243,8 @@ impl Fuzzer {
                     begin(&mut self.rng, &mut self.controllers_down, 0..self.controllers).map(|c| External::ControllerCrash { controller: format!("c{c}") })
                 }
                 "controller_recovery" => end(&mut self.rng, &mut self.controllers_down).map(|c| External::ControllerRestart { controller: format!("c{c}") }),
+                "partition" => begin(&mut self.rng, &mut self.partitioned, self.relays.clone()).map(|relay| External::Partition { relay }),
+                "partition_heal" => end(&mut self.rng, &mut self.partitioned).map(|relay| External::PartitionHeal { relay }),
                 _ => None,
             };
             out.extend(e);
@@ -250,6 +278,8 @@ mod tests {
             control_delay_end: 0.3,
             controller_crash: 0.05,
             controller_recovery: 0.3,
+            partition: 0.2,
+            partition_heal: 0.3,
             delay_ms: 100,
         };
         let run = |seed| {
@@ -262,5 +292,29 @@ mod tests {
         for kind in ["ping", "link down", "link up", "migrate", "dataplane drop", "dataplane delay", "switch", "control", "controller c"] {
             assert!(a.iter().any(|e| e.describe().starts_with(kind)), "no {kind} in 200 steps");
         }
+        assert!(!a.iter().any(|e| matches!(e, External::Partition { .. } | External::PartitionHeal { .. })), "no relays, no partitions");
+
+        // Without relays the partition rates draw nothing: the choices equal
+        // those of a config without them (older seeds keep their runs).
+        let without = Rates { partition: 0.0, partition_heal: 0.0, ..rates.clone() };
+        let mut f = Fuzzer::new(7, without, 2);
+        assert_eq!(a, (0..200).flat_map(|_| f.step(&net)).collect::<Vec<_>>());
+
+        // With relays: partitions of configured relays, each healed only after it began.
+        let mut f = Fuzzer::new(7, rates.clone(), 2).with_relays(vec!["c1-c0".into(), "c0-c1".into()]);
+        let events: Vec<External> = (0..200).flat_map(|_| f.step(&net)).collect();
+        let mut blocked = BTreeSet::new();
+        let mut partitions = 0;
+        for e in &events {
+            match e {
+                External::Partition { relay } => {
+                    assert!(blocked.insert(relay.clone()), "{relay} partitioned twice");
+                    partitions += 1;
+                }
+                External::PartitionHeal { relay } => assert!(blocked.remove(relay), "{relay} healed while not partitioned"),
+                _ => {}
+            }
+        }
+        assert!(partitions >= 5, "{partitions} partitions in 200 steps");
     }
 }

@@ -75,6 +75,8 @@ fn pairing(e: &External) -> Option<(String, bool)> {
         External::ControlDelayEnd { switch } => (format!("control {switch}"), false),
         External::ControllerCrash { controller } => (format!("controller {controller}"), true),
         External::ControllerRestart { controller } => (format!("controller {controller}"), false),
+        External::Partition { relay } => (format!("relay {relay}"), true),
+        External::PartitionHeal { relay } => (format!("relay {relay}"), false),
         External::Ping { .. } | External::HostMigrate { .. } => return None,
     })
 }

@@ -85,7 +85,7 @@ pub fn validate(config: &Config, trace: &Trace, path: &Path) -> Result<(), RunEr
     let net = Network::new(&config.topology(), config.network.openflow.wire());
     for r in &trace.records {
         if let Some(e) = &r.external {
-            inputs::validate(&net, config.controllers.len(), e).map_err(|m| RunError::BadInput(format!("{}:{}: external: {m}", path.display(), r.line)))?;
+            inputs::validate(&net, config.controllers.len(), &config.relays.iter().map(|r| r.name.clone()).collect::<Vec<_>>(), e).map_err(|m| RunError::BadInput(format!("{}:{}: external: {m}", path.display(), r.line)))?;
         }
     }
     Ok(())

@@ -2,11 +2,12 @@
 //! network, connect every switch, and wait for the handshakes. Shared by
 //! `pingall`, `fuzz` and `replay`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use sts_mocknet::Network;
+use sts_proxy::relay::Relay;
 
 use crate::cli::exit;
 use crate::clock::Clock;
@@ -50,6 +51,8 @@ pub struct Session {
     logs: Vec<PathBuf>,
     /// Controllers crashed on purpose (a fuzzer input), not yet restarted.
     pub crashed: BTreeSet<usize>,
+    /// The controller-to-controller relays (`[[relays]]`), by name.
+    pub relays: BTreeMap<String, Relay>,
 }
 
 impl Session {
@@ -95,7 +98,21 @@ pub fn progress(len: u64, msg: &str) -> ProgressBar {
 /// were quiet per `settle`.
 pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Session, RunError> {
     std::fs::create_dir_all(run_dir).map_err(|e| RunError::Environment(format!("cannot create {}: {e}", run_dir.display())))?;
-    let specs = config.controller_specs(run_dir).map_err(|e| RunError::Environment(format!("cannot write controller files: {e}")))?;
+    let mut specs = config.controller_specs(run_dir).map_err(|e| RunError::Environment(format!("cannot write controller files: {e}")))?;
+    // Relays first: controllers name their addresses ({relay:NAME}).
+    let mut relays = BTreeMap::new();
+    for r in &config.relays {
+        let to = r.to.parse().map_err(|e| RunError::BadInput(format!("relay {}: {e}", r.name)))?;
+        let relay = Relay::start("127.0.0.1:0".parse().expect("a valid address"), to)
+            .await
+            .map_err(|e| RunError::Environment(format!("relay {}: cannot listen: {e}", r.name)))?;
+        let addr = relay.addr().to_string();
+        for spec in &mut specs {
+            spec.command.iter_mut().for_each(|a| *a = a.replace(&r.placeholder(), &addr));
+            spec.env.iter_mut().for_each(|(_, v)| *v = v.replace(&r.placeholder(), &addr));
+        }
+        relays.insert(r.name.clone(), relay);
+    }
     let mut controllers = Vec::new();
     let mut addrs = Vec::new();
     let mut logs = Vec::new();
@@ -135,5 +152,5 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         }
         return Err(RunError::Environment(why));
     }
-    Ok(Session { runner, controllers, run_dir: run_dir.to_owned(), specs, logs, crashed: BTreeSet::new() })
+    Ok(Session { runner, controllers, run_dir: run_dir.to_owned(), specs, logs, crashed: BTreeSet::new(), relays })
 }

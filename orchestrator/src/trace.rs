@@ -81,6 +81,11 @@ pub enum External {
     ControllerCrash { controller: String },
     /// A crashed controller starts again on the same address; the switches reconnect.
     ControllerRestart { controller: String },
+    /// The controller-to-controller relay `relay` (config `[[relays]]`) is
+    /// blocked: its peers are partitioned.
+    Partition { relay: String },
+    /// The partition ends: what waited crosses, in order.
+    PartitionHeal { relay: String },
 }
 
 impl External {
@@ -98,6 +103,8 @@ impl External {
             External::DataplaneDelayEnd { a, b } => format!("dataplane delay ends {}", link(a, b)),
             External::SwitchDown { switch } => format!("switch s{switch} fails"),
             External::SwitchUp { switch } => format!("switch s{switch} recovers"),
+            External::Partition { relay } => format!("partition {relay}"),
+            External::PartitionHeal { relay } => format!("partition {relay} heals"),
             External::ControlDelay { switch, ms } => format!("control messages to s{switch} delayed {ms} ms"),
             External::ControlDelayEnd { switch } => format!("control delay to s{switch} ends"),
             External::ControllerCrash { controller } => format!("controller {controller} crashes"),

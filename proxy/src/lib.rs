@@ -11,4 +11,5 @@
 //! See `ARCHITECTURE.md` at the workspace root.
 
 pub mod interpose;
+pub mod relay;
 pub mod wire;
