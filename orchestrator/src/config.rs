@@ -24,6 +24,8 @@
 //! command = []          # command: program and arguments ({port}, {address} ...)
 //! env = {}              # command: environment
 //! start_timeout_ms = 30000
+//! snapshot = false      # fork each run's copy from a parked pristine one
+//!                       # (LD_PRELOAD shim; much faster starts; docs/snapshots.md)
 //!
 //! [pingall]
 //! min_wait_ms = 0       # wait at least this long before pinging (STP convergence ...)
@@ -337,6 +339,10 @@ pub struct ControllerConfig {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub start_timeout_ms: Option<u64>,
+    /// Start each run from a pristine snapshot (a fork of a parked copy,
+    /// `sts-shim`) instead of a new process.
+    #[serde(default)]
+    pub snapshot: bool,
 }
 
 /// Kinds of controller.

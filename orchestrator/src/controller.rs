@@ -94,10 +94,57 @@ pub fn log_fingerprint(line: &str) -> String {
     out
 }
 
+/// How sts holds a controller process.
+enum Process {
+    /// Started by sts (its child).
+    Spawned(Child),
+    /// Forked by a zygote (`crate::snapshot`): not sts's child; the kernel
+    /// reaps it, so it is alive while signals reach it.
+    Forked(Pid),
+}
+
+impl Process {
+    fn pid(&self) -> u32 {
+        match self {
+            Process::Spawned(c) => c.id(),
+            Process::Forked(p) => p.as_raw() as u32,
+        }
+    }
+
+    /// `Some(how it ended)` once the process has exited.
+    fn exited(&mut self) -> Option<String> {
+        match self {
+            Process::Spawned(c) => c.try_wait().ok().flatten().map(|s| s.to_string()),
+            Process::Forked(p) => {
+                // A reaped process is gone; a zombie (never, here) would be dead too.
+                let gone = nix::sys::signal::kill(*p, None).is_err();
+                let zombie = std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+                (gone || zombie).then(|| "exited".to_string())
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = killpg(Pid::from_raw(self.pid() as i32), Signal::SIGKILL);
+        match self {
+            Process::Spawned(c) => {
+                let _ = c.wait();
+            }
+            Process::Forked(_) => {
+                // Not ours to wait for: watch it go (SIGKILL is prompt).
+                let until = Instant::now() + Duration::from_secs(2);
+                while self.exited().is_none() && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+}
+
 /// A running controller process (and its process group).
 pub struct Controller {
     name: String,
-    child: Child,
+    process: Process,
     addr: SocketAddr,
     aux_port: u16,
     log_path: PathBuf,
@@ -154,9 +201,23 @@ impl Controller {
         if let Some(err) = child.stderr.take() {
             copy_lines(err, Stream::Stderr, log, tx, readers_done.clone());
         }
-        let mut ctl = Controller { name, child, addr, aux_port, log_path: log_path.to_owned(), lines, readers_done };
+        let mut ctl = Controller { name, process: Process::Spawned(child), addr, aux_port, log_path: log_path.to_owned(), lines, readers_done };
         ctl.wait_listening(spec.start_timeout)?;
         Ok(ctl)
+    }
+
+    /// Takes charge of a controller a zygote forked (`crate::snapshot`):
+    /// process `pid` (its own process group) listening on `addr`, writing
+    /// into `stdout` and `stderr`, whose lines go to `log_path` and become
+    /// events as for a started controller.
+    pub fn adopt_forked(name: &str, pid: u32, addr: SocketAddr, aux_port: u16, log_path: &Path, stdout: File, stderr: File) -> std::io::Result<Controller> {
+        let log = File::create(log_path)?;
+        let (tx, lines) = std::sync::mpsc::sync_channel(MAX_UNREAD_LINES);
+        let readers_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        copy_lines(stdout, Stream::Stdout, log.try_clone()?, tx.clone(), readers_done.clone());
+        copy_lines(stderr, Stream::Stderr, log, tx, readers_done.clone());
+        let process = Process::Forked(Pid::from_raw(pid as i32));
+        Ok(Controller { name: name.to_string(), process, addr, aux_port, log_path: log_path.to_owned(), lines, readers_done })
     }
 
     /// Starts `spec` on a free loopback port. A free port can be taken between
@@ -177,7 +238,7 @@ impl Controller {
     fn wait_listening(&mut self, timeout: Duration) -> Result<(), StartError> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(status) = self.process.exited() {
                 // Let the copying threads write the last lines before quoting them
                 // (bounded: a grandchild may still hold the pipes open).
                 let until = Instant::now() + Duration::from_secs(1);
@@ -187,7 +248,7 @@ impl Controller {
                 return Err(StartError::Exited {
                     name: self.name.clone(),
                     addr: self.addr,
-                    status: status.to_string(),
+                    status,
                     tail: self.log_tail(20),
                 });
             }
@@ -218,12 +279,12 @@ impl Controller {
 
     /// The process id (also the process group id).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// True while the process is running.
     pub fn is_alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.process.exited().is_none()
     }
 
     /// The last `n` lines of the controller's log.
@@ -233,8 +294,7 @@ impl Controller {
 
     /// SIGKILLs the process group and reaps the process.
     pub fn kill(&mut self) {
-        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
-        let _ = self.child.wait();
+        self.process.kill();
     }
 }
 

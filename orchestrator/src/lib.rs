@@ -35,5 +35,6 @@ pub mod pingall;
 pub mod presets;
 pub mod replay;
 pub mod session;
+pub mod snapshot;
 pub mod standalone;
 pub mod trace;

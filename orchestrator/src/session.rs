@@ -84,6 +84,21 @@ impl Session {
     }
 }
 
+/// Starts a controller: a fresh copy forked from its pristine snapshot when
+/// `snapshot` is asked for and the controller allows it, else a new process.
+fn start_controller(spec: &ControllerSpec, log: &Path, snapshot: bool) -> Result<Controller, RunError> {
+    if snapshot {
+        match crate::snapshot::fork_or_start(spec, log) {
+            Ok(c) => return Ok(c),
+            Err(e @ crate::snapshot::SnapshotError::Refused(_)) => {
+                tracing::warn!("{}: {e}; starting it without snapshots", spec.name);
+            }
+            Err(e) => return Err(RunError::Environment(format!("{}: snapshot: {e}", spec.name))),
+        }
+    }
+    Controller::start_on_free_port(spec, log).map_err(|e| RunError::Environment(e.to_string()))
+}
+
 /// A spinner with a counter, on stderr (hidden when stderr is not a terminal).
 pub fn progress(len: u64, msg: &str) -> ProgressBar {
     let pb = ProgressBar::new(len);
@@ -121,10 +136,10 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         logs.push(log.clone());
         tracing::info!("starting controller {i} ({}), log {}", spec.name, log.display());
         let spec = spec.clone();
-        let ctl = tokio::task::spawn_blocking(move || Controller::start_on_free_port(&spec, &log))
+        let snapshot = config.controllers[i].snapshot;
+        let ctl = tokio::task::spawn_blocking(move || start_controller(&spec, &log, snapshot))
             .await
-            .map_err(|e| RunError::Environment(e.to_string()))?
-            .map_err(|e| RunError::Environment(e.to_string()))?;
+            .map_err(|e| RunError::Environment(e.to_string()))??;
         addrs.push(ctl.addr());
         controllers.push(ctl);
     }

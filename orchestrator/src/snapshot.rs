@@ -1,0 +1,224 @@
+//! Pristine controller snapshots (issue 8, brief §7): a controller started
+//! once with the `sts-shim` library preloaded parks itself, ready and
+//! quiescent, as a *zygote*; every run then gets a fresh copy forked from it
+//! in milliseconds instead of starting the process again (os-ken takes
+//! seconds to import).
+//!
+//! The shim's side of the protocol is in `shim/src/lib.rs`. Here:
+//! [`Zygote::start`] starts the controller with `LD_PRELOAD` and
+//! `STS_SHIM_SOCKET`, waits for `ready PID` (or `refuse ...`, for a
+//! multi-threaded process); [`Zygote::fork`] sends `fork` with the child's
+//! stdout, stderr and a report pipe, and adopts the child as a
+//! [`Controller`] on the port the child reports (each child listens on a port
+//! of its own, so copies can run side by side).
+//!
+//! Zygotes live for the whole sts process, one per controller command
+//! ([`fork_or_start`]); each dies with sts (PDEATHSIG, like every controller),
+//! and each child dies with its zygote.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, IoSlice, Write};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+
+use crate::controller::{Controller, ControllerSpec};
+
+/// Why a snapshot could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The shim library is not where sts looks for it.
+    #[error("the snapshot shim libsts_shim.so is missing (looked in {0} and around it); build it with `cargo build --release -p sts-shim` (scripts/setup does), or set STS_SHIM")]
+    NoShim(PathBuf),
+    /// The controller could not be started or forked.
+    #[error("{0}")]
+    Start(String),
+    /// The shim refused to snapshot this controller (e.g. several threads).
+    #[error("the controller cannot be snapshotted: {0}")]
+    Refused(String),
+}
+
+/// Where the shim library is: `$STS_SHIM`, or `libsts_shim.so` next to the
+/// running program (`cargo build`), in `deps/` beside it (`cargo test` leaves
+/// it there), or one directory up (for test binaries, which live in `deps/`).
+pub fn shim_path() -> Result<PathBuf, SnapshotError> {
+    if let Some(p) = std::env::var_os("STS_SHIM") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| SnapshotError::Start(format!("cannot find sts itself: {e}")))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [dir.join("libsts_shim.so"), dir.join("deps/libsts_shim.so"), dir.parent().unwrap_or(dir).join("libsts_shim.so")];
+    candidates.iter().find(|p| p.exists()).cloned().ok_or_else(|| SnapshotError::NoShim(dir.to_owned()))
+}
+
+/// A controller parked by the shim, ready to be forked.
+pub struct Zygote {
+    /// The parked process itself (killed, with its children, on drop).
+    process: Controller,
+    control: BufReader<UnixStream>,
+    name: String,
+    forks: u64,
+}
+
+impl Zygote {
+    /// Starts `spec` with the shim and waits until it has parked.
+    pub fn start(spec: &ControllerSpec, log_path: &Path) -> Result<Zygote, SnapshotError> {
+        let shim = shim_path()?;
+        let socket = log_path.with_extension("shim.sock");
+        let _ = std::fs::remove_file(&socket);
+        let listener = UnixListener::bind(&socket).map_err(|e| SnapshotError::Start(format!("{}: {e}", socket.display())))?;
+        let mut spec = spec.clone();
+        let preload = match std::env::var("LD_PRELOAD") {
+            Ok(existing) if !existing.is_empty() => format!("{}:{existing}", shim.display()),
+            _ => shim.display().to_string(),
+        };
+        spec.env.push(("LD_PRELOAD".into(), preload));
+        spec.env.push(("STS_SHIM_SOCKET".into(), socket.display().to_string()));
+        let mut process = Controller::start_on_free_port(&spec, log_path).map_err(|e| SnapshotError::Start(e.to_string()))?;
+        // The shim connects at the controller's first wait after it listens.
+        listener.set_nonblocking(true).map_err(|e| SnapshotError::Start(e.to_string()))?;
+        let deadline = Instant::now() + spec.start_timeout;
+        let stream = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(SnapshotError::Start(e.to_string())),
+            }
+            if !process.is_alive() {
+                return Err(SnapshotError::Start(format!("{} exited before parking; last log lines:\n{}", spec.name, process.log_tail(10))));
+            }
+            if Instant::now() >= deadline {
+                return Err(SnapshotError::Start(format!("{} listens but never reached a wait the shim could park in (is it preloadable?)", spec.name)));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let _ = std::fs::remove_file(&socket);
+        stream.set_nonblocking(false).map_err(|e| SnapshotError::Start(e.to_string()))?;
+        stream.set_read_timeout(Some(spec.start_timeout)).map_err(|e| SnapshotError::Start(e.to_string()))?;
+        let mut control = BufReader::new(stream);
+        let mut line = String::new();
+        control.read_line(&mut line).map_err(|e| SnapshotError::Start(format!("reading the shim's greeting: {e}")))?;
+        match line.split_whitespace().next() {
+            Some("ready") => Ok(Zygote { process, control, name: spec.name.clone(), forks: 0 }),
+            Some("refuse") => Err(SnapshotError::Refused(line.trim()["refuse".len()..].trim().to_string())),
+            _ => Err(SnapshotError::Start(format!("unexpected greeting from the shim: {:?}", line.trim()))),
+        }
+    }
+
+    /// The zygote's own address (children listen elsewhere).
+    pub fn addr(&self) -> SocketAddr {
+        self.process.addr()
+    }
+
+    /// Forks a fresh copy whose output goes to `log_path`.
+    pub fn fork(&mut self, log_path: &Path) -> Result<Controller, SnapshotError> {
+        let err = |what: &str, e: &dyn std::fmt::Display| SnapshotError::Start(format!("forking {}: {what}: {e}", self.name));
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+        let (out_r, out_w) = pipe().map_err(|e| err("pipe", &e))?;
+        let (err_r, err_w) = pipe().map_err(|e| err("pipe", &e))?;
+        let (rep_r, rep_w) = pipe().map_err(|e| err("pipe", &e))?;
+        let fds = [out_w.as_raw_fd(), err_w.as_raw_fd(), rep_w.as_raw_fd()];
+        let iov = [IoSlice::new(b"fork\n")];
+        let cmsg = [ControlMessage::ScmRights(&fds)];
+        sendmsg::<()>(self.control.get_ref().as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None).map_err(|e| err("sending the command", &e))?;
+        drop((out_w, err_w, rep_w));
+        let mut line = String::new();
+        self.control.read_line(&mut line).map_err(|e| err("reading the reply", &e))?;
+        let pid: u32 = match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["forked", pid] => pid.parse().map_err(|e| err("the reply", &e))?,
+            _ => return Err(err("the shim said", &line.trim())),
+        };
+        self.forks += 1;
+        let ports = read_report(rep_r, Duration::from_secs(10)).map_err(|e| err("the child's report", &e))?;
+        let zygote_port = self.process.addr().port();
+        let Some(&(_, port)) = ports.iter().find(|(old, _)| *old == zygote_port) else {
+            return Err(err("the child's report", &format!("no new port for {zygote_port} in {ports:?}")));
+        };
+        let addr = SocketAddr::new(self.process.addr().ip(), port);
+        Controller::adopt_forked(&self.name, pid, addr, self.process.aux_port(), log_path, File::from(out_r), File::from(err_r)).map_err(|e| err("adopting the child", &e))
+    }
+
+    /// How many copies this zygote has forked.
+    pub fn forks(&self) -> u64 {
+        self.forks
+    }
+}
+
+/// Reads `port OLD NEW` lines until `ok`.
+fn read_report(from: OwnedFd, within: Duration) -> Result<Vec<(u16, u16)>, String> {
+    let deadline = Instant::now() + within;
+    let mut text = String::new();
+    let mut file = File::from(from);
+    loop {
+        let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&file), nix::poll::PollFlags::POLLIN)];
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("no report within {within:?} (so far: {text:?})"));
+        }
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)).map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 512];
+        let n = std::io::Read::read(&mut file, &mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(format!("the child ended its report early: {text:?}"));
+        }
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if text.lines().any(|l| l == "ok") {
+            break;
+        }
+    }
+    let mut ports = Vec::new();
+    for l in text.lines() {
+        match l.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["port", old, new] => ports.push((old.parse().map_err(|_| format!("bad line {l:?}"))?, new.parse().map_err(|_| format!("bad line {l:?}"))?)),
+            ["ok"] => {}
+            _ if l.starts_with("error") => return Err(l.to_string()),
+            _ => {}
+        }
+    }
+    Ok(ports)
+}
+
+/// The zygotes of this sts process, by controller command.
+static ZYGOTES: Mutex<Option<HashMap<String, Zygote>>> = Mutex::new(None);
+
+fn key(spec: &ControllerSpec) -> String {
+    format!("{:?} {:?}", spec.command, spec.env)
+}
+
+/// A fresh copy of `spec` with its output in `log_path`: forked from this
+/// process's zygote for the same command, started (once) if there is none.
+pub fn fork_or_start(spec: &ControllerSpec, log_path: &Path) -> Result<Controller, SnapshotError> {
+    let mut zygotes = ZYGOTES.lock().unwrap_or_else(|e| e.into_inner());
+    let zygotes = zygotes.get_or_insert_with(HashMap::new);
+    let k = key(spec);
+    if !zygotes.contains_key(&k) {
+        let zlog = log_path.with_file_name(format!("{}-zygote.log", log_path.file_stem().and_then(|s| s.to_str()).unwrap_or("controller")));
+        let z = Zygote::start(spec, &zlog)?;
+        tracing::info!("{}: zygote parked (pid {}, log {})", spec.name, z.process.pid(), zlog.display());
+        zygotes.insert(k.clone(), z);
+    }
+    let z = zygotes.get_mut(&k).expect("just inserted");
+    z.fork(log_path)
+}
+
+/// Kills every zygote (and so their children): for a clean exit.
+pub fn shutdown() {
+    if let Ok(mut z) = ZYGOTES.lock() {
+        *z = None;
+    }
+}
+
+impl Drop for Zygote {
+    fn drop(&mut self) {
+        // Closing the control socket ends the zygote; kill it anyway.
+        let _ = self.control.get_mut().flush();
+        self.process.kill();
+    }
+}

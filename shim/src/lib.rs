@@ -1,0 +1,385 @@
+//! `libsts_shim.so`: loaded into a controller with `LD_PRELOAD`, it turns the
+//! controller into a *zygote* that sts can fork into fresh copies (pristine
+//! snapshots, brief §7).
+//!
+//! # When it acts
+//!
+//! Only when `STS_SHIM_SOCKET` names a Unix socket sts listens on; otherwise
+//! every hook just calls through. The controller starts as usual; once it has
+//! a listening socket (`listen`) and then blocks waiting for events
+//! (`epoll_wait`, `epoll_pwait`, `poll`, `ppoll`, `select`), it is ready and
+//! quiescent: no switch has connected, no byte is in flight. There, inside
+//! the wait, the shim becomes the zygote:
+//!
+//! - a multi-threaded process is refused (fork copies one thread only): the
+//!   shim says `refuse threads=N`, and the process carries on unsnapshotted;
+//! - otherwise it says `ready PID` and serves commands: `fork` (with three
+//!   descriptors passed along: the child's stdout, stderr, and a report pipe)
+//!   or end of stream (the zygote exits).
+//!
+//! # The child
+//!
+//! A forked child must not share what later children will use, so before it
+//! returns into the controller's wait it
+//! - leaves the zygote's process group and dies with the zygote (PDEATHSIG);
+//! - takes the stdout and stderr it was given;
+//! - replaces every TCP listening socket by a fresh one on the same address
+//!   and a new free port (children run side by side; each reports
+//!   `port OLD NEW` on the report pipe, then `ok`);
+//! - rebuilds every epoll instance from the interest lists the shim tracked
+//!   (`epoll_ctl`), since an epoll instance is shared across fork.
+//!
+//! The zygote never returns from its wait: it is parked for good.
+
+#![allow(clippy::missing_safety_doc)]
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void, CStr};
+use std::io::Write;
+use std::os::unix::io::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Mutex;
+
+/// Listening sockets and epoll interest lists, as the controller made them.
+struct Tracked {
+    listening: Vec<RawFd>,
+    epolls: BTreeMap<RawFd, BTreeMap<RawFd, libc::epoll_event>>,
+}
+
+static TRACKED: Mutex<Tracked> = Mutex::new(Tracked { listening: Vec::new(), epolls: BTreeMap::new() });
+
+/// Where the process is: no socket to talk to (inert), armed (waiting for
+/// a listening socket and a wait), or done (a child, refused, or failed).
+const UNKNOWN: u8 = 0;
+const INERT: u8 = 1;
+const ARMED: u8 = 2;
+const DONE: u8 = 3;
+static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+/// The next definition of `name` after this library (libc's).
+unsafe fn next(name: &CStr) -> *mut c_void {
+    let f = libc::dlsym(libc::RTLD_NEXT, name.as_ptr());
+    if f.is_null() {
+        // Without the real function nothing can work; say so and stop.
+        let msg = b"sts-shim: a libc function is missing\n";
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::abort();
+    }
+    f
+}
+
+macro_rules! real {
+    ($name:literal, $ty:ty) => {{
+        static PTR: std::sync::atomic::AtomicPtr<c_void> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+        let mut p = PTR.load(Ordering::Relaxed);
+        if p.is_null() {
+            p = next(CStr::from_bytes_with_nul_unchecked(concat!($name, "\0").as_bytes()));
+            PTR.store(p, Ordering::Relaxed);
+        }
+        std::mem::transmute::<*mut c_void, $ty>(p)
+    }};
+}
+
+fn tracked() -> std::sync::MutexGuard<'static, Tracked> {
+    // A poisoned lock only means a panic elsewhere; the data is still usable.
+    TRACKED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
+    let r = real!("listen", unsafe extern "C" fn(c_int, c_int) -> c_int)(fd, backlog);
+    if r == 0 {
+        let mut t = tracked();
+        if !t.listening.contains(&fd) {
+            t.listening.push(fd);
+        }
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
+    let fd = real!("epoll_create", unsafe extern "C" fn(c_int) -> c_int)(size);
+    if fd >= 0 {
+        tracked().epolls.insert(fd, BTreeMap::new());
+    }
+    fd
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_create1(flags: c_int) -> c_int {
+    let fd = real!("epoll_create1", unsafe extern "C" fn(c_int) -> c_int)(flags);
+    if fd >= 0 {
+        tracked().epolls.insert(fd, BTreeMap::new());
+    }
+    fd
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, event: *mut libc::epoll_event) -> c_int {
+    let r = real!("epoll_ctl", unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int)(epfd, op, fd, event);
+    if r == 0 {
+        let mut t = tracked();
+        let list = t.epolls.entry(epfd).or_default();
+        match op {
+            libc::EPOLL_CTL_ADD | libc::EPOLL_CTL_MOD if !event.is_null() => {
+                list.insert(fd, *event);
+            }
+            libc::EPOLL_CTL_DEL => {
+                list.remove(&fd);
+            }
+            _ => {}
+        }
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if fd >= 0 && STATE.load(Ordering::Relaxed) != INERT {
+        let mut t = tracked();
+        t.listening.retain(|&l| l != fd);
+        t.epolls.remove(&fd);
+        // Closing a descriptor drops its registrations (when it was the last
+        // reference, as it is for the controller's own sockets).
+        t.epolls.values_mut().for_each(|l| {
+            l.remove(&fd);
+        });
+    }
+    real!("close", unsafe extern "C" fn(c_int) -> c_int)(fd)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_wait(epfd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int {
+    at_wait();
+    real!("epoll_wait", unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int)(epfd, events, max, timeout)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn epoll_pwait(epfd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int, mask: *const libc::sigset_t) -> c_int {
+    at_wait();
+    real!("epoll_pwait", unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int)(epfd, events, max, timeout, mask)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int {
+    at_wait();
+    real!("poll", unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int)(fds, n, timeout)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: *const libc::timespec, mask: *const libc::sigset_t) -> c_int {
+    at_wait();
+    real!("ppoll", unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int)(fds, n, timeout, mask)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, timeout: *mut libc::timeval) -> c_int {
+    at_wait();
+    real!("select", unsafe extern "C" fn(c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *mut libc::timeval) -> c_int)(n, r, w, e, timeout)
+}
+
+/// Called on every wait: becomes the zygote at the first one after a listen.
+unsafe fn at_wait() {
+    let state = match STATE.load(Ordering::Relaxed) {
+        UNKNOWN => {
+            let s = if std::env::var_os("STS_SHIM_SOCKET").is_some() { ARMED } else { INERT };
+            STATE.store(s, Ordering::Relaxed);
+            s
+        }
+        s => s,
+    };
+    if state != ARMED || tracked().listening.is_empty() {
+        return;
+    }
+    STATE.store(DONE, Ordering::Relaxed);
+    let Some(path) = std::env::var_os("STS_SHIM_SOCKET") else { return };
+    // The variable must not leak into processes the controller starts.
+    std::env::remove_var("STS_SHIM_SOCKET");
+    let Ok(mut control) = UnixStream::connect(&path) else { return };
+    let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
+    if threads != 1 {
+        let _ = writeln!(control, "refuse threads={threads}");
+        return;
+    }
+    if writeln!(control, "ready {}", libc::getpid()).is_err() {
+        return;
+    }
+    zygote(control);
+}
+
+/// Serves `fork` commands until sts closes the control socket, then exits.
+/// Returns only in a child.
+unsafe fn zygote(mut control: UnixStream) {
+    let zygote_pid = libc::getpid();
+    // Children are reaped by the kernel; each child gets the old disposition back.
+    let mut old_chld: libc::sigaction = std::mem::zeroed();
+    let mut ignore: libc::sigaction = std::mem::zeroed();
+    ignore.sa_sigaction = libc::SIG_IGN;
+    libc::sigaction(libc::SIGCHLD, &ignore, &mut old_chld);
+    loop {
+        let Some((command, fds)) = receive(&control) else { libc::_exit(0) };
+        if command.trim() != "fork" || fds.len() != 3 {
+            fds.iter().for_each(|&fd| {
+                libc::close(fd);
+            });
+            let _ = writeln!(control, "error expected `fork` with 3 descriptors, got {:?} with {}", command.trim(), fds.len());
+            continue;
+        }
+        let pid = libc::fork();
+        if pid == 0 {
+            libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut());
+            let control_fd = control.as_raw_fd();
+            std::mem::forget(control);
+            libc::close(control_fd);
+            become_child(zygote_pid, fds[0], fds[1], fds[2]);
+            return;
+        }
+        fds.iter().for_each(|&fd| {
+            libc::close(fd);
+        });
+        let reply = if pid < 0 { format!("error fork: {}", std::io::Error::last_os_error()) } else { format!("forked {pid}") };
+        if writeln!(control, "{reply}").is_err() {
+            libc::_exit(0);
+        }
+    }
+}
+
+/// Reads one command line and the descriptors that came with it.
+unsafe fn receive(control: &UnixStream) -> Option<(String, Vec<RawFd>)> {
+    let mut buf = [0u8; 256];
+    let mut cmsg = [0u8; 128];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.as_mut_ptr().cast();
+    msg.msg_controllen = cmsg.len() as _;
+    let n = libc::recvmsg(control.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+    if n <= 0 {
+        return None;
+    }
+    let mut fds = Vec::new();
+    let mut c = libc::CMSG_FIRSTHDR(&msg);
+    while !c.is_null() {
+        if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+            let data = libc::CMSG_DATA(c) as *const RawFd;
+            let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+            fds.extend((0..count).map(|i| std::ptr::read_unaligned(data.add(i))));
+        }
+        c = libc::CMSG_NXTHDR(&msg, c);
+    }
+    Some((String::from_utf8_lossy(&buf[..n as usize]).into_owned(), fds))
+}
+
+/// Makes a forked child independent of the zygote and its siblings.
+unsafe fn become_child(zygote_pid: libc::pid_t, stdout: RawFd, stderr: RawFd, report: RawFd) {
+    libc::setpgid(0, 0);
+    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    if libc::getppid() != zygote_pid {
+        libc::_exit(1); // the zygote died before PDEATHSIG was set
+    }
+    libc::dup2(stdout, 1);
+    libc::dup2(stderr, 2);
+    libc::close(stdout);
+    libc::close(stderr);
+    let mut report = std::fs::File::from_raw_fd(report);
+    let listening = tracked().listening.clone();
+    for fd in listening {
+        match fresh_listener(fd) {
+            Ok(Some((old, new))) => {
+                let _ = writeln!(report, "port {old} {new}");
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let _ = writeln!(report, "error listening socket {fd}: {e}");
+            }
+        }
+    }
+    let epolls: Vec<(RawFd, Vec<(RawFd, libc::epoll_event)>)> = tracked().epolls.iter().map(|(&e, l)| (e, l.iter().map(|(&f, &ev)| (f, ev)).collect())).collect();
+    for (epfd, list) in epolls {
+        if let Err(e) = rebuild_epoll(epfd, &list) {
+            let _ = writeln!(report, "error epoll {epfd}: {e}");
+        }
+    }
+    let _ = writeln!(report, "ok");
+}
+
+/// Replaces TCP listening socket `fd` by a fresh one on the same address and
+/// a new port, keeping the descriptor number and its flags. Returns the old
+/// and new ports (`None` for sockets that are not TCP over IP).
+unsafe fn fresh_listener(fd: RawFd) -> std::io::Result<Option<(u16, u16)>> {
+    let last = std::io::Error::last_os_error;
+    let mut addr: libc::sockaddr_storage = std::mem::zeroed();
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    if libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_storage).cast(), &mut len) != 0 {
+        return Err(last());
+    }
+    let family = addr.ss_family as c_int;
+    if family != libc::AF_INET && family != libc::AF_INET6 {
+        return Ok(None);
+    }
+    let port_of = |a: &libc::sockaddr_storage| -> u16 {
+        if a.ss_family as c_int == libc::AF_INET {
+            u16::from_be((*(a as *const libc::sockaddr_storage as *const libc::sockaddr_in)).sin_port)
+        } else {
+            u16::from_be((*(a as *const libc::sockaddr_storage as *const libc::sockaddr_in6)).sin6_port)
+        }
+    };
+    let old_port = port_of(&addr);
+    if family == libc::AF_INET {
+        (*(&mut addr as *mut libc::sockaddr_storage as *mut libc::sockaddr_in)).sin_port = 0;
+    } else {
+        (*(&mut addr as *mut libc::sockaddr_storage as *mut libc::sockaddr_in6)).sin6_port = 0;
+    }
+    let new = libc::socket(family, libc::SOCK_STREAM, 0);
+    if new < 0 {
+        return Err(last());
+    }
+    let one: c_int = 1;
+    libc::setsockopt(new, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&one as *const c_int).cast(), std::mem::size_of::<c_int>() as libc::socklen_t);
+    if libc::bind(new, (&addr as *const libc::sockaddr_storage).cast(), len) != 0 {
+        let e = last();
+        libc::close(new);
+        return Err(e);
+    }
+    if real!("listen", unsafe extern "C" fn(c_int, c_int) -> c_int)(new, 128) != 0 {
+        let e = last();
+        libc::close(new);
+        return Err(e);
+    }
+    let flags = libc::fcntl(fd, libc::F_GETFL);
+    let fd_flags = libc::fcntl(fd, libc::F_GETFD);
+    let mut bound: libc::sockaddr_storage = std::mem::zeroed();
+    let mut blen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    libc::getsockname(new, (&mut bound as *mut libc::sockaddr_storage).cast(), &mut blen);
+    if libc::dup2(new, fd) < 0 {
+        let e = last();
+        libc::close(new);
+        return Err(e);
+    }
+    real!("close", unsafe extern "C" fn(c_int) -> c_int)(new);
+    libc::fcntl(fd, libc::F_SETFL, flags);
+    libc::fcntl(fd, libc::F_SETFD, fd_flags);
+    Ok(Some((old_port, port_of(&bound))))
+}
+
+/// Gives descriptor `epfd` a new epoll instance with the same interest list.
+unsafe fn rebuild_epoll(epfd: RawFd, list: &[(RawFd, libc::epoll_event)]) -> std::io::Result<()> {
+    let fresh = real!("epoll_create1", unsafe extern "C" fn(c_int) -> c_int)(libc::EPOLL_CLOEXEC);
+    if fresh < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    for &(fd, mut ev) in list {
+        // A descriptor closed since its registration simply fails here.
+        real!("epoll_ctl", unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int)(fresh, libc::EPOLL_CTL_ADD, fd, &mut ev);
+    }
+    let fd_flags = libc::fcntl(epfd, libc::F_GETFD);
+    if libc::dup2(fresh, epfd) < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    real!("close", unsafe extern "C" fn(c_int) -> c_int)(fresh);
+    libc::fcntl(epfd, libc::F_SETFD, fd_flags);
+    Ok(())
+}

@@ -1,0 +1,62 @@
+//! Pristine snapshots: a real controller parked by the shim is forked into
+//! fresh copies, each on a port of its own, each a working OpenFlow
+//! controller; copies die with their zygote.
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::time::Duration;
+
+use sts::presets;
+use sts::snapshot::Zygote;
+
+fn dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("sts-e2e-snapshot-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Connects to a controller and reads its first message: an OpenFlow HELLO.
+fn says_hello(addr: std::net::SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else { return false };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut header = [0u8; 8];
+    s.read_exact(&mut header).is_ok() && header[1] == 0 // OFPT_HELLO
+}
+
+fn forks_side_by_side(spec: sts::controller::ControllerSpec, name: &str) {
+    let d = dir(name);
+    let mut z = Zygote::start(&spec, &d.join("zygote.log")).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut a = z.fork(&d.join("a.log")).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut b = z.fork(&d.join("b.log")).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_ne!(a.addr(), b.addr(), "each copy listens on its own port");
+    assert_ne!(a.addr(), z.addr());
+    assert!(says_hello(a.addr()), "{name}: copy a does not speak OpenFlow");
+    assert!(says_hello(b.addr()), "{name}: copy b does not speak OpenFlow");
+    assert!(!says_hello(z.addr()), "{name}: the parked zygote must not serve");
+    assert!(a.is_alive() && b.is_alive());
+    a.kill();
+    assert!(!a.is_alive());
+    assert!(b.is_alive(), "killing one copy leaves the others");
+    let c = z.fork(&d.join("c.log")).unwrap();
+    assert!(says_hello(c.addr()), "{name}: a copy forked after another died works");
+    assert_eq!(z.forks(), 3);
+    let (bp, cp) = (b.pid(), c.pid());
+    drop(z);
+    std::thread::sleep(Duration::from_millis(300));
+    for pid in [bp, cp] {
+        // Gone, or a zombie waiting for whoever adopted it.
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit(')').next().unwrap_or("").trim().chars().next().unwrap_or('?'));
+        assert!(matches!(state, Err(_) | Ok('Z')), "{name}: copy {pid} outlived its zygote (state {state:?})");
+    }
+}
+
+#[test]
+fn os_ken_forks_into_working_copies() {
+    forks_side_by_side(presets::os_ken_with(&[], &["os_ken.app.simple_switch_13"]), "osken");
+}
+
+#[test]
+fn ovs_testcontroller_forks_into_working_copies() {
+    forks_side_by_side(presets::ovs_testcontroller(&[]), "ovs");
+}
