@@ -69,4 +69,11 @@ fn main() {
     let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(5);
     bench("os-ken 1.3 learning", presets::os_ken(&["os_ken.app.simple_switch_13"]), rounds);
     bench("ovs-testcontroller", presets::ovs_testcontroller(&[]), rounds);
+    // faucet needs its generated faucet.yaml: take the spec a config gives.
+    let toml = "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"faucet\"\n";
+    let config = sts::config::Config::from_toml(toml, std::path::Path::new("faucet.toml")).unwrap();
+    let files = std::env::temp_dir().join(format!("sts-snapshot-bench-{}-faucet-files", std::process::id()));
+    std::fs::create_dir_all(&files).unwrap();
+    bench("faucet", config.controller_specs(&files).unwrap().remove(0), rounds);
+    let _ = std::fs::remove_dir_all(&files);
 }

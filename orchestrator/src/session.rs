@@ -93,6 +93,10 @@ fn start_controller(spec: &ControllerSpec, log: &Path, snapshot: bool) -> Result
             Err(e @ crate::snapshot::SnapshotError::Refused(_)) => {
                 tracing::warn!("{}: {e}; starting it without snapshots", spec.name);
             }
+            Err(e @ crate::snapshot::SnapshotError::NoShim(_)) => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| eprintln!("sts: {e}; starting controllers as new processes"));
+            }
             Err(e) => return Err(RunError::Environment(format!("{}: snapshot: {e}", spec.name))),
         }
     }
@@ -136,7 +140,7 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         logs.push(log.clone());
         tracing::info!("starting controller {i} ({}), log {}", spec.name, log.display());
         let spec = spec.clone();
-        let snapshot = config.controllers[i].snapshot;
+        let snapshot = config.controllers[i].snapshot();
         let ctl = tokio::task::spawn_blocking(move || start_controller(&spec, &log, snapshot))
             .await
             .map_err(|e| RunError::Environment(e.to_string()))??;

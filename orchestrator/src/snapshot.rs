@@ -124,7 +124,9 @@ impl Zygote {
         let (err_r, err_w) = pipe().map_err(|e| err("pipe", &e))?;
         let (rep_r, rep_w) = pipe().map_err(|e| err("pipe", &e))?;
         let fds = [out_w.as_raw_fd(), err_w.as_raw_fd(), rep_w.as_raw_fd()];
-        let iov = [IoSlice::new(b"fork\n")];
+        // Only the OpenFlow listener moves; side services keep their ports.
+        let command = format!("fork {}\n", self.process.addr().port());
+        let iov = [IoSlice::new(command.as_bytes())];
         let cmsg = [ControlMessage::ScmRights(&fds)];
         sendmsg::<()>(self.control.get_ref().as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None).map_err(|e| err("sending the command", &e))?;
         drop((out_w, err_w, rep_w));

@@ -13,9 +13,9 @@
 //!
 //! - a multi-threaded process is refused (fork copies one thread only): the
 //!   shim says `refuse threads=N`, and the process carries on unsnapshotted;
-//! - otherwise it says `ready PID` and serves commands: `fork` (with three
-//!   descriptors passed along: the child's stdout, stderr, and a report pipe)
-//!   or end of stream (the zygote exits).
+//! - otherwise it says `ready PID` and serves commands: `fork [PORT]` (with
+//!   three descriptors passed along: the child's stdout, stderr, and a report
+//!   pipe) or end of stream (the zygote exits).
 //!
 //! # The child
 //!
@@ -23,9 +23,11 @@
 //! returns into the controller's wait it
 //! - leaves the zygote's process group and dies with the zygote (PDEATHSIG);
 //! - takes the stdout and stderr it was given;
-//! - replaces every TCP listening socket by a fresh one on the same address
-//!   and a new free port (children run side by side; each reports
-//!   `port OLD NEW` on the report pipe, then `ok`);
+//! - replaces the TCP listening socket on PORT (every TCP listening socket
+//!   if no PORT was given) by a fresh one on the same address and a new free
+//!   port, so children run side by side, and reports `port OLD NEW` on the
+//!   report pipe, then `ok`. Other listeners (a REST API, say) stay shared
+//!   and keep their ports;
 //! - rebuilds every epoll instance from the interest lists the shim tracked
 //!   (`epoll_ctl`), since an epoll instance is shared across fork.
 //!
@@ -220,7 +222,9 @@ unsafe fn zygote(mut control: UnixStream) {
     libc::sigaction(libc::SIGCHLD, &ignore, &mut old_chld);
     loop {
         let Some((command, fds)) = receive(&control) else { libc::_exit(0) };
-        if command.trim() != "fork" || fds.len() != 3 {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let only_port: Option<u16> = words.get(1).and_then(|p| p.parse().ok());
+        if words.first() != Some(&"fork") || fds.len() != 3 {
             fds.iter().for_each(|&fd| {
                 libc::close(fd);
             });
@@ -233,7 +237,7 @@ unsafe fn zygote(mut control: UnixStream) {
             let control_fd = control.as_raw_fd();
             std::mem::forget(control);
             libc::close(control_fd);
-            become_child(zygote_pid, fds[0], fds[1], fds[2]);
+            become_child(zygote_pid, fds[0], fds[1], fds[2], only_port);
             return;
         }
         fds.iter().for_each(|&fd| {
@@ -274,7 +278,7 @@ unsafe fn receive(control: &UnixStream) -> Option<(String, Vec<RawFd>)> {
 }
 
 /// Makes a forked child independent of the zygote and its siblings.
-unsafe fn become_child(zygote_pid: libc::pid_t, stdout: RawFd, stderr: RawFd, report: RawFd) {
+unsafe fn become_child(zygote_pid: libc::pid_t, stdout: RawFd, stderr: RawFd, report: RawFd, only_port: Option<u16>) {
     libc::setpgid(0, 0);
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
     if libc::getppid() != zygote_pid {
@@ -287,7 +291,7 @@ unsafe fn become_child(zygote_pid: libc::pid_t, stdout: RawFd, stderr: RawFd, re
     let mut report = std::fs::File::from_raw_fd(report);
     let listening = tracked().listening.clone();
     for fd in listening {
-        match fresh_listener(fd) {
+        match fresh_listener(fd, only_port) {
             Ok(Some((old, new))) => {
                 let _ = writeln!(report, "port {old} {new}");
             }
@@ -308,8 +312,9 @@ unsafe fn become_child(zygote_pid: libc::pid_t, stdout: RawFd, stderr: RawFd, re
 
 /// Replaces TCP listening socket `fd` by a fresh one on the same address and
 /// a new port, keeping the descriptor number and its flags. Returns the old
-/// and new ports (`None` for sockets that are not TCP over IP).
-unsafe fn fresh_listener(fd: RawFd) -> std::io::Result<Option<(u16, u16)>> {
+/// and new ports (`None` for sockets that are not TCP over IP, or not on
+/// `only_port` when given).
+unsafe fn fresh_listener(fd: RawFd, only_port: Option<u16>) -> std::io::Result<Option<(u16, u16)>> {
     let last = std::io::Error::last_os_error;
     let mut addr: libc::sockaddr_storage = std::mem::zeroed();
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -328,6 +333,9 @@ unsafe fn fresh_listener(fd: RawFd) -> std::io::Result<Option<(u16, u16)>> {
         }
     };
     let old_port = port_of(&addr);
+    if only_port.is_some_and(|p| p != old_port) {
+        return Ok(None);
+    }
     if family == libc::AF_INET {
         (*(&mut addr as *mut libc::sockaddr_storage as *mut libc::sockaddr_in)).sin_port = 0;
     } else {

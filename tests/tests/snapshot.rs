@@ -60,3 +60,12 @@ fn os_ken_forks_into_working_copies() {
 fn ovs_testcontroller_forks_into_working_copies() {
     forks_side_by_side(presets::ovs_testcontroller(&[]), "ovs");
 }
+
+#[test]
+fn faucet_forks_into_working_copies() {
+    // faucet needs its generated faucet.yaml: take the spec a config gives.
+    let toml = "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"faucet\"\n";
+    let config = sts::config::Config::from_toml(toml, std::path::Path::new("faucet.toml")).unwrap();
+    let specs = config.controller_specs(&dir("faucet-files")).unwrap();
+    forks_side_by_side(specs[0].clone(), "faucet");
+}
