@@ -17,27 +17,24 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
     pids
 }
 
-#[test]
-fn sigkill_of_sts_leaves_no_controller_behind() {
-    let config = std::env::temp_dir().join(format!("sts-orphans-{}.toml", std::process::id()));
-    std::fs::write(
-        &config,
-        "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n\
-         [[controllers]]\nkind = \"ovs-testcontroller\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n\n\
-         [[controllers]]\nkind = \"ovs-testcontroller\"\n\n[pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n",
-    )
-    .unwrap();
+/// Runs `sts pingall` on `config` (a long one), waits until at least
+/// `processes` controller processes run, SIGKILLs sts mid-run and asserts that
+/// none of them survives. Every controller's command line names the run
+/// directory, which holds sts's pid (a zombie's command line is empty: dead
+/// processes waiting to be reaped do not count).
+fn sigkill_mid_pingall_leaves_nothing(name: &str, config: &str, processes: usize) {
+    let path = std::env::temp_dir().join(format!("sts-orphans-{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, config).unwrap();
     let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
-        .args(["pingall", "--config", config.to_str().unwrap()])
+        .args(["pingall", "--config", path.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Every controller's command line names the run directory, which holds sts's pid.
     let run_dir = format!("sts-pingall-{}", sts.id());
     let deadline = Instant::now() + Duration::from_secs(20);
-    while processes_mentioning(&run_dir).len() < 3 {
-        assert!(Instant::now() < deadline, "the three controllers never started");
+    while processes_mentioning(&run_dir).len() < processes {
+        assert!(Instant::now() < deadline, "{name}: the controllers never started: {:?}", processes_mentioning(&run_dir));
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(500)); // mid-run: switches connected
@@ -49,9 +46,29 @@ fn sigkill_of_sts_leaves_no_controller_behind() {
         if left.is_empty() {
             break;
         }
-        assert!(Instant::now() < deadline, "controllers survived SIGKILL of sts: {left:?}");
+        assert!(Instant::now() < deadline, "{name}: controllers survived SIGKILL of sts: {left:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn sigkill_of_sts_leaves_no_controller_behind() {
+    let config = "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n\
+         [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = false\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = false\n\n\
+         [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = false\n\n[pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n";
+    sigkill_mid_pingall_leaves_nothing("processes", config, 3);
+}
+
+/// With snapshots, each controller is a parked zygote plus the copies forked
+/// from it; SIGKILL of sts takes down zygotes and copies alike.
+#[test]
+fn sigkill_of_sts_leaves_no_zygote_or_copy_behind() {
+    // Two different commands: two zygotes, and a copy of each.
+    let config = "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n\
+         [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = true\n\n\
+         [[controllers]]\nkind = \"ovs-testcontroller\"\nargs = [\"--verbose=off\"]\nsnapshot = true\n\n\
+         [pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n";
+    sigkill_mid_pingall_leaves_nothing("snapshots", config, 4);
 }
 
 /// A fuzz run killed half-way leaves a readable experiment directory (config,
@@ -95,46 +112,3 @@ fn a_fuzz_run_killed_half_way_leaves_a_readable_directory() {
     }
 }
 
-/// With snapshots, each controller is a parked zygote plus the copies forked
-/// from it; SIGKILL of sts takes down zygotes and copies alike.
-#[test]
-fn sigkill_of_sts_leaves_no_zygote_or_copy_behind() {
-    let config = std::env::temp_dir().join(format!("sts-orphans-snapshot-{}.toml", std::process::id()));
-    std::fs::write(
-        &config,
-        "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n\
-         [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = true\n\n\
-         [[controllers]]\nkind = \"ovs-testcontroller\"\nargs = [\"--verbose=off\"]\nsnapshot = true\n\n\
-         [pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n",
-    )
-    .unwrap();
-    let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
-        .args(["pingall", "--config", config.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let run_dir = format!("sts-pingall-{}", sts.id());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    // Two zygotes and a copy of each (a copy keeps its zygote's command line).
-    while processes_mentioning(&run_dir).len() < 4 {
-        assert!(Instant::now() < deadline, "the zygotes and their copies never started: {:?}", processes_mentioning(&run_dir));
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    sts.kill().unwrap();
-    sts.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        // Zombies waiting for an adoptive parent that never reaps are dead.
-        let left: Vec<u32> = processes_mentioning(&run_dir)
-            .into_iter()
-            .filter(|pid| !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'))))
-            .collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "zygotes or copies survived SIGKILL of sts: {left:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
