@@ -79,7 +79,7 @@ fn main() {
         let build_ms = started.elapsed().as_millis();
         let clock = Clock::start();
         let mut runner =
-            NetRunner::connect_with(net, &addrs, clock, |dpid| vec![index[&dpid] / per_controller]).await.unwrap_or_else(|e| panic!("{e}"));
+            NetRunner::connect_with(net, &addrs, clock.clone(), |dpid| vec![index[&dpid] / per_controller]).await.unwrap_or_else(|e| panic!("{e}"));
         let connect_ms = clock.now();
         let total = runner.connection_count();
         let mut last_report = 0;

@@ -50,7 +50,7 @@ fn bench(name: &str, spec: ControllerSpec, rounds: usize) {
     let mut forks = Vec::new();
     for i in 0..rounds {
         let t = Instant::now();
-        let c = z.fork(&dir.join(format!("fork-{i}.log"))).unwrap();
+        let c = z.fork(&dir.join(format!("fork-{i}.log")), None).unwrap();
         until_hello(c.addr());
         forks.push(t.elapsed());
     }

@@ -1,35 +1,314 @@
 //! The clock abstraction: the only place the orchestrator reads time.
 //!
 //! Everything downstream (the mock network's timeouts, trace timestamps) sees
-//! milliseconds since the run started, taken from here. Virtual time (brief §7)
-//! will plug in behind the same interface.
+//! milliseconds since the run started, taken from a [`Clock`]. A clock runs on
+//! real time, or on *virtual time* ([`VirtualTime`], brief §7,
+//! `docs/virtual-time.md`): real time plus an offset shared with the run's
+//! controllers through a clock page, which sts raises to the next timer
+//! whenever the whole run is idle.
 
-use std::time::Duration;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use tokio::time::Instant;
+use sts_clockpage::{Page, NO_DEADLINE, WAITING};
 
 /// Milliseconds since the start of a run.
 pub type Millis = u64;
 
+const NS_PER_MS: u64 = 1_000_000;
+
+/// Real time a run must have looked idle (no process woke, no message moved)
+/// before virtual time jumps: long enough for whatever sts just wrote to
+/// reach a controller and wake it.
+const IDLE_QUIET: Duration = Duration::from_millis(2);
+
+/// Nanoseconds of the real monotonic clock (the controllers' base too).
+fn real_monotonic_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always available");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
 /// A run's clock.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Clock {
-    start: Instant,
+    /// Virtual monotonic nanoseconds at the clock's zero.
+    start_ns: u64,
+    /// Real monotonic nanoseconds at the clock's zero.
+    real_start_ns: u64,
+    virt: Option<Arc<VirtualTime>>,
 }
 
 impl Clock {
-    /// A clock whose zero is now.
+    /// A real-time clock whose zero is now.
     pub fn start() -> Clock {
-        Clock { start: Instant::now() }
+        let now = real_monotonic_ns();
+        Clock { start_ns: now, real_start_ns: now, virt: None }
+    }
+
+    /// A clock on `virt`'s virtual time whose zero is now.
+    pub fn start_virtual(virt: Arc<VirtualTime>) -> Clock {
+        Clock { start_ns: virt.now_ns(), real_start_ns: real_monotonic_ns(), virt: Some(virt) }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.virt.as_ref().map_or_else(real_monotonic_ns, |v| v.now_ns())
     }
 
     /// Milliseconds since the clock started.
     pub fn now(&self) -> Millis {
-        self.start.elapsed().as_millis() as Millis
+        (self.now_ns() - self.start_ns) / NS_PER_MS
     }
 
-    /// The tokio instant `ms` after the clock's zero (for deadlines).
-    pub fn instant_at(&self, ms: Millis) -> Instant {
-        self.start + Duration::from_millis(ms)
+    /// The tokio instant at which this clock will read `ms`, if time does
+    /// not jump before (for deadlines).
+    pub fn instant_at(&self, ms: Millis) -> tokio::time::Instant {
+        let left = (self.start_ns + ms * NS_PER_MS).saturating_sub(self.now_ns());
+        tokio::time::Instant::now() + Duration::from_nanos(left)
+    }
+
+    /// The virtual time this clock runs on, if any.
+    pub fn virtual_time(&self) -> Option<&Arc<VirtualTime>> {
+        self.virt.as_ref()
+    }
+
+    /// On virtual time, one line on how much time it saved, e.g.
+    /// `virtual time: 36.2 s in 1.4 s of real time (152 jumps)`.
+    pub fn summary(&self) -> Option<String> {
+        let v = self.virt.as_ref()?;
+        let secs = |ns: u64| ns as f64 / 1e9;
+        Some(format!(
+            "virtual time: {:.1} s in {:.1} s of real time ({} jumps)",
+            secs(self.now_ns() - self.start_ns),
+            secs(real_monotonic_ns() - self.real_start_ns),
+            v.jumps()
+        ))
+    }
+
+    /// Moves virtual time to `target` (ms on this clock) if the whole run is
+    /// idle until then: every controller process waits, with its next timer
+    /// later than now, and nothing moved for a while (`activity` counts what
+    /// sts itself did). Jumps to the earliest controller timer if that comes
+    /// first. Returns whether time jumped. Always false on real time.
+    pub fn jump_if_idle(&self, target: Millis, activity: u64) -> bool {
+        self.virt.as_ref().is_some_and(|v| v.jump_if_idle(self.start_ns + target * NS_PER_MS, activity))
+    }
+}
+
+/// What the idle detector saw last, to tell "still idle" from "idle again".
+struct IdleWatch {
+    seen: Vec<(u64, u64)>,
+    activity: u64,
+    since: Instant,
+}
+
+/// Virtual time for one run: a clock page in shared memory (a memfd) that the
+/// run's controller processes map through the shim.
+pub struct VirtualTime {
+    fd: OwnedFd,
+    page: *mut u8,
+    /// How many controller processes must have attached before time may jump.
+    expected: AtomicUsize,
+    watch: Mutex<IdleWatch>,
+    jumps: AtomicU64,
+}
+
+// SAFETY: the page is shared memory only ever accessed through atomics.
+unsafe impl Send for VirtualTime {}
+unsafe impl Sync for VirtualTime {}
+
+impl std::fmt::Debug for VirtualTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VirtualTime").field("offset_ns", &self.page().offset_ns()).field("jumps", &self.jumps()).finish()
+    }
+}
+
+impl VirtualTime {
+    /// A fresh clock page with a zero offset.
+    pub fn create() -> std::io::Result<Arc<VirtualTime>> {
+        use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+        use nix::sys::mman::{mmap, MapFlags, ProtFlags};
+        let fd = memfd_create(c"sts-clock", MemFdCreateFlag::MFD_CLOEXEC)?;
+        nix::unistd::ftruncate(&fd, sts_clockpage::BYTES as i64)?;
+        let len = std::num::NonZeroUsize::new(sts_clockpage::BYTES).expect("non-zero");
+        // SAFETY: a fresh shared mapping of a file we own, never unmapped while self lives.
+        let ptr = unsafe { mmap(None, len, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED, &fd, 0)? };
+        let vt = VirtualTime {
+            fd,
+            page: ptr.as_ptr().cast(),
+            expected: AtomicUsize::new(0),
+            watch: Mutex::new(IdleWatch { seen: Vec::new(), activity: 0, since: Instant::now() }),
+            jumps: AtomicU64::new(0),
+        };
+        vt.page().init();
+        Ok(Arc::new(vt))
+    }
+
+    fn page(&self) -> Page<'_> {
+        // SAFETY: `page` is a live mapping of BYTES bytes for self's lifetime.
+        unsafe { Page::from_ptr(self.page) }
+    }
+
+    /// The page's descriptor (sent to forked controllers).
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// A path other processes can open the page by (`STS_CLOCK` for the shim).
+    pub fn path(&self) -> String {
+        format!("/proc/{}/fd/{}", std::process::id(), self.fd.as_raw_fd())
+    }
+
+    /// Virtual monotonic nanoseconds.
+    pub fn now_ns(&self) -> u64 {
+        real_monotonic_ns() + self.page().offset_ns()
+    }
+
+    /// How far virtual time is ahead of real time.
+    pub fn offset(&self) -> Duration {
+        Duration::from_nanos(self.page().offset_ns())
+    }
+
+    /// How many times time jumped.
+    pub fn jumps(&self) -> u64 {
+        self.jumps.load(Ordering::Relaxed)
+    }
+
+    /// Sets how many controller processes the run has: until that many are
+    /// attached and waiting, time never jumps.
+    pub fn expect(&self, processes: usize) {
+        self.expected.store(processes, Ordering::Relaxed);
+    }
+
+    /// How many live processes are attached.
+    pub fn attached(&self) -> usize {
+        self.page().slots().filter(|s| s.pid() != 0 && is_alive(s.pid())).count()
+    }
+
+    /// The attached processes: pid, waiting or not, and how long until the
+    /// deadline of its wait (`None`: no timeout), for diagnostics.
+    pub fn processes(&self) -> Vec<(u64, bool, Option<Duration>)> {
+        let now = self.now_ns();
+        self.page()
+            .slots()
+            .filter(|s| s.pid() != 0)
+            .map(|s| (s.pid(), s.state() == WAITING, (s.deadline_ns() != NO_DEADLINE).then(|| Duration::from_nanos(s.deadline_ns().saturating_sub(now)))))
+            .collect()
+    }
+
+    /// See [`Clock::jump_if_idle`]; `target_ns` is virtual monotonic.
+    fn jump_if_idle(&self, target_ns: u64, activity: u64) -> bool {
+        let page = self.page();
+        let now = self.now_ns();
+        let mut earliest = target_ns;
+        let mut seen = Vec::new();
+        let mut busy = false;
+        for slot in page.slots() {
+            let pid = slot.pid();
+            if pid == 0 {
+                continue;
+            }
+            if !is_alive(pid) {
+                slot.release(pid);
+                continue;
+            }
+            let deadline = slot.deadline_ns();
+            // A process past its deadline is about to wake: not idle.
+            busy |= slot.state() != WAITING || deadline <= now;
+            if deadline != NO_DEADLINE {
+                earliest = earliest.min(deadline);
+            }
+            seen.push((pid, slot.activity()));
+        }
+        let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        if busy || seen.len() < self.expected.load(Ordering::Relaxed) || seen != watch.seen || activity != watch.activity {
+            *watch = IdleWatch { seen, activity, since: Instant::now() };
+            return false;
+        }
+        if watch.since.elapsed() < IDLE_QUIET || earliest <= now {
+            return false;
+        }
+        page.advance(earliest - now);
+        self.jumps.fetch_add(1, Ordering::Relaxed);
+        // The next jump needs a new quiet spell.
+        watch.since = Instant::now();
+        true
+    }
+}
+
+impl Drop for VirtualTime {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `create`, no longer used.
+        if let Some(p) = std::ptr::NonNull::new(self.page.cast()) {
+            unsafe {
+                let _ = nix::sys::mman::munmap(p, sts_clockpage::BYTES);
+            }
+        }
+    }
+}
+
+/// True if process `pid` exists and is not a zombie.
+fn is_alive(pid: u64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()).is_some_and(|s| s != 'Z' && s != 'X'),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_real_clock_counts_from_zero() {
+        let c = Clock::start();
+        assert!(c.now() < 1000);
+        assert!(!c.jump_if_idle(1_000_000, 0), "a real clock never jumps");
+    }
+
+    #[test]
+    fn time_jumps_only_after_a_quiet_spell_and_never_backwards() {
+        let vt = VirtualTime::create().unwrap();
+        let clock = Clock::start_virtual(vt.clone());
+        // Nothing to wait for: sts alone, idle, jumps to its own target.
+        assert!(!clock.jump_if_idle(60_000, 0), "the first look only starts the quiet spell");
+        std::thread::sleep(IDLE_QUIET * 2);
+        assert!(!clock.jump_if_idle(60_000, 1), "sts did something: the spell starts again");
+        std::thread::sleep(IDLE_QUIET * 2);
+        assert!(clock.jump_if_idle(60_000, 1));
+        assert!(clock.now() >= 60_000 && clock.now() < 61_000, "now {}", clock.now());
+        assert!(!clock.jump_if_idle(10_000, 1), "a target in the past never moves time back");
+        assert!(clock.now() >= 60_000);
+        assert_eq!(vt.jumps(), 1);
+    }
+
+    #[test]
+    fn time_waits_for_the_expected_processes_and_their_earliest_timer() {
+        let vt = VirtualTime::create().unwrap();
+        let clock = Clock::start_virtual(vt.clone());
+        vt.expect(1);
+        assert!(!clock.jump_if_idle(60_000, 0));
+        std::thread::sleep(IDLE_QUIET * 2);
+        assert!(!clock.jump_if_idle(60_000, 0), "no process attached yet");
+        // A "controller" (this process) attaches and waits with a timer in 5 s.
+        let (_, slot) = vt.page().claim(std::process::id() as u64, |_| false).unwrap();
+        assert!(!clock.jump_if_idle(60_000, 0), "busy");
+        slot.wait_until(vt.now_ns() + 5_000 * NS_PER_MS);
+        assert!(!clock.jump_if_idle(60_000, 0));
+        std::thread::sleep(IDLE_QUIET * 2);
+        assert!(clock.jump_if_idle(60_000, 0));
+        let now = clock.now();
+        assert!((5_000..5_100).contains(&now), "jumped to the timer, not to sts's target: {now}");
+        // Its deadline has come: not idle until it wakes and waits again.
+        std::thread::sleep(IDLE_QUIET * 2);
+        assert!(!clock.jump_if_idle(60_000, 0));
+        slot.woke();
+        slot.wait_until(NO_DEADLINE);
+        assert!(!clock.jump_if_idle(60_000, 0));
+        std::thread::sleep(IDLE_QUIET * 2);
+        assert!(clock.jump_if_idle(60_000, 0));
+        assert!(clock.now() >= 60_000);
     }
 }

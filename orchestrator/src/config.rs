@@ -105,10 +105,24 @@ pub struct Config {
     pub interpose: InterposeConfig,
     #[serde(default)]
     pub relays: Vec<RelayConfig>,
+    #[serde(default)]
+    pub time: TimeConfig,
     /// The directory of the config file: relative app paths (`apps =
     /// ["my_app.py"]`) are resolved against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
+}
+
+/// The `[time]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimeConfig {
+    /// Run the controllers and the network on virtual time
+    /// (`docs/virtual-time.md`): when everything is idle, time jumps to the
+    /// next timer instead of being waited for. Needs the shim in every
+    /// controller process; without it runs stay on real time.
+    #[serde(rename = "virtual")]
+    pub virtual_time: bool,
 }
 
 /// The `[fuzz]` table.

@@ -26,6 +26,8 @@ use crate::clock::{Clock, Millis};
 const TICK_MS: Millis = 200;
 /// How often waiting loops re-check their condition without input.
 const POLL_MS: Millis = 20;
+/// How often, in real time, a run on virtual time checks whether it is idle.
+const VIRTUAL_POLL: Duration = Duration::from_micros(500);
 /// Connections opened at once (more would overflow small listen backlogs).
 pub const CONNECT_PARALLELISM: usize = 64;
 
@@ -186,6 +188,7 @@ impl NetRunner {
             let (dpid, conn) = o?;
             conns.entry(dpid).or_default().push(conn);
         }
+        let last_activity = clock.now();
         Ok(NetRunner {
             in_tx,
             down: BTreeMap::new(),
@@ -196,7 +199,7 @@ impl NetRunner {
             conns,
             rx,
             handshakes: BTreeSet::new(),
-            last_activity: clock.now(),
+            last_activity,
             last_tick: 0,
             issues: Vec::new(),
             messages_from_controllers: 0,
@@ -311,7 +314,12 @@ impl NetRunner {
 
     /// Processes controller messages until `done` holds or `deadline` (ms on
     /// the run's clock) passes. Returns whether `done` held.
+    ///
+    /// On virtual time, whenever the run is idle, time jumps to the next thing
+    /// due (the deadline, a delayed frame or message, the flow-timeout tick,
+    /// or a controller's timer): nothing waits for real.
     pub async fn run_until(&mut self, deadline: Millis, mut done: impl FnMut(&NetRunner) -> bool) -> bool {
+        let on_virtual_time = self.clock.virtual_time().is_some();
         loop {
             self.tick();
             if done(self) {
@@ -322,7 +330,19 @@ impl NetRunner {
                 return false;
             }
             let next_frame = self.net.next_due().unwrap_or(Millis::MAX);
-            let wake = self.clock.instant_at(deadline.min(now + POLL_MS).min(next_frame.max(now)));
+            if on_virtual_time && self.rx.is_empty() {
+                let next_message = self.interposer.next_due().unwrap_or(Millis::MAX);
+                let target = deadline.min(next_frame).min(next_message).min(self.last_tick + TICK_MS);
+                let activity = self.messages_from_controllers + self.messages_to_controllers;
+                if self.clock.jump_if_idle(target, activity) {
+                    continue;
+                }
+            }
+            let mut wake = self.clock.instant_at(deadline.min(now + POLL_MS).min(next_frame.max(now)));
+            if on_virtual_time {
+                // Look at the run again soon: it may be idle, and time may jump.
+                wake = wake.min(tokio::time::Instant::now() + VIRTUAL_POLL);
+            }
             tokio::select! {
                 inbound = self.rx.recv() => match inbound {
                     Some(i) => self.on_inbound(i),

@@ -130,6 +130,9 @@ pub fn command(config_path: &Path) -> u8 {
                     DataplaneEvent::FaultDrop { at } => eprintln!("dataplane: a frame was dropped by the fault on the link at {at:?}"),
                 }
             }
+            if let Some(line) = run.runner.clock.summary() {
+                eprintln!("{line}");
+            }
             eprintln!("controller logs: {}", run.run_dir.display());
             if run.matrix.all_reached() {
                 exit::OK

@@ -10,7 +10,7 @@ use sts_mocknet::Network;
 use sts_proxy::relay::Relay;
 
 use crate::cli::exit;
-use crate::clock::Clock;
+use crate::clock::{Clock, VirtualTime};
 use crate::config::Config;
 use crate::controller::{Controller, ControllerSpec};
 use crate::netrun::{NetRunner, Settle};
@@ -63,6 +63,7 @@ impl Session {
         c.kill();
         self.runner.controller_down(c.addr());
         self.crashed.insert(i);
+        self.expect_controllers();
         Ok(())
     }
 
@@ -72,7 +73,10 @@ impl Session {
         if !self.crashed.contains(&i) {
             return Ok(());
         }
-        let (spec, log) = (self.specs[i].clone(), self.logs[i].clone());
+        let (mut spec, log) = (self.specs[i].clone(), self.logs[i].clone());
+        if let Some(vt) = self.runner.clock.virtual_time() {
+            spec = crate::snapshot::on_virtual_time(&spec, vt).map_err(|e| e.to_string())?;
+        }
         let addr = self.controllers[i].addr();
         let ctl = tokio::task::spawn_blocking(move || Controller::start(&spec, addr, &log))
             .await
@@ -80,15 +84,26 @@ impl Session {
             .map_err(|e| format!("controller c{i} did not come back: {e}"))?;
         self.controllers[i] = ctl;
         self.crashed.remove(&i);
+        self.expect_controllers();
         self.runner.reconnect_controller(addr).await.map_err(|e| e.to_string())
     }
 }
 
+impl Session {
+    /// Tells virtual time how many controller processes the run has now.
+    fn expect_controllers(&self) {
+        if let Some(vt) = self.runner.clock.virtual_time() {
+            vt.expect(self.controllers.len() - self.crashed.len());
+        }
+    }
+}
+
 /// Starts a controller: a fresh copy forked from its pristine snapshot when
-/// `snapshot` is asked for and the controller allows it, else a new process.
-fn start_controller(spec: &ControllerSpec, log: &Path, snapshot: bool) -> Result<Controller, RunError> {
+/// `snapshot` is asked for and the controller allows it, else a new process;
+/// on `clock`'s virtual time if given.
+fn start_controller(spec: &ControllerSpec, log: &Path, snapshot: bool, clock: Option<&VirtualTime>) -> Result<Controller, RunError> {
     if snapshot {
-        match crate::snapshot::fork_or_start(spec, log) {
+        match crate::snapshot::fork_or_start(spec, log, clock) {
             Ok(c) => return Ok(c),
             Err(e @ crate::snapshot::SnapshotError::Refused(_)) => {
                 tracing::warn!("{}: {e}; starting it without snapshots", spec.name);
@@ -100,7 +115,16 @@ fn start_controller(spec: &ControllerSpec, log: &Path, snapshot: bool) -> Result
             Err(e) => return Err(RunError::Environment(format!("{}: snapshot: {e}", spec.name))),
         }
     }
-    Controller::start_on_free_port(spec, log).map_err(|e| RunError::Environment(e.to_string()))
+    let spec = match clock.map(|vt| crate::snapshot::on_virtual_time(spec, vt)) {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => {
+            // The controller cannot attach: time will never jump (see `VirtualTime::expect`).
+            eprintln!("sts: {e}; this run stays on real time");
+            spec.clone()
+        }
+        None => spec.clone(),
+    };
+    Controller::start_on_free_port(&spec, log).map_err(|e| RunError::Environment(e.to_string()))
 }
 
 /// A spinner with a counter, on stderr (hidden when stderr is not a terminal).
@@ -132,6 +156,10 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         }
         relays.insert(r.name.clone(), relay);
     }
+    let virtual_time = match config.time.virtual_time {
+        true => Some(VirtualTime::create().map_err(|e| RunError::Environment(format!("cannot create the virtual clock: {e}")))?),
+        false => None,
+    };
     let mut controllers = Vec::new();
     let mut addrs = Vec::new();
     let mut logs = Vec::new();
@@ -141,7 +169,8 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         tracing::info!("starting controller {i} ({}), log {}", spec.name, log.display());
         let spec = spec.clone();
         let snapshot = config.controllers[i].snapshot();
-        let ctl = tokio::task::spawn_blocking(move || start_controller(&spec, &log, snapshot))
+        let vt = virtual_time.clone();
+        let ctl = tokio::task::spawn_blocking(move || start_controller(&spec, &log, snapshot, vt.as_deref()))
             .await
             .map_err(|e| RunError::Environment(e.to_string()))??;
         addrs.push(ctl.addr());
@@ -153,7 +182,13 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         net.switches.values_mut().for_each(|s| s.table_capacity = cap);
     }
     net.switches.values_mut().for_each(|s| s.buffers = sts_mocknet::switch::PacketBuffers::new(config.network.packet_buffers));
-    let clock = Clock::start();
+    let clock = match &virtual_time {
+        Some(vt) => {
+            vt.expect(controllers.len());
+            Clock::start_virtual(vt.clone())
+        }
+        None => Clock::start(),
+    };
     let mut runner = NetRunner::connect(net, &addrs, clock).await.map_err(|e| RunError::Environment(e.to_string()))?;
     runner.interposer.whitelist = config.interpose.whitelist.iter().cloned().collect();
     let total = runner.connection_count() as u64;

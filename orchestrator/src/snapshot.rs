@@ -57,6 +57,27 @@ pub fn shim_path() -> Result<PathBuf, SnapshotError> {
     candidates.iter().find(|p| p.exists()).cloned().ok_or_else(|| SnapshotError::NoShim(dir.to_owned()))
 }
 
+/// `spec` with the shim preloaded (before any library the environment
+/// already preloads).
+pub fn with_shim(spec: &ControllerSpec) -> Result<ControllerSpec, SnapshotError> {
+    let shim = shim_path()?;
+    let mut spec = spec.clone();
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(existing) if !existing.is_empty() => format!("{}:{existing}", shim.display()),
+        _ => shim.display().to_string(),
+    };
+    spec.env.push(("LD_PRELOAD".into(), preload));
+    Ok(spec)
+}
+
+/// `spec` started with the shim on the virtual time of `clock` (a new
+/// process, not a snapshot).
+pub fn on_virtual_time(spec: &ControllerSpec, clock: &crate::clock::VirtualTime) -> Result<ControllerSpec, SnapshotError> {
+    let mut spec = with_shim(spec)?;
+    spec.env.push(("STS_CLOCK".into(), clock.path()));
+    Ok(spec)
+}
+
 /// A controller parked by the shim, ready to be forked.
 pub struct Zygote {
     /// The parked process itself (killed, with its children, on drop).
@@ -69,16 +90,10 @@ pub struct Zygote {
 impl Zygote {
     /// Starts `spec` with the shim and waits until it has parked.
     pub fn start(spec: &ControllerSpec, log_path: &Path) -> Result<Zygote, SnapshotError> {
-        let shim = shim_path()?;
         let socket = log_path.with_extension("shim.sock");
         let _ = std::fs::remove_file(&socket);
         let listener = UnixListener::bind(&socket).map_err(|e| SnapshotError::Start(format!("{}: {e}", socket.display())))?;
-        let mut spec = spec.clone();
-        let preload = match std::env::var("LD_PRELOAD") {
-            Ok(existing) if !existing.is_empty() => format!("{}:{existing}", shim.display()),
-            _ => shim.display().to_string(),
-        };
-        spec.env.push(("LD_PRELOAD".into(), preload));
+        let mut spec = with_shim(spec)?;
         spec.env.push(("STS_SHIM_SOCKET".into(), socket.display().to_string()));
         let mut process = Controller::start_on_free_port(&spec, log_path).map_err(|e| SnapshotError::Start(e.to_string()))?;
         // The shim connects at the controller's first wait after it listens.
@@ -116,14 +131,16 @@ impl Zygote {
         self.process.addr()
     }
 
-    /// Forks a fresh copy whose output goes to `log_path`.
-    pub fn fork(&mut self, log_path: &Path) -> Result<Controller, SnapshotError> {
+    /// Forks a fresh copy whose output goes to `log_path`, on the virtual
+    /// time of `clock` if given (the copy maps that clock page).
+    pub fn fork(&mut self, log_path: &Path, clock: Option<&crate::clock::VirtualTime>) -> Result<Controller, SnapshotError> {
         let err = |what: &str, e: &dyn std::fmt::Display| SnapshotError::Start(format!("forking {}: {what}: {e}", self.name));
         let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
         let (out_r, out_w) = pipe().map_err(|e| err("pipe", &e))?;
         let (err_r, err_w) = pipe().map_err(|e| err("pipe", &e))?;
         let (rep_r, rep_w) = pipe().map_err(|e| err("pipe", &e))?;
-        let fds = [out_w.as_raw_fd(), err_w.as_raw_fd(), rep_w.as_raw_fd()];
+        let mut fds = vec![out_w.as_raw_fd(), err_w.as_raw_fd(), rep_w.as_raw_fd()];
+        fds.extend(clock.map(|c| c.fd()));
         // Only the OpenFlow listener moves; side services keep their ports.
         let command = format!("fork {}\n", self.process.addr().port());
         let iov = [IoSlice::new(command.as_bytes())];
@@ -194,9 +211,10 @@ fn key(spec: &ControllerSpec) -> String {
     format!("{:?} {:?}", spec.command, spec.env)
 }
 
-/// A fresh copy of `spec` with its output in `log_path`: forked from this
-/// process's zygote for the same command, started (once) if there is none.
-pub fn fork_or_start(spec: &ControllerSpec, log_path: &Path) -> Result<Controller, SnapshotError> {
+/// A fresh copy of `spec` with its output in `log_path` (on `clock`'s virtual
+/// time, if given): forked from this process's zygote for the same command,
+/// started (once) if there is none.
+pub fn fork_or_start(spec: &ControllerSpec, log_path: &Path, clock: Option<&crate::clock::VirtualTime>) -> Result<Controller, SnapshotError> {
     let mut zygotes = ZYGOTES.lock().unwrap_or_else(|e| e.into_inner());
     let zygotes = zygotes.get_or_insert_with(HashMap::new);
     let k = key(spec);
@@ -207,7 +225,7 @@ pub fn fork_or_start(spec: &ControllerSpec, log_path: &Path) -> Result<Controlle
         zygotes.insert(k.clone(), z);
     }
     let z = zygotes.get_mut(&k).expect("just inserted");
-    z.fork(log_path)
+    z.fork(log_path, clock)
 }
 
 /// Kills every zygote (and so their children): for a clean exit.

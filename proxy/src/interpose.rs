@@ -205,6 +205,12 @@ impl Interposer {
         out
     }
 
+    /// When the earliest queued message becomes due (`None` if nothing
+    /// queued is due at a known time: held, or nothing queued).
+    pub fn next_due(&self) -> Option<u64> {
+        self.queues.values().filter_map(|q| q.front().and_then(|m| m.due)).min()
+    }
+
     /// Releases held messages on the selected channels: they become due at
     /// once and are delivered in order (with whatever followed them).
     pub fn release(&mut self, dpid: Option<u64>, dir: Option<Direction>, now: u64) -> Vec<Delivery> {

@@ -1,6 +1,6 @@
 //! `libsts_shim.so`: loaded into a controller with `LD_PRELOAD`, it turns the
 //! controller into a *zygote* that sts can fork into fresh copies (pristine
-//! snapshots, brief §7).
+//! snapshots, brief §7), and runs it on sts's virtual time (module `vtime`).
 //!
 //! # When it acts
 //!
@@ -14,8 +14,9 @@
 //! - a multi-threaded process is refused (fork copies one thread only): the
 //!   shim says `refuse threads=N`, and the process carries on unsnapshotted;
 //! - otherwise it says `ready PID` and serves commands: `fork [PORT]` (with
-//!   three descriptors passed along: the child's stdout, stderr, and a report
-//!   pipe) or end of stream (the zygote exits).
+//!   three or four descriptors passed along: the child's stdout, stderr, a
+//!   report pipe, and optionally the run's clock page) or end of stream (the
+//!   zygote exits).
 //!
 //! # The child
 //!
@@ -29,7 +30,9 @@
 //!   report pipe, then `ok`. Other listeners (a REST API, say) stay shared
 //!   and keep their ports;
 //! - rebuilds every epoll instance from the interest lists the shim tracked
-//!   (`epoll_ctl`), since an epoll instance is shared across fork.
+//!   (`epoll_ctl`), since an epoll instance is shared across fork;
+//! - maps the clock page, if one came with `fork`: from then on it runs on
+//!   that run's virtual time.
 //!
 //! The zygote never returns from its wait: it is parked for good.
 
@@ -73,15 +76,27 @@ unsafe fn next(name: &CStr) -> *mut c_void {
 
 macro_rules! real {
     ($name:literal, $ty:ty) => {{
-        static PTR: std::sync::atomic::AtomicPtr<c_void> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-        let mut p = PTR.load(Ordering::Relaxed);
+        static PTR: std::sync::atomic::AtomicPtr<std::ffi::c_void> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+        let mut p = PTR.load(std::sync::atomic::Ordering::Relaxed);
         if p.is_null() {
-            p = next(CStr::from_bytes_with_nul_unchecked(concat!($name, "\0").as_bytes()));
-            PTR.store(p, Ordering::Relaxed);
+            p = $crate::next(std::ffi::CStr::from_bytes_with_nul_unchecked(concat!($name, "\0").as_bytes()));
+            PTR.store(p, std::sync::atomic::Ordering::Relaxed);
         }
-        std::mem::transmute::<*mut c_void, $ty>(p)
+        std::mem::transmute::<*mut std::ffi::c_void, $ty>(p)
     }};
 }
+
+mod vtime;
+
+/// Runs at load: attaches the clock page named by `STS_CLOCK`, if any.
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: unsafe extern "C" fn() = {
+    unsafe extern "C" fn at_load() {
+        vtime::attach_from_env();
+    }
+    at_load
+};
 
 fn tracked() -> std::sync::MutexGuard<'static, Tracked> {
     // A poisoned lock only means a panic elsewhere; the data is still usable.
@@ -155,31 +170,54 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn epoll_wait(epfd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int {
     at_wait();
-    real!("epoll_wait", unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int)(epfd, events, max, timeout)
+    let real = real!("epoll_wait", unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int);
+    vtime::wait(vtime::from_ms(timeout), |chunk| real(epfd, events, max, vtime::to_ms(chunk)))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_pwait(epfd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int, mask: *const libc::sigset_t) -> c_int {
     at_wait();
-    real!("epoll_pwait", unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int)(epfd, events, max, timeout, mask)
+    let real = real!("epoll_pwait", unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int);
+    vtime::wait(vtime::from_ms(timeout), |chunk| real(epfd, events, max, vtime::to_ms(chunk), mask))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int {
     at_wait();
-    real!("poll", unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int)(fds, n, timeout)
+    let real = real!("poll", unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int);
+    vtime::wait(vtime::from_ms(timeout), |chunk| real(fds, n, vtime::to_ms(chunk)))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: *const libc::timespec, mask: *const libc::sigset_t) -> c_int {
     at_wait();
-    real!("ppoll", unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int)(fds, n, timeout, mask)
+    let real = real!("ppoll", unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int);
+    vtime::wait(vtime::from_timespec(timeout), |chunk| match chunk {
+        Some(ns) => real(fds, n, &vtime::timespec_of(ns), mask),
+        None => real(fds, n, std::ptr::null(), mask),
+    })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, timeout: *mut libc::timeval) -> c_int {
     at_wait();
-    real!("select", unsafe extern "C" fn(c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *mut libc::timeval) -> c_int)(n, r, w, e, timeout)
+    let real = real!("select", unsafe extern "C" fn(c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *mut libc::timeval) -> c_int);
+    // A select that times out clears its sets: each chunk starts from the originals.
+    let saved = [r, w, e].map(|set| (!set.is_null()).then(|| *set));
+    let want = vtime::from_timeval(timeout);
+    let result = vtime::wait(want, |chunk| {
+        for (set, copy) in [r, w, e].into_iter().zip(saved) {
+            if let Some(copy) = copy {
+                *set = copy;
+            }
+        }
+        let mut tv = chunk.map(|ns| libc::timeval { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_usec: (ns % 1_000_000_000 / 1000) as libc::suseconds_t });
+        real(n, r, w, e, tv.as_mut().map_or(std::ptr::null_mut(), |t| t as *mut libc::timeval))
+    });
+    if result == 0 && !timeout.is_null() {
+        *timeout = libc::timeval { tv_sec: 0, tv_usec: 0 };
+    }
+    result
 }
 
 /// Called on every wait: becomes the zygote at the first one after a listen.
@@ -224,11 +262,11 @@ unsafe fn zygote(mut control: UnixStream) {
         let Some((command, fds)) = receive(&control) else { libc::_exit(0) };
         let words: Vec<&str> = command.split_whitespace().collect();
         let only_port: Option<u16> = words.get(1).and_then(|p| p.parse().ok());
-        if words.first() != Some(&"fork") || fds.len() != 3 {
+        if words.first() != Some(&"fork") || !(3..=4).contains(&fds.len()) {
             fds.iter().for_each(|&fd| {
                 libc::close(fd);
             });
-            let _ = writeln!(control, "error expected `fork` with 3 descriptors, got {:?} with {}", command.trim(), fds.len());
+            let _ = writeln!(control, "error expected `fork` with 3 or 4 descriptors, got {:?} with {}", command.trim(), fds.len());
             continue;
         }
         let pid = libc::fork();
@@ -237,7 +275,7 @@ unsafe fn zygote(mut control: UnixStream) {
             let control_fd = control.as_raw_fd();
             std::mem::forget(control);
             libc::close(control_fd);
-            become_child(zygote_pid, fds[0], fds[1], fds[2], only_port);
+            become_child(zygote_pid, fds[0], fds[1], fds[2], fds.get(3).copied(), only_port);
             return;
         }
         fds.iter().for_each(|&fd| {
@@ -278,7 +316,7 @@ unsafe fn receive(control: &UnixStream) -> Option<(String, Vec<RawFd>)> {
 }
 
 /// Makes a forked child independent of the zygote and its siblings.
-unsafe fn become_child(zygote_pid: libc::pid_t, stdout: RawFd, stderr: RawFd, report: RawFd, only_port: Option<u16>) {
+unsafe fn become_child(zygote_pid: libc::pid_t, stdout: RawFd, stderr: RawFd, report: RawFd, clock: Option<RawFd>, only_port: Option<u16>) {
     libc::setpgid(0, 0);
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
     if libc::getppid() != zygote_pid {
@@ -289,6 +327,12 @@ unsafe fn become_child(zygote_pid: libc::pid_t, stdout: RawFd, stderr: RawFd, re
     libc::close(stdout);
     libc::close(stderr);
     let mut report = std::fs::File::from_raw_fd(report);
+    if let Some(clock) = clock {
+        if let Err(e) = vtime::attach_fd(clock) {
+            let _ = writeln!(report, "error clock page: {e}");
+        }
+        libc::close(clock);
+    }
     let listening = tracked().listening.clone();
     for fd in listening {
         match fresh_listener(fd, only_port) {

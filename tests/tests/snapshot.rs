@@ -27,8 +27,8 @@ fn says_hello(addr: std::net::SocketAddr) -> bool {
 fn forks_side_by_side(spec: sts::controller::ControllerSpec, name: &str) {
     let d = dir(name);
     let mut z = Zygote::start(&spec, &d.join("zygote.log")).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let mut a = z.fork(&d.join("a.log")).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let mut b = z.fork(&d.join("b.log")).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut a = z.fork(&d.join("a.log"), None).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut b = z.fork(&d.join("b.log"), None).unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_ne!(a.addr(), b.addr(), "each copy listens on its own port");
     assert_ne!(a.addr(), z.addr());
     assert!(says_hello(a.addr()), "{name}: copy a does not speak OpenFlow");
@@ -38,7 +38,7 @@ fn forks_side_by_side(spec: sts::controller::ControllerSpec, name: &str) {
     a.kill();
     assert!(!a.is_alive());
     assert!(b.is_alive(), "killing one copy leaves the others");
-    let c = z.fork(&d.join("c.log")).unwrap();
+    let c = z.fork(&d.join("c.log"), None).unwrap();
     assert!(says_hello(c.addr()), "{name}: a copy forked after another died works");
     assert_eq!(z.forks(), 3);
     let (bp, cp) = (b.pid(), c.pid());

@@ -1,0 +1,241 @@
+//! Virtual time inside the controller (brief §7, `docs/virtual-time.md`).
+//!
+//! When the process has a clock page (from `STS_CLOCK`, a path sts gives at
+//! start, or a descriptor sent with `fork`), every clock read it makes is
+//! shifted by the page's offset, and every timed wait is run as a *virtual*
+//! wait: the deadline is computed on the virtual clock and published in the
+//! process's slot, and the real wait is cut into chunks of at most
+//! [`CHUNK_NS`] so that the process notices within a chunk when sts moves
+//! virtual time past its deadline. A wait that returns with events (or an
+//! error) returns at once, as before. Without a page every hook calls through.
+//!
+//! The shim's own time reads go to libc directly (`real!`): its exported
+//! `clock_gettime` is the controller's, shifted.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+use sts_clockpage::{Page, Slot, NO_DEADLINE};
+
+
+/// Longest real wait before a waiting process looks at virtual time again:
+/// the latency of a jump.
+pub const CHUNK_NS: u64 = 1_000_000;
+
+static PAGE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+static SLOT: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+type ClockGettime = unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int;
+
+fn page() -> Option<Page<'static>> {
+    let p = PAGE.load(Ordering::Acquire);
+    // SAFETY: a non-null PAGE is a live shared mapping of a valid page (attach).
+    (!p.is_null()).then(|| unsafe { Page::from_ptr(p) })
+}
+
+fn slot() -> Option<Slot<'static>> {
+    let i = SLOT.load(Ordering::Acquire);
+    page().filter(|_| i != usize::MAX).map(|p| p.slot(i))
+}
+
+/// Maps the clock page open on `fd` and takes a slot for this process.
+/// Replaces a page attached before (a forked child leaves its zygote's).
+pub unsafe fn attach_fd(fd: c_int) -> Result<(), &'static str> {
+    let p = libc::mmap(std::ptr::null_mut(), sts_clockpage::BYTES, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+    if p == libc::MAP_FAILED {
+        return Err("cannot map the clock page");
+    }
+    let page = Page::from_ptr(p.cast());
+    if !page.is_valid() {
+        libc::munmap(p, sts_clockpage::BYTES);
+        return Err("the clock page is not initialised");
+    }
+    let pid = libc::getpid() as u64;
+    let Some((index, _)) = page.claim(pid, |other| libc::kill(other as libc::pid_t, 0) != 0) else {
+        libc::munmap(p, sts_clockpage::BYTES);
+        return Err("the clock page has no free slot");
+    };
+    let old = PAGE.swap(p.cast(), Ordering::AcqRel);
+    SLOT.store(index, Ordering::Release);
+    if !old.is_null() {
+        libc::munmap(old.cast(), sts_clockpage::BYTES);
+    }
+    Ok(())
+}
+
+/// Attaches the page named by `STS_CLOCK`, if set (at library load).
+pub unsafe fn attach_from_env() {
+    let Some(path) = std::env::var_os("STS_CLOCK") else { return };
+    let Ok(c) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str())) else { return };
+    let fd = libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+    if fd < 0 {
+        report("sts-shim: cannot open the clock page named by STS_CLOCK; running on real time\n");
+        return;
+    }
+    if let Err(e) = attach_fd(fd) {
+        report("sts-shim: ");
+        report(e);
+        report("; running on real time\n");
+    }
+    real!("close", unsafe extern "C" fn(c_int) -> c_int)(fd);
+}
+
+fn report(s: &str) {
+    // SAFETY: writing a valid buffer to stderr.
+    unsafe { libc::write(2, s.as_ptr().cast(), s.len()) };
+}
+
+/// True for the clocks that follow virtual time (not CPU-time clocks).
+fn is_virtual(clock: libc::clockid_t) -> bool {
+    matches!(
+        clock,
+        libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_MONOTONIC_RAW | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_MONOTONIC_COARSE | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI
+    )
+}
+
+fn add_ns(ts: &mut libc::timespec, ns: u64) {
+    let total = ts.tv_nsec as u64 + ns % 1_000_000_000;
+    ts.tv_sec += (ns / 1_000_000_000 + total / 1_000_000_000) as libc::time_t;
+    ts.tv_nsec = (total % 1_000_000_000) as libc::c_long;
+}
+
+fn ns_of(ts: &libc::timespec) -> u64 {
+    (ts.tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec.max(0) as u64)
+}
+
+pub fn timespec_of(ns: u64) -> libc::timespec {
+    libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long }
+}
+
+/// Virtual nanoseconds on `clock` (real plus the offset).
+unsafe fn now_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    real!("clock_gettime", ClockGettime)(clock, &mut ts);
+    ns_of(&ts) + page().map_or(0, |p| p.offset_ns())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clock_gettime(clock: libc::clockid_t, ts: *mut libc::timespec) -> c_int {
+    let r = real!("clock_gettime", ClockGettime)(clock, ts);
+    if r == 0 && !ts.is_null() && is_virtual(clock) {
+        if let Some(p) = page() {
+            add_ns(&mut *ts, p.offset_ns());
+        }
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn gettimeofday(tv: *mut libc::timeval, tz: *mut c_void) -> c_int {
+    let r = real!("gettimeofday", unsafe extern "C" fn(*mut libc::timeval, *mut c_void) -> c_int)(tv, tz);
+    if r == 0 && !tv.is_null() {
+        if let Some(p) = page() {
+            let us = (*tv).tv_usec as u64 + p.offset_ns() / 1000;
+            (*tv).tv_sec += (us / 1_000_000) as libc::time_t;
+            (*tv).tv_usec = (us % 1_000_000) as libc::suseconds_t;
+        }
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn time(t: *mut libc::time_t) -> libc::time_t {
+    let secs = (now_ns(libc::CLOCK_REALTIME) / 1_000_000_000) as libc::time_t;
+    if !t.is_null() {
+        *t = secs;
+    }
+    secs
+}
+
+/// A timeout in milliseconds as poll and epoll take it (negative: none).
+pub fn from_ms(ms: c_int) -> Option<u64> {
+    (ms >= 0).then(|| ms as u64 * 1_000_000)
+}
+
+/// A chunk as poll and epoll take it: rounded up to whole milliseconds.
+pub fn to_ms(chunk: Option<u64>) -> c_int {
+    chunk.map_or(-1, |ns| ns.div_ceil(1_000_000).min(c_int::MAX as u64) as c_int)
+}
+
+/// A timeout as a timespec pointer gives it (null: none).
+pub unsafe fn from_timespec(ts: *const libc::timespec) -> Option<u64> {
+    (!ts.is_null()).then(|| ns_of(&*ts))
+}
+
+/// A timeout as a timeval pointer gives it (null: none).
+pub unsafe fn from_timeval(tv: *const libc::timeval) -> Option<u64> {
+    (!tv.is_null()).then(|| ((*tv).tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec.max(0) as u64 * 1000))
+}
+
+/// Runs a timed wait on virtual time. `wait(chunk)` performs one real wait
+/// of at most `chunk` nanoseconds (`None`: no timeout) and returns what the
+/// call returns; 0 means it timed out. Returns the first non-zero result, or
+/// 0 once the virtual deadline has passed. A zero timeout (a poll) and a
+/// process without a page wait for real, unchanged.
+pub unsafe fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) -> c_int) -> c_int {
+    let Some(slot) = slot() else { return real_wait(timeout) };
+    if timeout == Some(0) {
+        return real_wait(Some(0));
+    }
+    let deadline = timeout.map_or(NO_DEADLINE, |t| now_ns(libc::CLOCK_MONOTONIC).saturating_add(t));
+    slot.wait_until(deadline);
+    loop {
+        let chunk = if deadline == NO_DEADLINE {
+            None
+        } else {
+            let left = deadline.saturating_sub(now_ns(libc::CLOCK_MONOTONIC));
+            if left == 0 {
+                slot.woke();
+                return 0;
+            }
+            Some(left.min(CHUNK_NS))
+        };
+        let r = real_wait(chunk);
+        if r != 0 || chunk.is_none() {
+            slot.woke();
+            return r;
+        }
+    }
+}
+
+/// Virtual nanoseconds left until `deadline_ns` on the virtual `clock`.
+pub unsafe fn left_until(clock: libc::clockid_t, deadline_ns: u64) -> u64 {
+    deadline_ns.saturating_sub(now_ns(clock))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> c_int {
+    let real = real!("nanosleep", unsafe extern "C" fn(*const libc::timespec, *mut libc::timespec) -> c_int);
+    if slot().is_none() || req.is_null() {
+        return real(req, rem);
+    }
+    let want = ns_of(&*req);
+    let end = now_ns(libc::CLOCK_MONOTONIC).saturating_add(want);
+    let r = wait(Some(want), |chunk| {
+        let ts = timespec_of(chunk.unwrap_or(0));
+        real(&ts, std::ptr::null_mut())
+    });
+    if r != 0 && !rem.is_null() {
+        *rem = timespec_of(left_until(libc::CLOCK_MONOTONIC, end));
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn clock_nanosleep(clock: libc::clockid_t, flags: c_int, req: *const libc::timespec, rem: *mut libc::timespec) -> c_int {
+    let real = real!("clock_nanosleep", unsafe extern "C" fn(libc::clockid_t, c_int, *const libc::timespec, *mut libc::timespec) -> c_int);
+    if slot().is_none() || req.is_null() || !is_virtual(clock) {
+        return real(clock, flags, req, rem);
+    }
+    let want = if flags & libc::TIMER_ABSTIME != 0 { left_until(clock, ns_of(&*req)) } else { ns_of(&*req) };
+    let end = now_ns(libc::CLOCK_MONOTONIC).saturating_add(want);
+    // Returns 0 or an error number (EINTR), as clock_nanosleep does.
+    let r = wait(Some(want), |chunk| {
+        let ts = timespec_of(chunk.unwrap_or(0));
+        real(libc::CLOCK_MONOTONIC, 0, &ts, std::ptr::null_mut())
+    });
+    if r != 0 && flags & libc::TIMER_ABSTIME == 0 && !rem.is_null() {
+        *rem = timespec_of(left_until(libc::CLOCK_MONOTONIC, end));
+    }
+    r
+}
