@@ -231,8 +231,9 @@ impl VirtualTime {
         }
         page.advance(earliest - now);
         self.jumps.fetch_add(1, Ordering::Relaxed);
-        // The next jump needs a new quiet spell.
-        watch.since = Instant::now();
+        // No new quiet spell is needed for the next jump: a process whose
+        // deadline this jump reached blocks it until it has woken (and its
+        // activity changed), and whatever sts does next counts as activity.
         true
     }
 }

@@ -35,10 +35,10 @@
 //! attempts = 2
 //! payload_bytes = 8     # ICMP echo payload (like ping -s), up to 1472
 //!
-//! [fuzz]                # sts fuzz (docs/fuzzing.md)
+//! [fuzz]                # sts fuzz
 //! seed = 1              # the same seed and config give the same inputs
 //! steps = 200           # the budget of fuzzing steps
-//! step_ms = 100         # wall-clock time between steps
+//! step_ms = 100         # time between steps (run's clock: virtual with [time] virtual)
 //! warmup_ms = 1000      # quiet time after the handshakes, before the first step
 //!
 //! [fuzz.rates]          # per step, the probability of each input (independent)
@@ -72,6 +72,10 @@
 //! check_every_ms = 500  # how often the checker runs
 //! persist_ms = 1000     # a violation counts once it lasts this long
 //! isolation = [["h1", "h2"]]   # host pairs that must not communicate
+//!
+//! [time]
+//! virtual = false       # run controllers and network on virtual time: when all is idle,
+//!                       # time jumps to the next timer (docs/virtual-time.md)
 //!
 //! [interpose]
 //! epsilon_ms = 200      # replay: extra wait for an expected internal event
@@ -677,6 +681,15 @@ mod tests {
 
     fn load_str(s: &str) -> Result<Config, ConfigError> {
         Config::from_toml(s, Path::new("test.toml"))
+    }
+
+    #[test]
+    fn virtual_time_is_off_unless_asked_for() {
+        let base = "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n";
+        assert!(!load_str(base).unwrap().time.virtual_time);
+        assert!(load_str(&format!("{base}\n[time]\nvirtual = true\n")).unwrap().time.virtual_time);
+        let e = load_str(&format!("{base}\n[time]\nvirtuel = true\n")).unwrap_err().to_string();
+        assert!(e.contains("virtuel"), "{e}");
     }
 
     #[test]
