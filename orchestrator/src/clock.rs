@@ -23,6 +23,10 @@ const NS_PER_MS: u64 = 1_000_000;
 /// before virtual time jumps: long enough for whatever sts just wrote to
 /// reach a controller and wake it.
 const IDLE_QUIET: Duration = Duration::from_millis(2);
+/// Looks in a row that must agree, each after sts's loop has yielded (so its
+/// connection tasks have read and written what was ready): time spent
+/// descheduled counts for [`IDLE_QUIET`] but gives no look.
+const IDLE_LOOKS: u32 = 3;
 
 /// Nanoseconds of the real monotonic clock (the controllers' base too).
 fn real_monotonic_ns() -> u64 {
@@ -101,6 +105,8 @@ struct IdleWatch {
     seen: Vec<(u64, u64)>,
     activity: u64,
     since: Instant,
+    /// How many looks in a row saw the same.
+    looks: u32,
 }
 
 /// Virtual time for one run: a clock page in shared memory (a memfd) that the
@@ -138,7 +144,7 @@ impl VirtualTime {
             fd,
             page: ptr.as_ptr().cast(),
             expected: AtomicUsize::new(0),
-            watch: Mutex::new(IdleWatch { seen: Vec::new(), activity: 0, since: Instant::now() }),
+            watch: Mutex::new(IdleWatch { seen: Vec::new(), activity: 0, since: Instant::now(), looks: 0 }),
             jumps: AtomicU64::new(0),
         };
         vt.page().init();
@@ -209,13 +215,15 @@ impl VirtualTime {
             if pid == 0 {
                 continue;
             }
-            if !is_alive(pid) {
+            let state = process_state(pid);
+            if state.is_none_or(|s| s == 'Z' || s == 'X') {
                 slot.release(pid);
                 continue;
             }
             let deadline = slot.deadline_ns();
-            // A process past its deadline is about to wake: not idle.
-            busy |= slot.state() != WAITING || deadline <= now;
+            // A process past its deadline is about to wake, and a runnable one
+            // (woken by input the scheduler has not let it see yet) is busy.
+            busy |= slot.state() != WAITING || deadline <= now || state == Some('R');
             if deadline != NO_DEADLINE {
                 earliest = earliest.min(deadline);
             }
@@ -223,10 +231,11 @@ impl VirtualTime {
         }
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         if busy || seen.len() < self.expected.load(Ordering::Relaxed) || seen != watch.seen || activity != watch.activity {
-            *watch = IdleWatch { seen, activity, since: Instant::now() };
+            *watch = IdleWatch { seen, activity, since: Instant::now(), looks: 1 };
             return false;
         }
-        if watch.since.elapsed() < IDLE_QUIET || earliest <= now {
+        watch.looks += 1;
+        if watch.since.elapsed() < IDLE_QUIET || watch.looks < IDLE_LOOKS || earliest <= now {
             return false;
         }
         page.advance(earliest - now);
@@ -249,13 +258,17 @@ impl Drop for VirtualTime {
     }
 }
 
+/// The scheduler state of process `pid` (`R` running or runnable, `S`
+/// sleeping, `Z` zombie ...), `None` if it is gone.
+fn process_state(pid: u64) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which is in parentheses.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
 /// True if process `pid` exists and is not a zombie.
 fn is_alive(pid: u64) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the command name, which is in parentheses.
-        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()).is_some_and(|s| s != 'Z' && s != 'X'),
-        Err(_) => false,
-    }
+    process_state(pid).is_some_and(|s| s != 'Z' && s != 'X')
 }
 
 #[cfg(test)]
@@ -269,6 +282,15 @@ mod tests {
         assert!(!c.jump_if_idle(1_000_000, 0), "a real clock never jumps");
     }
 
+    /// Looks at the run as sts's loop would, for a quiet spell's worth of
+    /// looks; true if time jumped.
+    fn look_for_a_while(clock: &Clock, target: Millis, activity: u64) -> bool {
+        (0..=IDLE_LOOKS).any(|_| {
+            std::thread::sleep(IDLE_QUIET);
+            clock.jump_if_idle(target, activity)
+        })
+    }
+
     #[test]
     fn time_jumps_only_after_a_quiet_spell_and_never_backwards() {
         let vt = VirtualTime::create().unwrap();
@@ -276,11 +298,13 @@ mod tests {
         // Nothing to wait for: sts alone, idle, jumps to its own target.
         assert!(!clock.jump_if_idle(60_000, 0), "the first look only starts the quiet spell");
         std::thread::sleep(IDLE_QUIET * 2);
+        assert!(!clock.jump_if_idle(60_000, 0), "long enough, but only two looks");
         assert!(!clock.jump_if_idle(60_000, 1), "sts did something: the spell starts again");
+        assert!(!clock.jump_if_idle(60_000, 1) && !clock.jump_if_idle(60_000, 1), "three looks, but not long enough");
         std::thread::sleep(IDLE_QUIET * 2);
         assert!(clock.jump_if_idle(60_000, 1));
         assert!(clock.now() >= 60_000 && clock.now() < 61_000, "now {}", clock.now());
-        assert!(!clock.jump_if_idle(10_000, 1), "a target in the past never moves time back");
+        assert!(!look_for_a_while(&clock, 10_000, 1), "a target in the past never moves time back");
         assert!(clock.now() >= 60_000);
         assert_eq!(vt.jumps(), 1);
     }
@@ -290,26 +314,31 @@ mod tests {
         let vt = VirtualTime::create().unwrap();
         let clock = Clock::start_virtual(vt.clone());
         vt.expect(1);
-        assert!(!clock.jump_if_idle(60_000, 0));
-        std::thread::sleep(IDLE_QUIET * 2);
-        assert!(!clock.jump_if_idle(60_000, 0), "no process attached yet");
-        // A "controller" (this process) attaches and waits with a timer in 5 s.
-        let (_, slot) = vt.page().claim(std::process::id() as u64, |_| false).unwrap();
-        assert!(!clock.jump_if_idle(60_000, 0), "busy");
+        assert!(!look_for_a_while(&clock, 60_000, 0), "no process attached yet");
+        // A "controller" (a sleeping child: the test itself is running, so
+        // never idle) attaches and waits with a timer in 5 s.
+        let child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let (_, slot) = vt.page().claim(child.id() as u64, |_| false).unwrap();
+        assert!(!look_for_a_while(&clock, 60_000, 0), "busy");
         slot.wait_until(vt.now_ns() + 5_000 * NS_PER_MS);
-        assert!(!clock.jump_if_idle(60_000, 0));
-        std::thread::sleep(IDLE_QUIET * 2);
-        assert!(clock.jump_if_idle(60_000, 0));
+        assert!(look_for_a_while(&clock, 60_000, 0));
         let now = clock.now();
         assert!((5_000..5_100).contains(&now), "jumped to the timer, not to sts's target: {now}");
         // Its deadline has come: not idle until it wakes and waits again.
-        std::thread::sleep(IDLE_QUIET * 2);
-        assert!(!clock.jump_if_idle(60_000, 0));
+        assert!(!look_for_a_while(&clock, 60_000, 0));
         slot.woke();
         slot.wait_until(NO_DEADLINE);
-        assert!(!clock.jump_if_idle(60_000, 0));
-        std::thread::sleep(IDLE_QUIET * 2);
-        assert!(clock.jump_if_idle(60_000, 0));
+        assert!(look_for_a_while(&clock, 60_000, 0));
         assert!(clock.now() >= 60_000);
+        // A runnable process is not idle, whatever its slot says.
+        let spinner = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let (_, spin) = vt.page().claim(spinner.id() as u64, |_| false).unwrap();
+        spin.wait_until(NO_DEADLINE);
+        vt.expect(2);
+        assert!(!look_for_a_while(&clock, 120_000, 0), "a running process blocks the jump");
+        for mut c in [child, spinner] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
     }
 }
