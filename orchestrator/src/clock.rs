@@ -8,7 +8,7 @@
 //! whenever the whole run is idle.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -114,8 +114,9 @@ struct IdleWatch {
 pub struct VirtualTime {
     fd: OwnedFd,
     page: *mut u8,
-    /// How many controller processes must have attached before time may jump.
-    expected: AtomicUsize,
+    /// The run's controller processes: each one alive must be attached (and
+    /// idle) before time may jump.
+    expected: Mutex<Vec<u64>>,
     watch: Mutex<IdleWatch>,
     jumps: AtomicU64,
 }
@@ -143,7 +144,7 @@ impl VirtualTime {
         let vt = VirtualTime {
             fd,
             page: ptr.as_ptr().cast(),
-            expected: AtomicUsize::new(0),
+            expected: Mutex::new(Vec::new()),
             watch: Mutex::new(IdleWatch { seen: Vec::new(), activity: 0, since: Instant::now(), looks: 0 }),
             jumps: AtomicU64::new(0),
         };
@@ -181,10 +182,11 @@ impl VirtualTime {
         self.jumps.load(Ordering::Relaxed)
     }
 
-    /// Sets how many controller processes the run has: until that many are
-    /// attached and waiting, time never jumps.
-    pub fn expect(&self, processes: usize) {
-        self.expected.store(processes, Ordering::Relaxed);
+    /// Sets the run's controller processes: until each of them that is
+    /// alive is attached and waiting, time never jumps. (One that died, on
+    /// purpose or not, no longer holds time back.)
+    pub fn expect(&self, pids: impl IntoIterator<Item = u32>) {
+        *self.expected.lock().unwrap_or_else(|e| e.into_inner()) = pids.into_iter().map(u64::from).collect();
     }
 
     /// How many live processes are attached.
@@ -229,8 +231,9 @@ impl VirtualTime {
             }
             seen.push((pid, slot.activity()));
         }
+        let missing = self.expected.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|&pid| is_alive(pid) && !seen.iter().any(|&(p, _)| p == pid));
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
-        if busy || seen.len() < self.expected.load(Ordering::Relaxed) || seen != watch.seen || activity != watch.activity {
+        if busy || missing || seen != watch.seen || activity != watch.activity {
             *watch = IdleWatch { seen, activity, since: Instant::now(), looks: 1 };
             return false;
         }
@@ -313,11 +316,12 @@ mod tests {
     fn time_waits_for_the_expected_processes_and_their_earliest_timer() {
         let vt = VirtualTime::create().unwrap();
         let clock = Clock::start_virtual(vt.clone());
-        vt.expect(1);
-        assert!(!look_for_a_while(&clock, 60_000, 0), "no process attached yet");
         // A "controller" (a sleeping child: the test itself is running, so
-        // never idle) attaches and waits with a timer in 5 s.
+        // never idle), expected but not attached yet.
         let child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        vt.expect([child.id()]);
+        assert!(!look_for_a_while(&clock, 60_000, 0), "no process attached yet");
+        // It attaches and waits with a timer in 5 s.
         let (_, slot) = vt.page().claim(child.id() as u64, |_| false).unwrap();
         assert!(!look_for_a_while(&clock, 60_000, 0), "busy");
         slot.wait_until(vt.now_ns() + 5_000 * NS_PER_MS);
@@ -331,14 +335,20 @@ mod tests {
         assert!(look_for_a_while(&clock, 60_000, 0));
         assert!(clock.now() >= 60_000);
         // A runnable process is not idle, whatever its slot says.
-        let spinner = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let mut spinner = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
         let (_, spin) = vt.page().claim(spinner.id() as u64, |_| false).unwrap();
         spin.wait_until(NO_DEADLINE);
-        vt.expect(2);
+        vt.expect([child.id(), spinner.id()]);
         assert!(!look_for_a_while(&clock, 120_000, 0), "a running process blocks the jump");
-        for mut c in [child, spinner] {
-            c.kill().unwrap();
-            c.wait().unwrap();
-        }
+        spinner.kill().unwrap();
+        spinner.wait().unwrap();
+        // An expected process that died (and never attached) holds nothing back.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        vt.expect([child.id(), spinner.id(), gone.id()]);
+        assert!(look_for_a_while(&clock, 120_000, 0), "dead processes do not hold time back");
+        let mut child = child;
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

@@ -74,8 +74,9 @@
 //! isolation = [["h1", "h2"]]   # host pairs that must not communicate
 //!
 //! [time]
-//! virtual = false       # run controllers and network on virtual time: when all is idle,
-//!                       # time jumps to the next timer (docs/virtual-time.md)
+//! virtual = true        # run controllers and network on virtual time: when all is idle,
+//!                       # time jumps to the next timer (docs/virtual-time.md);
+//!                       # default true, false if a controller is `command`
 //!
 //! [interpose]
 //! epsilon_ms = 200      # replay: extra wait for an expected internal event
@@ -124,9 +125,10 @@ pub struct TimeConfig {
     /// Run the controllers and the network on virtual time
     /// (`docs/virtual-time.md`): when everything is idle, time jumps to the
     /// next timer instead of being waited for. Needs the shim in every
-    /// controller process; without it runs stay on real time.
+    /// controller process; without it runs stay on real time. Default
+    /// ([`Config::virtual_time`]): on unless a controller is `command`.
     #[serde(rename = "virtual")]
-    pub virtual_time: bool,
+    pub virtual_time: Option<bool>,
 }
 
 /// The `[fuzz]` table.
@@ -423,6 +425,13 @@ impl Config {
         Config::from_toml(&text, path)
     }
 
+    /// Whether runs use virtual time: as `[time] virtual` says, else on when
+    /// every controller is one sts knows to work with the shim (os-ken,
+    /// faucet, ovs-testcontroller), off with any `command` controller.
+    pub fn virtual_time(&self) -> bool {
+        self.time.virtual_time.unwrap_or_else(|| !self.controllers.is_empty() && self.controllers.iter().all(|c| c.kind != ControllerKind::Command))
+    }
+
     /// Parses and validates config text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
         let err = |message: String| ConfigError { path: origin.to_owned(), message };
@@ -684,10 +693,13 @@ mod tests {
     }
 
     #[test]
-    fn virtual_time_is_off_unless_asked_for() {
+    fn virtual_time_is_on_for_known_controllers_unless_turned_off() {
         let base = "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n";
-        assert!(!load_str(base).unwrap().time.virtual_time);
-        assert!(load_str(&format!("{base}\n[time]\nvirtual = true\n")).unwrap().time.virtual_time);
+        assert!(load_str(base).unwrap().virtual_time());
+        assert!(!load_str(&format!("{base}\n[time]\nvirtual = false\n")).unwrap().virtual_time());
+        let command = format!("{base}\n[[controllers]]\nkind = \"command\"\ncommand = [\"x\", \"{{port}}\"]\n");
+        assert!(!load_str(&command).unwrap().virtual_time(), "an unknown program: off");
+        assert!(load_str(&format!("{command}\n[time]\nvirtual = true\n")).unwrap().virtual_time());
         let e = load_str(&format!("{base}\n[time]\nvirtuel = true\n")).unwrap_err().to_string();
         assert!(e.contains("virtuel"), "{e}");
     }

@@ -26,6 +26,8 @@ pub struct FuzzOutcome {
     pub violation: Option<Violation>,
     pub steps: u32,
     pub inputs: usize,
+    /// On virtual time: how much of it ran in how much real time.
+    pub clock: Option<String>,
 }
 
 /// Runs a fuzz session into `exp`.
@@ -81,7 +83,8 @@ pub async fn run(config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunEr
         writer.violation(s.runner.clock.now(), v.clone()).map_err(env)?;
         experiment::write_json(&exp.violation(), v).map_err(env)?;
     }
-    Ok(FuzzOutcome { violation: found, steps, inputs })
+    let clock = s.runner.clock.summary();
+    Ok(FuzzOutcome { violation: found, steps, inputs, clock })
 }
 
 /// The `sts fuzz` command.
@@ -122,7 +125,11 @@ pub fn command(config_path: &Path, out: &Path) -> u8 {
         }
     };
     eprintln!("sts fuzz: seed {}, up to {} steps of {} ms; experiment in {}", config.fuzz.seed, config.fuzz.steps, config.fuzz.step_ms, out.display());
-    match rt.block_on(run(&config, &exp)) {
+    let outcome = rt.block_on(run(&config, &exp));
+    if let Some(clock) = outcome.as_ref().ok().and_then(|o| o.clock.as_ref()) {
+        eprintln!("{clock}");
+    }
+    match outcome {
         Ok(o) => match o.violation {
             Some(v) => {
                 println!("violation after {} steps ({} inputs): {}", o.steps, o.inputs, v.summary);

@@ -51,6 +51,8 @@ pub struct ReplayResult {
     pub timeouts: usize,
     pub divergence: Divergence,
     pub trace: PathBuf,
+    /// On virtual time: how much of it ran in how much real time.
+    pub clock: Option<String>,
 }
 
 /// Expected-minus-observed counts of internal events by key.
@@ -192,7 +194,8 @@ pub async fn replay_once(config: &Config, trace: &Trace, out: &Path, run: u32) -
         writer.violation(s.runner.clock.now(), v.clone()).map_err(env)?;
     }
     let divergence = diverge(trace, &observed);
-    Ok(ReplayResult { run, reproduced, violation: found, injected, timeouts, divergence, trace: trace_path })
+    let clock = s.runner.clock.summary();
+    Ok(ReplayResult { run, reproduced, violation: found, injected, timeouts, divergence, trace: trace_path, clock })
 }
 
 /// The first original internal event not seen again, and the first replayed
@@ -285,6 +288,9 @@ pub fn command(dir: &Path, repeat: u32) -> u8 {
                     (None, _) => "not reproduced".to_string(),
                 };
                 println!("replay {n}: {what} ({} inputs, {} waits timed out)", r.injected, r.timeouts);
+                if let Some(clock) = &r.clock {
+                    println!("  {clock}");
+                }
                 if let Some((seq, k)) = &r.divergence.first_missing {
                     println!("  first missing: seq {seq}: {}", shorten(k));
                 }

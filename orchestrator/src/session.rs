@@ -93,7 +93,7 @@ impl Session {
     /// Tells virtual time how many controller processes the run has now.
     fn expect_controllers(&self) {
         if let Some(vt) = self.runner.clock.virtual_time() {
-            vt.expect(self.controllers.len() - self.crashed.len());
+            vt.expect(self.controllers.iter().map(Controller::pid));
         }
     }
 }
@@ -156,7 +156,7 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         }
         relays.insert(r.name.clone(), relay);
     }
-    let virtual_time = match config.time.virtual_time {
+    let virtual_time = match config.virtual_time() {
         true => Some(VirtualTime::create().map_err(|e| RunError::Environment(format!("cannot create the virtual clock: {e}")))?),
         false => None,
     };
@@ -184,7 +184,7 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
     net.switches.values_mut().for_each(|s| s.buffers = sts_mocknet::switch::PacketBuffers::new(config.network.packet_buffers));
     let clock = match &virtual_time {
         Some(vt) => {
-            vt.expect(controllers.len());
+            vt.expect(controllers.iter().map(Controller::pid));
             Clock::start_virtual(vt.clone())
         }
         None => Clock::start(),

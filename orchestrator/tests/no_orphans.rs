@@ -17,7 +17,8 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
     pids
 }
 
-/// Runs `sts pingall` on `config` (a long one), waits until at least
+/// Runs `sts pingall` on `config` (a long one: on real time, since virtual
+/// time would skip its waiting), waits until at least
 /// `processes` controller processes run, SIGKILLs sts mid-run and asserts that
 /// none of them survives. Every controller's command line names the run
 /// directory, which holds sts's pid (a zombie's command line is empty: dead
@@ -55,7 +56,7 @@ fn sigkill_mid_pingall_leaves_nothing(name: &str, config: &str, processes: usize
 fn sigkill_of_sts_leaves_no_controller_behind() {
     let config = "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n\
          [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = false\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = false\n\n\
-         [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = false\n\n[pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n";
+         [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = false\n\n[pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n\n[time]\nvirtual = false\n";
     sigkill_mid_pingall_leaves_nothing("processes", config, 3);
 }
 
@@ -67,7 +68,7 @@ fn sigkill_of_sts_leaves_no_zygote_or_copy_behind() {
     let config = "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n\
          [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = true\n\n\
          [[controllers]]\nkind = \"ovs-testcontroller\"\nargs = [\"--verbose=off\"]\nsnapshot = true\n\n\
-         [pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n";
+         [pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n\n[time]\nvirtual = false\n";
     sigkill_mid_pingall_leaves_nothing("snapshots", config, 4);
 }
 

@@ -70,9 +70,9 @@ fn a_new_process_reads_virtual_time_and_its_timers_fire_in_order() {
     let d = dir("process");
     let vt = VirtualTime::create().unwrap();
     let clock = Clock::start_virtual(vt.clone());
-    vt.expect(1);
     let spec = snapshot::on_virtual_time(&timers_spec(), &vt).unwrap();
     let mut ctl = Controller::start_on_free_port(&spec, &d.join("timers.log")).unwrap();
+    vt.expect([ctl.pid()]);
     ticks_follow_virtual_time(&clock, &vt, &d.join("timers.log"));
     ctl.kill();
 }
@@ -83,8 +83,8 @@ fn a_forked_copy_gets_the_runs_virtual_time() {
     let mut z = Zygote::start(&timers_spec(), &d.join("zygote.log")).unwrap();
     let vt = VirtualTime::create().unwrap();
     let clock = Clock::start_virtual(vt.clone());
-    vt.expect(1);
     let mut copy = z.fork(&d.join("copy.log"), Some(&vt)).unwrap();
+    vt.expect([copy.pid()]);
     assert_eq!(vt.attached(), 1, "the copy took a slot on the run's clock page");
     ticks_follow_virtual_time(&clock, &vt, &d.join("copy.log"));
     copy.kill();
