@@ -57,6 +57,15 @@ pub fn shim_path() -> Result<PathBuf, SnapshotError> {
     candidates.iter().find(|p| p.exists()).cloned().ok_or_else(|| SnapshotError::NoShim(dir.to_owned()))
 }
 
+/// A fresh path for a zygote's control socket. In the temporary directory,
+/// not next to the logs: a Unix socket path must fit in 108 bytes, and
+/// experiment directories can be deep.
+fn control_socket_path() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("sts-shim-{}-{n}.sock", std::process::id()))
+}
+
 /// `spec` with the shim preloaded (before any library the environment
 /// already preloads).
 pub fn with_shim(spec: &ControllerSpec) -> Result<ControllerSpec, SnapshotError> {
@@ -90,7 +99,7 @@ pub struct Zygote {
 impl Zygote {
     /// Starts `spec` with the shim and waits until it has parked.
     pub fn start(spec: &ControllerSpec, log_path: &Path) -> Result<Zygote, SnapshotError> {
-        let socket = log_path.with_extension("shim.sock");
+        let socket = control_socket_path();
         let _ = std::fs::remove_file(&socket);
         let listener = UnixListener::bind(&socket).map_err(|e| SnapshotError::Start(format!("{}: {e}", socket.display())))?;
         let mut spec = with_shim(spec)?;

@@ -69,3 +69,17 @@ fn faucet_forks_into_working_copies() {
     let specs = config.controller_specs(&dir("faucet-files")).unwrap();
     forks_side_by_side(specs[0].clone(), "faucet");
 }
+
+/// Experiment directories can be deep (a minimization's runs live in
+/// `DIR/mcs/runs/N/logs`); the zygote's control socket must not inherit a
+/// path longer than a Unix socket allows (108 bytes).
+#[test]
+fn a_zygote_logging_deep_in_the_tree_still_parks() {
+    let deep = dir("deep").join("a-directory-name-of-some-length/".repeat(5));
+    std::fs::create_dir_all(&deep).unwrap();
+    let log = deep.join("controller-0-ovs-testcontroller-zygote.log");
+    assert!(log.as_os_str().len() > 108);
+    let mut z = Zygote::start(&presets::ovs_testcontroller(&[]), &log).unwrap_or_else(|e| panic!("{e}"));
+    let copy = z.fork(&deep.join("copy.log"), None).unwrap();
+    assert!(says_hello(copy.addr()));
+}
