@@ -40,6 +40,9 @@ const _: () = assert!(WORDS * 8 <= BYTES);
 pub const BUSY: u64 = 1;
 /// A slot's process is blocked in a wait, until its deadline or an event.
 pub const WAITING: u64 = 2;
+/// A slot's process started a second thread: its waits are no longer
+/// tracked, and time must not jump (sticky).
+pub const THREADED: u64 = 3;
 /// The deadline of a wait without timeout.
 pub const NO_DEADLINE: u64 = u64::MAX;
 
@@ -146,6 +149,11 @@ impl Slot<'_> {
     pub fn woke(&self) {
         self.words[1].store(BUSY, Ordering::Release);
         self.words[3].fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The process has several threads: no more tracking (see [`THREADED`]).
+    pub fn mark_threaded(&self) {
+        self.words[1].store(THREADED, Ordering::Release);
     }
 
     /// Frees the slot if `pid` still owns it.

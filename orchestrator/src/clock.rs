@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sts_clockpage::{Page, NO_DEADLINE, WAITING};
+use sts_clockpage::{Page, NO_DEADLINE, THREADED, WAITING};
 
 /// Milliseconds since the start of a run.
 pub type Millis = u64;
@@ -119,6 +119,8 @@ pub struct VirtualTime {
     expected: Mutex<Vec<u64>>,
     watch: Mutex<IdleWatch>,
     jumps: AtomicU64,
+    /// Set (and said once) when a controller process turned multi-threaded.
+    threaded: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the page is shared memory only ever accessed through atomics.
@@ -147,6 +149,7 @@ impl VirtualTime {
             expected: Mutex::new(Vec::new()),
             watch: Mutex::new(IdleWatch { seen: Vec::new(), activity: 0, since: Instant::now(), looks: 0 }),
             jumps: AtomicU64::new(0),
+            threaded: std::sync::atomic::AtomicBool::new(false),
         };
         vt.page().init();
         Ok(Arc::new(vt))
@@ -175,6 +178,12 @@ impl VirtualTime {
     /// How far virtual time is ahead of real time.
     pub fn offset(&self) -> Duration {
         Duration::from_nanos(self.page().offset_ns())
+    }
+
+    /// True once a controller process turned multi-threaded (time no
+    /// longer jumps in this run).
+    pub fn stopped_by_threads(&self) -> bool {
+        self.threaded.load(Ordering::Relaxed)
     }
 
     /// How many times time jumped.
@@ -221,6 +230,12 @@ impl VirtualTime {
             if state.is_none_or(|s| s == 'Z' || s == 'X') {
                 slot.release(pid);
                 continue;
+            }
+            if slot.state() == THREADED {
+                if !self.threaded.swap(true, Ordering::Relaxed) {
+                    eprintln!("sts: controller process {pid} started a second thread; virtual time follows single-threaded controllers only, so this run continues on real time");
+                }
+                return false;
             }
             let deadline = slot.deadline_ns();
             // A process past its deadline is about to wake, and a runnable one

@@ -23,6 +23,8 @@ use sts_clockpage::{Page, Slot, NO_DEADLINE};
 pub const CHUNK_NS: u64 = 1_000_000;
 
 static PAGE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+/// Set once the process starts a second thread: waits are no longer tracked.
+static THREADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 static SLOT: AtomicUsize = AtomicUsize::new(usize::MAX);
 
 type ClockGettime = unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int;
@@ -174,7 +176,7 @@ pub unsafe fn from_timeval(tv: *const libc::timeval) -> Option<u64> {
 /// process without a page wait for real, unchanged.
 pub unsafe fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) -> c_int) -> c_int {
     let Some(slot) = slot() else { return real_wait(timeout) };
-    if timeout == Some(0) {
+    if timeout == Some(0) || THREADED.load(Ordering::Relaxed) {
         return real_wait(Some(0));
     }
     let deadline = timeout.map_or(NO_DEADLINE, |t| now_ns(libc::CLOCK_MONOTONIC).saturating_add(t));
@@ -236,6 +238,29 @@ pub unsafe extern "C" fn clock_nanosleep(clock: libc::clockid_t, flags: c_int, r
     });
     if r != 0 && flags & libc::TIMER_ABSTIME == 0 && !rem.is_null() {
         *rem = timespec_of(left_until(libc::CLOCK_MONOTONIC, end));
+    }
+    r
+}
+
+/// A second thread: one slot cannot describe several waits at once, so the
+/// process says so (in its log and its slot) and sts keeps the run on real
+/// time. Clock reads stay shifted, so the clocks stay monotonic.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+) -> c_int {
+    type Create = unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int;
+    let r = real!("pthread_create", Create)(thread, attr, start, arg);
+    if r == 0 {
+        if let Some(s) = slot() {
+            if !THREADED.swap(true, Ordering::Relaxed) {
+                s.mark_threaded();
+                report("sts-shim: this controller started a second thread; virtual time follows single-threaded controllers only, so this run stays on real time\n");
+            }
+        }
     }
     r
 }

@@ -156,3 +156,33 @@ fn os_ken_keeps_its_switches_over_idle_virtual_minutes() {
 fn faucet_keeps_its_switches_over_idle_virtual_minutes() {
     survives_idle_minutes("faucet-idle", "kind = \"faucet\"", true);
 }
+
+/// A controller that starts a second thread cannot be followed (one slot,
+/// several waits): the shim says so in its log, and time stops jumping.
+#[test]
+fn a_multi_threaded_controller_keeps_the_run_on_real_time() {
+    let d = dir("threads");
+    let vt = VirtualTime::create().unwrap();
+    let clock = Clock::start_virtual(vt.clone());
+    let mut spec = timers_spec();
+    spec.command.push("--thread".into());
+    let spec = snapshot::on_virtual_time(&spec, &vt).unwrap();
+    let log = d.join("timers.log");
+    let mut ctl = Controller::start_on_free_port(&spec, &log).unwrap();
+    vt.expect([ctl.pid()]);
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("second thread") {
+        assert!(Instant::now() < give_up, "the shim never said it saw the thread:\n{}", ctl.log_tail(10));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The process waits for its 5 s timer like the single-threaded one, but
+    // time does not jump.
+    for _ in 0..50 {
+        clock.jump_if_idle(clock.now() + 60_000, 0);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(vt.jumps(), 0);
+    assert!(vt.stopped_by_threads());
+    assert!(clock.now() < 5_000, "time stayed real: {} ms", clock.now());
+    ctl.kill();
+}
