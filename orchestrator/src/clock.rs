@@ -78,12 +78,12 @@ impl Clock {
     }
 
     /// On virtual time, one line on how much time it saved, e.g.
-    /// `virtual time: 36.2 s in 1.4 s of real time (152 jumps)`.
+    /// `virtual time: 36.2 s in 1.40 s of real time (152 jumps)`.
     pub fn summary(&self) -> Option<String> {
         let v = self.virt.as_ref()?;
         let secs = |ns: u64| ns as f64 / 1e9;
         Some(format!(
-            "virtual time: {:.1} s in {:.1} s of real time ({} jumps)",
+            "virtual time: {:.1} s in {:.2} s of real time ({} jumps)",
             secs(self.now_ns() - self.start_ns),
             secs(real_monotonic_ns() - self.real_start_ns),
             v.jumps()
