@@ -277,6 +277,12 @@ pub fn command(dir: &Path, repeat: u32) -> u8 {
         trace.externals().len(),
         wanted.as_deref().unwrap_or("any persistent violation")
     );
+    // A trace written by hand (or by a tool that records only inputs) has no
+    // internal events: every replayed message would be "unexpected".
+    let has_internals = trace.records.iter().any(|r| r.internal.is_some());
+    if !has_internals {
+        eprintln!("sts replay: the trace records no internal events, so divergence is not reported");
+    }
     let mut runs = Vec::new();
     for i in 0..repeat.max(1) {
         let n = first_free + i;
@@ -294,7 +300,7 @@ pub fn command(dir: &Path, repeat: u32) -> u8 {
                 if let Some((seq, k)) = &r.divergence.first_missing {
                     println!("  first missing: seq {seq}: {}", shorten(k));
                 }
-                if let Some(k) = &r.divergence.first_unexpected {
+                if let Some(k) = r.divergence.first_unexpected.as_ref().filter(|_| has_internals) {
                     println!("  first unexpected: {}", shorten(k));
                 }
                 runs.push(r);

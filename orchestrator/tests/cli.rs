@@ -123,3 +123,16 @@ fn a_controller_that_writes_garbage_exits_3_naming_the_framing_error() {
     assert!(err.contains("bad framing") && err.contains("shorter than the 8-byte OpenFlow header"), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}: should fail fast", started.elapsed());
 }
+
+/// A hand-written trace has inputs only: replay says divergence cannot be
+/// reported instead of calling every replayed message unexpected, and the
+/// run shows how much virtual time it covered.
+#[test]
+fn replaying_a_hand_written_trace_reports_no_divergence_noise() {
+    let dir = experiment("by-hand", "{\"format\":\"sts-trace\",\"version\":1}\n{\"seq\":1,\"t_ms\":3000,\"external\":{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}\n");
+    let (code, out, err) = sts(&["replay", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("records no internal events"), "{err}");
+    assert!(!out.contains("first unexpected"), "{out}");
+    assert!(out.contains("replay 1: not reproduced (1 inputs") && out.contains("virtual time: "), "{out}");
+}
