@@ -4,9 +4,11 @@
 //! sts creates the page (a memfd) for a run; the shim (`shim/`) maps it in
 //! every controller process of that run. The page holds
 //!
-//! - the **offset**: nanoseconds added to every clock read of the run, sts's
-//!   own included (virtual = real monotonic or real-time clock + offset). sts
-//!   only ever increases it, so virtual clocks stay monotonic;
+//! - the **offset**: signed nanoseconds added to every clock read of the run,
+//!   sts's own included (virtual = real monotonic or real-time clock + offset).
+//!   sts only increases it while a run goes on, so virtual clocks stay
+//!   monotonic; it sets it back only when it rolls the run back to a
+//!   checkpoint, whose processes never saw the later time;
 //! - one **slot per controller process**: its pid, whether it is busy or
 //!   blocked in a wait, the virtual deadline of that wait (its next timer), and
 //!   an activity counter bumped on every return from a wait.
@@ -79,14 +81,24 @@ impl<'a> Page<'a> {
         self.words[0].load(Ordering::Acquire) == MAGIC
     }
 
-    /// Nanoseconds added to every clock read.
-    pub fn offset_ns(&self) -> u64 {
-        self.words[1].load(Ordering::Acquire)
+    /// Nanoseconds added to every clock read (two's complement in the page).
+    pub fn offset_ns(&self) -> i64 {
+        self.words[1].load(Ordering::Acquire) as i64
     }
 
     /// Moves virtual time forward by `ns`.
     pub fn advance(&self, ns: u64) {
         self.words[1].fetch_add(ns, Ordering::AcqRel);
+    }
+
+    /// Sets the offset (to roll a run back to a checkpoint).
+    pub fn set_offset(&self, ns: i64) {
+        self.words[1].store(ns as u64, Ordering::Release);
+    }
+
+    /// `real_ns` (a real clock reading) shifted by the offset, never below zero.
+    pub fn shift(&self, real_ns: u64) -> u64 {
+        (real_ns as i128 + self.offset_ns() as i128).clamp(0, u64::MAX as i128) as u64
     }
 
     /// Slot `i` (`i < SLOTS`).
@@ -183,6 +195,12 @@ mod tests {
         page.advance(5);
         page.advance(7);
         assert_eq!(page.offset_ns(), 12);
+        page.set_offset(-20);
+        assert_eq!(page.offset_ns(), -20);
+        assert_eq!(page.shift(100), 80);
+        assert_eq!(page.shift(10), 0, "never below zero");
+        page.advance(25);
+        assert_eq!(page.offset_ns(), 5, "advancing from a negative offset");
         let (i, a) = page.claim(100, |_| false).unwrap();
         assert_eq!(i, 0);
         assert_eq!((a.pid(), a.state(), a.deadline_ns()), (100, BUSY, NO_DEADLINE));

@@ -172,12 +172,19 @@ impl VirtualTime {
 
     /// Virtual monotonic nanoseconds.
     pub fn now_ns(&self) -> u64 {
-        real_monotonic_ns() + self.page().offset_ns()
+        self.page().shift(real_monotonic_ns())
     }
 
     /// How far virtual time is ahead of real time.
     pub fn offset(&self) -> Duration {
-        Duration::from_nanos(self.page().offset_ns())
+        Duration::from_nanos(self.page().offset_ns().max(0) as u64)
+    }
+
+    /// Sets virtual time back (or forward) to `ns` virtual monotonic
+    /// nanoseconds: for rolling a run back to a checkpoint taken at `ns`,
+    /// once every process that saw a later time is gone.
+    pub fn rewind_to(&self, ns: u64) {
+        self.page().set_offset(ns as i64 - real_monotonic_ns() as i64);
     }
 
     /// True once a controller process turned multi-threaded (time no

@@ -151,6 +151,9 @@ pub struct Controller {
     lines: std::sync::mpsc::Receiver<LogLine>,
     /// Output-copying threads that have reached end of file (0 to 2).
     readers_done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The shim's control socket in this process, for checkpoints (a copy
+    /// forked on virtual time; `crate::snapshot::Checkpoint`).
+    shim: Option<std::os::unix::net::UnixStream>,
 }
 
 impl Controller {
@@ -201,7 +204,7 @@ impl Controller {
         if let Some(err) = child.stderr.take() {
             copy_lines(err, Stream::Stderr, log, tx, readers_done.clone());
         }
-        let mut ctl = Controller { name, process: Process::Spawned(child), addr, aux_port, log_path: log_path.to_owned(), lines, readers_done };
+        let mut ctl = Controller { name, process: Process::Spawned(child), addr, aux_port, log_path: log_path.to_owned(), lines, readers_done, shim: None };
         ctl.wait_listening(spec.start_timeout)?;
         Ok(ctl)
     }
@@ -210,14 +213,24 @@ impl Controller {
     /// process `pid` (its own process group) listening on `addr`, writing
     /// into `stdout` and `stderr`, whose lines go to `log_path` and become
     /// events as for a started controller.
-    pub fn adopt_forked(name: &str, pid: u32, addr: SocketAddr, aux_port: u16, log_path: &Path, stdout: File, stderr: File) -> std::io::Result<Controller> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn adopt_forked(
+        name: &str,
+        pid: u32,
+        addr: SocketAddr,
+        aux_port: u16,
+        log_path: &Path,
+        stdout: File,
+        stderr: File,
+        shim: Option<std::os::unix::net::UnixStream>,
+    ) -> std::io::Result<Controller> {
         let log = File::create(log_path)?;
         let (tx, lines) = std::sync::mpsc::sync_channel(MAX_UNREAD_LINES);
         let readers_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         copy_lines(stdout, Stream::Stdout, log.try_clone()?, tx.clone(), readers_done.clone());
         copy_lines(stderr, Stream::Stderr, log, tx, readers_done.clone());
         let process = Process::Forked(Pid::from_raw(pid as i32));
-        Ok(Controller { name: name.to_string(), process, addr, aux_port, log_path: log_path.to_owned(), lines, readers_done })
+        Ok(Controller { name: name.to_string(), process, addr, aux_port, log_path: log_path.to_owned(), lines, readers_done, shim })
     }
 
     /// Starts `spec` on a free loopback port. A free port can be taken between
@@ -290,6 +303,17 @@ impl Controller {
     /// The last `n` lines of the controller's log.
     pub fn log_tail(&self, n: usize) -> String {
         tail_lines(&self.log_path, n)
+    }
+
+    /// The shim's control socket, if sts can command this process (a copy
+    /// forked on virtual time).
+    pub(crate) fn shim_control(&mut self) -> Option<&mut std::os::unix::net::UnixStream> {
+        self.shim.as_mut()
+    }
+
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// SIGKILLs the process group and reaps the process.

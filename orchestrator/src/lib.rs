@@ -5,6 +5,7 @@
 //! - [`cli`]: the `sts` command line (brief §8);
 //! - [`config`]: experiment configs (TOML);
 //! - [`clock`]: the only place time is read;
+//! - [`checkpoint`]: mid-run controller checkpoints (fork a holder, resume copies);
 //! - [`controller`]: controller processes (start, readiness, logs, kill, no orphans);
 //! - [`presets`]: ready-made specs for the controllers `scripts/setup` installs;
 //! - [`experiment`]: experiment directories (config, meta, trace, logs, violation);
@@ -21,6 +22,7 @@
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit.
 
+pub mod checkpoint;
 pub mod cli;
 pub mod clock;
 pub mod config;

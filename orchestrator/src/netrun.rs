@@ -45,6 +45,8 @@ struct Conn {
     /// (closed by a switch failure) are ignored.
     epoch: u64,
     reader: tokio::task::AbortHandle,
+    /// sts's port of the TCP connection (the controller's peer port), 0 if none.
+    local_port: u16,
 }
 
 /// How long [`NetRunner::settle_with`] waits, in milliseconds.
@@ -74,7 +76,7 @@ fn spawn_connection(
     conn: usize,
     epoch: u64,
     in_tx: mpsc::UnboundedSender<Inbound>,
-    hello: Bytes,
+    hello: Option<Bytes>,
 ) -> (mpsc::UnboundedSender<Bytes>, tokio::task::AbortHandle) {
     let (read, mut write) = stream.into_split();
     let (tx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
@@ -100,7 +102,9 @@ fn spawn_connection(
             }
         }
     });
-    let _ = tx.send(hello);
+    if let Some(hello) = hello {
+        let _ = tx.send(hello);
+    }
     (tx, reader.abort_handle())
 }
 
@@ -108,7 +112,7 @@ impl Conn {
     /// A connection slot with no connection (its controller is down).
     fn closed(addr: SocketAddr, epoch: u64) -> Conn {
         let reader = tokio::spawn(async {}).abort_handle();
-        Conn { tx: mpsc::unbounded_channel().0, open: false, addr, epoch, reader }
+        Conn { tx: mpsc::unbounded_channel().0, open: false, addr, epoch, reader, local_port: 0 }
     }
 }
 
@@ -118,8 +122,43 @@ async fn open_conn(dpid: u64, local: usize, epoch: u64, addr: SocketAddr, in_tx:
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("switch {dpid} cannot connect to the controller at {addr}: {e}")))?;
     stream.set_nodelay(true)?;
-    let (tx, reader) = spawn_connection(stream, dpid, local, epoch, in_tx, hello);
-    Ok(Conn { tx, open: true, addr, epoch, reader })
+    let local_port = stream.local_addr()?.port();
+    let (tx, reader) = spawn_connection(stream, dpid, local, epoch, in_tx, Some(hello));
+    Ok(Conn { tx, open: true, addr, epoch, reader, local_port })
+}
+
+/// Everything a [`NetRunner`] holds except its live connections: what a
+/// rollback to a checkpoint restores ([`NetRunner::state`],
+/// [`NetRunner::restore`]). Take it only when the run is quiescent.
+#[derive(Clone)]
+pub struct RunState {
+    net: Network,
+    interposer: Interposer,
+    /// Per switch, per connection: (open, controller address, epoch, sts's port).
+    conns: BTreeMap<u64, Vec<(bool, SocketAddr, u64, u16)>>,
+    down: BTreeMap<u64, Vec<sts_mocknet::Endpoint>>,
+    controllers_down: BTreeSet<SocketAddr>,
+    handshakes: BTreeSet<(u64, usize)>,
+    last_activity: Millis,
+    last_tick: Millis,
+    issues: Vec<ConnIssue>,
+    messages_from_controllers: u64,
+    messages_to_controllers: u64,
+    /// Virtual monotonic nanoseconds when it was taken.
+    time_ns: u64,
+}
+
+impl RunState {
+    /// The open connections at the checkpoint: (switch, connection index,
+    /// sts's port of it), to pair with the controllers' held connections.
+    pub fn open_connections(&self) -> Vec<(u64, usize, u16)> {
+        self.conns.iter().flat_map(|(&d, cs)| cs.iter().enumerate().filter(|(_, c)| c.0).map(move |(i, c)| (d, i, c.3))).collect()
+    }
+
+    /// The mock network as it was.
+    pub fn net(&self) -> &Network {
+        &self.net
+    }
 }
 
 /// The mock network, connected to its controllers.
@@ -205,6 +244,72 @@ impl NetRunner {
             messages_from_controllers: 0,
             messages_to_controllers: 0,
         })
+    }
+
+    /// The run's state, for a rollback (see [`RunState`]).
+    pub fn state(&self) -> RunState {
+        RunState {
+            net: self.net.clone(),
+            interposer: self.interposer.clone(),
+            conns: self.conns.iter().map(|(&d, cs)| (d, cs.iter().map(|c| (c.open, c.addr, c.epoch, c.local_port)).collect())).collect(),
+            down: self.down.clone(),
+            controllers_down: self.controllers_down.clone(),
+            handshakes: self.handshakes.clone(),
+            last_activity: self.last_activity,
+            last_tick: self.last_tick,
+            issues: self.issues.clone(),
+            messages_from_controllers: self.messages_from_controllers,
+            messages_to_controllers: self.messages_to_controllers,
+            time_ns: self.clock.virtual_time().map_or(0, |v| v.now_ns()),
+        }
+    }
+
+    /// Rolls the run back to `state`: drops every live connection and takes
+    /// `streams`, one per connection open at the checkpoint (by switch and
+    /// connection index), which continue those sessions mid-stream (no
+    /// HELLO). On virtual time, time goes back to the checkpoint's too.
+    /// The controllers must have been rolled back first (resumed from their
+    /// checkpoints on the other ends of `streams`).
+    pub async fn restore(&mut self, state: &RunState, mut streams: BTreeMap<(u64, usize), TcpStream>) -> std::io::Result<()> {
+        for c in self.conns.values().flatten() {
+            c.reader.abort();
+        }
+        let mut conns = BTreeMap::new();
+        for (&dpid, cs) in &state.conns {
+            let mut list = Vec::new();
+            for (i, &(open, addr, epoch, _)) in cs.iter().enumerate() {
+                // A newer epoch: whatever the old connections still deliver is ignored.
+                let epoch = epoch.max(self.conns.get(&dpid).and_then(|l| l.get(i)).map_or(0, |c| c.epoch)) + 1;
+                match streams.remove(&(dpid, i)) {
+                    Some(stream) if open => {
+                        stream.set_nodelay(true)?;
+                        let local_port = stream.local_addr()?.port();
+                        let (tx, reader) = spawn_connection(stream, dpid, i, epoch, self.in_tx.clone(), None);
+                        list.push(Conn { tx, open: true, addr, epoch, reader, local_port });
+                    }
+                    None if open => return Err(std::io::Error::other(format!("no connection given for switch {dpid}'s connection {i}, open at the checkpoint"))),
+                    _ => list.push(Conn::closed(addr, epoch)),
+                }
+            }
+            conns.insert(dpid, list);
+        }
+        // Messages of the dropped connections still queued are of the other timeline.
+        while self.rx.try_recv().is_ok() {}
+        self.conns = conns;
+        self.net = state.net.clone();
+        self.interposer = state.interposer.clone();
+        self.down = state.down.clone();
+        self.controllers_down = state.controllers_down.clone();
+        self.handshakes = state.handshakes.clone();
+        self.last_activity = state.last_activity;
+        self.last_tick = state.last_tick;
+        self.issues = state.issues.clone();
+        self.messages_from_controllers = state.messages_from_controllers;
+        self.messages_to_controllers = state.messages_to_controllers;
+        if let Some(v) = self.clock.virtual_time() {
+            v.rewind_to(state.time_ns);
+        }
+        Ok(())
     }
 
     /// Number of switch-controller connections.

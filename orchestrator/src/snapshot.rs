@@ -149,13 +149,23 @@ impl Zygote {
         let (err_r, err_w) = pipe().map_err(|e| err("pipe", &e))?;
         let (rep_r, rep_w) = pipe().map_err(|e| err("pipe", &e))?;
         let mut fds = vec![out_w.as_raw_fd(), err_w.as_raw_fd(), rep_w.as_raw_fd()];
-        fds.extend(clock.map(|c| c.fd()));
         // Only the OpenFlow listener moves; side services keep their ports.
-        let command = format!("fork {}\n", self.process.addr().port());
+        let mut command = format!("fork {}", self.process.addr().port());
+        // A copy on virtual time also gets a control socket, for checkpoints.
+        let mut shim = None;
+        if let Some(c) = clock {
+            let (ours, theirs) = UnixStream::pair().map_err(|e| err("socketpair", &e))?;
+            fds.push(c.fd());
+            fds.push(theirs.as_raw_fd());
+            command.push_str(" clock control");
+            shim = Some((ours, theirs));
+        }
+        command.push('\n');
         let iov = [IoSlice::new(command.as_bytes())];
         let cmsg = [ControlMessage::ScmRights(&fds)];
         sendmsg::<()>(self.control.get_ref().as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None).map_err(|e| err("sending the command", &e))?;
         drop((out_w, err_w, rep_w));
+        let shim = shim.map(|(ours, _theirs)| ours);
         let mut line = String::new();
         self.control.read_line(&mut line).map_err(|e| err("reading the reply", &e))?;
         let pid: u32 = match line.split_whitespace().collect::<Vec<_>>().as_slice() {
@@ -169,7 +179,8 @@ impl Zygote {
             return Err(err("the child's report", &format!("no new port for {zygote_port} in {ports:?}")));
         };
         let addr = SocketAddr::new(self.process.addr().ip(), port);
-        Controller::adopt_forked(&self.name, pid, addr, self.process.aux_port(), log_path, File::from(out_r), File::from(err_r)).map_err(|e| err("adopting the child", &e))
+        Controller::adopt_forked(&self.name, pid, addr, self.process.aux_port(), log_path, File::from(out_r), File::from(err_r), shim)
+            .map_err(|e| err("adopting the child", &e))
     }
 
     /// How many copies this zygote has forked.
@@ -179,7 +190,7 @@ impl Zygote {
 }
 
 /// Reads `port OLD NEW` lines until `ok`.
-fn read_report(from: OwnedFd, within: Duration) -> Result<Vec<(u16, u16)>, String> {
+pub(crate) fn read_report(from: OwnedFd, within: Duration) -> Result<Vec<(u16, u16)>, String> {
     let deadline = Instant::now() + within;
     let mut text = String::new();
     let mut file = File::from(from);

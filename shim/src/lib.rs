@@ -86,6 +86,7 @@ macro_rules! real {
     }};
 }
 
+mod checkpoint;
 mod vtime;
 
 /// Runs at load: attaches the clock page named by `STS_CLOCK`, if any.
@@ -259,23 +260,21 @@ unsafe fn zygote(mut control: UnixStream) {
     ignore.sa_sigaction = libc::SIG_IGN;
     libc::sigaction(libc::SIGCHLD, &ignore, &mut old_chld);
     loop {
-        let Some((command, fds)) = receive(&control) else { libc::_exit(0) };
-        let words: Vec<&str> = command.split_whitespace().collect();
-        let only_port: Option<u16> = words.get(1).and_then(|p| p.parse().ok());
-        if words.first() != Some(&"fork") || !(3..=4).contains(&fds.len()) {
+        let Received::Command(command, fds) = receive(control.as_raw_fd(), 0) else { libc::_exit(0) };
+        let Some(child) = parse_fork(zygote_pid, &command, &fds) else {
             fds.iter().for_each(|&fd| {
                 libc::close(fd);
             });
-            let _ = writeln!(control, "error expected `fork` with 3 or 4 descriptors, got {:?} with {}", command.trim(), fds.len());
+            let _ = writeln!(control, "error expected `fork PORT [clock] [control]` with 3 descriptors and one per option, got {:?} with {}", command.trim(), fds.len());
             continue;
-        }
+        };
         let pid = libc::fork();
         if pid == 0 {
             libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut());
             let control_fd = control.as_raw_fd();
             std::mem::forget(control);
             libc::close(control_fd);
-            become_child(zygote_pid, fds[0], fds[1], fds[2], fds.get(3).copied(), only_port);
+            become_child(child, &[]);
             return;
         }
         fds.iter().for_each(|&fd| {
@@ -288,19 +287,63 @@ unsafe fn zygote(mut control: UnixStream) {
     }
 }
 
+/// Reads `fork [PORT] [clock] [control]` and its descriptors: stdout, stderr,
+/// a report pipe, then one per option named. Four descriptors and no option
+/// named mean a clock page (the older form).
+fn parse_fork(parent: libc::pid_t, command: &str, fds: &[RawFd]) -> Option<Child> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    if words.first() != Some(&"fork") || fds.len() < 3 {
+        return None;
+    }
+    let only_port: Option<u16> = words.get(1).and_then(|p| p.parse().ok());
+    let mut options: Vec<&str> = words.iter().skip(1 + usize::from(only_port.is_some())).copied().collect();
+    if options.is_empty() && fds.len() == 4 {
+        options.push("clock");
+    }
+    if fds.len() != 3 + options.len() {
+        return None;
+    }
+    let mut child = Child { parent, stdout: fds[0], stderr: fds[1], report: fds[2], clock: None, control: None, only_port };
+    for (name, &fd) in options.iter().zip(&fds[3..]) {
+        match *name {
+            "clock" => child.clock = Some(fd),
+            "control" => child.control = Some(fd),
+            _ => return None,
+        }
+    }
+    Some(child)
+}
+
+/// What one read of a control socket gave.
+enum Received {
+    /// A command line and the descriptors that came with it.
+    Command(String, Vec<RawFd>),
+    /// Nothing yet (only with `MSG_DONTWAIT`).
+    Nothing,
+    /// The other end closed, or the socket failed.
+    Closed,
+}
+
 /// Reads one command line and the descriptors that came with it.
-unsafe fn receive(control: &UnixStream) -> Option<(String, Vec<RawFd>)> {
-    let mut buf = [0u8; 256];
-    let mut cmsg = [0u8; 128];
+unsafe fn receive(fd: RawFd, flags: c_int) -> Received {
+    let mut buf = [0u8; 1024];
+    let mut cmsg = [0u8; 512];
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     let mut msg: libc::msghdr = std::mem::zeroed();
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cmsg.as_mut_ptr().cast();
     msg.msg_controllen = cmsg.len() as _;
-    let n = libc::recvmsg(control.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
-    if n <= 0 {
-        return None;
+    let n = libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | flags);
+    if n < 0 {
+        let e = std::io::Error::last_os_error().raw_os_error();
+        if e == Some(libc::EAGAIN) || e == Some(libc::EINTR) {
+            return Received::Nothing;
+        }
+        return Received::Closed;
+    }
+    if n == 0 {
+        return Received::Closed;
     }
     let mut fds = Vec::new();
     let mut c = libc::CMSG_FIRSTHDR(&msg);
@@ -312,30 +355,49 @@ unsafe fn receive(control: &UnixStream) -> Option<(String, Vec<RawFd>)> {
         }
         c = libc::CMSG_NXTHDR(&msg, c);
     }
-    Some((String::from_utf8_lossy(&buf[..n as usize]).into_owned(), fds))
+    Received::Command(String::from_utf8_lossy(&buf[..n as usize]).into_owned(), fds)
 }
 
-/// Makes a forked child independent of the zygote and its siblings.
-unsafe fn become_child(zygote_pid: libc::pid_t, stdout: RawFd, stderr: RawFd, report: RawFd, clock: Option<RawFd>, only_port: Option<u16>) {
+/// What a new copy is given: its parent (a zygote or a checkpoint holder),
+/// its output, its report pipe, and optionally a clock page, a control socket
+/// and the one listening port to replace.
+struct Child {
+    parent: libc::pid_t,
+    stdout: RawFd,
+    stderr: RawFd,
+    report: RawFd,
+    clock: Option<RawFd>,
+    control: Option<RawFd>,
+    only_port: Option<u16>,
+}
+
+/// Makes a forked child independent of its parent and its siblings; with
+/// `sockets` (target, fresh), puts each fresh socket in place of its target
+/// descriptor (a copy resumed from a checkpoint).
+unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)]) {
     libc::setpgid(0, 0);
     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-    if libc::getppid() != zygote_pid {
-        libc::_exit(1); // the zygote died before PDEATHSIG was set
+    if libc::getppid() != child.parent {
+        libc::_exit(1); // the parent died before PDEATHSIG was set
     }
-    libc::dup2(stdout, 1);
-    libc::dup2(stderr, 2);
-    libc::close(stdout);
-    libc::close(stderr);
-    let mut report = std::fs::File::from_raw_fd(report);
-    if let Some(clock) = clock {
+    libc::dup2(child.stdout, 1);
+    libc::dup2(child.stderr, 2);
+    libc::close(child.stdout);
+    libc::close(child.stderr);
+    let mut report = std::fs::File::from_raw_fd(child.report);
+    if let Some(clock) = child.clock {
         if let Err(e) = vtime::attach_fd(clock) {
             let _ = writeln!(report, "error clock page: {e}");
         }
         libc::close(clock);
     }
+    checkpoint::set_control(child.control.unwrap_or(-1));
+    for &(target, fresh) in sockets {
+        checkpoint::replace_socket(target, fresh, &mut report);
+    }
     let listening = tracked().listening.clone();
     for fd in listening {
-        match fresh_listener(fd, only_port) {
+        match fresh_listener(fd, child.only_port) {
             Ok(Some((old, new))) => {
                 let _ = writeln!(report, "port {old} {new}");
             }
@@ -352,6 +414,21 @@ unsafe fn become_child(zygote_pid: libc::pid_t, stdout: RawFd, stderr: RawFd, re
         }
     }
     let _ = writeln!(report, "ok");
+}
+
+/// The local (or, with `peer`, the remote) port of a TCP socket over IP.
+unsafe fn socket_port(fd: RawFd, peer: bool) -> Option<u16> {
+    let mut addr: libc::sockaddr_storage = std::mem::zeroed();
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let get = if peer { libc::getpeername } else { libc::getsockname };
+    if get(fd, (&mut addr as *mut libc::sockaddr_storage).cast(), &mut len) != 0 {
+        return None;
+    }
+    match addr.ss_family as c_int {
+        libc::AF_INET => Some(u16::from_be((*(&addr as *const libc::sockaddr_storage as *const libc::sockaddr_in)).sin_port)),
+        libc::AF_INET6 => Some(u16::from_be((*(&addr as *const libc::sockaddr_storage as *const libc::sockaddr_in6)).sin6_port)),
+        _ => None,
+    }
 }
 
 /// Replaces TCP listening socket `fd` by a fresh one on the same address and

@@ -95,12 +95,6 @@ fn is_virtual(clock: libc::clockid_t) -> bool {
     )
 }
 
-fn add_ns(ts: &mut libc::timespec, ns: u64) {
-    let total = ts.tv_nsec as u64 + ns % 1_000_000_000;
-    ts.tv_sec += (ns / 1_000_000_000 + total / 1_000_000_000) as libc::time_t;
-    ts.tv_nsec = (total % 1_000_000_000) as libc::c_long;
-}
-
 fn ns_of(ts: &libc::timespec) -> u64 {
     (ts.tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec.max(0) as u64)
 }
@@ -113,7 +107,7 @@ pub fn timespec_of(ns: u64) -> libc::timespec {
 unsafe fn now_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     real!("clock_gettime", ClockGettime)(clock, &mut ts);
-    ns_of(&ts) + page().map_or(0, |p| p.offset_ns())
+    page().map_or(ns_of(&ts), |p| p.shift(ns_of(&ts)))
 }
 
 #[no_mangle]
@@ -121,7 +115,7 @@ pub unsafe extern "C" fn clock_gettime(clock: libc::clockid_t, ts: *mut libc::ti
     let r = real!("clock_gettime", ClockGettime)(clock, ts);
     if r == 0 && !ts.is_null() && is_virtual(clock) {
         if let Some(p) = page() {
-            add_ns(&mut *ts, p.offset_ns());
+            *ts = timespec_of(p.shift(ns_of(&*ts)));
         }
     }
     r
@@ -132,8 +126,9 @@ pub unsafe extern "C" fn gettimeofday(tv: *mut libc::timeval, tz: *mut c_void) -
     let r = real!("gettimeofday", unsafe extern "C" fn(*mut libc::timeval, *mut c_void) -> c_int)(tv, tz);
     if r == 0 && !tv.is_null() {
         if let Some(p) = page() {
-            let us = (*tv).tv_usec as u64 + p.offset_ns() / 1000;
-            (*tv).tv_sec += (us / 1_000_000) as libc::time_t;
+            let real_ns = ((*tv).tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec.max(0) as u64 * 1000);
+            let us = p.shift(real_ns) / 1000;
+            (*tv).tv_sec = (us / 1_000_000) as libc::time_t;
             (*tv).tv_usec = (us % 1_000_000) as libc::suseconds_t;
         }
     }
@@ -175,15 +170,18 @@ pub unsafe fn from_timeval(tv: *const libc::timeval) -> Option<u64> {
 /// 0 once the virtual deadline has passed. A zero timeout (a poll) and a
 /// process without a page wait for real, unchanged.
 pub unsafe fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) -> c_int) -> c_int {
-    let Some(slot) = slot() else { return real_wait(timeout) };
+    let Some(mut slot) = slot() else { return real_wait(timeout) };
     if timeout == Some(0) || THREADED.load(Ordering::Relaxed) {
         return real_wait(Some(0));
     }
     let deadline = timeout.map_or(NO_DEADLINE, |t| now_ns(libc::CLOCK_MONOTONIC).saturating_add(t));
     slot.wait_until(deadline);
     loop {
+        // A process sts may command looks at its control socket every chunk,
+        // even in a wait without timeout.
+        let commanded = crate::checkpoint::listening();
         let chunk = if deadline == NO_DEADLINE {
-            None
+            commanded.then_some(CHUNK_NS)
         } else {
             let left = deadline.saturating_sub(now_ns(libc::CLOCK_MONOTONIC));
             if left == 0 {
@@ -196,6 +194,14 @@ pub unsafe fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) 
         if r != 0 || chunk.is_none() {
             slot.woke();
             return r;
+        }
+        if commanded && crate::checkpoint::poll() {
+            // Now a copy resumed from a checkpoint: a process of its own,
+            // with a slot of its own, still in the same wait.
+            if let Some(s) = self::slot() {
+                slot = s;
+                slot.wait_until(deadline);
+            }
         }
     }
 }

@@ -63,6 +63,41 @@ impl ScriptedSwitch {
         Ok(s)
     }
 
+    /// The same switch (its flow tables, its session state) on another
+    /// connection that already carries the session: no HELLO is sent. For a
+    /// controller resumed from a checkpoint.
+    pub fn reconnected(&self, stream: TcpStream) -> std::io::Result<ScriptedSwitch> {
+        stream.set_nodelay(true)?;
+        Ok(ScriptedSwitch {
+            stream,
+            switch: self.switch.clone(),
+            packet_in_cookie: self.packet_in_cookie,
+            packet_in_reason: self.packet_in_reason,
+            log: Vec::new(),
+            next_xid: self.next_xid,
+        })
+    }
+
+    /// This end's local address (the controller sees it as its peer).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.stream.local_addr()
+    }
+
+    /// The output ports of every PACKET_OUT (1.3) recorded from index `from`
+    /// of the log on.
+    pub fn packet_out_ports(&self, from: usize) -> Vec<u32> {
+        let mut ports = Vec::new();
+        for r in self.log.iter().skip(from).filter(|r| r.dir == Dir::ControllerToSwitch) {
+            if let Ok(Message { body: Body::V13(v13::Msg::PacketOut(p)), .. }) = Message::parse(r.bytes.clone()) {
+                ports.extend(p.actions.iter().filter_map(|a| match a {
+                    v13::Action::Output { port, .. } => Some(*port),
+                    _ => None,
+                }));
+            }
+        }
+        ports
+    }
+
     fn xid(&mut self) -> u32 {
         self.next_xid += 1;
         self.next_xid

@@ -1,0 +1,196 @@
+//! Mid-run checkpoints (issue 8, brief §7, `docs/snapshots.md`).
+//!
+//! A copy forked from a zygote may get a *control socket* of its own with its
+//! `fork` command. While the copy waits on virtual time, the shim looks at that
+//! socket between the chunks of every wait ([`poll`]), so sts can talk to a
+//! controller that is blocked in its event loop. sts only does so when the
+//! whole run is quiescent (every process waiting, nothing in flight), and the
+//! commands are:
+//!
+//! - `checkpoint`, with one descriptor (the holder's control socket): the copy
+//!   lists its connected TCP sockets and forks. The child, the *holder*, keeps
+//!   the controller's whole state at this point and serves `resume` commands
+//!   on the socket it was given, never returning into the controller. The
+//!   copy replies `checkpointed HOLDER FD:LOCAL:PEER ...` and carries on.
+//! - `resume PORT FD...` (to a holder), with the new copy's stdout, stderr, a
+//!   report pipe, the clock page, its control socket, then one fresh connected
+//!   socket per `FD` listed: the holder forks a copy that `dup2`s each fresh
+//!   socket onto the descriptor number the controller knows, gets a fresh
+//!   listener for PORT and fresh epoll instances (as a zygote's copy does),
+//!   and returns into the controller's wait as if nothing happened. Because
+//!   the checkpoint was quiescent, every stream restarts at a message
+//!   boundary. The holder replies `resumed PID`.
+//!
+//! A holder exits when its control socket closes (sts dropped the checkpoint
+//! or died); copies it resumed die with it (PDEATHSIG).
+
+use std::ffi::c_int;
+use std::io::Write;
+use std::os::unix::io::RawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// This copy's control socket, or -1.
+static CONTROL: AtomicI32 = AtomicI32::new(-1);
+
+/// Makes `fd` this process's control socket (closing any previous one).
+pub unsafe fn set_control(fd: RawFd) {
+    let old = CONTROL.swap(fd, Ordering::AcqRel);
+    if old >= 0 && old != fd {
+        real!("close", unsafe extern "C" fn(c_int) -> c_int)(old);
+    }
+}
+
+/// True if sts may send commands to this process.
+pub fn listening() -> bool {
+    CONTROL.load(Ordering::Acquire) >= 0
+}
+
+fn reply(fd: RawFd, line: &str) {
+    let line = format!("{line}\n");
+    // SAFETY: writing a valid buffer to a descriptor we own.
+    unsafe { libc::send(fd, line.as_ptr().cast(), line.len(), libc::MSG_NOSIGNAL) };
+}
+
+fn close_all(fds: &[RawFd]) {
+    for &fd in fds {
+        // SAFETY: the descriptors came with a command and are ours.
+        unsafe { real!("close", unsafe extern "C" fn(c_int) -> c_int)(fd) };
+    }
+}
+
+/// Handles a command waiting on the control socket, if any. Called between
+/// the chunks of a virtual wait; returns true if something happened that
+/// changes the process's identity (it is now a resumed copy: a new pid and a
+/// new clock slot), so the caller re-reads its slot.
+pub unsafe fn poll() -> bool {
+    let fd = CONTROL.load(Ordering::Acquire);
+    if fd < 0 {
+        return false;
+    }
+    let (command, fds) = match crate::receive(fd, libc::MSG_DONTWAIT) {
+        crate::Received::Nothing => return false,
+        crate::Received::Closed => {
+            // sts let go of this copy: it carries on, uncommanded.
+            set_control(-1);
+            return false;
+        }
+        crate::Received::Command(c, f) => (c, f),
+    };
+    match command.split_whitespace().next() {
+        Some("checkpoint") if fds.len() == 1 => checkpoint(fd, fds[0]),
+        _ => {
+            close_all(&fds);
+            reply(fd, &format!("error expected `checkpoint` with one descriptor, got {:?} with {}", command.trim(), fds.len()));
+            false
+        }
+    }
+}
+
+/// Connected TCP sockets: (descriptor, local port, peer port).
+unsafe fn connected_tcp_sockets() -> Vec<(RawFd, u16, u16)> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
+    let mut fds: Vec<RawFd> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    fds.sort_unstable();
+    let mut out = Vec::new();
+    for fd in fds {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+            continue;
+        }
+        let mut ty: c_int = 0;
+        let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
+        if libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut ty as *mut c_int).cast(), &mut len) != 0 || ty != libc::SOCK_STREAM {
+            continue;
+        }
+        let (Some(local), Some(peer)) = (crate::socket_port(fd, false), crate::socket_port(fd, true)) else { continue };
+        out.push((fd, local, peer));
+    }
+    out
+}
+
+/// Forks a holder that keeps this state; replies with its pid and the
+/// connections sts must replace on resume.
+unsafe fn checkpoint(control: RawFd, holder_control: RawFd) -> bool {
+    let conns = connected_tcp_sockets();
+    let pid = libc::fork();
+    if pid == 0 {
+        // The holder: not part of the copy's group (sts kills that), and
+        // not commanded through the copy's socket.
+        libc::setpgid(0, 0);
+        set_control(-1);
+        hold(holder_control);
+        // Only a resumed copy gets here.
+        return true;
+    }
+    close_all(&[holder_control]);
+    if pid < 0 {
+        reply(control, &format!("error fork: {}", std::io::Error::last_os_error()));
+        return false;
+    }
+    let list: Vec<String> = conns.iter().map(|(fd, l, p)| format!("{fd}:{l}:{p}")).collect();
+    reply(control, format!("checkpointed {pid} {}", list.join(" ")).trim_end());
+    false
+}
+
+/// The holder: serves `resume` until its socket closes. Returns only in a
+/// resumed copy.
+unsafe fn hold(control: RawFd) {
+    let holder = libc::getpid();
+    // Resumed copies are reaped by the kernel; they get the old disposition back.
+    let mut old_chld: libc::sigaction = std::mem::zeroed();
+    let mut ignore: libc::sigaction = std::mem::zeroed();
+    ignore.sa_sigaction = libc::SIG_IGN;
+    libc::sigaction(libc::SIGCHLD, &ignore, &mut old_chld);
+    loop {
+        let (command, fds) = match crate::receive(control, 0) {
+            crate::Received::Command(c, f) => (c, f),
+            _ => libc::_exit(0),
+        };
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let port: Option<u16> = words.get(1).and_then(|p| p.parse().ok());
+        let targets: Option<Vec<RawFd>> = words.iter().skip(2).map(|w| w.parse().ok()).collect();
+        let (Some(port), Some(targets)) = (port, targets) else {
+            close_all(&fds);
+            reply(control, &format!("error expected `resume PORT FD...`, got {:?}", command.trim()));
+            continue;
+        };
+        if words[0] != "resume" || fds.len() != 5 + targets.len() {
+            close_all(&fds);
+            reply(control, &format!("error `resume` with {} sockets needs {} descriptors, got {}", targets.len(), 5 + targets.len(), fds.len()));
+            continue;
+        }
+        let pid = libc::fork();
+        if pid == 0 {
+            libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut());
+            real!("close", unsafe extern "C" fn(c_int) -> c_int)(control);
+            let sockets: Vec<(RawFd, RawFd)> = targets.iter().copied().zip(fds[5..].iter().copied()).collect();
+            let child = crate::Child { parent: holder, stdout: fds[0], stderr: fds[1], report: fds[2], clock: Some(fds[3]), control: Some(fds[4]), only_port: Some(port) };
+            crate::become_child(child, &sockets);
+            return;
+        }
+        close_all(&fds);
+        let line = if pid < 0 { format!("error fork: {}", std::io::Error::last_os_error()) } else { format!("resumed {pid}") };
+        reply(control, &line);
+    }
+}
+
+/// Puts fresh socket `fresh` in place of descriptor `target`, keeping the
+/// descriptor's flags (non-blocking, close-on-exec) as the controller set them.
+pub unsafe fn replace_socket(target: RawFd, fresh: RawFd, report: &mut std::fs::File) {
+    let flags = libc::fcntl(target, libc::F_GETFL);
+    let fd_flags = libc::fcntl(target, libc::F_GETFD);
+    if libc::dup2(fresh, target) < 0 {
+        let _ = writeln!(report, "error socket {target}: {}", std::io::Error::last_os_error());
+    } else {
+        if flags >= 0 {
+            libc::fcntl(target, libc::F_SETFL, flags);
+        }
+        if fd_flags >= 0 {
+            libc::fcntl(target, libc::F_SETFD, fd_flags);
+        }
+        // Latency matters more than batching between sts and a controller.
+        let one: c_int = 1;
+        libc::setsockopt(target, libc::IPPROTO_TCP, libc::TCP_NODELAY, (&one as *const c_int).cast(), std::mem::size_of::<c_int>() as libc::socklen_t);
+    }
+    real!("close", unsafe extern "C" fn(c_int) -> c_int)(fresh);
+}
