@@ -124,7 +124,7 @@ impl Checkpoint {
             return Err(e("the copy's report", &format!("no new port for {} in {ports:?}", self.listen.port())));
         };
         let addr = SocketAddr::new(self.listen.ip(), port);
-        Controller::adopt_forked(&self.name, pid, addr, self.aux_port, log_path, File::from(out_r), File::from(err_r), Some(shim)).map_err(|x| e("adopting the copy", &x))
+        Controller::adopt_forked(&self.name, pid, addr, self.aux_port, log_path, File::from(out_r), File::from(err_r), Some(shim)).map_err(|x| e(&format!("adopting the copy (log {})", log_path.display()), &x))
     }
 }
 

@@ -76,8 +76,10 @@ pub enum Command {
         /// Replays of the final sequence, for its reproduction rate.
         #[arg(long, default_value_t = 10)]
         final_replays: u32,
-        /// PEEK: infer each candidate's internal events by a dry run first (one extra replay per candidate).
-        #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+        /// PEEK: infer each candidate's internal events before replaying it: `on` by one dry run of its
+        /// inputs, `prefix` by a prefix replay per input, `checkpoints` by one run with a checkpoint and
+        /// rollback per input (needs virtual time; falls back to `prefix`).
+        #[arg(long, default_value = "off", value_parser = ["off", "on", "prefix", "checkpoints"])]
         peek: String,
     },
     /// Step through a trace interactively (OFRewind-style).
@@ -135,7 +137,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Fuzz { config, out } => return crate::fuzz::command(config, out),
         Command::Replay { dir, repeat } => return crate::replay::command(dir, *repeat),
         Command::Minimize { dir, replays, jobs, budget, final_replays, peek } => {
-            let opts = crate::minimize::Options { replays: *replays, jobs: *jobs, peek: peek == "on", budget_s: *budget, final_replays: *final_replays };
+            let opts = crate::minimize::Options { replays: *replays, jobs: *jobs, peek: crate::minimize::PeekMode::from_name(peek).unwrap_or(crate::minimize::PeekMode::Off), budget_s: *budget, final_replays: *final_replays };
             return crate::minimize::command(dir, opts);
         }
         Command::Proxy { listen, controller, record, drop, delay } => return crate::standalone::command(listen, controller, record.as_deref(), drop, delay),

@@ -98,6 +98,12 @@ impl Clock {
     pub fn jump_if_idle(&self, target: Millis, activity: u64) -> bool {
         self.virt.as_ref().is_some_and(|v| v.jump_if_idle(self.start_ns + target * NS_PER_MS, activity))
     }
+
+    /// True when the run is quiescent (see [`VirtualTime::is_idle`]). Always
+    /// false on real time, where sts cannot tell.
+    pub fn is_idle(&self, activity: u64) -> bool {
+        self.virt.as_ref().is_some_and(|v| v.is_idle(activity))
+    }
 }
 
 /// What the idle detector saw last, to tell "still idle" from "idle again".
@@ -221,8 +227,15 @@ impl VirtualTime {
             .collect()
     }
 
-    /// See [`Clock::jump_if_idle`]; `target_ns` is virtual monotonic.
-    fn jump_if_idle(&self, target_ns: u64, activity: u64) -> bool {
+    /// True when the whole run is quiescent (what [`Clock::jump_if_idle`]
+    /// requires, without jumping): every controller process waits with its
+    /// deadline ahead, none is runnable, and nothing moved for a while.
+    pub fn is_idle(&self, activity: u64) -> bool {
+        self.idle_until(u64::MAX, activity).is_some()
+    }
+
+    /// The idle test: `Some(earliest deadline, at most target_ns)` when idle.
+    fn idle_until(&self, target_ns: u64, activity: u64) -> Option<u64> {
         let page = self.page();
         let now = self.now_ns();
         let mut earliest = target_ns;
@@ -242,7 +255,7 @@ impl VirtualTime {
                 if !self.threaded.swap(true, Ordering::Relaxed) {
                     eprintln!("sts: controller process {pid} started a second thread; virtual time follows single-threaded controllers only, so this run continues on real time");
                 }
-                return false;
+                return None;
             }
             let deadline = slot.deadline_ns();
             // A process past its deadline is about to wake, and a runnable one
@@ -257,13 +270,23 @@ impl VirtualTime {
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         if busy || missing || seen != watch.seen || activity != watch.activity {
             *watch = IdleWatch { seen, activity, since: Instant::now(), looks: 1 };
-            return false;
+            return None;
         }
         watch.looks += 1;
-        if watch.since.elapsed() < IDLE_QUIET || watch.looks < IDLE_LOOKS || earliest <= now {
+        if watch.since.elapsed() < IDLE_QUIET || watch.looks < IDLE_LOOKS {
+            return None;
+        }
+        Some(earliest)
+    }
+
+    /// See [`Clock::jump_if_idle`]; `target_ns` is virtual monotonic.
+    fn jump_if_idle(&self, target_ns: u64, activity: u64) -> bool {
+        let Some(earliest) = self.idle_until(target_ns, activity) else { return false };
+        let now = self.now_ns();
+        if earliest <= now {
             return false;
         }
-        page.advance(earliest - now);
+        self.page().advance(earliest - now);
         self.jumps.fetch_add(1, Ordering::Relaxed);
         // No new quiet spell is needed for the next jump: a process whose
         // deadline this jump reached blocks it until it has woken (and its

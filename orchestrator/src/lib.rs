@@ -11,6 +11,7 @@
 //! - [`experiment`]: experiment directories (config, meta, trace, logs, violation);
 //! - [`fuzz`]: the `sts fuzz` command;
 //! - [`minimize`]: the `sts minimize` command (ddmin, validity rules, resume, jobs);
+//! - [`peek`]: PEEK, by prefix replay or with checkpoints;
 //! - [`replay`]: the `sts replay` command (happens-before waits, divergence);
 //! - [`trace`]: the trace format (versioned JSON Lines), writer and reader;
 //! - [`inputs`]: external events: injecting them, and the seeded fuzzer;
@@ -34,6 +35,7 @@ pub mod minimize;
 pub mod netrun;
 pub mod observe;
 pub mod pingall;
+pub mod peek;
 pub mod presets;
 pub mod replay;
 pub mod session;

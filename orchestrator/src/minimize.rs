@@ -17,11 +17,10 @@
 //!
 //! Internal events to wait for: by default a candidate keeps the original
 //! internal events that followed the inputs it keeps (and those before the
-//! first input). With `--peek on`, each candidate is first replayed once
-//! without waits (a dry run), and its replays wait for what that run saw
-//! after each input: PEEK without checkpoints, one extra replay per candidate
-//! (a prefix replay per input would cost n; the dry run observes every
-//! prefix's gap in one go). Checkpoints (issue 8) would make it cheap.
+//! first input). `--peek` infers them for each candidate instead
+//! ([`PeekMode`]): by one dry run of its inputs without waits (`on`), by a
+//! prefix replay per input as the research did (`prefix`), or by one run with
+//! a checkpoint and rollback per input (`checkpoints`, `crate::peek`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -197,14 +196,40 @@ fn key(c: &[usize]) -> String {
     c.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(",")
 }
 
+/// How a candidate's internal events are inferred (PEEK).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeekMode {
+    /// Keep the original run's internal events after each kept input.
+    Off,
+    /// One dry run of the candidate's inputs, without waits (`--peek on`).
+    Dry,
+    /// One run per input replaying its prefix, then peeking (the research's PEEK).
+    Prefix,
+    /// One run with a checkpoint and rollback per input; falls back to
+    /// `Prefix` where checkpoints cannot be used (it says why, once).
+    Checkpoints,
+}
+
+impl PeekMode {
+    /// Parses the `--peek` values: off, on, prefix, checkpoints.
+    pub fn from_name(s: &str) -> Option<PeekMode> {
+        Some(match s {
+            "off" => PeekMode::Off,
+            "on" => PeekMode::Dry,
+            "prefix" => PeekMode::Prefix,
+            "checkpoints" => PeekMode::Checkpoints,
+            _ => return None,
+        })
+    }
+}
+
 /// Options of `sts minimize`.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub replays: u32,
     pub jobs: u32,
-    /// Infer each candidate's internal events by a dry run (PEEK without
-    /// checkpoints) instead of keeping the original run's.
-    pub peek: bool,
+    /// How to infer each candidate's internal events (PEEK), if at all.
+    pub peek: PeekMode,
     pub budget_s: Option<u64>,
     pub final_replays: u32,
 }
@@ -290,7 +315,7 @@ pub fn run(dir: &Path, opts: &Options) -> Result<Report, RunError> {
                     .map(|&i| {
                         let cand = candidate(&trace, &events_of(&cands[i]), &host_start);
                         let first = run_no + 1;
-                        run_no += opts.replays.max(1) + u32::from(opts.peek);
+                        run_no += opts.replays.max(1) + u32::from(opts.peek != PeekMode::Off);
                         let (config, mcs_dir) = (&config, &mcs_dir);
                         async move { reproduces(config, cand, mcs_dir, first, opts.replays.max(1), opts.peek).await }
                     })
@@ -357,24 +382,33 @@ pub fn run(dir: &Path, opts: &Options) -> Result<Report, RunError> {
 
 /// Replays `cand` up to `replays` times (run directories numbered from
 /// `first`), stopping at the first reproduction: (reproduced, replays used).
-async fn reproduces(config: &Config, cand: Trace, mcs_dir: &Path, first: u32, replays: u32, peek: bool) -> Result<(bool, u64), RunError> {
+async fn reproduces(config: &Config, cand: Trace, mcs_dir: &Path, first: u32, replays: u32, peek: PeekMode) -> Result<(bool, u64), RunError> {
     let mut cand = cand;
     let mut used = 0u64;
-    if peek {
-        // PEEK by a dry run: replay the candidate's inputs alone (no waits),
-        // and wait in the real replays for what they caused, not for what the
-        // original run's other inputs caused.
-        let out = mcs_dir.join("runs").join(format!("{first}-peek"));
-        let _ = std::fs::remove_dir_all(&out);
-        let dry = Trace { header: cand.header.clone(), records: cand.records.iter().filter(|r| r.internal.is_none()).cloned().collect() };
-        let r = replay::replay_once(config, &dry, &out, first).await?;
-        used += 1;
-        let observed = Trace::load(&r.trace).map_err(|e| RunError::Environment(e.to_string()))?;
-        let _ = std::fs::remove_dir_all(&out);
-        if r.reproduced {
-            return Ok((true, used));
+    let out = mcs_dir.join("runs").join(format!("{first}-peek"));
+    match peek {
+        PeekMode::Off => {}
+        PeekMode::Dry => {
+            // PEEK by a dry run: replay the candidate's inputs alone (no waits),
+            // and wait in the real replays for what they caused, not for what the
+            // original run's other inputs caused.
+            let _ = std::fs::remove_dir_all(&out);
+            let dry = Trace { header: cand.header.clone(), records: cand.records.iter().filter(|r| r.internal.is_none()).cloned().collect() };
+            let r = replay::replay_once(config, &dry, &out, first).await?;
+            used += 1;
+            let observed = Trace::load(&r.trace).map_err(|e| RunError::Environment(e.to_string()))?;
+            let _ = std::fs::remove_dir_all(&out);
+            if r.reproduced {
+                return Ok((true, used));
+            }
+            cand = peeked(&cand, &observed);
         }
-        cand = peeked(&cand, &observed);
+        PeekMode::Prefix | PeekMode::Checkpoints => {
+            let p = peek_once(config, &cand, &out, peek).await?;
+            let _ = std::fs::remove_dir_all(&out);
+            used += u64::from(p.runs);
+            cand = peeked(&cand, &p.observed);
+        }
     }
     for k in 0..replays {
         let n = first + k;
@@ -387,6 +421,24 @@ async fn reproduces(config: &Config, cand: Trace, mcs_dir: &Path, first: u32, re
         }
     }
     Ok((false, used + replays as u64))
+}
+
+/// PEEK by prefix replay or with checkpoints, falling back from the latter
+/// to the former (saying why, once per sts process).
+async fn peek_once(config: &Config, cand: &Trace, out: &Path, mode: PeekMode) -> Result<crate::peek::Peek, RunError> {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if mode == PeekMode::Checkpoints {
+        match crate::peek::by_checkpoints(config, cand, out).await {
+            Ok(p) => return Ok(p),
+            Err(crate::peek::PeekError::Run(e)) => return Err(e),
+            Err(crate::peek::PeekError::Refused(why)) => {
+                if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    eprintln!("sts: PEEK falls back to prefix replay: {why}");
+                }
+            }
+        }
+    }
+    crate::peek::by_prefix(config, cand, out).await
 }
 
 /// The candidate with, after each input, the internal events a dry run of

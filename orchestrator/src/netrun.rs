@@ -458,6 +458,33 @@ impl NetRunner {
         }
     }
 
+    /// Processes messages, without letting time jump, until the run is
+    /// quiescent: every controller waiting, nothing in flight (the point where
+    /// checkpoints are safe). Gives up after `max` of real time. Always false
+    /// on real time.
+    pub async fn quiesce(&mut self, max: Duration) -> bool {
+        if self.clock.virtual_time().is_none() {
+            return false;
+        }
+        let give_up = tokio::time::Instant::now() + max;
+        loop {
+            while let Ok(i) = self.rx.try_recv() {
+                self.on_inbound(i);
+            }
+            let activity = self.messages_from_controllers + self.messages_to_controllers;
+            if self.rx.is_empty() && self.clock.is_idle(activity) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= give_up {
+                return false;
+            }
+            tokio::select! {
+                inbound = self.rx.recv() => if let Some(i) = inbound { self.on_inbound(i) },
+                _ = tokio::time::sleep(VIRTUAL_POLL) => {}
+            }
+        }
+    }
+
     /// Processes messages for `d`.
     pub async fn run_for(&mut self, d: Duration) {
         let deadline = self.clock.now() + d.as_millis() as Millis;

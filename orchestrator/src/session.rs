@@ -90,8 +90,8 @@ impl Session {
 }
 
 impl Session {
-    /// Tells virtual time how many controller processes the run has now.
-    fn expect_controllers(&self) {
+    /// Tells virtual time which controller processes the run has now.
+    pub(crate) fn expect_controllers(&self) {
         if let Some(vt) = self.runner.clock.virtual_time() {
             vt.expect(self.controllers.iter().map(Controller::pid));
         }

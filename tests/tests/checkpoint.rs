@@ -185,3 +185,28 @@ fn a_whole_run_rolls_back_to_a_checkpoint() {
     drop(r);
     drop(cp);
 }
+
+/// PEEK with checkpoints infers, input by input, the same internal events as
+/// PEEK by prefix replay, on the hand-written migration trace (os-ken).
+#[test]
+fn peek_with_checkpoints_sees_what_prefix_replay_sees() {
+    let ws = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = ws.join("examples/traces/migration");
+    let config = sts::config::Config::load(&dir.join("config.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let trace = sts::trace::Trace::load(&dir.join("trace.jsonl")).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let out = self::dir("peek");
+    let prefix = rt.block_on(sts::peek::by_prefix(&config, &trace, &out)).unwrap_or_else(|e| panic!("{e}"));
+    let cps = rt.block_on(sts::peek::by_checkpoints(&config, &trace, &out)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((prefix.runs, prefix.rollbacks), (4, 0));
+    assert_eq!((cps.runs, cps.rollbacks), (1, 3));
+    let (a, b) = (prefix.windows(), cps.windows());
+    assert_eq!(a.len(), 5, "a window before the inputs and one per input");
+    // Each ping's window holds its PACKET_INs and what the controller answered.
+    for w in [1, 4] {
+        assert!(a[w].iter().any(|k| k.contains("packet_in")), "window {w} has no PACKET_IN: {:?}", a[w]);
+    }
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(x, y, "window {i} differs between prefix replay and checkpoints");
+    }
+}

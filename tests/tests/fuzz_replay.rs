@@ -86,7 +86,7 @@ fn minimizing_the_hand_written_trace_keeps_the_migration_and_one_ping_and_resume
     for f in ["config.toml", "trace.jsonl"] {
         std::fs::copy(src.join(f), dir.join(f)).unwrap();
     }
-    let opts = Options { replays: 1, jobs: 2, peek: false, budget_s: None, final_replays: 2 };
+    let opts = Options { replays: 1, jobs: 2, peek: sts::minimize::PeekMode::Off, budget_s: None, final_replays: 2 };
     let r = minimize::run(&dir, &opts).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((r.original_inputs, r.mcs_inputs), (4, 2), "{r:?}");
     assert!(r.mcs.iter().any(|e| e.contains("migrate h3")), "{:?}", r.mcs);

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sts::minimize::{self, Options};
+use sts::minimize::{self, Options, PeekMode};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
@@ -14,8 +14,9 @@ fn workspace() -> PathBuf {
 
 /// Writes the case's experiment with `extra` extraneous inputs; returns its
 /// directory and the optimal MCS size.
-fn make_case(case: &str, extra: u32) -> (PathBuf, usize) {
-    let dir = std::env::temp_dir().join(format!("sts-e2e-suite-{}-{case}", std::process::id()));
+fn make_case(case: &str, extra: u32, tag: &str) -> (PathBuf, usize) {
+    // Tests run in parallel: each gets a directory of its own.
+    let dir = std::env::temp_dir().join(format!("sts-e2e-suite-{}-{case}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new("python3")
         .arg(workspace().join("tests/suite/make_trace.py"))
@@ -27,8 +28,8 @@ fn make_case(case: &str, extra: u32) -> (PathBuf, usize) {
     (dir, info["optimal"].as_u64().expect("optimal size") as usize)
 }
 
-fn minimizes_to_optimal(case: &str, peek: bool) {
-    let (dir, optimal) = make_case(case, 8);
+fn minimizes_to_optimal(case: &str, peek: PeekMode) {
+    let (dir, optimal) = make_case(case, 8, &format!("{peek:?}"));
     let r = minimize::run(&dir, &Options { replays: 1, jobs: 2, peek, budget_s: None, final_replays: 1 }).unwrap_or_else(|e| panic!("{case}: {e}"));
     assert!(r.original_inputs > optimal, "{case}: the trace holds extraneous inputs");
     assert_eq!(r.mcs_inputs, optimal, "{case}: MCS {:?}", r.mcs);
@@ -37,10 +38,19 @@ fn minimizes_to_optimal(case: &str, peek: bool) {
 
 #[test]
 fn stale_routes_minimizes_to_the_link_failure_with_peek() {
-    minimizes_to_optimal("stale_routes", true);
+    minimizes_to_optimal("stale_routes", PeekMode::Dry);
+}
+
+/// PEEK with checkpoints finds the same MCS, and checkpoints were really
+/// used (no fallback to prefix replay).
+#[test]
+fn stale_routes_minimizes_to_the_link_failure_with_peek_by_checkpoints() {
+    minimizes_to_optimal("stale_routes", PeekMode::Checkpoints);
+    let (checkpointed, refused) = sts::peek::counts();
+    assert!(checkpointed > 0 && refused == 0, "{checkpointed} candidates peeked with checkpoints, {refused} refused");
 }
 
 #[test]
 fn link_state_corruption_minimizes_to_the_flap() {
-    minimizes_to_optimal("link_state_corruption", false);
+    minimizes_to_optimal("link_state_corruption", PeekMode::Off);
 }

@@ -1,0 +1,271 @@
+//! PEEK (brief §6, issue 8): which internal events follow each input of a
+//! candidate sequence, so its replays wait for what *it* causes rather than
+//! for what the original run's removed inputs caused.
+//!
+//! Both methods inject input `i` at the candidate's recorded spacing (the
+//! first at its recorded time, or as soon as the network is up), each once
+//! the run is quiescent, and record the internal events of the *window*
+//! after it: its gap to the next input plus epsilon (for the last input, as
+//! long as the original took to show its violation, plus epsilon).
+//!
+//! - [`by_prefix`] starts a fresh run per input and replays the prefix before
+//!   peeking: n runs for n inputs, each as long as its prefix.
+//! - [`by_checkpoints`] makes one run: before each input it checkpoints the
+//!   controllers and the runner (`crate::checkpoint`, `NetRunner::state`),
+//!   injects, peeks the window, rolls back, and injects again to go on for
+//!   the exact gap. Each input costs two segments instead of a prefix.
+//!   Needs virtual time and controllers forked from snapshots; anything it
+//!   cannot checkpoint is refused ([`PeekError::Refused`]) and the caller
+//!   falls back to [`by_prefix`].
+//!
+//! Both return the same shape: a trace of the candidate's inputs, each
+//! followed by its window's internal events, after the events seen before the
+//! first input ([`crate::minimize`] merges it into the candidate).
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::checkpoint::{self, Checkpoint};
+use crate::config::Config;
+use crate::inputs;
+use crate::netrun::Settle;
+use crate::observe::drain;
+use crate::session::{self, RunError, Session};
+use crate::trace::{External, Internal, Record, Trace};
+
+/// Candidates peeked with checkpoints, and refusals (falls back to prefix
+/// replay), in this process: what tests and reports can check.
+static CHECKPOINTED: AtomicU64 = AtomicU64::new(0);
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// (candidates peeked with checkpoints, refusals) so far in this process.
+pub fn counts() -> (u64, u64) {
+    (CHECKPOINTED.load(Ordering::Relaxed), REFUSED.load(Ordering::Relaxed))
+}
+
+/// How long (real time) a run may take to become quiescent before an input.
+const QUIESCE_WITHIN: Duration = Duration::from_secs(5);
+
+/// Why PEEK failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PeekError {
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// Checkpoints cannot be used for this run (use [`by_prefix`]).
+    #[error("checkpoints cannot be used: {0}")]
+    Refused(String),
+}
+
+/// What PEEK saw, and what it cost.
+#[derive(Debug)]
+pub struct Peek {
+    /// The inputs, each followed by its window's internal events.
+    pub observed: Trace,
+    /// Runs started (controllers forked, network connected).
+    pub runs: u32,
+    /// Rollbacks to a checkpoint.
+    pub rollbacks: u32,
+}
+
+impl Peek {
+    /// The internal events' keys in each window (index 0: before the first
+    /// input), sorted: what the two methods must agree on.
+    pub fn windows(&self) -> Vec<Vec<String>> {
+        let mut out = vec![Vec::new()];
+        for r in &self.observed.records {
+            if r.external.is_some() {
+                out.push(Vec::new());
+            } else if let Some(k) = r.internal.as_ref().and_then(Internal::key) {
+                out.last_mut().expect("never empty").push(k);
+            }
+        }
+        out.iter_mut().for_each(|w| w.sort());
+        out
+    }
+}
+
+/// The candidate's inputs with the length of each one's window (epsilon not
+/// included).
+fn plan(cand: &Trace) -> Vec<(u64, External, u64)> {
+    let externals = cand.externals();
+    let violation_t = cand.records.iter().find(|r| r.violation.is_some()).map(|r| r.t_ms);
+    externals
+        .iter()
+        .enumerate()
+        .map(|(i, (t, e))| {
+            let gap = match externals.get(i + 1) {
+                Some((next, _)) => next.saturating_sub(*t),
+                None => violation_t.map_or(0, |v| v.saturating_sub(*t)),
+            };
+            (*t, (*e).clone(), gap)
+        })
+        .collect()
+}
+
+/// When to inject each input on a run's clock: the first at its recorded
+/// time or now if that has passed, the others at the recorded spacing.
+fn targets(plan: &[(u64, External, u64)], now: u64) -> Vec<u64> {
+    let t0 = plan.first().map_or(0, |p| p.0);
+    let base = now.max(t0);
+    plan.iter().map(|(t, _, _)| base + (t - t0)).collect()
+}
+
+fn records(events: Vec<(u64, Internal)>) -> impl Iterator<Item = Record> {
+    events.into_iter().map(|(t_ms, e)| Record { seq: 0, t_ms, external: None, internal: Some(e), violation: None, line: 0 })
+}
+
+async fn start(config: &Config, dir: &Path) -> Result<Session, RunError> {
+    let p = &config.pingall;
+    let settle = Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms };
+    session::start(config, &dir.join("logs"), settle).await
+}
+
+/// Runs until `target`, lets the run come to rest, and returns what happened
+/// since the last drain.
+async fn reach(s: &mut Session, target: u64) -> Vec<(u64, Internal)> {
+    s.runner.run_until(target, |_| false).await;
+    // On real time there is no telling; inject anyway, as replay does.
+    s.runner.quiesce(QUIESCE_WITHIN).await;
+    drain(&mut s.runner, &s.controllers).internal
+}
+
+/// Injects `e` and returns what its window showed.
+async fn inject_and_watch(s: &mut Session, e: &External, window: u64) -> Result<Vec<(u64, Internal)>, RunError> {
+    inputs::apply(s, e).await.map_err(RunError::BadInput)?;
+    let until = s.runner.clock.now() + window;
+    s.runner.run_until(until, |_| false).await;
+    Ok(drain(&mut s.runner, &s.controllers).internal)
+}
+
+/// PEEK by prefix replay: one fresh run per input (run directories under
+/// `out`, removed as they finish).
+pub async fn by_prefix(config: &Config, cand: &Trace, out: &Path) -> Result<Peek, RunError> {
+    let plan = plan(cand);
+    let epsilon = config.interpose.epsilon_ms;
+    let mut observed = Vec::new();
+    let mut runs = 0;
+    for i in 0..plan.len() {
+        let dir = out.join(format!("prefix-{i}"));
+        let mut s = start(config, &dir).await?;
+        runs += 1;
+        let at = targets(&plan, s.runner.clock.now());
+        for (j, (_, e, _)) in plan.iter().enumerate().take(i) {
+            reach(&mut s, at[j]).await;
+            inputs::apply(&mut s, e).await.map_err(RunError::BadInput)?;
+        }
+        let before = reach(&mut s, at[i]).await;
+        if i == 0 {
+            observed.extend(records(before));
+        }
+        let (t, e, gap) = &plan[i];
+        let window = inject_and_watch(&mut s, e, gap + epsilon).await?;
+        observed.push(Record { seq: 0, t_ms: *t, external: Some(e.clone()), internal: None, violation: None, line: 0 });
+        observed.extend(records(window));
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(Peek { observed: Trace { header: cand.header.clone(), records: observed }, runs, rollbacks: 0 })
+}
+
+/// PEEK with checkpoints: one run, a checkpoint and a rollback per input (the
+/// run directory is `out/checkpoints`, removed when done).
+pub async fn by_checkpoints(config: &Config, cand: &Trace, out: &Path) -> Result<Peek, PeekError> {
+    let r = checkpointed(config, cand, out).await;
+    match &r {
+        Ok(_) => CHECKPOINTED.fetch_add(1, Ordering::Relaxed),
+        Err(PeekError::Refused(_)) => REFUSED.fetch_add(1, Ordering::Relaxed),
+        Err(_) => 0,
+    };
+    r
+}
+
+async fn checkpointed(config: &Config, cand: &Trace, out: &Path) -> Result<Peek, PeekError> {
+    if !config.relays.is_empty() {
+        return Err(PeekError::Refused("the config has relays, whose connections are not checkpointed".into()));
+    }
+    let plan = plan(cand);
+    let epsilon = config.interpose.epsilon_ms;
+    let dir = out.join("checkpoints");
+    let mut s = start(config, &dir).await?;
+    if s.runner.clock.virtual_time().is_none() {
+        return Err(PeekError::Refused("the run is on real time, where sts cannot tell when it is quiescent".into()));
+    }
+    let at = targets(&plan, s.runner.clock.now());
+    let mut observed = Vec::new();
+    let mut rollbacks = 0;
+    // The checkpoints the live controllers were resumed from: they must
+    // outlive them.
+    let mut _holding: Vec<Checkpoint> = Vec::new();
+    for (i, (t, e, gap)) in plan.iter().enumerate() {
+        s.runner.run_until(at[i], |_| false).await;
+        if !s.runner.quiesce(QUIESCE_WITHIN).await {
+            return Err(PeekError::Refused(format!("the run did not come to rest before input {} ({})", i + 1, e.describe())));
+        }
+        let before = drain(&mut s.runner, &s.controllers).internal;
+        if i == 0 {
+            observed.extend(records(before));
+        }
+        let state = s.runner.state();
+        let mut checkpoints = Vec::new();
+        for c in s.controllers.iter_mut() {
+            if !c.is_alive() {
+                return Err(PeekError::Refused(format!("controller {} is not running before input {}", c.name(), i + 1)));
+            }
+            checkpoints.push(checkpoint::checkpoint(c).map_err(|e| PeekError::Refused(e.to_string()))?);
+        }
+        let window = inject_and_watch(&mut s, e, gap + epsilon).await?;
+        observed.push(Record { seq: 0, t_ms: *t, external: Some(e.clone()), internal: None, violation: None, line: 0 });
+        observed.extend(records(window));
+        if i + 1 == plan.len() {
+            break;
+        }
+        roll_back(&mut s, &state, &mut checkpoints, i).await?;
+        rollbacks += 1;
+        _holding = checkpoints;
+        inputs::apply(&mut s, e).await.map_err(RunError::BadInput)?;
+    }
+    drop(s);
+    drop(_holding);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Peek { observed: Trace { header: cand.header.clone(), records: observed }, runs: 1, rollbacks })
+}
+
+/// Puts the run back to `state`, with every controller resumed from its
+/// checkpoint and each switch connection paired with the controller
+/// connection it was at the checkpoint.
+async fn roll_back(s: &mut Session, state: &crate::netrun::RunState, checkpoints: &mut [Checkpoint], i: usize) -> Result<(), PeekError> {
+    let env = |e: std::io::Error| RunError::Environment(format!("rolling back: {e}"));
+    for c in s.controllers.iter_mut() {
+        c.kill();
+    }
+    let mut streams = BTreeMap::new();
+    let mut sockets: Vec<Vec<(i32, OwnedFd)>> = checkpoints.iter().map(|_| Vec::new()).collect();
+    for (dpid, conn, port) in state.open_connections() {
+        let held = checkpoints.iter().enumerate().find_map(|(k, cp)| cp.connections.iter().find(|h| h.peer_port == port).map(|h| (k, h.fd)));
+        let Some((k, fd)) = held else {
+            return Err(PeekError::Refused(format!("switch {dpid}'s connection {conn} is not held by any controller checkpoint")));
+        };
+        let (ours, theirs) = socket_pair().await.map_err(env)?;
+        streams.insert((dpid, conn), ours);
+        sockets[k].push((fd, theirs));
+    }
+    let vt = s.runner.clock.virtual_time().cloned().ok_or_else(|| PeekError::Refused("no virtual time".into()))?;
+    for (k, (cp, socks)) in checkpoints.iter_mut().zip(sockets).enumerate() {
+        let log = s.run_dir.join(format!("controller-{k}-peek-{}.log", i + 1));
+        s.controllers[k] = cp.resume(&log, &vt, socks).map_err(|e| PeekError::Refused(e.to_string()))?;
+    }
+    s.expect_controllers();
+    s.runner.restore(state, streams).await.map_err(env)?;
+    Ok(())
+}
+
+/// A connected pair of loopback sockets: (sts's end, the controller's end).
+async fn socket_pair() -> std::io::Result<(tokio::net::TcpStream, OwnedFd)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (ours, theirs) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+    Ok((ours?, OwnedFd::from(theirs?.0.into_std()?)))
+}
