@@ -90,6 +90,12 @@ pub fn checkpoint(controller: &mut Controller) -> Result<Checkpoint, SnapshotErr
 }
 
 impl Checkpoint {
+    /// The address the checkpointed copy listened on (its resumed copies
+    /// listen elsewhere).
+    pub fn addr(&self) -> SocketAddr {
+        self.listen
+    }
+
     /// The parked process's id.
     pub fn holder_pid(&self) -> u32 {
         self.holder.as_raw() as u32

@@ -155,6 +155,12 @@ impl RunState {
         self.conns.iter().flat_map(|(&d, cs)| cs.iter().enumerate().filter(|(_, c)| c.0).map(move |(i, c)| (d, i, c.3))).collect()
     }
 
+    /// Virtual monotonic nanoseconds when the state was taken (0 on real
+    /// time): what to set the clock back to before resuming controllers.
+    pub fn time_ns(&self) -> u64 {
+        self.time_ns
+    }
+
     /// The mock network as it was.
     pub fn net(&self) -> &Network {
         &self.net
@@ -267,10 +273,14 @@ impl NetRunner {
     /// Rolls the run back to `state`: drops every live connection and takes
     /// `streams`, one per connection open at the checkpoint (by switch and
     /// connection index), which continue those sessions mid-stream (no
-    /// HELLO). On virtual time, time goes back to the checkpoint's too.
-    /// The controllers must have been rolled back first (resumed from their
-    /// checkpoints on the other ends of `streams`).
-    pub async fn restore(&mut self, state: &RunState, mut streams: BTreeMap<(u64, usize), TcpStream>) -> std::io::Result<()> {
+    /// HELLO). The controllers must have been rolled back first: virtual
+    /// time set back to [`RunState::time_ns`] (before resuming any of them: a
+    /// copy that read the later time would see its clock step back), then
+    /// each resumed from its checkpoint on the other ends of `streams`; `moved` maps each
+    /// controller's old address to the one its resumed copy listens on, for
+    /// later reconnections.
+    pub async fn restore(&mut self, state: &RunState, mut streams: BTreeMap<(u64, usize), TcpStream>, moved: &BTreeMap<SocketAddr, SocketAddr>) -> std::io::Result<()> {
+        let moved_to = |a: SocketAddr| moved.get(&a).copied().unwrap_or(a);
         for c in self.conns.values().flatten() {
             c.reader.abort();
         }
@@ -278,6 +288,7 @@ impl NetRunner {
         for (&dpid, cs) in &state.conns {
             let mut list = Vec::new();
             for (i, &(open, addr, epoch, _)) in cs.iter().enumerate() {
+                let addr = moved_to(addr);
                 // A newer epoch: whatever the old connections still deliver is ignored.
                 let epoch = epoch.max(self.conns.get(&dpid).and_then(|l| l.get(i)).map_or(0, |c| c.epoch)) + 1;
                 match streams.remove(&(dpid, i)) {
@@ -299,16 +310,13 @@ impl NetRunner {
         self.net = state.net.clone();
         self.interposer = state.interposer.clone();
         self.down = state.down.clone();
-        self.controllers_down = state.controllers_down.clone();
+        self.controllers_down = state.controllers_down.iter().map(|&a| moved_to(a)).collect();
         self.handshakes = state.handshakes.clone();
         self.last_activity = state.last_activity;
         self.last_tick = state.last_tick;
         self.issues = state.issues.clone();
         self.messages_from_controllers = state.messages_from_controllers;
         self.messages_to_controllers = state.messages_to_controllers;
-        if let Some(v) = self.clock.virtual_time() {
-            v.rewind_to(state.time_ns);
-        }
         Ok(())
     }
 

@@ -214,7 +214,11 @@ async fn checkpointed(config: &Config, cand: &Trace, out: &Path) -> Result<Peek,
             if !c.is_alive() {
                 return Err(PeekError::Refused(format!("controller {} is not running before input {}", c.name(), i + 1)));
             }
-            checkpoints.push(checkpoint::checkpoint(c).map_err(|e| PeekError::Refused(e.to_string()))?);
+            let cp = checkpoint::checkpoint(c).map_err(|e| match c.is_alive() {
+                true => PeekError::Refused(e.to_string()),
+                false => PeekError::Refused(format!("controller {} exited before input {}", c.name(), i + 1)),
+            })?;
+            checkpoints.push(cp);
         }
         let window = inject_and_watch(&mut s, e, gap + epsilon).await?;
         observed.push(Record { seq: 0, t_ms: *t, external: Some(e.clone()), internal: None, violation: None, line: 0 });
@@ -253,12 +257,17 @@ async fn roll_back(s: &mut Session, state: &crate::netrun::RunState, checkpoints
         sockets[k].push((fd, theirs));
     }
     let vt = s.runner.clock.virtual_time().cloned().ok_or_else(|| PeekError::Refused("no virtual time".into()))?;
+    // Time goes back before any copy runs: none may read the later time.
+    vt.rewind_to(state.time_ns());
+    let mut moved = BTreeMap::new();
     for (k, (cp, socks)) in checkpoints.iter_mut().zip(sockets).enumerate() {
         let log = s.run_dir.join(format!("controller-{k}-peek-{}.log", i + 1));
-        s.controllers[k] = cp.resume(&log, &vt, socks).map_err(|e| PeekError::Refused(e.to_string()))?;
+        let resumed = cp.resume(&log, &vt, socks).map_err(|e| PeekError::Refused(e.to_string()))?;
+        moved.insert(cp.addr(), resumed.addr());
+        s.controllers[k] = resumed;
     }
     s.expect_controllers();
-    s.runner.restore(state, streams).await.map_err(env)?;
+    s.runner.restore(state, streams, &moved).await.map_err(env)?;
     Ok(())
 }
 

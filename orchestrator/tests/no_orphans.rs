@@ -17,6 +17,21 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
     pids
 }
 
+/// Processes whose environment holds `entry` (`NAME=value`): controllers
+/// inherit sts's environment, and forks of them keep it.
+fn processes_with_env(entry: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(env) = std::fs::read(e.path().join("environ")) {
+            if env.split(|&b| b == 0).any(|v| v == entry.as_bytes()) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
 /// Runs `sts pingall` on `config` (a long one: on real time, since virtual
 /// time would skip its waiting), waits until at least
 /// `processes` controller processes run, SIGKILLs sts mid-run and asserts that
@@ -113,3 +128,47 @@ fn a_fuzz_run_killed_half_way_leaves_a_readable_directory() {
     }
 }
 
+
+/// PEEK with checkpoints adds processes of its own: a holder per checkpoint
+/// (parked, keeping a controller's state) and the copies resumed from it.
+/// SIGKILL of sts mid-minimization takes them down too.
+#[test]
+fn sigkill_mid_peek_leaves_no_holder_or_resumed_copy_behind() {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned();
+    let dir = std::env::temp_dir().join(format!("sts-orphans-peek-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let made = Command::new("python3")
+        .arg(workspace.join("tests/suite/make_trace.py"))
+        .args(["stale_routes", "30", "1", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    // Every controller process here (zygote, copies, holders) inherits this.
+    let tag = format!("STS_ORPHAN_TEST={}", std::process::id());
+    let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["minimize", dir.to_str().unwrap(), "--peek", "checkpoints", "--replays", "1"])
+        .env("STS_ORPHAN_TEST", std::process::id().to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sts_pid = sts.id();
+    let live = || processes_with_env(&tag).into_iter().filter(|&p| p != sts_pid).collect::<Vec<_>>();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while live().len() < 3 {
+        assert!(Instant::now() < deadline, "never more than a zygote and a copy: {:?}", live());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    sts.kill().unwrap();
+    sts.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        // Zombies (reaped by whoever adopted them) have an empty environment.
+        let left = live();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "controller processes survived SIGKILL of sts mid-PEEK: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -155,10 +155,12 @@ fn a_whole_run_rolls_back_to_a_checkpoint() {
     }
     assert_eq!(sockets.len(), 3, "one connection per switch");
     let vt = r.runner.clock.virtual_time().unwrap().clone();
+    vt.rewind_to(state.time_ns());
     let resumed = cp.resume(&d.join("resumed.log"), &vt, sockets).unwrap_or_else(|e| panic!("{e}"));
     vt.expect([resumed.pid()]);
+    let moved = [(cp.addr(), resumed.addr())].into_iter().collect();
     r.controllers[0] = resumed;
-    rt.block_on(r.runner.restore(&state, streams)).unwrap();
+    rt.block_on(r.runner.restore(&state, streams, &moved)).unwrap();
 
     let now = r.runner.clock.now();
     assert!(now >= at && now < at + 100, "time is back at the checkpoint's {at} ms: {now} ms");
