@@ -122,6 +122,11 @@ unsafe fn checkpoint(control: RawFd, holder_control: RawFd) -> bool {
         // Only a resumed copy gets here.
         return true;
     }
+    // The holder leaves the copy's group itself too, but may not have run yet
+    // when sts kills the copy's group: both sides set it, whoever runs first.
+    if pid > 0 {
+        libc::setpgid(pid, pid);
+    }
     close_all(&[holder_control]);
     if pid < 0 {
         reply(control, &format!("error fork: {}", std::io::Error::last_os_error()));
@@ -167,6 +172,9 @@ unsafe fn hold(control: RawFd) {
             let child = crate::Child { parent: holder, stdout: fds[0], stderr: fds[1], report: fds[2], clock: Some(fds[3]), control: Some(fds[4]), only_port: Some(port) };
             crate::become_child(child, &sockets);
             return;
+        }
+        if pid > 0 {
+            libc::setpgid(pid, pid); // as in `checkpoint`: no window in the holder's group
         }
         close_all(&fds);
         let line = if pid < 0 { format!("error fork: {}", std::io::Error::last_os_error()) } else { format!("resumed {pid}") };

@@ -277,6 +277,11 @@ unsafe fn zygote(mut control: UnixStream) {
             become_child(child, &[]);
             return;
         }
+        if pid > 0 {
+            // The child leaves the zygote's group itself too; setting it here
+            // as well leaves no window in which killing the group takes it.
+            libc::setpgid(pid, pid);
+        }
         fds.iter().for_each(|&fd| {
             libc::close(fd);
         });
