@@ -72,6 +72,9 @@ pub fn checkpoint(controller: &mut Controller) -> Result<Checkpoint, SnapshotErr
     send(control, "checkpoint\n", &[theirs.as_raw_fd()]).map_err(|e| err(&name, "sending the command", &e))?;
     drop(theirs);
     let line = read_line(control).map_err(|e| err(&name, "reading the reply", &e))?;
+    if line.starts_with("busy") {
+        return Err(SnapshotError::Busy(format!("{name} has unread bytes on a connection ({})", line.trim())));
+    }
     let mut words = line.split_whitespace();
     let (Some("checkpointed"), Some(pid)) = (words.next(), words.next().and_then(|p| p.parse::<i32>().ok())) else {
         return Err(err(&name, "the shim said", &line.trim()));

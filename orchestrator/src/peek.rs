@@ -68,6 +68,8 @@ pub struct Peek {
     pub runs: u32,
     /// Rollbacks to a checkpoint.
     pub rollbacks: u32,
+    /// Checkpoints tried again because a controller still had bytes to read.
+    pub busy: u32,
 }
 
 impl Peek {
@@ -167,7 +169,7 @@ pub async fn by_prefix(config: &Config, cand: &Trace, out: &Path) -> Result<Peek
         drop(s);
         let _ = std::fs::remove_dir_all(&dir);
     }
-    Ok(Peek { observed: Trace { header: cand.header.clone(), records: observed }, runs, rollbacks: 0 })
+    Ok(Peek { observed: Trace { header: cand.header.clone(), records: observed }, runs, rollbacks: 0, busy: 0 })
 }
 
 /// PEEK with checkpoints: one run, a checkpoint and a rollback per input (the
@@ -196,30 +198,20 @@ async fn checkpointed(config: &Config, cand: &Trace, out: &Path) -> Result<Peek,
     let at = targets(&plan, s.runner.clock.now());
     let mut observed = Vec::new();
     let mut rollbacks = 0;
+    let mut busy = 0;
     // The checkpoints the live controllers were resumed from: they must
     // outlive them.
     let mut _holding: Vec<Checkpoint> = Vec::new();
     for (i, (t, e, gap)) in plan.iter().enumerate() {
         s.runner.run_until(at[i], |_| false).await;
-        if !s.runner.quiesce(QUIESCE_WITHIN).await {
-            return Err(PeekError::Refused(format!("the run did not come to rest before input {} ({})", i + 1, e.describe())));
-        }
+        let mut checkpoints = checkpoint_all(&mut s, i, e, &mut busy).await?;
         let before = drain(&mut s.runner, &s.controllers).internal;
         if i == 0 {
             observed.extend(records(before));
         }
+        // After the controllers' checkpoints: each copy forked at or before
+        // this time, so setting time back to it never makes a clock step back.
         let state = s.runner.state();
-        let mut checkpoints = Vec::new();
-        for c in s.controllers.iter_mut() {
-            if !c.is_alive() {
-                return Err(PeekError::Refused(format!("controller {} is not running before input {}", c.name(), i + 1)));
-            }
-            let cp = checkpoint::checkpoint(c).map_err(|e| match c.is_alive() {
-                true => PeekError::Refused(e.to_string()),
-                false => PeekError::Refused(format!("controller {} exited before input {}", c.name(), i + 1)),
-            })?;
-            checkpoints.push(cp);
-        }
         let window = inject_and_watch(&mut s, e, gap + epsilon).await?;
         observed.push(Record { seq: 0, t_ms: *t, external: Some(e.clone()), internal: None, violation: None, line: 0 });
         observed.extend(records(window));
@@ -234,7 +226,44 @@ async fn checkpointed(config: &Config, cand: &Trace, out: &Path) -> Result<Peek,
     drop(s);
     drop(_holding);
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(Peek { observed: Trace { header: cand.header.clone(), records: observed }, runs: 1, rollbacks })
+    Ok(Peek { observed: Trace { header: cand.header.clone(), records: observed }, runs: 1, rollbacks, busy })
+}
+
+/// How many times a checkpoint is tried again when a controller still had
+/// bytes to read (each after the run came to rest again).
+const BUSY_RETRIES: u32 = 20;
+
+/// Checkpoints every controller of the run (before input `i`, `e`), which
+/// must be at rest.
+async fn checkpoint_all(s: &mut Session, i: usize, e: &External, busy: &mut u32) -> Result<Vec<Checkpoint>, PeekError> {
+    let mut tries = 0;
+    'again: loop {
+        if !s.runner.quiesce(QUIESCE_WITHIN).await {
+            return Err(PeekError::Refused(format!("the run did not come to rest before input {} ({})", i + 1, e.describe())));
+        }
+        let mut checkpoints: Vec<Checkpoint> = Vec::new();
+        for c in s.controllers.iter_mut() {
+            if !c.is_alive() {
+                return Err(PeekError::Refused(format!("controller {} is not running before input {}", c.name(), i + 1)));
+            }
+            match checkpoint::checkpoint(c) {
+                Ok(cp) => checkpoints.push(cp),
+                Err(crate::snapshot::SnapshotError::Busy(why)) if tries < BUSY_RETRIES => {
+                    tracing::debug!("checkpoint before input {}: {why}; again", i + 1);
+                    tries += 1;
+                    *busy += 1;
+                    // Drop the ones taken: all controllers at one point, or none.
+                    continue 'again;
+                }
+                Err(e) if !c.is_alive() => {
+                    let _ = e;
+                    return Err(PeekError::Refused(format!("controller {} exited before input {}", c.name(), i + 1)));
+                }
+                Err(e) => return Err(PeekError::Refused(e.to_string())),
+            }
+        }
+        return Ok(checkpoints);
+    }
 }
 
 /// Puts the run back to `state`, with every controller resumed from its

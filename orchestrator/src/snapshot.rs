@@ -39,6 +39,10 @@ pub enum SnapshotError {
     /// The controller could not be started or forked.
     #[error("{0}")]
     Start(String),
+    /// Not now: the controller has bytes to read (a checkpoint; try again
+    /// once it has read them).
+    #[error("{0}")]
+    Busy(String),
     /// The shim refused to snapshot this controller (e.g. several threads).
     #[error("the controller cannot be snapshotted: {0}")]
     Refused(String),

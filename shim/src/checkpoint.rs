@@ -12,6 +12,8 @@
 //!   the controller's whole state at this point and serves `resume` commands
 //!   on the socket it was given, never returning into the controller. The
 //!   copy replies `checkpointed HOLDER FD:LOCAL:PEER ...` and carries on.
+//!   If a connection still has unread bytes, it forks nothing and replies
+//!   `busy FD BYTES` (not quiescent after all; sts lets it read and retries).
 //! - `resume PORT FD...` (to a holder), with the new copy's stdout, stderr, a
 //!   report pipe, the clock page, its control socket, then one fresh connected
 //!   socket per `FD` listed: the holder forks a copy that `dup2`s each fresh
@@ -112,6 +114,16 @@ unsafe fn connected_tcp_sockets() -> Vec<(RawFd, u16, u16)> {
 /// connections sts must replace on resume.
 unsafe fn checkpoint(control: RawFd, holder_control: RawFd) -> bool {
     let conns = connected_tcp_sockets();
+    // Bytes waiting in a connection would be lost to every copy resumed on a
+    // fresh socket: the point is not quiescent after all. sts tries again.
+    for &(fd, _, _) in &conns {
+        let mut waiting: c_int = 0;
+        if libc::ioctl(fd, libc::FIONREAD, &mut waiting) == 0 && waiting > 0 {
+            close_all(&[holder_control]);
+            reply(control, &format!("busy {fd} {waiting}"));
+            return false;
+        }
+    }
     let pid = libc::fork();
     if pid == 0 {
         // The holder: not part of the copy's group (sts kills that), and
