@@ -9,6 +9,9 @@
 //!   sts only increases it while a run goes on, so virtual clocks stay
 //!   monotonic; it sets it back only when it rolls the run back to a
 //!   checkpoint, whose processes never saw the later time;
+//! - the **wall-clock shift**: signed nanoseconds added, on top of the
+//!   offset, to wall-clock reads only (`CLOCK_REALTIME`, `gettimeofday`,
+//!   `time`), so a replay can serve the recorded run's dates back;
 //! - one **slot per controller process**: its pid, whether it is busy or
 //!   blocked in a wait, the virtual deadline of that wait (its next timer), and
 //!   an activity counter bumped on every return from a wait.
@@ -30,8 +33,8 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"STSCLK01");
 pub const BYTES: usize = 4096;
 /// How many processes one page can track.
 pub const SLOTS: usize = 64;
-/// Words before the first slot: magic, offset.
-const HEADER_WORDS: usize = 2;
+/// Words before the first slot: magic, offset, wall-clock shift.
+const HEADER_WORDS: usize = 3;
 /// Words per slot: pid, state, deadline, activity.
 const SLOT_WORDS: usize = 4;
 /// Words in the page that are used.
@@ -99,6 +102,21 @@ impl<'a> Page<'a> {
     /// `real_ns` (a real clock reading) shifted by the offset, never below zero.
     pub fn shift(&self, real_ns: u64) -> u64 {
         (real_ns as i128 + self.offset_ns() as i128).clamp(0, u64::MAX as i128) as u64
+    }
+
+    /// Nanoseconds added to wall-clock reads on top of the offset.
+    pub fn wall_shift_ns(&self) -> i64 {
+        self.words[2].load(Ordering::Acquire) as i64
+    }
+
+    /// Sets the wall-clock shift (before any process of the run reads it).
+    pub fn set_wall_shift(&self, ns: i64) {
+        self.words[2].store(ns as u64, Ordering::Release);
+    }
+
+    /// A real wall-clock reading `real_ns` as the run's processes see it.
+    pub fn shift_wall(&self, real_ns: u64) -> u64 {
+        (real_ns as i128 + self.offset_ns() as i128 + self.wall_shift_ns() as i128).clamp(0, u64::MAX as i128) as u64
     }
 
     /// Slot `i` (`i < SLOTS`).
@@ -201,6 +219,9 @@ mod tests {
         assert_eq!(page.shift(10), 0, "never below zero");
         page.advance(25);
         assert_eq!(page.offset_ns(), 5, "advancing from a negative offset");
+        page.set_wall_shift(-1000);
+        assert_eq!(page.shift_wall(5000), 4005, "wall clock: offset and shift");
+        assert_eq!(page.shift(5000), 5005, "other clocks: the offset only");
         let (i, a) = page.claim(100, |_| false).unwrap();
         assert_eq!(i, 0);
         assert_eq!((a.pid(), a.state(), a.deadline_ns()), (100, BUSY, NO_DEADLINE));

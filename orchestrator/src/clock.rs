@@ -34,6 +34,11 @@ fn real_monotonic_ns() -> u64 {
     t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
 }
 
+fn real_wall_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME).expect("CLOCK_REALTIME is always available");
+    t.tv_sec().max(0) as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
 /// A run's clock.
 #[derive(Debug, Clone)]
 pub struct Clock {
@@ -186,6 +191,20 @@ impl VirtualTime {
         Duration::from_nanos(self.page().offset_ns().max(0) as u64)
     }
 
+    /// The run's wall-clock time now (what its controllers' `gettimeofday`
+    /// says), in nanoseconds since the Unix epoch.
+    pub fn wall_ns(&self) -> u64 {
+        self.page().shift_wall(real_wall_ns())
+    }
+
+    /// Makes the run's wall clock read `ns` now (and go on from there): a
+    /// replay serves the recorded run's dates to its controllers. Call it
+    /// before any controller of the run reads the clock.
+    pub fn serve_wall_clock(&self, ns: u64) {
+        let page = self.page();
+        page.set_wall_shift(ns as i64 - (real_wall_ns() as i64 + page.offset_ns()));
+    }
+
     /// Sets virtual time back (or forward) to `ns` virtual monotonic
     /// nanoseconds: for rolling a run back to a checkpoint taken at `ns`,
     /// once every process that saw a later time is gone.
@@ -322,6 +341,18 @@ fn is_alive(pid: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_served_wall_clock_reads_the_recorded_date_and_moves_with_virtual_time() {
+        let vt = VirtualTime::create().unwrap();
+        let recorded = 978_307_200_000_000_000; // 2001-01-01
+        vt.serve_wall_clock(recorded);
+        let now = vt.wall_ns();
+        assert!(now >= recorded && now < recorded + 1_000_000_000, "{now}");
+        vt.page().advance(5_000_000_000);
+        let later = vt.wall_ns();
+        assert!(later >= now + 5_000_000_000 && later < now + 6_000_000_000, "{later}");
+    }
 
     #[test]
     fn a_real_clock_counts_from_zero() {

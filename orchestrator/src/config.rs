@@ -129,6 +129,12 @@ pub struct TimeConfig {
     /// ([`Config::virtual_time`]): on unless a controller is `command`.
     #[serde(rename = "virtual")]
     pub virtual_time: Option<bool>,
+    /// On virtual time: the wall-clock date (ns since the Unix epoch) the
+    /// run's clock starts at, instead of today's. Not read from files: a
+    /// replay sets it from the trace it replays, so its controllers see the
+    /// dates the recorded run's controllers saw.
+    #[serde(skip)]
+    pub wall_epoch_ns: Option<u64>,
 }
 
 /// The `[fuzz]` table.

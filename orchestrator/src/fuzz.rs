@@ -44,7 +44,8 @@ pub async fn run(config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunEr
     let p = &config.pingall;
     let settle = Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms };
     let mut s = session::start(config, &exp.logs(), settle).await?;
-    let mut writer = trace::Writer::create(&exp.trace(), &Header::new(Some(config.fuzz.seed))).map_err(env)?;
+    let header = Header { wall_epoch_ns: s.wall_epoch_ns, ..Header::new(Some(config.fuzz.seed)) };
+    let mut writer = trace::Writer::create(&exp.trace(), &header).map_err(env)?;
     s.runner.run_for(Duration::from_millis(config.fuzz.warmup_ms)).await;
     let mut monitor = Monitor::new(config, s.runner.clock.now());
     let mut fuzzer = Fuzzer::new(config.fuzz.seed, config.fuzz.rates.clone(), config.controllers.len()).with_relays(config.relays.iter().map(|r| r.name.clone()).collect());

@@ -10,10 +10,12 @@
 //!
 //! - [`by_prefix`] starts a fresh run per input and replays the prefix before
 //!   peeking: n runs for n inputs, each as long as its prefix.
-//! - [`by_checkpoints`] makes one run: before each input it checkpoints the
+//! - [`by_checkpoints`] makes one run: it injects each input and watches its
+//!   window; on the way, when the next input is due, it checkpoints the
 //!   controllers and the runner (`crate::checkpoint`, `NetRunner::state`),
-//!   injects, peeks the window, rolls back, and injects again to go on for
-//!   the exact gap. Each input costs two segments instead of a prefix.
+//!   and after the window it rolls back to that checkpoint to inject the
+//!   next input. Each input costs one window, one checkpoint and one
+//!   rollback instead of a prefix.
 //!   Needs virtual time and controllers forked from snapshots; anything it
 //!   cannot checkpoint is refused ([`PeekError::Refused`]) and the caller
 //!   falls back to [`by_prefix`].
@@ -31,7 +33,7 @@ use std::time::Duration;
 use crate::checkpoint::{self, Checkpoint};
 use crate::config::Config;
 use crate::inputs;
-use crate::netrun::Settle;
+use crate::netrun::{RunState, Settle};
 use crate::observe::drain;
 use crate::session::{self, RunError, Session};
 use crate::trace::{External, Internal, Record, Trace};
@@ -119,10 +121,13 @@ fn records(events: Vec<(u64, Internal)>) -> impl Iterator<Item = Record> {
     events.into_iter().map(|(t_ms, e)| Record { seq: 0, t_ms, external: None, internal: Some(e), violation: None, line: 0 })
 }
 
-async fn start(config: &Config, dir: &Path) -> Result<Session, RunError> {
+/// Starts a run for `cand`, serving its recorded dates as a replay does.
+async fn start(config: &Config, cand: &Trace, dir: &Path) -> Result<Session, RunError> {
     let p = &config.pingall;
     let settle = Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms };
-    session::start(config, &dir.join("logs"), settle).await
+    let mut config = config.clone();
+    config.time.wall_epoch_ns = cand.header.wall_epoch_ns;
+    session::start(&config, &dir.join("logs"), settle).await
 }
 
 /// Runs until `target`, lets the run come to rest, and returns what happened
@@ -151,7 +156,7 @@ pub async fn by_prefix(config: &Config, cand: &Trace, out: &Path) -> Result<Peek
     let mut runs = 0;
     for i in 0..plan.len() {
         let dir = out.join(format!("prefix-{i}"));
-        let mut s = start(config, &dir).await?;
+        let mut s = start(config, cand, &dir).await?;
         runs += 1;
         let at = targets(&plan, s.runner.clock.now());
         for (j, (_, e, _)) in plan.iter().enumerate().take(i) {
@@ -191,37 +196,48 @@ async fn checkpointed(config: &Config, cand: &Trace, out: &Path) -> Result<Peek,
     let plan = plan(cand);
     let epsilon = config.interpose.epsilon_ms;
     let dir = out.join("checkpoints");
-    let mut s = start(config, &dir).await?;
+    let mut s = start(config, cand, &dir).await?;
     if s.runner.clock.virtual_time().is_none() {
         return Err(PeekError::Refused("the run is on real time, where sts cannot tell when it is quiescent".into()));
     }
     let at = targets(&plan, s.runner.clock.now());
     let mut observed = Vec::new();
-    let mut rollbacks = 0;
-    let mut busy = 0;
+    let (mut rollbacks, mut busy) = (0, 0);
+    s.runner.run_until(at[0], |_| false).await;
+    if !s.runner.quiesce(QUIESCE_WITHIN).await {
+        return Err(PeekError::Refused("the run did not come to rest before its first input".into()));
+    }
+    observed.extend(records(drain(&mut s.runner, &s.controllers).internal));
+    // The checkpoint taken when the next input was due, in the window of the
+    // current one: where the next input starts from.
+    let mut next: Option<(RunState, Vec<Checkpoint>)> = None;
     // The checkpoints the live controllers were resumed from: they must
     // outlive them.
     let mut _holding: Vec<Checkpoint> = Vec::new();
     for (i, (t, e, gap)) in plan.iter().enumerate() {
-        s.runner.run_until(at[i], |_| false).await;
-        let mut checkpoints = checkpoint_all(&mut s, i, e, &mut busy).await?;
-        let before = drain(&mut s.runner, &s.controllers).internal;
-        if i == 0 {
-            observed.extend(records(before));
+        if let Some((state, mut checkpoints)) = next.take() {
+            roll_back(&mut s, &state, &mut checkpoints, i).await?;
+            rollbacks += 1;
+            _holding = checkpoints;
         }
-        // After the controllers' checkpoints: each copy forked at or before
-        // this time, so setting time back to it never makes a clock step back.
-        let state = s.runner.state();
-        let window = inject_and_watch(&mut s, e, gap + epsilon).await?;
+        inputs::apply(&mut s, e).await.map_err(RunError::BadInput)?;
+        let end = s.runner.clock.now() + gap + epsilon;
+        let mut window = Vec::new();
+        if let Some(&due) = at.get(i + 1) {
+            // The window of this input covers the next one's start: take the
+            // checkpoint there, on the way, and roll back to it afterwards.
+            s.runner.run_until(due, |_| false).await;
+            let checkpoints = checkpoint_all(&mut s, i + 1, &plan[i + 1].1, &mut busy).await?;
+            window.extend(drain(&mut s.runner, &s.controllers).internal);
+            // After the controllers' checkpoints: each copy forked at or
+            // before this time, so setting time back to it never makes a
+            // clock step back.
+            next = Some((s.runner.state(), checkpoints));
+        }
+        s.runner.run_until(end, |_| false).await;
+        window.extend(drain(&mut s.runner, &s.controllers).internal);
         observed.push(Record { seq: 0, t_ms: *t, external: Some(e.clone()), internal: None, violation: None, line: 0 });
         observed.extend(records(window));
-        if i + 1 == plan.len() {
-            break;
-        }
-        roll_back(&mut s, &state, &mut checkpoints, i).await?;
-        rollbacks += 1;
-        _holding = checkpoints;
-        inputs::apply(&mut s, e).await.map_err(RunError::BadInput)?;
     }
     drop(s);
     drop(_holding);
@@ -269,7 +285,7 @@ async fn checkpoint_all(s: &mut Session, i: usize, e: &External, busy: &mut u32)
 /// Puts the run back to `state`, with every controller resumed from its
 /// checkpoint and each switch connection paired with the controller
 /// connection it was at the checkpoint.
-async fn roll_back(s: &mut Session, state: &crate::netrun::RunState, checkpoints: &mut [Checkpoint], i: usize) -> Result<(), PeekError> {
+async fn roll_back(s: &mut Session, state: &RunState, checkpoints: &mut [Checkpoint], i: usize) -> Result<(), PeekError> {
     let env = |e: std::io::Error| RunError::Environment(format!("rolling back: {e}"));
     for c in s.controllers.iter_mut() {
         c.kill();

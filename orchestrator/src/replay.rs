@@ -99,9 +99,14 @@ pub async fn replay_once(config: &Config, trace: &Trace, out: &Path, run: u32) -
     let epsilon = config.interpose.epsilon_ms;
     let p = &config.pingall;
     let settle = Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms };
-    let mut s = session::start(config, &out.join("logs"), settle).await?;
+    // The recorded run's dates, served back to the controllers.
+    let mut config = config.clone();
+    config.time.wall_epoch_ns = trace.header.wall_epoch_ns;
+    let mut s = session::start(&config, &out.join("logs"), settle).await?;
+    let config = &config;
     let trace_path = out.join("trace.jsonl");
-    let mut writer = trace::Writer::create(&trace_path, &Header::new(trace.header.seed)).map_err(env)?;
+    let header = Header { wall_epoch_ns: s.wall_epoch_ns, ..Header::new(trace.header.seed) };
+    let mut writer = trace::Writer::create(&trace_path, &header).map_err(env)?;
     let mut monitor = Monitor::new(config, s.runner.clock.now());
     let wanted = trace.violation().map(Violation::fingerprint);
 

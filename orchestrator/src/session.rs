@@ -53,6 +53,9 @@ pub struct Session {
     pub crashed: BTreeSet<usize>,
     /// The controller-to-controller relays (`[[relays]]`), by name.
     pub relays: BTreeMap<String, Relay>,
+    /// On virtual time: the run's wall-clock date when its clock was made
+    /// (ns since the Unix epoch), for the trace header.
+    pub wall_epoch_ns: Option<u64>,
 }
 
 impl Session {
@@ -160,6 +163,11 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         true => Some(VirtualTime::create().map_err(|e| RunError::Environment(format!("cannot create the virtual clock: {e}")))?),
         false => None,
     };
+    // Before any controller reads it: the date a replay serves back.
+    if let (Some(vt), Some(epoch)) = (&virtual_time, config.time.wall_epoch_ns) {
+        vt.serve_wall_clock(epoch);
+    }
+    let wall_epoch_ns = virtual_time.as_ref().map(|vt| vt.wall_ns());
     let mut controllers = Vec::new();
     let mut addrs = Vec::new();
     let mut logs = Vec::new();
@@ -206,5 +214,5 @@ pub async fn start(config: &Config, run_dir: &Path, settle: Settle) -> Result<Se
         }
         return Err(RunError::Environment(why));
     }
-    Ok(Session { runner, controllers, run_dir: run_dir.to_owned(), specs, logs, crashed: BTreeSet::new(), relays })
+    Ok(Session { runner, controllers, run_dir: run_dir.to_owned(), specs, logs, crashed: BTreeSet::new(), relays, wall_epoch_ns })
 }

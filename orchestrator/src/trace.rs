@@ -32,12 +32,16 @@ pub struct Header {
     /// The sts version that wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sts: Option<String>,
+    /// On virtual time: the run's wall-clock date when its clock was made
+    /// (ns since the Unix epoch); a replay on virtual time serves the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_epoch_ns: Option<u64>,
 }
 
 impl Header {
     /// A header for a trace this sts writes.
     pub fn new(seed: Option<u64>) -> Header {
-        Header { format: FORMAT.into(), version: VERSION, seed, sts: Some(env!("CARGO_PKG_VERSION").into()) }
+        Header { format: FORMAT.into(), version: VERSION, seed, sts: Some(env!("CARGO_PKG_VERSION").into()), wall_epoch_ns: None }
     }
 }
 

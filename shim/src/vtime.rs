@@ -95,6 +95,20 @@ fn is_virtual(clock: libc::clockid_t) -> bool {
     )
 }
 
+/// True for the wall clocks, which also take the page's wall-clock shift.
+fn is_wall(clock: libc::clockid_t) -> bool {
+    matches!(clock, libc::CLOCK_REALTIME | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_TAI)
+}
+
+/// `real_ns` read on `clock`, as the run sees it.
+fn shifted(p: &Page, clock: libc::clockid_t, real_ns: u64) -> u64 {
+    if is_wall(clock) {
+        p.shift_wall(real_ns)
+    } else {
+        p.shift(real_ns)
+    }
+}
+
 fn ns_of(ts: &libc::timespec) -> u64 {
     (ts.tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec.max(0) as u64)
 }
@@ -107,7 +121,7 @@ pub fn timespec_of(ns: u64) -> libc::timespec {
 unsafe fn now_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     real!("clock_gettime", ClockGettime)(clock, &mut ts);
-    page().map_or(ns_of(&ts), |p| p.shift(ns_of(&ts)))
+    page().map_or(ns_of(&ts), |p| shifted(&p, clock, ns_of(&ts)))
 }
 
 #[no_mangle]
@@ -115,7 +129,7 @@ pub unsafe extern "C" fn clock_gettime(clock: libc::clockid_t, ts: *mut libc::ti
     let r = real!("clock_gettime", ClockGettime)(clock, ts);
     if r == 0 && !ts.is_null() && is_virtual(clock) {
         if let Some(p) = page() {
-            *ts = timespec_of(p.shift(ns_of(&*ts)));
+            *ts = timespec_of(shifted(&p, clock, ns_of(&*ts)));
         }
     }
     r
@@ -127,7 +141,7 @@ pub unsafe extern "C" fn gettimeofday(tv: *mut libc::timeval, tz: *mut c_void) -
     if r == 0 && !tv.is_null() {
         if let Some(p) = page() {
             let real_ns = ((*tv).tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec.max(0) as u64 * 1000);
-            let us = p.shift(real_ns) / 1000;
+            let us = p.shift_wall(real_ns) / 1000;
             (*tv).tv_sec = (us / 1_000_000) as libc::time_t;
             (*tv).tv_usec = (us % 1_000_000) as libc::suseconds_t;
         }

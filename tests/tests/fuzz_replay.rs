@@ -54,7 +54,10 @@ fn fuzzing_finds_the_migration_blackhole_the_same_seed_finds_it_again_and_replay
     for n in 1..=2 {
         let r = rt.block_on(replay::replay_once(&config, &trace, &exp.replay(n), n)).unwrap();
         assert!(r.reproduced, "replay {n} did not reproduce: {:?}", r.violation);
-        assert!(Trace::load(&r.trace).is_ok(), "each replay writes a readable trace");
+        let replayed = Trace::load(&r.trace).expect("each replay writes a readable trace");
+        // On virtual time the replay's controllers see the recorded run's dates.
+        let (rec, rep) = (trace.header.wall_epoch_ns.expect("the fuzz run recorded its date"), replayed.header.wall_epoch_ns.expect("the replay's date"));
+        assert!(rec.abs_diff(rep) < 10_000_000, "replay {n} started at {rep} ns, the recorded run at {rec} ns");
     }
 }
 

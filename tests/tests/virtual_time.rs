@@ -186,3 +186,37 @@ fn a_multi_threaded_controller_keeps_the_run_on_real_time() {
     assert!(clock.now() < 5_000, "time stayed real: {} ms", clock.now());
     ctl.kill();
 }
+
+/// A replay serves the recorded run's dates: a controller on a clock page
+/// whose wall clock was set to a recorded date reads that date (plus the
+/// virtual time that passed) from `time.time()`, while its monotonic clock
+/// is untouched by the date.
+#[test]
+fn a_controller_reads_the_served_wall_clock_date() {
+    let d = dir("wall");
+    let vt = VirtualTime::create().unwrap();
+    let recorded = 978_307_200_000_000_000u64; // 2001-01-01T00:00:00Z
+    vt.serve_wall_clock(recorded);
+    let clock = Clock::start_virtual(vt.clone());
+    let spec = snapshot::on_virtual_time(&timers_spec(), &vt).unwrap();
+    let log = d.join("timers.log");
+    let mut ctl = Controller::start_on_free_port(&spec, &log).unwrap();
+    vt.expect([ctl.pid()]);
+    let give_up = Instant::now() + Duration::from_secs(30);
+    let first_tick = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.starts_with("tick ")) {
+            break l.to_string();
+        }
+        assert!(Instant::now() < give_up, "no tick on virtual time; log:\n{text}");
+        clock.jump_if_idle(clock.now() + 60_000, 0);
+        std::thread::sleep(Duration::from_micros(300));
+    };
+    ctl.kill();
+    let fields: Vec<f64> = first_tick.split_whitespace().skip(2).map(|x| x.parse().unwrap()).collect();
+    let (mono, wall) = (fields[0], fields[1]);
+    let served = recorded as f64 / 1e9;
+    // The first tick comes 5 s (of its time) after its start.
+    assert!(wall >= served + 4.9 && wall < served + 30.0, "wall clock {wall}, served from {served}");
+    assert!(mono < served / 2.0, "the monotonic clock took the date too: {mono}");
+}
