@@ -153,11 +153,7 @@ unsafe fn checkpoint(control: RawFd, holder_control: RawFd) -> bool {
 /// resumed copy.
 unsafe fn hold(control: RawFd) {
     let holder = libc::getpid();
-    // Resumed copies are reaped by the kernel; they get the old disposition back.
-    let mut old_chld: libc::sigaction = std::mem::zeroed();
-    let mut ignore: libc::sigaction = std::mem::zeroed();
-    ignore.sa_sigaction = libc::SIG_IGN;
-    libc::sigaction(libc::SIGCHLD, &ignore, &mut old_chld);
+    let old_chld = crate::reap_children_automatically();
     loop {
         let (command, fds) = match crate::receive(control, 0) {
             crate::Received::Command(c, f) => (c, f),

@@ -254,11 +254,7 @@ unsafe fn at_wait() {
 /// Returns only in a child.
 unsafe fn zygote(mut control: UnixStream) {
     let zygote_pid = libc::getpid();
-    // Children are reaped by the kernel; each child gets the old disposition back.
-    let mut old_chld: libc::sigaction = std::mem::zeroed();
-    let mut ignore: libc::sigaction = std::mem::zeroed();
-    ignore.sa_sigaction = libc::SIG_IGN;
-    libc::sigaction(libc::SIGCHLD, &ignore, &mut old_chld);
+    let old_chld = reap_children_automatically();
     loop {
         let Received::Command(command, fds) = receive(control.as_raw_fd(), 0) else { libc::_exit(0) };
         let Some(child) = parse_fork(zygote_pid, &command, &fds) else {
@@ -290,6 +286,17 @@ unsafe fn zygote(mut control: UnixStream) {
             libc::_exit(0);
         }
     }
+}
+
+/// Lets the kernel reap this process's children (a zygote's copies, a
+/// holder's resumed copies: sts watches them by pid). Returns the old
+/// SIGCHLD disposition, for the children to put back.
+unsafe fn reap_children_automatically() -> libc::sigaction {
+    let mut old: libc::sigaction = std::mem::zeroed();
+    let mut ignore: libc::sigaction = std::mem::zeroed();
+    ignore.sa_sigaction = libc::SIG_IGN;
+    libc::sigaction(libc::SIGCHLD, &ignore, &mut old);
+    old
 }
 
 /// Reads `fork [PORT] [clock] [control]` and its descriptors: stdout, stderr,
