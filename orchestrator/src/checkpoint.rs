@@ -12,7 +12,6 @@
 //! A holder lives as long as its [`Checkpoint`]; copies resumed from it die
 //! with it (PDEATHSIG), so keep the checkpoint while its copies run.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, IoSlice};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -26,7 +25,7 @@ use nix::unistd::Pid;
 
 use crate::clock::VirtualTime;
 use crate::controller::Controller;
-use crate::snapshot::{read_report, SnapshotError};
+use crate::snapshot::{CopyOutput, SnapshotError};
 
 /// How long a controller copy may take to answer a command: it looks at its
 /// control socket every millisecond of its waits, so only a busy or stuck
@@ -111,29 +110,22 @@ impl Checkpoint {
     pub fn resume(&mut self, log_path: &Path, clock: &VirtualTime, sockets: Vec<(i32, OwnedFd)>) -> Result<Controller, SnapshotError> {
         let name = self.name.clone();
         let e = |what: &str, x: &dyn std::fmt::Display| err(&name, what, x);
-        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
-        let (out_r, out_w) = pipe().map_err(|x| e("pipe", &x))?;
-        let (err_r, err_w) = pipe().map_err(|x| e("pipe", &x))?;
-        let (rep_r, rep_w) = pipe().map_err(|x| e("pipe", &x))?;
+        let output = CopyOutput::new().map_err(|x| e("pipe", &x))?;
         let (shim, theirs) = UnixStream::pair().map_err(|x| e("socketpair", &x))?;
-        let mut fds = vec![out_w.as_raw_fd(), err_w.as_raw_fd(), rep_w.as_raw_fd(), clock.fd(), theirs.as_raw_fd()];
+        let mut fds = output.theirs().to_vec();
+        fds.extend([clock.fd(), theirs.as_raw_fd()]);
         fds.extend(sockets.iter().map(|(_, s)| s.as_raw_fd()));
         let targets: Vec<String> = sockets.iter().map(|(t, _)| t.to_string()).collect();
         let command = format!("resume {} {}\n", self.listen.port(), targets.join(" "));
         send(self.control.get_mut(), &command, &fds).map_err(|x| e("sending the command", &x))?;
-        drop((out_w, err_w, rep_w, theirs, sockets));
+        drop((theirs, sockets));
         let mut line = String::new();
         self.control.read_line(&mut line).map_err(|x| e("reading the reply", &x))?;
         let pid: u32 = match line.split_whitespace().collect::<Vec<_>>().as_slice() {
             ["resumed", pid] => pid.parse().map_err(|x| e("the reply", &x))?,
             _ => return Err(e("the holder said", &line.trim())),
         };
-        let ports = read_report(rep_r, ANSWER_WITHIN).map_err(|x| e("the copy's report", &x))?;
-        let Some(&(_, port)) = ports.iter().find(|(old, _)| *old == self.listen.port()) else {
-            return Err(e("the copy's report", &format!("no new port for {} in {ports:?}", self.listen.port())));
-        };
-        let addr = SocketAddr::new(self.listen.ip(), port);
-        Controller::adopt_forked(&self.name, pid, addr, self.aux_port, log_path, File::from(out_r), File::from(err_r), Some(shim)).map_err(|x| e(&format!("adopting the copy (log {})", log_path.display()), &x))
+        output.adopt(&self.name, pid, self.listen, self.aux_port, log_path, Some(shim)).map_err(|x| e("the resumed copy", &x))
     }
 }
 

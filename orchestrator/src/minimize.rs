@@ -441,8 +441,9 @@ async fn peek_once(config: &Config, cand: &Trace, out: &Path, mode: PeekMode) ->
     crate::peek::by_prefix(config, cand, out).await
 }
 
-/// The candidate with, after each input, the internal events a dry run of
-/// it observed after that input (instead of the original run's).
+/// The candidate with, after each input, the internal events a PEEK of it
+/// (a dry run, or `crate::peek`) observed after that input, instead of the
+/// original run's.
 fn peeked(cand: &Trace, dry: &Trace) -> Trace {
     // The dry run's internal events, by how many inputs preceded them.
     let mut segments: Vec<Vec<crate::trace::Record>> = vec![Vec::new()];

@@ -148,11 +148,8 @@ impl Zygote {
     /// time of `clock` if given (the copy maps that clock page).
     pub fn fork(&mut self, log_path: &Path, clock: Option<&crate::clock::VirtualTime>) -> Result<Controller, SnapshotError> {
         let err = |what: &str, e: &dyn std::fmt::Display| SnapshotError::Start(format!("forking {}: {what}: {e}", self.name));
-        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
-        let (out_r, out_w) = pipe().map_err(|e| err("pipe", &e))?;
-        let (err_r, err_w) = pipe().map_err(|e| err("pipe", &e))?;
-        let (rep_r, rep_w) = pipe().map_err(|e| err("pipe", &e))?;
-        let mut fds = vec![out_w.as_raw_fd(), err_w.as_raw_fd(), rep_w.as_raw_fd()];
+        let output = CopyOutput::new().map_err(|e| err("pipe", &e))?;
+        let mut fds = output.theirs().to_vec();
         // Only the OpenFlow listener moves; side services keep their ports.
         let mut command = format!("fork {}", self.process.addr().port());
         // A copy on virtual time also gets a control socket, for checkpoints.
@@ -168,7 +165,6 @@ impl Zygote {
         let iov = [IoSlice::new(command.as_bytes())];
         let cmsg = [ControlMessage::ScmRights(&fds)];
         sendmsg::<()>(self.control.get_ref().as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None).map_err(|e| err("sending the command", &e))?;
-        drop((out_w, err_w, rep_w));
         let shim = shim.map(|(ours, _theirs)| ours);
         let mut line = String::new();
         self.control.read_line(&mut line).map_err(|e| err("reading the reply", &e))?;
@@ -177,14 +173,7 @@ impl Zygote {
             _ => return Err(err("the shim said", &line.trim())),
         };
         self.forks += 1;
-        let ports = read_report(rep_r, Duration::from_secs(10)).map_err(|e| err("the child's report", &e))?;
-        let zygote_port = self.process.addr().port();
-        let Some(&(_, port)) = ports.iter().find(|(old, _)| *old == zygote_port) else {
-            return Err(err("the child's report", &format!("no new port for {zygote_port} in {ports:?}")));
-        };
-        let addr = SocketAddr::new(self.process.addr().ip(), port);
-        Controller::adopt_forked(&self.name, pid, addr, self.process.aux_port(), log_path, File::from(out_r), File::from(err_r), shim)
-            .map_err(|e| err("adopting the child", &e))
+        output.adopt(&self.name, pid, self.process.addr(), self.process.aux_port(), log_path, shim).map_err(|e| err("the child", &e))
     }
 
     /// How many copies this zygote has forked.
@@ -193,8 +182,44 @@ impl Zygote {
     }
 }
 
+/// The pipes a new copy (forked from a zygote or resumed from a checkpoint)
+/// gets for its stdout, its stderr and its report, and what sts does with
+/// them once the copy exists.
+pub(crate) struct CopyOutput {
+    out: (OwnedFd, OwnedFd),
+    err: (OwnedFd, OwnedFd),
+    report: (OwnedFd, OwnedFd),
+}
+
+impl CopyOutput {
+    pub(crate) fn new() -> nix::Result<CopyOutput> {
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+        Ok(CopyOutput { out: pipe()?, err: pipe()?, report: pipe()? })
+    }
+
+    /// The copy's ends, to send with the command: stdout, stderr, report.
+    pub(crate) fn theirs(&self) -> [std::os::fd::RawFd; 3] {
+        [self.out.1.as_raw_fd(), self.err.1.as_raw_fd(), self.report.1.as_raw_fd()]
+    }
+
+    /// Once copy `pid` exists: reads its report, finds the port it now
+    /// listens on instead of `listen`'s, and adopts it as a [`Controller`]
+    /// logging to `log_path`.
+    pub(crate) fn adopt(self, name: &str, pid: u32, listen: SocketAddr, aux_port: u16, log_path: &Path, shim: Option<UnixStream>) -> Result<Controller, String> {
+        let CopyOutput { out, err, report } = self;
+        drop((out.1, err.1, report.1));
+        let ports = read_report(report.0, Duration::from_secs(10)).map_err(|e| format!("its report: {e}"))?;
+        let Some(&(_, port)) = ports.iter().find(|(old, _)| *old == listen.port()) else {
+            return Err(format!("its report: no new port for {} in {ports:?}", listen.port()));
+        };
+        let addr = SocketAddr::new(listen.ip(), port);
+        Controller::adopt_forked(name, pid, addr, aux_port, log_path, File::from(out.0), File::from(err.0), shim)
+            .map_err(|e| format!("adopting it (log {}): {e}", log_path.display()))
+    }
+}
+
 /// Reads `port OLD NEW` lines until `ok`.
-pub(crate) fn read_report(from: OwnedFd, within: Duration) -> Result<Vec<(u16, u16)>, String> {
+fn read_report(from: OwnedFd, within: Duration) -> Result<Vec<(u16, u16)>, String> {
     let deadline = Instant::now() + within;
     let mut text = String::new();
     let mut file = File::from(from);
