@@ -2,109 +2,18 @@
 //!
 //! `cargo bench -p sts-invariants --bench check [-- K...]`
 //!
-//! Each fat-tree (k = 4, 8, 16, 32 by default) gets two-level routing in the
-//! style of Al-Fares et al.: hosts are addressed 10.pod.edge.(h+2); edge
-//! switches hold a /32 per local host and spread the rest over their uplinks
-//! by the destination's low bits; aggregation switches hold a /24 per edge of
-//! their pod and spread the rest over the cores; cores hold a /16 per pod.
-//! ARP goes to the controller. The rules are installed through FLOW_MOD
-//! messages, as a controller would. The "+host routes" variant adds a /32 per
+//! Each fat-tree (k = 4, 8, 16, 32 by default) gets two-level routing
+//! ([`sts_invariants::testnet::routed_fat_tree`]), installed through FLOW_MOD
+//! messages as a controller would. The "+host routes" variant adds a /32 per
 //! host of the pod at every aggregation switch, to reach 100,000 rules.
 //!
 //! Reported: the median of several full checks (loops, blackholes over every
 //! host pair, reachability, liveness), each including compiling the model.
 
-use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 use std::time::Instant;
 
 use sts_invariants::check::{Checker, Facts, Invariant};
-use sts_mocknet::network::{Endpoint, Network};
-use sts_mocknet::Topology;
-use sts_proxy::wire::v13::{self, Action, BasicOxm, Field, Instruction};
-use sts_proxy::wire::{Body, Message, OFP13};
-
-fn flow(net: &mut Network, dpid: u64, priority: u16, fields: Vec<BasicOxm>, out_port: u32) {
-    let actions = vec![Instruction::ApplyActions(vec![Action::Output { port: out_port, max_len: 0xffff }])];
-    let fm = v13::FlowMod::add(0, priority, v13::Match::new(fields), actions);
-    let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
-    let raw = msg.emit().expect("encodes");
-    let replies = net.handle_controller(dpid, &raw, &msg, 0);
-    assert!(replies.is_empty(), "rule refused: {replies:?}");
-}
-
-fn ipv4_dst(addr: u32, prefix: u32) -> Vec<BasicOxm> {
-    let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
-    vec![BasicOxm::exact(Field::EthType, 0x0800), BasicOxm::masked(Field::Ipv4Dst, (addr & mask) as u128, mask as u128)]
-}
-
-fn suffix(value: u32, bits: u32) -> Vec<BasicOxm> {
-    let mask = (1u32 << bits) - 1;
-    vec![BasicOxm::exact(Field::EthType, 0x0800), BasicOxm::masked(Field::Ipv4Dst, value as u128, mask as u128)]
-}
-
-fn routed_fat_tree(k: u64, host_routes: bool) -> Network {
-    let half = k / 2;
-    let n_core = half * half;
-    let agg = |pod: u64, i: u64| n_core + pod * k + i + 1;
-    let edge = |pod: u64, i: u64| n_core + pod * k + half + i + 1;
-    let mut topo = Topology::fat_tree(k);
-    // Hosts in order: pod, edge, host.
-    for (n, h) in topo.hosts.iter_mut().enumerate() {
-        let n = n as u64;
-        let (pod, e, i) = (n / (half * half), (n / half) % half, n % half);
-        h.ip = Ipv4Addr::new(10, pod as u8, e as u8, i as u8 + 2);
-    }
-    let ips: Vec<u32> = topo.hosts.iter().map(|h| u32::from(h.ip)).collect();
-    let mut net = Network::new(&topo, OFP13);
-    let mut port_to: BTreeMap<(u64, u64), u32> = BTreeMap::new();
-    for ((a, pa), (b, pb)) in net.switch_links() {
-        port_to.insert((a, b), pa);
-        port_to.insert((b, a), pb);
-    }
-    let bits = half.trailing_zeros();
-    let arp = vec![BasicOxm::exact(Field::EthType, 0x0806)];
-    for pod in 0..k {
-        for e in 0..half {
-            let d = edge(pod, e);
-            flow(&mut net, d, 300, arp.clone(), v13::port::CONTROLLER);
-            for u in 0..half {
-                flow(&mut net, d, 100, suffix(u as u32, bits), port_to[&(d, agg(pod, u))]);
-            }
-        }
-        for a in 0..half {
-            let d = agg(pod, a);
-            for e in 0..half {
-                let net_addr = u32::from(Ipv4Addr::new(10, pod as u8, e as u8, 0));
-                flow(&mut net, d, 200, ipv4_dst(net_addr, 24), port_to[&(d, edge(pod, e))]);
-            }
-            for u in 0..half {
-                flow(&mut net, d, 100, suffix(u as u32, bits), port_to[&(d, a * half + u + 1)]);
-            }
-        }
-    }
-    for (i, ip) in ips.iter().enumerate() {
-        let Some(Endpoint::Switch { dpid, port }) = net.peer(Endpoint::Host(i)) else { unreachable!() };
-        flow(&mut net, dpid, 200, ipv4_dst(*ip, 32), port);
-        if host_routes {
-            let pod = (i as u64) / (half * half);
-            let e = (i as u64 / half) % half;
-            for a in 0..half {
-                let d = agg(pod, a);
-                flow(&mut net, d, 250, ipv4_dst(*ip, 32), port_to[&(d, edge(pod, e))]);
-            }
-        }
-    }
-    for c in 0..n_core {
-        let d = c + 1;
-        let a = c / half;
-        for pod in 0..k {
-            let net_addr = u32::from(Ipv4Addr::new(10, pod as u8, 0, 0));
-            flow(&mut net, d, 200, ipv4_dst(net_addr, 16), port_to[&(d, agg(pod, a))]);
-        }
-    }
-    net
-}
+use sts_invariants::testnet::routed_fat_tree;
 
 fn main() {
     let ks: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
@@ -113,7 +22,7 @@ fn main() {
         enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability, Invariant::Liveness].into_iter().collect(),
         ..Checker::default()
     };
-    println!("| fat-tree | switches | hosts | rules | terminals | violations | full check (median) | runs |");
+    println!("| fat-tree | switches | hosts | rules | header classes | violations | full check (median) | runs |");
     println!("|---|---|---|---|---|---|---|---|");
     let mut variants: Vec<(u64, bool)> = ks.iter().map(|&k| (k, false)).collect();
     if ks.contains(&32) {
@@ -138,10 +47,13 @@ fn main() {
             net.switches.len(),
             net.hosts.len(),
             r.rules,
-            r.terminals,
+            r.classes,
             r.violations.len(),
             times[runs / 2].as_secs_f64() * 1e3
         );
+        if let Some(why) = &r.per_source_because {
+            eprintln!("  per-source walks: {why}");
+        }
         if let Some(v) = r.violations.first() {
             eprintln!("  first violation: {}", v.summary);
         }

@@ -32,8 +32,16 @@ use serde::{Deserialize, Serialize};
 use sts_mocknet::network::{DataplaneEvent, Endpoint, Network};
 use sts_mocknet::packet::{mac_int, ETH_ARP, ETH_IPV4};
 
+use crate::by_class::{ByClass, Irregular};
 use crate::header::{s, Cube, Shape, Ternary, PRESENT};
 use crate::walk::{hops, Model, Node, Outcome, Terminal, Walker};
+
+/// Header classes the class engine holds at most before the check falls
+/// back to per-source walks.
+pub const CLASS_LIMIT: usize = 1 << 20;
+
+/// Header classes × switches from which the class engine uses every core.
+const PARALLEL_WORK: usize = 16_384;
 
 /// One invariant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -168,7 +176,25 @@ pub struct Report {
     /// walk stopped by its step budget).
     pub notes: Vec<String>,
     pub rules: usize,
+    /// Terminals of the per-source walks (only the pairs to explain, when
+    /// the class engine ran).
     pub terminals: usize,
+    /// Header classes the class engine followed (0: per-source walks).
+    pub classes: usize,
+    /// Why the class engine did not run, if it did not.
+    pub per_source_because: Option<String>,
+}
+
+/// How the header-space checks are computed. Both are exact; they differ
+/// in speed and in what they apply to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Engine {
+    /// By header class ([`crate::by_class`]) when the network has no header
+    /// rewrites and no loop, else per source.
+    #[default]
+    Auto,
+    /// Walk every header from every source host ([`crate::walk`]).
+    PerSource,
 }
 
 /// Which invariants to check, and their parameters.
@@ -178,6 +204,7 @@ pub struct Checker {
     pub isolation: Vec<IsolationRule>,
     /// Substrings that make a controller log line an error.
     pub error_patterns: Vec<String>,
+    pub engine: Engine,
 }
 
 impl Default for Checker {
@@ -186,6 +213,7 @@ impl Default for Checker {
             enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Liveness].into_iter().collect(),
             isolation: Vec::new(),
             error_patterns: vec!["Traceback".into(), "Exception".into(), "ERROR".into()],
+            engine: Engine::Auto,
         }
     }
 }
@@ -225,6 +253,10 @@ impl Components {
 
     fn same(&self, a: u64, b: u64) -> bool {
         self.0.contains_key(&a) && self.0.get(&a) == self.0.get(&b)
+    }
+
+    fn root(&self, a: u64) -> Option<u64> {
+        self.0.get(&a).copied()
     }
 }
 
@@ -292,7 +324,14 @@ impl Checker {
         let mut loops: BTreeMap<Vec<u64>, Violation> = BTreeMap::new();
         let mut notes = BTreeSet::new();
         let pairs_needed = on(Invariant::Blackhole) || on(Invariant::Reachability) || on(Invariant::Isolation);
-        if on(Invariant::Loop) || pairs_needed {
+        let mut by_class = false;
+        if (on(Invariant::Loop) || pairs_needed) && self.engine == Engine::Auto {
+            match self.check_by_class(net, &model, &all_shapes, &hosts, &comps, &attached, &mut report, &mut notes) {
+                Ok(()) => by_class = true,
+                Err(why) => report.per_source_because = Some(why),
+            }
+        }
+        if (on(Invariant::Loop) || pairs_needed) && !by_class {
             for &(a, a_sw) in &attached {
                 let mut w = Walker::new(&model);
                 w.from_host(a, &all_shapes);
@@ -326,10 +365,16 @@ impl Checker {
             report.violations.extend(observed_loop(&facts.dataplane));
         }
         if on(Invariant::Reachability) {
-            for &(a, a_sw) in &attached {
+            let mut switch_of: Vec<Option<u64>> = vec![None; net.hosts.len()];
+            for &(i, d) in &attached {
+                switch_of[i] = Some(d);
+            }
+            // Everyone attached, all in one component: nothing to report.
+            let one = attached.first().map(|&(_, d)| comps.root(d));
+            let all_together = attached.len() == net.hosts.len() && attached.iter().all(|&(_, d)| Some(comps.root(d)) == one);
+            for &(a, a_sw) in attached.iter().filter(|_| !all_together) {
                 for (b, _) in net.hosts.iter().enumerate().filter(|(b, _)| *b != a) {
-                    let b_sw = attached.iter().find(|(i, _)| *i == b).map(|(_, d)| *d);
-                    if !b_sw.is_some_and(|d| comps.same(a_sw, d)) {
+                    if !switch_of[b].is_some_and(|d| comps.same(a_sw, d)) {
                         let (na, nb) = (net.hosts[a].name.clone(), net.hosts[b].name.clone());
                         let summary = format!("{na} cannot reach {nb}: no live path");
                         report.violations.push(Violation { invariant: Invariant::Reachability, elements: vec![na, nb], summary, witness: None });
@@ -358,6 +403,64 @@ impl Checker {
         }
         report.notes = notes.into_iter().collect();
         report
+    }
+
+    /// Loops, blackholes, reachability and isolation by header class: the
+    /// class engine finds the blackholed pairs (and proves there is no
+    /// loop); each pair to report, and each isolation pair, is then walked
+    /// per source for its witness. `Err` says why the engine could not run.
+    #[allow(clippy::too_many_arguments)]
+    fn check_by_class(
+        &self,
+        net: &Network,
+        model: &Model,
+        shapes: &[Cube],
+        hosts: &HostIndex,
+        comps: &Components,
+        attached: &[(usize, u64)],
+        report: &mut Report,
+        notes: &mut BTreeSet<String>,
+    ) -> Result<(), String> {
+        let why = |e: Irregular| match e {
+            Irregular::Rewrites => "some action rewrites headers".to_string(),
+            Irregular::TooManyClasses => format!("more than {CLASS_LIMIT} header classes"),
+            Irregular::Loop => "some header loops".to_string(),
+            Irregular::Unexpected(what) => format!("the class engine met {what}"),
+        };
+        let engine = ByClass::new(model, shapes, CLASS_LIMIT).map_err(why)?;
+        // Threads only pay off beyond a few milliseconds of work.
+        let work = engine.classes() * net.switches.len();
+        let threads = if work < PARALLEL_WORK { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
+        let verdicts = engine.blackholes(|d| comps.root(d), threads).map_err(why)?;
+        report.classes = verdicts.atoms;
+        let on = |i| self.enabled.contains(&i);
+        let holes = on(Invariant::Blackhole) || on(Invariant::Reachability);
+        let mut explain: BTreeSet<(usize, usize)> = if holes { verdicts.blackholes.clone() } else { BTreeSet::new() };
+        if on(Invariant::Isolation) {
+            let index = |name: &str| net.hosts.iter().position(|h| h.name == name);
+            explain.extend(self.isolation.iter().filter_map(|r| Some((index(&r.from)?, index(&r.to)?))));
+        }
+        let switch_of = |h: usize| attached.iter().find(|(i, _)| *i == h).map(|(_, d)| *d);
+        for (a, b) in explain {
+            let (Some(a_sw), Some(b_sw)) = (switch_of(a), switch_of(b)) else { continue };
+            if a == b {
+                continue;
+            }
+            let mut w = Walker::new(model);
+            w.from_host(a, &pair_cubes(net, shapes, a, b));
+            if w.truncated {
+                notes.insert(format!("the walk from {} stopped at its step budget; results from it are partial", net.hosts[a].name));
+            }
+            report.terminals += w.terminals.len();
+            let before = report.violations.len();
+            self.pairs(net, hosts, comps, &[(b, b_sw)], a, a_sw, &w.terminals, &mut report.violations);
+            let hole_found = report.violations[before..].iter().any(|v| matches!(v.invariant, Invariant::Blackhole | Invariant::Reachability));
+            if holes && verdicts.blackholes.contains(&(a, b)) && !hole_found && !w.truncated {
+                debug_assert!(false, "class engine and per-source walk disagree on {a} -> {b}");
+                notes.insert(format!("internal: the class engine reports {} -> {} blackholed, the per-source walk does not", net.hosts[a].name, net.hosts[b].name));
+            }
+        }
+        Ok(())
     }
 
     /// Blackholes, reachability and isolation for traffic from host `a`.
@@ -422,6 +525,17 @@ impl Checker {
             }
         }
     }
+}
+
+/// The cubes of what host `a` sends host `b` (its addresses to b's,
+/// untagged, IPv4 or ARP), one per shape that can hold it.
+fn pair_cubes(net: &Network, shapes: &[Cube], a: usize, b: usize) -> Vec<Cube> {
+    let mac = |i: usize| Ternary::exact(PRESENT | mac_int(&net.hosts[i].mac.0) as u64);
+    let ip = |i: usize| Ternary::exact(PRESENT | u32::from(net.hosts[i].ip) as u64);
+    let l2 = [(s::ETH_SRC, mac(a)), (s::ETH_DST, mac(b)), (s::VLAN_VID, Ternary::exact(PRESENT))];
+    let ipv4: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::ETH_TYPE, Ternary::exact(PRESENT | ETH_IPV4 as u64)), (s::IPV4_SRC, ip(a)), (s::IPV4_DST, ip(b))]).collect();
+    let arp: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::ETH_TYPE, Ternary::exact(PRESENT | ETH_ARP as u64)), (s::ARP_SPA, ip(a)), (s::ARP_TPA, ip(b))]).collect();
+    shapes.iter().flat_map(|c| [c.and(&ipv4), c.and(&arp)]).flatten().collect()
 }
 
 fn describe_end(net: &Network, t: &Terminal) -> String {

@@ -3,14 +3,21 @@
 //! - [`header`]: header space as wildcard cubes (exact emptiness, witnesses);
 //! - [`walk`]: symbolic forwarding of whole cubes through flow tables, groups,
 //!   ports and links, mirroring the mock dataplane;
+//! - [`classes`]: header space cut into classes no rule tells apart;
+//! - `by_class`: the pair checks one header class at a time, shared by every
+//!   source (the fast path when nothing rewrites headers);
 //! - [`check`]: the invariants (loops, blackholes, reachability, isolation,
 //!   liveness, controller errors) and their violations with witnesses;
-//! - [`persist`]: transient versus persistent violations.
+//! - [`persist`]: transient versus persistent violations;
+//! - [`testnet`]: generated networks with realistic routing (benchmarks, tests).
 
+mod by_class;
 pub mod check;
+pub mod classes;
 pub mod header;
 pub mod persist;
+pub mod testnet;
 pub mod walk;
 
-pub use check::{Checker, Invariant, Violation};
+pub use check::{Checker, Engine, Invariant, Violation};
 pub use persist::Persistence;

@@ -34,13 +34,13 @@ const MAX_GROUP_DEPTH: u8 = 8;
 pub const STEP_BUDGET: usize = 2_000_000;
 
 /// A flow entry compiled for symbolic matching.
-struct Rule<'n> {
-    header: Vec<(usize, Ternary)>,
-    in_port: Option<(u32, u32)>,
-    metadata: Option<(u64, u64)>,
+pub(crate) struct Rule<'n> {
+    pub(crate) header: Vec<(usize, Ternary)>,
+    pub(crate) in_port: Option<(u32, u32)>,
+    pub(crate) metadata: Option<(u64, u64)>,
     /// Matches a field the dataplane never parses (IPv6, MPLS ...).
-    never: bool,
-    entry: &'n FlowEntry,
+    pub(crate) never: bool,
+    pub(crate) entry: &'n FlowEntry,
     index: usize,
 }
 
@@ -130,6 +130,27 @@ impl<'n> Model<'n> {
     /// Total compiled rules.
     pub fn rule_count(&self) -> usize {
         self.tables.values().flatten().map(Vec::len).sum()
+    }
+
+    /// The compiled tables of a switch.
+    pub(crate) fn tables_of(&self, dpid: u64) -> &[Vec<Rule<'n>>] {
+        self.tables.get(&dpid).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every compiled rule.
+    pub(crate) fn rules(&self) -> impl Iterator<Item = &Rule<'n>> {
+        self.tables.values().flatten().flatten()
+    }
+
+    /// True if some action rewrites a header field (set-field, VLAN push,
+    /// pop or set). Without rewrites a frame keeps its headers end to end.
+    pub fn rewrites(&self) -> bool {
+        let rewrite = |a: &Action| !matches!(a, Action::Output { .. } | Action::Group(_) | Action::Ignored);
+        let in_rules = self.rules().any(|r| {
+            let ins = &r.entry.instructions;
+            ins.apply.iter().chain(ins.write.iter().flatten()).any(rewrite)
+        });
+        in_rules || self.net.switches.values().flat_map(|s| s.groups.values()).flat_map(|g| g.buckets.iter().flat_map(|(_, a)| a)).any(rewrite)
     }
 }
 
@@ -293,9 +314,27 @@ pub struct Terminal {
 pub struct Walker<'m, 'n> {
     model: &'m Model<'n>,
     pub terminals: Vec<Terminal>,
+    /// Copies ended or handed on so far (terminals plus one-hop forwards).
+    ends: usize,
     steps: usize,
     /// True if the walk stopped at [`STEP_BUDGET`].
     pub truncated: bool,
+    hop: Option<Hop>,
+}
+
+/// What one switch does with a set of packets that every rule treats alike
+/// (see [`Walker::hop`]).
+#[derive(Debug, Default)]
+pub(crate) struct Hop {
+    /// Per table, the first rule to try (earlier ones are known not to match).
+    start: Vec<usize>,
+    /// The ingress port decided something (an in-port match, IN_PORT, FLOOD,
+    /// ALL, NO_PACKET_IN, or an output to the ingress port itself).
+    pub(crate) consulted_in_port: bool,
+    /// Copies sent on to another switch: (switch, ingress port there).
+    pub(crate) forwards: Vec<(u64, u32)>,
+    /// Every port a copy was sent out of.
+    pub(crate) outputs: Vec<u32>,
 }
 
 struct At<'a> {
@@ -315,7 +354,26 @@ impl At<'_> {
 
 impl<'m, 'n> Walker<'m, 'n> {
     pub fn new(model: &'m Model<'n>) -> Walker<'m, 'n> {
-        Walker { model, terminals: Vec::new(), steps: 0, truncated: false }
+        Walker { model, terminals: Vec::new(), ends: 0, steps: 0, truncated: false, hop: None }
+    }
+
+    /// Runs one switch only: `cube` arrives at `dpid` on `in_port`, and
+    /// starts `start[t]` say where each table's search begins (the caller
+    /// knows the earlier rules miss every header of the cube). Copies leaving
+    /// for another switch are recorded in the returned [`Hop`] instead of
+    /// followed; copies ending here are in `terminals`.
+    pub(crate) fn hop(&mut self, dpid: u64, in_port: u32, cube: Cube, start: Vec<usize>) -> Hop {
+        self.terminals.clear();
+        self.ends = 0;
+        self.hop = Some(Hop { start, ..Hop::default() });
+        self.arrive(Pkt { origin: cube, over: Overrides::none() }, dpid, in_port, &None, 0);
+        self.hop.take().unwrap_or_default()
+    }
+
+    fn consult_in_port(&mut self) {
+        if let Some(h) = &mut self.hop {
+            h.consulted_in_port = true;
+        }
     }
 
     /// Injects `cubes` as frames host `host` sends.
@@ -327,6 +385,7 @@ impl<'m, 'n> Walker<'m, 'n> {
     }
 
     fn end(&mut self, pkt: Pkt, outcome: Outcome, path: Option<Rc<Node>>) {
+        self.ends += 1;
         self.terminals.push(Terminal { origin: pkt.origin, outcome, path });
     }
 
@@ -350,7 +409,16 @@ impl<'m, 'n> Walker<'m, 'n> {
         }
         match to {
             Endpoint::Host(i) => self.end(pkt, Outcome::Delivered { host: i }, path.clone()),
-            Endpoint::Switch { dpid, port } => self.arrive(pkt, dpid, port, path, depth),
+            Endpoint::Switch { dpid, port } => match &mut self.hop {
+                // As `arrive` does, a copy for a switch that does not exist just vanishes.
+                Some(h) => {
+                    if net.switches.contains_key(&dpid) {
+                        h.forwards.push((dpid, port));
+                        self.ends += 1;
+                    }
+                }
+                _ => self.arrive(pkt, dpid, port, path, depth),
+            },
         }
     }
 
@@ -394,12 +462,19 @@ impl<'m, 'n> Walker<'m, 'n> {
             return self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::TableMiss { table } }, Some(node));
         };
         let mut rest = vec![pkt];
-        for rule in compiled {
+        let start = self.hop.as_ref().and_then(|h| h.start.get(table as usize).copied()).unwrap_or(0);
+        for rule in compiled.iter().skip(start) {
             if rest.is_empty() {
                 break;
             }
-            if rule.never || rule.in_port.is_some_and(|(v, m)| (at.in_port ^ v) & m != 0) || rule.metadata.is_some_and(|(v, m)| (metadata ^ v) & m != 0) {
+            if rule.never || rule.metadata.is_some_and(|(v, m)| (metadata ^ v) & m != 0) {
                 continue;
+            }
+            if let Some((v, m)) = rule.in_port {
+                self.consult_in_port();
+                if (at.in_port ^ v) & m != 0 {
+                    continue;
+                }
             }
             let mut next = Vec::with_capacity(rest.len());
             for p in rest {
@@ -418,6 +493,9 @@ impl<'m, 'n> Walker<'m, 'n> {
             let node = Self::node(at, &rules);
             // 1.0 sends a miss to the controller (unless the port says
             // NO_PACKET_IN); 1.3 drops it (a table-miss entry is a rule).
+            if at.sw.version == OFP10 {
+                self.consult_in_port();
+            }
             if at.sw.version == OFP10 && !at.no_packet_in() {
                 self.end(p, Outcome::Punted { dpid: at.dpid }, Some(node));
             } else {
@@ -428,7 +506,7 @@ impl<'m, 'n> Walker<'m, 'n> {
 
     #[allow(clippy::too_many_arguments)]
     fn instructions(&mut self, at: &At, pkt: Pkt, table: u8, metadata: u64, mut set: ActionSet, rules: Vec<RuleRef>, entry: &FlowEntry) {
-        let before = self.terminals.len();
+        let before = self.ends;
         let ins = &entry.instructions;
         let mut pkt = pkt;
         if !ins.apply.is_empty() {
@@ -456,7 +534,7 @@ impl<'m, 'n> Walker<'m, 'n> {
                     out = self.actions(at, pkt, &actions, &rules, 0);
                 }
                 if let Some(p) = out {
-                    if self.terminals.len() == before {
+                    if self.ends == before {
                         let node = Self::node(at, &rules);
                         self.end(p, Outcome::Dropped { dpid: at.dpid, reason: DropReason::NoOutput }, Some(node));
                     }
@@ -539,6 +617,9 @@ impl<'m, 'n> Walker<'m, 'n> {
 
     fn output(&mut self, at: &At, pkt: Pkt, port: u32, rules: &[RuleRef]) {
         use v13::port as P;
+        if matches!(port, P::IN_PORT | P::FLOOD | P::ALL) || port == at.in_port {
+            self.consult_in_port();
+        }
         match port {
             P::IN_PORT => self.emit(at, pkt, at.in_port, rules),
             P::FLOOD | P::ALL => {
@@ -562,6 +643,9 @@ impl<'m, 'n> Walker<'m, 'n> {
                 // A 1.3 table-miss entry's PACKET_IN has reason NO_MATCH, which
                 // the port's NO_PACKET_IN suppresses.
                 let miss = at.sw.version != OFP10 && rules.last().is_some_and(|r| r.table_miss);
+                if miss {
+                    self.consult_in_port();
+                }
                 if miss && at.no_packet_in() {
                     self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::NoOutput }, Some(node));
                 } else {
@@ -581,6 +665,9 @@ impl<'m, 'n> Walker<'m, 'n> {
     }
 
     fn emit(&mut self, at: &At, pkt: Pkt, port: u32, rules: &[RuleRef]) {
+        if let Some(h) = &mut self.hop {
+            h.outputs.push(port);
+        }
         let node = Self::node(at, rules);
         let forwards = at.sw.ports.get(&port).is_some_and(|p| p.is_live() && p.config & v13::port_config::NO_FWD == 0);
         if !forwards {

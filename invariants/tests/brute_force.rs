@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sts_invariants::check::{Checker, Facts, Invariant};
+use sts_invariants::check::{Checker, Engine, Facts, Invariant};
 use sts_invariants::header::{s, Cube, Header, Shape, N, PRESENT};
 use sts_invariants::walk::{Model, Outcome, Walker};
 use sts_mocknet::network::{Endpoint, Network};
@@ -59,9 +59,11 @@ fn send(net: &mut Network, dpid: u64, body: Body) {
     net.handle_controller(dpid, &raw, &msg, 0);
 }
 
-fn random_action13(rng: &mut ChaCha8Rng, nports: u32, groups: &[u32]) -> Action {
+fn random_action13(rng: &mut ChaCha8Rng, nports: u32, groups: &[u32], rewrites: bool) -> Action {
     let macs = [host_mac(0), host_mac(1), host_mac(2), OTHER_MAC];
-    match rng.gen_range(0..12) {
+    let pick_kind = rng.gen_range(0..12);
+    let kind = if !rewrites && (7..=10).contains(&pick_kind) { pick_kind - 7 } else { pick_kind };
+    match kind {
         0..=3 => Action::Output { port: rng.gen_range(1..=nports + 1), max_len: 0 },
         4 => Action::Output { port: pick(rng, &[v13::port::FLOOD, v13::port::ALL]), max_len: 0 },
         5 => Action::Output { port: v13::port::CONTROLLER, max_len: 0xffff },
@@ -122,7 +124,9 @@ fn flow13(table: u8, priority: u16, m: v13::Match, instructions: Vec<Instruction
     Body::V13(v13::Msg::FlowMod(v13::FlowMod::add(table, priority, m, instructions)))
 }
 
-fn random_case(seed: u64) -> Case {
+/// A random network; without `rewrites`, no action changes a header (the
+/// networks the class engine handles).
+fn random_case(seed: u64, rewrites: bool) -> Case {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let n_sw = rng.gen_range(1..=4u64);
     let mut links = Vec::new();
@@ -157,7 +161,7 @@ fn random_case(seed: u64) -> Case {
                         weight: 0,
                         watch_port: if group_type == v13::group_type::FF { rng.gen_range(1..=nports) } else { v13::port::ANY },
                         watch_group: v13::GROUP_ANY,
-                        actions: (0..rng.gen_range(1..=2)).map(|_| random_action13(&mut rng, nports, &[])).collect(),
+                        actions: (0..rng.gen_range(1..=2)).map(|_| random_action13(&mut rng, nports, &[], rewrites)).collect(),
                     })
                     .collect();
                 send(&mut net, d, Body::V13(v13::Msg::GroupMod(v13::GroupMod { command: 0, group_type, group_id: g + 1, buckets })));
@@ -167,13 +171,13 @@ fn random_case(seed: u64) -> Case {
                 let table = rng.gen_range(0..3u8);
                 let mut ins = Vec::new();
                 if rng.gen_bool(0.8) {
-                    ins.push(Instruction::ApplyActions((0..rng.gen_range(0..=3)).map(|_| random_action13(&mut rng, nports, &groups)).collect()));
+                    ins.push(Instruction::ApplyActions((0..rng.gen_range(0..=3)).map(|_| random_action13(&mut rng, nports, &groups, rewrites)).collect()));
                 }
                 if rng.gen_bool(0.15) {
                     ins.push(Instruction::ClearActions);
                 }
                 if rng.gen_bool(0.25) {
-                    ins.push(Instruction::WriteActions((0..rng.gen_range(1..=2)).map(|_| random_action13(&mut rng, nports, &groups)).collect()));
+                    ins.push(Instruction::WriteActions((0..rng.gen_range(1..=2)).map(|_| random_action13(&mut rng, nports, &groups, rewrites)).collect()));
                 }
                 if rng.gen_bool(0.15) {
                     ins.push(Instruction::WriteMetadata { metadata: 1, mask: 1 });
@@ -212,7 +216,7 @@ fn random_case(seed: u64) -> Case {
                     m.dl_type = pick(&mut rng, &[0x0800, 0x0806]);
                 }
                 let actions = (0..rng.gen_range(0..=2))
-                    .map(|_| match rng.gen_range(0..6) {
+                    .map(|_| match rng.gen_range(0..if rewrites { 6 } else { 5 }) {
                         0..=2 => v10::Action::Output { port: rng.gen_range(1..=nports as u16 + 1), max_len: 0 },
                         3 => v10::Action::Output { port: pick(&mut rng, &[v10::port::FLOOD, v10::port::ALL, v10::port::IN_PORT]), max_len: 0 },
                         4 => v10::Action::Output { port: v10::port::CONTROLLER, max_len: 0xffff },
@@ -342,9 +346,9 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
         }
     }
     let shapes: Vec<Cube> = Shape::all().into_iter().map(Cube::of_shape).collect();
-    let (mut compared, mut loops, mut holes, mut unmodelled, mut partial) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut compared, mut loops, mut holes, mut unmodelled, mut partial, mut by_class) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for seed in 0..CASES {
-        let case = random_case(seed);
+        let case = random_case(seed, seed.is_multiple_of(2));
         let mut brute = case.net.clone();
         let model = Model::new(&case.net);
         // As the checker does: fields no rule reads or writes are left free.
@@ -402,26 +406,40 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
                 }
             }
         }
-        // The checker's verdicts.
-        let checker = Checker { enabled: [Invariant::Loop, Invariant::Blackhole].into_iter().collect(), ..Checker::default() };
-        let report = checker.check(&case.net, &Facts::default());
-        let sym_loop = report.violations.iter().any(|v| v.invariant == Invariant::Loop);
+        // The checker's verdicts, by either engine.
         let connected = |a: usize, b: usize| connected(&case, a, b);
         let expect_holes: BTreeSet<(usize, usize)> = brute_holes.into_iter().filter(|&(a, b)| connected(a, b)).collect();
-        let sym_holes: BTreeSet<(usize, usize)> = report
-            .violations
-            .iter()
-            .filter(|v| v.invariant == Invariant::Blackhole)
-            .map(|v| (host_index(&v.elements[0]), host_index(&v.elements[1])))
-            .collect();
-        if !report.notes.is_empty() {
+        let mut reports = Vec::new();
+        for engine in [Engine::PerSource, Engine::Auto] {
+            let checker = Checker { enabled: [Invariant::Loop, Invariant::Blackhole].into_iter().collect(), engine, ..Checker::default() };
+            let report = checker.check(&case.net, &Facts::default());
+            assert!(!report.notes.iter().any(|n| n.starts_with("internal")), "seed {seed}: {:?}", report.notes);
+            if report.classes > 0 {
+                by_class += 1;
+            }
+            reports.push(report);
+        }
+        let report = reports.pop().expect("two reports");
+        let per_source = reports.pop().expect("two reports");
+        let sym_loop = per_source.violations.iter().any(|v| v.invariant == Invariant::Loop);
+        let holes_of = |r: &sts_invariants::check::Report| -> BTreeSet<(usize, usize)> {
+            r.violations.iter().filter(|v| v.invariant == Invariant::Blackhole).map(|v| (host_index(&v.elements[0]), host_index(&v.elements[1]))).collect()
+        };
+        let sym_holes = holes_of(&per_source);
+        if !per_source.notes.is_empty() {
             partial += 1;
         } else {
             assert_eq!(sym_loop, brute_loop, "seed {seed}: loop verdict");
             assert_eq!(sym_holes, expect_holes, "seed {seed}: blackholed pairs");
         }
+        if report.classes > 0 {
+            // The class engine ran: no loop, and the same pairs as brute force.
+            assert!(!brute_loop, "seed {seed}: the class engine ran on a network with a loop");
+            assert_eq!(holes_of(&report), expect_holes, "seed {seed}: blackholed pairs by class");
+            assert_eq!(report.violations, per_source.violations, "seed {seed}: the two engines report differently");
+        }
         // Every witness is real: its frame, sent again, does what the report says.
-        for v in &report.violations {
+        for v in per_source.violations.iter().chain(&report.violations) {
             let w = v.witness.as_ref().expect("static violations carry witnesses");
             let frame: Vec<u8> = (0..w.frame.len()).step_by(2).map(|i| u8::from_str_radix(&w.frame[i..i + 2], 16).unwrap()).collect();
             let from = host_index(&w.from);
@@ -438,7 +456,8 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
         loops += sym_loop as u64;
         holes += sym_holes.len() as u64;
     }
-    eprintln!("{CASES} networks ({partial} partially analysed), {compared} (host, header) fates compared, {unmodelled} unmodelled, {loops} with loops, {holes} blackholed pairs");
+    eprintln!("{CASES} networks ({partial} partially analysed, {by_class} checked by header class too), {compared} (host, header) fates compared, {unmodelled} unmodelled, {loops} with loops, {holes} blackholed pairs");
+    assert!(by_class > CASES / 5, "the class engine must run on many networks");
     assert!(loops > CASES / 20, "the generator must make loops");
     assert!(holes > CASES / 10, "the generator must make blackholes");
 }

@@ -1,0 +1,97 @@
+//! The class engine against the per-source walk on routed fat-trees.
+//!
+//! `brute_force.rs` holds both engines to the dataplane on small random
+//! networks; here the networks are larger and structured like the benchmark's
+//! (fat-trees with two-level routing, k = 4 and 6), then damaged at random:
+//! more specific routes to wrong ports, drop rules, failed links. Both engines
+//! must report exactly the same violations, witnesses included.
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sts_invariants::check::{Checker, Engine, Facts, Invariant};
+use sts_invariants::testnet::{flow, ipv4_dst, routed_fat_tree};
+use sts_mocknet::network::{Endpoint, Network};
+use sts_proxy::wire::v13::{self, Instruction};
+use sts_proxy::wire::{Body, Message};
+
+const CASES: u64 = 60;
+
+/// A rule that drops IPv4 traffic to `addr/prefix`.
+fn drop_rule(net: &mut Network, dpid: u64, addr: u32, prefix: u32) {
+    let fm = v13::FlowMod::add(0, 500, v13::Match::new(ipv4_dst(addr, prefix)), Vec::<Instruction>::new());
+    let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
+    net.handle_controller(dpid, &msg.emit().expect("encodes"), &msg, 0);
+}
+
+fn damaged_fat_tree(seed: u64) -> Network {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let k = if seed.is_multiple_of(3) { 6 } else { 4 };
+    let mut net = routed_fat_tree(k, seed.is_multiple_of(2));
+    let dpids: Vec<u64> = net.switches.keys().copied().collect();
+    let ips: Vec<u32> = net.hosts.iter().map(|h| u32::from(h.ip)).collect();
+    for _ in 0..rng.gen_range(0..=3) {
+        let d = *dpids.choose(&mut rng).expect("switches");
+        let ip = *ips.choose(&mut rng).expect("hosts");
+        let prefix = *[32, 24].choose(&mut rng).expect("prefixes");
+        match rng.gen_range(0..3) {
+            0 => drop_rule(&mut net, d, ip, prefix),
+            _ => {
+                let ports: Vec<u32> = net.switches[&d].ports.keys().copied().collect();
+                let port = *ports.choose(&mut rng).expect("ports");
+                flow(&mut net, d, 450, ipv4_dst(ip, prefix), port);
+            }
+        }
+    }
+    if seed % 5 == 1 {
+        // Host routes that send one host's traffic around agg (p, a) -> core
+        // c1 -> agg (q, a) -> core c2, whose pod route leads back to agg (p, a).
+        let (half, n_core) = (k / 2, (k / 2) * (k / 2));
+        let ip = ips[rng.gen_range(0..(half * half) as usize)];
+        // Traffic for the host goes up through the aggregation switches
+        // its address's low bits pick: the loop must be on that path.
+        let (p, q, a) = (0, 1 + rng.gen_range(0..k - 1), if half.is_power_of_two() { ip as u64 % half } else { 0 });
+        let agg = |pod: u64| n_core + pod * k + a + 1;
+        let (c1, c2) = (a * half + 1, a * half + 2);
+        let links = net.switch_links();
+        let port = |from: u64, to: u64| {
+            links.iter().find_map(|&((x, px), (y, py))| if (x, y) == (from, to) { Some(px) } else if (y, x) == (from, to) { Some(py) } else { None }).expect("linked")
+        };
+        flow(&mut net, agg(p), 450, ipv4_dst(ip, 32), port(agg(p), c1));
+        flow(&mut net, c1, 450, ipv4_dst(ip, 32), port(c1, agg(q)));
+        flow(&mut net, agg(q), 450, ipv4_dst(ip, 32), port(agg(q), c2));
+    }
+    if rng.gen_bool(0.3) {
+        let links = net.switch_links();
+        let ((a, pa), _) = *links.choose(&mut rng).expect("links");
+        net.set_link(Endpoint::Switch { dpid: a, port: pa }, false);
+    }
+    net
+}
+
+#[test]
+fn class_engine_and_per_source_walk_report_the_same_on_damaged_fat_trees() {
+    let enabled = [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability, Invariant::Liveness];
+    let (mut by_class, mut with_holes, mut fallbacks) = (0, 0, 0);
+    for seed in 0..CASES {
+        let net = damaged_fat_tree(seed);
+        let check = |engine| Checker { enabled: enabled.into_iter().collect(), engine, ..Checker::default() }.check(&net, &Facts::default());
+        let exact = check(Engine::PerSource);
+        let auto = check(Engine::Auto);
+        assert_eq!(auto.violations, exact.violations, "seed {seed}");
+        assert_eq!(auto.notes, exact.notes, "seed {seed}");
+        let looped = exact.violations.iter().any(|v| v.invariant == Invariant::Loop);
+        assert_eq!(auto.classes == 0, looped, "seed {seed}: without rewrites, only a loop stops the class engine");
+        if auto.classes > 0 {
+            by_class += 1;
+            with_holes += exact.violations.iter().any(|v| v.invariant == Invariant::Blackhole) as u32;
+        } else {
+            fallbacks += 1;
+            assert!(auto.per_source_because.is_some(), "seed {seed}: a fallback says why");
+        }
+    }
+    eprintln!("{CASES} fat-trees: {by_class} by class ({with_holes} with blackholes), {fallbacks} per source");
+    assert!(by_class > CASES as u32 / 2, "the class engine must run on most of these networks");
+    assert!(fallbacks >= CASES as u32 / 10, "loops must send some checks back to per-source walks");
+    assert!(with_holes > CASES as u32 / 5, "the damage must make blackholes");
+}
