@@ -8,12 +8,88 @@
 //! host of the pod at every aggregation switch, to reach 100,000 rules.
 //!
 //! Reported: the median of several full checks (loops, blackholes over every
-//! host pair, reachability, liveness), each including compiling the model.
+//! host pair, reachability, liveness), each including compiling the model;
+//! then, on the same networks, the median time of an incremental re-check
+//! ([`sts_invariants::Incremental::recheck`]) after one rule change:
+//!
+//! - *agreeing route*: a core gets a /32 for one host, to the port its pod
+//!   route already uses (nothing changes but the rule set);
+//! - *route removed*: that rule deleted again;
+//! - *host cut off*: an edge switch drops one local host's traffic (every
+//!   other host now has a blackhole towards it, each explained with a
+//!   witness), then *mended* by deleting the drop rule.
 
 use std::time::Instant;
 
-use sts_invariants::check::{Checker, Facts, Invariant};
-use sts_invariants::testnet::routed_fat_tree;
+use sts_invariants::check::{Checker, Facts, Incremental, Invariant};
+use sts_invariants::testnet::{ipv4_dst, routed_fat_tree};
+use sts_mocknet::network::{Endpoint, Network};
+use sts_proxy::wire::v13::{self, Instruction};
+use sts_proxy::wire::{Body, Message};
+
+/// Sends a 1.3 FLOW_MOD add or strict delete of `ipv4_dst(ip, 32)` at `priority`.
+fn flow_mod(net: &mut Network, dpid: u64, command: u8, priority: u16, ip: u32, actions: Vec<Instruction>) {
+    let fm = v13::FlowMod { command, ..v13::FlowMod::add(0, priority, v13::Match::new(ipv4_dst(ip, 32)), actions) };
+    let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
+    net.handle_controller(dpid, &msg.emit().expect("encodes"), &msg, 0);
+}
+
+fn median_ms(mut times: Vec<std::time::Duration>) -> f64 {
+    times.sort();
+    times[times.len() / 2].as_secs_f64() * 1e3
+}
+
+/// Re-check times after single-rule changes, printed as table rows.
+fn rechecks(name: &str, k: u64, host_routes: bool, checker: &Checker) {
+    let mut net = routed_fat_tree(k, host_routes);
+    let mut inc = Incremental::new(checker.clone());
+    let first = inc.check(&net, &Facts::default());
+    assert!(first.classes > 0 && first.violations.is_empty(), "a healthy network checked by class");
+    let ips: Vec<u32> = net.hosts.iter().map(|h| u32::from(h.ip)).collect();
+    let half = k / 2;
+    let (mut agree, mut removed, mut cut, mut mended) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut cut_violations = 0;
+    let rounds = 7;
+    for r in 0..rounds {
+        // A host in pod 0; core 1's pod-0 route goes to aggregation switch 0 of pod 0.
+        let h = (r * 3 % (half * half)) as usize;
+        let core = 1;
+        let pod_route_port = net.switches[&core].tables[0].entries().iter().find(|e| e.priority == 200).map(|e| e.instructions.clone()).expect("pod route");
+        let out = pod_route_port.apply.iter().find_map(|a| match a {
+            sts_mocknet::flow::Action::Output { port, .. } => Some(*port),
+            _ => None,
+        });
+        let to = vec![Instruction::ApplyActions(vec![v13::Action::Output { port: out.expect("an output"), max_len: 0xffff }])];
+        flow_mod(&mut net, core, v13::flow_mod_command::ADD, 300, ips[h], to);
+        let t = Instant::now();
+        let rep = inc.recheck(&net, &Facts::default(), &[core]);
+        agree.push(t.elapsed());
+        assert!(rep.classes > 0);
+        flow_mod(&mut net, core, v13::flow_mod_command::DELETE_STRICT, 300, ips[h], Vec::new());
+        let t = Instant::now();
+        inc.recheck(&net, &Facts::default(), &[core]);
+        removed.push(t.elapsed());
+        // Cut host h off at its edge switch, then mend.
+        let Some(Endpoint::Switch { dpid: edge, .. }) = net.peer(Endpoint::Host(h)) else { unreachable!() };
+        flow_mod(&mut net, edge, v13::flow_mod_command::ADD, 500, ips[h], Vec::new());
+        let t = Instant::now();
+        let rep = inc.recheck(&net, &Facts::default(), &[edge]);
+        cut.push(t.elapsed());
+        cut_violations = rep.violations.len();
+        flow_mod(&mut net, edge, v13::flow_mod_command::DELETE_STRICT, 500, ips[h], Vec::new());
+        let t = Instant::now();
+        let rep = inc.recheck(&net, &Facts::default(), &[edge]);
+        mended.push(t.elapsed());
+        assert!(rep.violations.is_empty(), "mended");
+    }
+    println!(
+        "| {name} | {:.3} ms | {:.3} ms | {:.1} ms ({cut_violations} violations) | {:.3} ms | {rounds} |",
+        median_ms(agree),
+        median_ms(removed),
+        median_ms(cut),
+        median_ms(mended)
+    );
+}
 
 fn main() {
     let ks: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
@@ -57,5 +133,14 @@ fn main() {
         if let Some(v) = r.violations.first() {
             eprintln!("  first violation: {}", v.summary);
         }
+    }
+    println!();
+    println!("| fat-tree | agreeing route | route removed | host cut off | mended | rounds |");
+    println!("|---|---|---|---|---|---|");
+    for &k in &ks {
+        rechecks(&format!("k = {k}"), k, false, &checker);
+    }
+    if ks.contains(&32) {
+        rechecks("k = 32 + host routes", 32, true, &checker);
     }
 }

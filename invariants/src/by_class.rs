@@ -18,8 +18,16 @@
 //! definition). Loops make per-switch fates depend on the path, so an atom
 //! that cycles, or a path longer than the hop limit, stops the fast path
 //! ([`Irregular`]) and the caller falls back to the exact per-source walk.
+//!
+//! The index owns everything it needs (rules are named by ids that outlive
+//! their position in a table), so it can be kept between checks: after some
+//! switches' flow tables change, [`ByClass::update`] re-indexes those
+//! switches and follows again only the atoms the added or removed rules
+//! hold. Steps are keyed by rule ids, so every other cached step stays valid.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 
 use sts_mocknet::network::{Endpoint, HOP_LIMIT};
 use sts_mocknet::packet::mac_int;
@@ -44,6 +52,20 @@ pub(crate) enum Irregular {
     Loop,
     /// The walker reported something one switch should not produce.
     Unexpected(&'static str),
+    /// A changed rule matches a value no header class was cut for.
+    NewValues,
+}
+
+impl std::fmt::Display for Irregular {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Irregular::Rewrites => f.write_str("some action rewrites headers"),
+            Irregular::TooManyClasses => f.write_str("too many header classes"),
+            Irregular::Loop => f.write_str("some header loops"),
+            Irregular::Unexpected(what) => write!(f, "the class engine met {what}"),
+            Irregular::NewValues => f.write_str("a rule matches a value no header class was cut for"),
+        }
+    }
 }
 
 /// Hosts a set of copies is delivered to: none, one, or a set interned in
@@ -57,7 +79,7 @@ enum Dests {
 }
 
 /// The sets of more than one host that copies were delivered to, interned.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct DestSets {
     sets: Vec<Box<[u32]>>,
     ids: HashMap<Box<[u32]>, u32>,
@@ -126,6 +148,7 @@ impl Fate {
 }
 
 /// What one switch does with an atom arriving on some port.
+#[derive(Clone)]
 struct Step {
     /// Copies that end at this switch.
     local: Fate,
@@ -139,15 +162,101 @@ struct Step {
     any_port: bool,
 }
 
+/// What the engine keeps of one compiled rule.
+#[derive(Clone)]
+struct RuleMeta {
+    /// The rule's name in its table, kept while the rule stays.
+    id: u32,
+    /// The header constraint (kept for updates and conditional tables only).
+    header: Vec<(usize, Ternary)>,
+    in_port: Option<(u32, u32)>,
+    metadata: Option<(u64, u64)>,
+    never: bool,
+    goto: Option<u8>,
+    write_metadata: Option<(u64, u64)>,
+    /// Hash of priority, match and instructions (0 unless kept for updates).
+    fingerprint: u64,
+}
+
+impl RuleMeta {
+    fn of(r: &Rule, id: u32, keep: bool, conditional: bool) -> RuleMeta {
+        let ins = &r.entry.instructions;
+        RuleMeta {
+            id,
+            header: if keep || conditional { r.header.clone() } else { Vec::new() },
+            in_port: r.in_port,
+            metadata: r.metadata,
+            never: r.never,
+            goto: ins.goto,
+            write_metadata: ins.write_metadata,
+            fingerprint: if keep { fingerprint(r) } else { 0 },
+        }
+    }
+}
+
+fn fingerprint(r: &Rule) -> u64 {
+    let mut h = DefaultHasher::new();
+    r.entry.priority.hash(&mut h);
+    r.entry.r#match.hash(&mut h);
+    r.entry.instructions.hash(&mut h);
+    h.finish()
+}
+
+/// The id of the first rule holding each atom (`NONE` where none does).
+fn first_holding<'r>(classes: &Classes, rules: impl Iterator<Item = (u32, bool, &'r [(usize, Ternary)])>) -> Vec<u32> {
+    let mut at = vec![NONE; classes.count];
+    for (id, never, header) in rules {
+        if !never {
+            classes.for_each_atom(header, &[], |x| {
+                if at[x] == NONE {
+                    at[x] = id;
+                }
+            });
+        }
+    }
+    at
+}
+
+/// One table of one switch.
+struct TableIndex {
+    rules: Vec<RuleMeta>,
+    /// Current position of each rule id in `rules` (`NONE`: removed).
+    position: Vec<u32>,
+    /// Some rule also matches the ingress port or metadata.
+    conditional: bool,
+    /// Tables after the first: per atom, the id of the first rule holding it
+    /// (empty for an empty table; table 0 is in [`Index::table0`]).
+    first: Vec<u32>,
+}
+
+impl TableIndex {
+    fn new(rules: &[Rule], keep: bool) -> TableIndex {
+        let conditional = rules.iter().any(|r| r.in_port.is_some() || r.metadata.is_some());
+        let rules: Vec<RuleMeta> = rules.iter().enumerate().map(|(i, r)| RuleMeta::of(r, i as u32, keep, conditional)).collect();
+        let position = (0..rules.len() as u32).collect();
+        TableIndex { rules, position, conditional, first: Vec::new() }
+    }
+
+    fn rule(&self, id: u32) -> &RuleMeta {
+        &self.rules[self.position[id as usize] as usize]
+    }
+
+    /// The first rule after the one with id `after` whose header holds atom `x`.
+    fn next_holding(&self, classes: &Classes, after: u32, x: usize) -> u32 {
+        let from = self.position[after as usize] as usize + 1;
+        self.rules[from..].iter().find(|r| !r.never && classes.atom_within(x, &r.header)).map_or(NONE, |r| r.id)
+    }
+
+    /// The first rule holding atom `x`, by scanning.
+    fn first_by_scan(&self, classes: &Classes, x: usize) -> u32 {
+        self.rules.iter().find(|r| !r.never && classes.atom_within(x, &r.header)).map_or(NONE, |r| r.id)
+    }
+}
+
 /// Per switch: what the hot path does not need.
-struct SwitchIndex<'m, 'n> {
+struct SwitchIndex {
     dpid: u64,
-    tables: &'m [Vec<Rule<'n>>],
-    /// Per table after the first, per atom: the first rule whose match holds
-    /// the atom (table 0 is in [`ByClass::table0`]; empty for an empty table).
-    later: Vec<Vec<u32>>,
-    /// Per table: some rule also matches the ingress port or metadata.
-    conditional: Vec<bool>,
+    tables: Vec<TableIndex>,
     /// Ports that receive frames, sorted.
     receiving: Vec<u32>,
 }
@@ -161,113 +270,47 @@ struct Ingress {
     dead: Vec<u32>,
 }
 
-/// The class engine's index of a model: built once per check, then shared
-/// read-only by the threads that follow the atoms.
-pub(crate) struct ByClass<'m, 'n> {
-    model: &'m Model<'n>,
+/// The read-only part of the index, shared by the threads that follow atoms.
+struct Index {
     classes: Classes,
-    switches: Vec<SwitchIndex<'m, 'n>>,
+    switches: Vec<SwitchIndex>,
     by_dpid: HashMap<u64, u32>,
-    /// Table 0's rule for each (atom, switch), atom-major, so following one
-    /// atom through every switch reads one contiguous row.
+    /// Table 0's rule id for each (atom, switch), atom-major, so following
+    /// one atom through every switch reads one contiguous row.
     table0: Vec<u32>,
     /// Per switch: table 0 has no in-port or metadata matches.
     plain0: Vec<bool>,
-    /// Where each switch's slots start in [`Traversal::single`] (one per
-    /// table-0 rule, then one for no match).
+    /// Each switch's slots in [`Caches::single`]: `capacity` slots by
+    /// table-0 rule id from `base`, then one for no match.
     single_base: Vec<usize>,
-    single_len: usize,
+    single_capacity: Vec<usize>,
     /// Per switch: which of ports 0..64 receive (ports beyond: `receiving`).
     receive_mask: Vec<u64>,
 }
 
-/// The answer: blackholed (source, destination) pairs, and the work done.
-pub(crate) struct PairVerdicts {
-    pub(crate) blackholes: BTreeSet<(usize, usize)>,
-    pub(crate) atoms: usize,
+/// Slots per switch beyond its table-0 rules, for rules added later.
+fn single_capacity(rules: usize) -> usize {
+    rules + rules / 4 + 16
 }
 
-/// Switches whose table-0 arrays are built before being copied atom-major.
-const TRANSPOSE_BLOCK: usize = 16;
-
-impl<'m, 'n> ByClass<'m, 'n> {
-    /// Indexes the model. `shapes` are the disjoint cubes every walk starts
-    /// from; `limit` caps the number of atoms.
-    pub(crate) fn new(model: &'m Model<'n>, shapes: &[Cube], limit: usize) -> Result<ByClass<'m, 'n>, Irregular> {
-        if model.rewrites() {
-            return Err(Irregular::Rewrites);
-        }
-        let constraints = model.rules().filter(|r| !r.never).map(|r| r.header.as_slice());
-        let classes = Classes::new(shapes, constraints, limit).ok_or(Irregular::TooManyClasses)?;
-        let net = model.net;
-        let n = net.switches.len();
-        let atoms = classes.count;
-        // The first rule of a table holding each atom (empty: none).
-        let first_rules = |rules: &[Rule]| -> Vec<u32> {
-            if rules.is_empty() {
-                return Vec::new();
-            }
-            let mut at = vec![NONE; atoms];
-            for (i, r) in rules.iter().enumerate().filter(|(_, r)| !r.never) {
-                classes.for_each_atom(&r.header, &[], |x| {
-                    if at[x] == NONE {
-                        at[x] = i as u32;
-                    }
-                });
-            }
-            at
-        };
-        let mut table0 = vec![NONE; atoms * n];
-        let dpids: Vec<u64> = net.switches.keys().copied().collect();
-        for (block, chunk) in dpids.chunks(TRANSPOSE_BLOCK).enumerate() {
-            let rows: Vec<Vec<u32>> = chunk.iter().map(|&d| model.tables_of(d).first().map_or_else(Vec::new, |t| first_rules(t))).collect();
-            let s0 = block * TRANSPOSE_BLOCK;
-            for x in 0..atoms {
-                let row = &mut table0[x * n + s0..x * n + s0 + chunk.len()];
-                for (slot, r) in row.iter_mut().zip(&rows) {
-                    *slot = r.get(x).copied().unwrap_or(NONE);
-                }
-            }
-        }
-        let mut switches = Vec::with_capacity(n);
-        let mut by_dpid = HashMap::with_capacity(n);
-        let (mut plain0, mut single_base, mut receive_mask) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let mut single_len = 0;
-        for (&dpid, sw) in &net.switches {
-            let tables = model.tables_of(dpid);
-            let later = tables.iter().skip(1).map(|t| first_rules(t)).collect();
-            let conditional: Vec<bool> = tables.iter().map(|rules| rules.iter().any(|r| r.in_port.is_some() || r.metadata.is_some())).collect();
-            let receiving: Vec<u32> = sw.ports.values().filter(|p| p.is_live() && p.config & port_config::NO_RECV == 0).map(|p| p.no).collect();
-            receive_mask.push(receiving.iter().filter(|&&p| p < 64).fold(0u64, |m, &p| m | 1 << p));
-            plain0.push(!conditional.first().copied().unwrap_or(false));
-            single_base.push(single_len);
-            single_len += tables.first().map_or(0, Vec::len) + 1;
-            by_dpid.insert(dpid, switches.len() as u32);
-            switches.push(SwitchIndex { dpid, tables, later, conditional, receiving });
-        }
-        Ok(ByClass { model, classes, switches, by_dpid, table0, plain0, single_base, single_len, receive_mask })
-    }
-
-    /// Number of header classes.
-    pub(crate) fn classes(&self) -> usize {
-        self.classes.count
-    }
-
-    /// The `single` slot of table-0 rule `r` (or of no match) at switch `s`.
-    fn single_slot(&self, s: usize, r: u32) -> usize {
-        let base = self.single_base[s];
-        if r == NONE {
-            self.single_base.get(s + 1).map_or(self.single_len, |&next| next) - 1
+impl Index {
+    fn single_slot(&self, s: usize, id: u32) -> usize {
+        if id == NONE {
+            self.single_base[s] + self.single_capacity[s]
         } else {
-            base + r as usize
+            self.single_base[s] + id as usize
         }
+    }
+
+    fn single_len(&self) -> usize {
+        self.single_base.last().map_or(0, |b| b + self.single_capacity.last().copied().unwrap_or(0) + 1)
     }
 
     fn first_rule(&self, s: usize, table: usize, x: usize) -> u32 {
         if table == 0 {
             self.table0[x * self.switches.len() + s]
         } else {
-            self.switches[s].later[table - 1].get(x).copied().unwrap_or(NONE)
+            self.switches[s].tables[table].first.get(x).copied().unwrap_or(NONE)
         }
     }
 
@@ -278,26 +321,392 @@ impl<'m, 'n> ByClass<'m, 'n> {
             self.switches[s].receiving.binary_search(&port).is_ok()
         }
     }
+}
 
-    /// Judges every attached pair: `component` gives each switch's
-    /// live-link component (pairs in different components are not judged).
-    /// The atoms are shared out among `threads` threads.
-    pub(crate) fn blackholes(&self, component: impl Fn(u64) -> Option<u64>, threads: usize) -> Result<PairVerdicts, Irregular> {
-        let net = self.model.net;
+/// Steps computed so far, shared by every atom.
+#[derive(Default, Clone)]
+struct Caches {
+    /// Steps that hold for any port, for chains of one table-0 rule without
+    /// goto, by [`Index::single_slot`]: a step id.
+    single: Vec<u32>,
+    /// Other steps, by (switch, rule-id chain, ingress port or [`ANY_PORT`]).
+    chains: HashMap<(u32, Vec<u32>, u32), u32>,
+    steps: Vec<Step>,
+    forwards: Vec<(u32, u32)>,
+    outputs: Vec<u32>,
+    dests: DestSets,
+}
+
+impl Caches {
+    fn new(ix: &Index) -> Caches {
+        Caches { single: vec![NONE; ix.single_len()], ..Caches::default() }
+    }
+
+    /// Adds the steps of `other` this cache lacks.
+    fn merge(&mut self, other: Caches) {
+        let base = self.steps.len() as u32;
+        for st in &other.steps {
+            let (f0, f1) = st.forwards;
+            let fb = self.forwards.len() as u32;
+            self.forwards.extend_from_slice(&other.forwards[f0 as usize..f1 as usize]);
+            let (o0, o1) = st.outputs;
+            let ob = self.outputs.len() as u32;
+            self.outputs.extend_from_slice(&other.outputs[o0 as usize..o1 as usize]);
+            let mut local = st.local;
+            local.dests = self.dests.intern(other.dests.slice(&st.local.dests).to_vec());
+            self.steps.push(Step { local, forwards: (fb, fb + f1 - f0), outputs: (ob, ob + o1 - o0), any_port: st.any_port });
+        }
+        for (mine, theirs) in self.single.iter_mut().zip(&other.single) {
+            if *mine == NONE && *theirs != NONE {
+                *mine = base + theirs;
+            }
+        }
+        for (k, id) in other.chains {
+            self.chains.entry(k).or_insert(base + id);
+        }
+    }
+}
+
+/// What the pair judgement needs besides the index (fixed between checks:
+/// hosts and links do not change in an update).
+struct Hosts {
+    ingress: Vec<Ingress>,
+    group_comp: Vec<Option<u64>>,
+    host_comp: Vec<Option<u64>>,
+    /// Per atom: the destinations whose traffic from some source falls in it.
+    dests_of: Vec<Vec<u32>>,
+    /// Source fields rules read: (slot, atom field).
+    src_fields: Vec<(usize, usize)>,
+    /// Per host: its class on each source field.
+    host_src: Vec<Vec<u32>>,
+    ipv4: Ternary,
+}
+
+/// The class engine: an index of a model, the steps computed, and which
+/// pairs each atom blackholes. Built by [`ByClass::new`], kept between
+/// checks and brought up to date by [`ByClass::update`].
+pub(crate) struct ByClass {
+    ix: Index,
+    cache: Caches,
+    hosts: Hosts,
+    /// Per atom that blackholes some pair: those (source, destination) pairs.
+    atom_pairs: HashMap<usize, Vec<(u32, u32)>>,
+    /// Per blackholed pair: how many atoms blackhole it.
+    pair_count: BTreeMap<(usize, usize), u32>,
+    /// Rules keep what updates need (headers, fingerprints).
+    keep: bool,
+}
+
+/// Switches whose table-0 arrays are built before being copied atom-major.
+const TRANSPOSE_BLOCK: usize = 16;
+
+/// What one thread found: per atom, the pairs it blackholes; or the first
+/// atom it could not follow and why.
+type Share = Result<(Vec<(usize, Vec<(u32, u32)>)>, Caches), (usize, Irregular)>;
+
+impl ByClass {
+    /// Indexes the model and judges every attached pair. `shapes` are the
+    /// disjoint cubes every walk starts from; `limit` caps the number of
+    /// atoms; `component` gives each switch's live-link component (pairs in
+    /// different components are not judged); `keep` makes the engine ready
+    /// for [`ByClass::update`]; `threads` share out the atoms.
+    pub(crate) fn new(
+        model: &Model,
+        shapes: &[Cube],
+        limit: usize,
+        component: impl Fn(u64) -> Option<u64>,
+        keep: bool,
+        threads: impl FnOnce(usize) -> usize,
+    ) -> Result<ByClass, Irregular> {
+        if model.rewrites() {
+            return Err(Irregular::Rewrites);
+        }
+        let constraints = model.rules().filter(|r| !r.never).map(|r| r.header.as_slice());
+        let classes = Classes::new(shapes, constraints, limit).ok_or(Irregular::TooManyClasses)?;
+        let ix = Index::new(model, classes, keep);
+        let hosts = Hosts::new(&ix, model, component);
+        let mut engine = ByClass { cache: Caches::new(&ix), ix, hosts, atom_pairs: HashMap::new(), pair_count: BTreeMap::new(), keep };
+        let threads = threads(engine.ix.classes.count * engine.ix.switches.len()).clamp(1, engine.ix.classes.count.max(1));
+        let shares: Vec<Share> = if threads == 1 {
+            vec![engine.judge_share(model, 0, 1)]
+        } else {
+            let me = &engine;
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..threads).map(|k| scope.spawn(move || me.judge_share(model, k, threads))).collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+            })
+        };
+        let mut first_error: Option<(usize, Irregular)> = None;
+        let mut found = Vec::new();
+        let mut caches = Vec::new();
+        for share in shares {
+            match share {
+                Ok((pairs, cache)) => {
+                    found.extend(pairs);
+                    caches.push(cache);
+                }
+                // The same answer whatever the threads' timing: the error of the lowest atom.
+                Err(e) if first_error.as_ref().is_none_or(|f| e.0 < f.0) => first_error = Some(e),
+                Err(_) => {}
+            }
+        }
+        if let Some((_, e)) = first_error {
+            return Err(e);
+        }
+        for c in caches {
+            if keep {
+                engine.cache.merge(c);
+            }
+        }
+        for (x, pairs) in found {
+            engine.record(x, pairs);
+        }
+        Ok(engine)
+    }
+
+    /// Number of header classes.
+    pub(crate) fn classes(&self) -> usize {
+        self.ix.classes.count
+    }
+
+    /// The blackholed (source, destination) pairs.
+    pub(crate) fn blackholes(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.pair_count.keys().copied()
+    }
+
+    /// Notes that atom `x` blackholes `pairs`, replacing what it did before.
+    fn record(&mut self, x: usize, pairs: Vec<(u32, u32)>) {
+        for (a, b) in self.atom_pairs.remove(&x).unwrap_or_default() {
+            let key = (a as usize, b as usize);
+            if let Some(n) = self.pair_count.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.pair_count.remove(&key);
+                }
+            }
+        }
+        for &(a, b) in &pairs {
+            *self.pair_count.entry((a as usize, b as usize)).or_insert(0) += 1;
+        }
+        if !pairs.is_empty() {
+            self.atom_pairs.insert(x, pairs);
+        }
+    }
+
+    /// Follows atoms `k`, `k + step`, ... and judges them, with a cache of
+    /// this thread's own.
+    fn judge_share(&self, model: &Model, k: usize, step: usize) -> Share {
+        let mut cache = Caches::new(&self.ix);
+        let mut t = Traversal::new(&self.ix, &mut cache, model);
+        let mut found = Vec::new();
+        let mut buffers = (Vec::new(), Vec::new());
+        for x in (k..self.ix.classes.count).step_by(step) {
+            let pairs = self.hosts.judge(&mut t, x, &mut buffers).map_err(|e| (x, e))?;
+            if !pairs.is_empty() {
+                found.push((x, pairs));
+            }
+        }
+        drop(t);
+        Ok((found, cache))
+    }
+
+    /// Brings the engine up to date after the flow tables of `changed`
+    /// switches changed (and nothing else: ports, links, groups and hosts
+    /// are as they were). Returns the pairs the change may concern: those
+    /// the re-followed atoms blackholed before or blackhole now. An error
+    /// says the engine cannot absorb the change; it must then be rebuilt.
+    pub(crate) fn update(&mut self, model: &Model, changed: &[u64]) -> Result<BTreeSet<(usize, usize)>, Irregular> {
+        if !self.keep {
+            return Err(Irregular::Unexpected("an engine built without update data"));
+        }
+        let mut affected = BTreeSet::new();
+        for &dpid in changed {
+            let Some(&s) = self.ix.by_dpid.get(&dpid) else { return Err(Irregular::Unexpected("a switch the engine does not know")) };
+            if model.rewrites_at(dpid) {
+                return Err(Irregular::Rewrites);
+            }
+            self.ix.reindex(model, s as usize, &mut affected)?;
+            if self.ix.switches[s as usize].tables.first().map_or(0, |t| t.position.len()) > self.ix.single_capacity[s as usize] {
+                self.relayout();
+            }
+        }
+        let mut touched = BTreeSet::new();
+        let mut t = Traversal::new(&self.ix, &mut self.cache, model);
+        let mut judged = Vec::with_capacity(affected.len());
+        let mut buffers = (Vec::new(), Vec::new());
+        for &x in &affected {
+            judged.push((x, self.hosts.judge(&mut t, x, &mut buffers)?));
+        }
+        drop(t);
+        for (x, pairs) in judged {
+            touched.extend(self.atom_pairs.get(&x).into_iter().flatten().chain(&pairs).map(|&(a, b)| (a as usize, b as usize)));
+            self.record(x, pairs);
+        }
+        Ok(touched)
+    }
+
+    /// Gives every switch room for its rule ids again, moving the cached
+    /// single-rule steps along.
+    fn relayout(&mut self) {
+        let ix = &mut self.ix;
+        let old: Vec<(usize, usize)> = ix.single_base.iter().copied().zip(ix.single_capacity.iter().copied()).collect();
+        let mut base = 0;
+        for (s, sw) in ix.switches.iter().enumerate() {
+            ix.single_base[s] = base;
+            ix.single_capacity[s] = single_capacity(sw.tables.first().map_or(0, |t| t.position.len()));
+            base += ix.single_capacity[s] + 1;
+        }
+        let mut single = vec![NONE; base];
+        for (s, (ob, oc)) in old.into_iter().enumerate() {
+            let nb = ix.single_base[s];
+            single[nb..nb + oc].copy_from_slice(&self.cache.single[ob..ob + oc]);
+            single[nb + ix.single_capacity[s]] = self.cache.single[ob + oc];
+        }
+        self.cache.single = single;
+    }
+}
+
+impl Index {
+    fn new(model: &Model, classes: Classes, keep: bool) -> Index {
+        let net = model.net;
+        let n = net.switches.len();
+        let atoms = classes.count;
+        let mut table0 = vec![NONE; atoms * n];
+        let dpids: Vec<u64> = net.switches.keys().copied().collect();
+        for (block, chunk) in dpids.chunks(TRANSPOSE_BLOCK).enumerate() {
+            let rows: Vec<Vec<u32>> = chunk
+                .iter()
+                .map(|&d| match model.tables_of(d).first() {
+                    Some(t) if !t.is_empty() => first_holding(&classes, t.iter().enumerate().map(|(i, r)| (i as u32, r.never, r.header.as_slice()))),
+                    _ => Vec::new(),
+                })
+                .collect();
+            let s0 = block * TRANSPOSE_BLOCK;
+            for x in 0..atoms {
+                let row = &mut table0[x * n + s0..x * n + s0 + chunk.len()];
+                for (slot, r) in row.iter_mut().zip(&rows) {
+                    *slot = r.get(x).copied().unwrap_or(NONE);
+                }
+            }
+        }
+        let mut switches = Vec::with_capacity(n);
+        let mut by_dpid = HashMap::with_capacity(n);
+        let (mut plain0, mut single_base, mut single_cap, mut receive_mask) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut base = 0;
+        for (&dpid, sw) in &net.switches {
+            let compiled = model.tables_of(dpid);
+            let mut tables: Vec<TableIndex> = compiled.iter().map(|t| TableIndex::new(t, keep)).collect();
+            for (t, rules) in tables.iter_mut().zip(compiled).skip(1).filter(|(_, r)| !r.is_empty()) {
+                t.first = first_holding(&classes, rules.iter().enumerate().map(|(i, r)| (i as u32, r.never, r.header.as_slice())));
+            }
+            let receiving: Vec<u32> = sw.ports.values().filter(|p| p.is_live() && p.config & port_config::NO_RECV == 0).map(|p| p.no).collect();
+            receive_mask.push(receiving.iter().filter(|&&p| p < 64).fold(0u64, |m, &p| m | 1 << p));
+            plain0.push(!tables.first().is_some_and(|t| t.conditional));
+            single_base.push(base);
+            single_cap.push(single_capacity(compiled.first().map_or(0, Vec::len)));
+            base += single_cap.last().copied().unwrap_or(0) + 1;
+            by_dpid.insert(dpid, switches.len() as u32);
+            switches.push(SwitchIndex { dpid, tables, receiving });
+        }
+        Index { classes, switches, by_dpid, table0, plain0, single_base, single_capacity: single_cap, receive_mask }
+    }
+
+    /// Re-reads switch `s`'s tables from `model`, keeping the ids of rules
+    /// that did not change, and adds to `affected` the atoms held by rules
+    /// that appeared or went.
+    fn reindex(&mut self, model: &Model, s: usize, affected: &mut BTreeSet<usize>) -> Result<(), Irregular> {
         let classes = &self.classes;
+        let compiled = model.tables_of(self.switches[s].dpid);
+        // Every match value must be one the classes were cut for.
+        for r in compiled.iter().flatten().filter(|r| !r.never) {
+            for &(slot, t) in &r.header {
+                if classes.field_of(slot).and_then(|f| classes.fields[f].within(t)).is_none() {
+                    return Err(Irregular::NewValues);
+                }
+            }
+        }
+        let sw = &mut self.switches[s];
+        if compiled.len() != sw.tables.len() {
+            return Err(Irregular::Unexpected("a change in the number of tables"));
+        }
+        let mut mine = BTreeSet::new();
+        let mut changed_tables = Vec::new();
+        for (t, (table, rules)) in sw.tables.iter_mut().zip(compiled).enumerate() {
+            let mut old: HashMap<u64, Vec<usize>> = HashMap::new();
+            for (i, r) in table.rules.iter().enumerate().rev() {
+                old.entry(r.fingerprint).or_default().push(i);
+            }
+            let conditional = rules.iter().any(|r| r.in_port.is_some() || r.metadata.is_some());
+            let mut next = table.position.len() as u32;
+            let mut metas = Vec::with_capacity(rules.len());
+            let mut any = false;
+            for r in rules {
+                let kept = old.get_mut(&fingerprint(r)).and_then(Vec::pop).map(|i| table.rules[i].id);
+                let id = kept.unwrap_or_else(|| {
+                    next += 1;
+                    next - 1
+                });
+                if kept.is_none() {
+                    any = true;
+                    classes.for_each_atom(&r.header, &[], |x| {
+                        mine.insert(x);
+                    });
+                }
+                metas.push(RuleMeta::of(r, id, true, conditional));
+            }
+            for i in old.into_values().flatten() {
+                any = true;
+                classes.for_each_atom(&table.rules[i].header, &[], |x| {
+                    mine.insert(x);
+                });
+            }
+            if !any {
+                continue;
+            }
+            table.position = vec![NONE; next as usize];
+            for (i, m) in metas.iter().enumerate() {
+                table.position[m.id as usize] = i as u32;
+            }
+            table.rules = metas;
+            table.conditional = conditional;
+            changed_tables.push(t);
+        }
+        let n = self.switches.len();
+        for &t in &changed_tables {
+            let table = &mut self.switches[s].tables[t];
+            if t == 0 {
+                for &x in &mine {
+                    self.table0[x * n + s] = table.first_by_scan(classes, x);
+                }
+            } else if table.rules.is_empty() {
+                table.first = Vec::new();
+            } else {
+                table.first = first_holding(classes, table.rules.iter().map(|r| (r.id, r.never, r.header.as_slice())));
+            }
+        }
+        self.plain0[s] = !self.switches[s].tables.first().is_some_and(|t| t.conditional);
+        affected.extend(mine);
+        Ok(())
+    }
+}
+
+impl Hosts {
+    fn new(ix: &Index, model: &Model, component: impl Fn(u64) -> Option<u64>) -> Hosts {
+        let net = model.net;
+        let classes = &ix.classes;
         // Sources, grouped by the switch they are attached to.
         let mut ingress: Vec<Ingress> = Vec::new();
         let mut host_comp: Vec<Option<u64>> = vec![None; net.hosts.len()];
         let mut group_of: HashMap<u32, usize> = HashMap::new();
         for (h, comp) in host_comp.iter_mut().enumerate() {
             let Some(Endpoint::Switch { dpid, port }) = net.live_peer(Endpoint::Host(h)) else { continue };
-            let Some(&s) = self.by_dpid.get(&dpid) else { continue };
+            let Some(&s) = ix.by_dpid.get(&dpid) else { continue };
             *comp = component(dpid);
             let g = *group_of.entry(s).or_insert_with(|| {
                 ingress.push(Ingress { switch: s, live: Vec::new(), dead: Vec::new() });
                 ingress.len() - 1
             });
-            if self.receives(s as usize, port) {
+            if ix.receives(s as usize, port) {
                 ingress[g].live.push((port, h as u32));
             } else {
                 ingress[g].dead.push(h as u32);
@@ -306,7 +715,7 @@ impl<'m, 'n> ByClass<'m, 'n> {
         for g in &mut ingress {
             g.live.sort_unstable();
         }
-        let group_comp: Vec<Option<u64>> = ingress.iter().map(|g| component(self.switches[g.switch as usize].dpid)).collect();
+        let group_comp = ingress.iter().map(|g| component(ix.switches[g.switch as usize].dpid)).collect();
         // Which atoms each destination's traffic falls in.
         let mac = |h: usize| PRESENT | mac_int(&net.hosts[h].mac.0) as u64;
         let ip = |h: usize| PRESENT | u32::from(net.hosts[h].ip) as u64;
@@ -331,122 +740,70 @@ impl<'m, 'n> ByClass<'m, 'n> {
         // Source fields some rule reads: a source's traffic is only in the
         // atoms holding its own addresses there.
         let src_fields: Vec<(usize, usize)> = [s::ETH_SRC, s::IPV4_SRC, s::ARP_SPA].iter().filter_map(|&sl| classes.field_of(sl).map(|f| (sl, f))).collect();
-        let host_src: Vec<Vec<u32>> = (0..net.hosts.len())
+        let host_src = (0..net.hosts.len())
             .map(|h| src_fields.iter().map(|&(sl, f)| classes.fields[f].class_of(if sl == s::ETH_SRC { mac(h) } else { ip(h) })).collect())
             .collect();
-        let job = Judge { ix: self, ingress: &ingress, group_comp: &group_comp, host_comp: &host_comp, dests_of: &dests_of, src_fields: &src_fields, host_src: &host_src, ipv4 };
-        let threads = threads.clamp(1, classes.count.max(1));
-        let results: Vec<Share> = if threads == 1 {
-            vec![job.run(0, 1)]
-        } else {
-            std::thread::scope(|scope| {
-                let job = &job;
-                let handles: Vec<_> = (0..threads).map(|k| scope.spawn(move || job.run(k, threads))).collect();
-                handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
-            })
-        };
-        let mut blackholes = BTreeSet::new();
-        let mut first_error: Option<(usize, Irregular)> = None;
-        for r in results {
-            match r {
-                Ok(pairs) => blackholes.extend(pairs),
-                // The same answer whatever the threads' timing: the error of the lowest atom.
-                Err(e) if first_error.as_ref().is_none_or(|f| e.0 < f.0) => first_error = Some(e),
-                Err(_) => {}
-            }
-        }
-        match first_error {
-            Some((_, e)) => Err(e),
-            None => Ok(PairVerdicts { blackholes, atoms: classes.count }),
-        }
+        Hosts { ingress, group_comp, host_comp, dests_of, src_fields, host_src, ipv4 }
     }
-}
 
-/// What one thread found: blackholed pairs, or the first atom it could not
-/// follow and why.
-type Share = Result<BTreeSet<(usize, usize)>, (usize, Irregular)>;
-
-/// One thread's share of the pair judgement.
-struct Judge<'a, 'm, 'n> {
-    ix: &'a ByClass<'m, 'n>,
-    ingress: &'a [Ingress],
-    group_comp: &'a [Option<u64>],
-    host_comp: &'a [Option<u64>],
-    dests_of: &'a [Vec<u32>],
-    src_fields: &'a [(usize, usize)],
-    host_src: &'a [Vec<u32>],
-    ipv4: Ternary,
-}
-
-impl Judge<'_, '_, '_> {
-    /// Follows atoms `k`, `k + step`, ... from every source and judges them.
-    fn run(&self, k: usize, step: usize) -> Share {
-        let ix = self.ix;
-        let mut t = Traversal::new(ix);
-        let mut blackholed = BTreeSet::new();
+    /// Follows atom `x` from every source and returns the pairs it
+    /// blackholes. `buffers` are reused from atom to atom.
+    #[allow(clippy::type_complexity)]
+    fn judge(&self, t: &mut Traversal, x: usize, buffers: &mut (Vec<Option<Fate>>, Vec<Vec<(u32, Fate)>>)) -> Result<Vec<(u32, u32)>, Irregular> {
+        let ix = t.ix;
+        t.next_atom();
         // Per ingress group: the fate shared by its members, and the members
         // whose own port changes it.
-        let mut shared: Vec<Option<Fate>> = Vec::with_capacity(self.ingress.len());
-        let mut own: Vec<Vec<(u32, Fate)>> = Vec::with_capacity(self.ingress.len());
-        for x in (k..ix.classes.count).step_by(step) {
-            t.next_atom();
-            shared.clear();
-            own.clear();
-            for g in self.ingress {
-                let (common, mine) = t.ingress(g, x).map_err(|e| (x, e))?;
-                shared.push(common);
-                own.push(mine);
-            }
-            if self.dests_of[x].is_empty() {
-                continue;
-            }
-            let is_ip = ix.classes.shapes[ix.classes.shape_of(x)].cube.pos[s::ETH_TYPE] == self.ipv4;
-            // The source addresses this atom holds, where rules read them.
-            let atom_src: Vec<Option<u32>> = self
-                .src_fields
-                .iter()
-                .map(|&(sl, f)| (sl == s::ETH_SRC || (sl == s::IPV4_SRC) == is_ip).then(|| ix.classes.class(x, f)))
-                .collect();
-            let src_ok = |a: usize| atom_src.iter().zip(&self.host_src[a]).all(|(want, have)| want.is_none_or(|w| w == *have));
-            for &b in &self.dests_of[x] {
-                let b_comp = self.host_comp[b as usize];
-                for (gi, g) in self.ingress.iter().enumerate() {
-                    if self.group_comp[gi] != b_comp {
-                        continue;
+        let (shared, own) = buffers;
+        shared.clear();
+        own.clear();
+        for g in &self.ingress {
+            let (common, mine) = t.ingress(g, x)?;
+            shared.push(common);
+            own.push(mine);
+        }
+        let mut blackholed = Vec::new();
+        if self.dests_of[x].is_empty() {
+            return Ok(blackholed);
+        }
+        let is_ip = ix.classes.shapes[ix.classes.shape_of(x)].cube.pos[s::ETH_TYPE] == self.ipv4;
+        // The source addresses this atom holds, where rules read them.
+        let atom_src: Vec<Option<u32>> =
+            self.src_fields.iter().map(|&(sl, f)| (sl == s::ETH_SRC || (sl == s::IPV4_SRC) == is_ip).then(|| ix.classes.class(x, f))).collect();
+        let src_ok = |a: usize| atom_src.iter().zip(&self.host_src[a]).all(|(want, have)| want.is_none_or(|w| w == *have));
+        for &b in &self.dests_of[x] {
+            let b_comp = self.host_comp[b as usize];
+            for (gi, g) in self.ingress.iter().enumerate() {
+                if self.group_comp[gi] != b_comp {
+                    continue;
+                }
+                let mut judge = |a: u32, f: &Fate| {
+                    if a != b && t.cache.dests.blackholes(f, b) && src_ok(a as usize) {
+                        blackholed.push((a, b));
                     }
-                    let mut judge = |a: u32, f: &Fate| {
-                        if a != b && t.dests.blackholes(f, b) && src_ok(a as usize) {
-                            blackholed.insert((a as usize, b as usize));
-                        }
-                    };
-                    for (a, f) in &own[gi] {
-                        judge(*a, f);
-                    }
-                    if let Some(f) = shared[gi].as_ref().filter(|f| t.dests.blackholes(f, b)) {
-                        for &(_, a) in g.live.iter().filter(|(_, a)| !own[gi].iter().any(|(x, _)| x == a)) {
-                            judge(a, f);
-                        }
+                };
+                for (a, f) in &own[gi] {
+                    judge(*a, f);
+                }
+                if let Some(f) = shared[gi].as_ref().filter(|f| t.cache.dests.blackholes(f, b)) {
+                    for &(_, a) in g.live.iter().filter(|(_, a)| !own[gi].iter().any(|(x, _)| x == a)) {
+                        judge(a, f);
                     }
                 }
             }
         }
+        blackholed.sort_unstable();
+        blackholed.dedup();
         Ok(blackholed)
     }
 }
 
-/// One thread's walk state: steps computed so far, and the current atom's memo.
+/// One walk through the atoms: the index, a cache of steps, and the
+/// current atom's memo.
 struct Traversal<'a, 'm, 'n> {
-    ix: &'a ByClass<'m, 'n>,
+    ix: &'a Index,
+    cache: &'a mut Caches,
     walker: Walker<'m, 'n>,
-    /// Steps that hold for any port, for chains of one table-0 rule without
-    /// goto, by [`ByClass::single_slot`]: a step id.
-    single: Vec<u32>,
-    /// Other steps, by (switch, rule chain, ingress port or [`ANY_PORT`]).
-    chains: HashMap<(u32, Vec<u32>, u32), u32>,
-    steps: Vec<Step>,
-    forwards: Vec<(u32, u32)>,
-    outputs: Vec<u32>,
-    dests: DestSets,
     /// The current atom's memo, per switch for fates that hold for any
     /// port: `2 * stamp` while being computed, `2 * stamp + 1` when done.
     stamp: u32,
@@ -459,17 +816,12 @@ struct Traversal<'a, 'm, 'n> {
 }
 
 impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
-    fn new(ix: &'a ByClass<'m, 'n>) -> Traversal<'a, 'm, 'n> {
+    fn new(ix: &'a Index, cache: &'a mut Caches, model: &'m Model<'n>) -> Traversal<'a, 'm, 'n> {
         let n = ix.switches.len();
         Traversal {
             ix,
-            walker: Walker::new(ix.model),
-            single: vec![NONE; ix.single_len],
-            chains: HashMap::new(),
-            steps: Vec::new(),
-            forwards: Vec::new(),
-            outputs: Vec::new(),
-            dests: DestSets::default(),
+            cache,
+            walker: Walker::new(model),
             stamp: 0,
             memo_stamp: vec![0; n],
             memo_fate: vec![Fate::default(); n],
@@ -497,7 +849,7 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         let Some(&(p0, h0)) = g.live.first() else { return Ok((None, mine)) };
         let (f, id) = self.fate(s, x, p0)?;
         let id = id.expect("a receiving port");
-        if !self.steps[id as usize].any_port {
+        if !self.cache.steps[id as usize].any_port {
             mine.push((h0, f));
             for &(p, h) in &g.live[1..] {
                 mine.push((h, self.fate(s, x, p)?.0));
@@ -506,9 +858,9 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         }
         // Every other source here shares it, except those whose own port is
         // an output.
-        let (o0, o1) = self.steps[id as usize].outputs;
+        let (o0, o1) = self.cache.steps[id as usize].outputs;
         for i in o0..o1 {
-            let o = self.outputs[i as usize];
+            let o = self.cache.outputs[i as usize];
             if let Ok(k) = g.live.binary_search_by_key(&o, |m| m.0) {
                 mine.push((g.live[k].1, self.fate(s, x, o)?.0));
             }
@@ -517,8 +869,8 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
     }
 
     /// The rules atom `x` meets at switch `s` entering on `in_port`, into
-    /// `self.chain` (`NONE` for a miss), with each table's rule in
-    /// `self.start`. True if an in-port match was consulted.
+    /// `self.chain` by id (`NONE` for a miss), with each table's rule
+    /// position in `self.start`. True if an in-port match was consulted.
     fn resolve_chain(&mut self, s: usize, x: usize, in_port: u32) -> bool {
         let ix = self.ix;
         self.chain.clear();
@@ -526,11 +878,11 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         let sw = &ix.switches[s];
         self.start.resize(sw.tables.len(), 0);
         let (mut table, mut metadata, mut consulted) = (0usize, 0u64, false);
-        while let Some(rules) = sw.tables.get(table) {
+        while let Some(t) = sw.tables.get(table) {
             let mut r = ix.first_rule(s, table, x);
-            if sw.conditional[table] {
+            if t.conditional {
                 while r != NONE {
-                    let rule = &rules[r as usize];
+                    let rule = t.rule(r);
                     let port_ok = rule.in_port.is_none_or(|(v, m)| {
                         consulted = true;
                         (in_port ^ v) & m == 0
@@ -538,20 +890,20 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
                     if port_ok && rule.metadata.is_none_or(|(v, m)| (metadata ^ v) & m == 0) {
                         break;
                     }
-                    r = (r as usize + 1..rules.len()).find(|&j| !rules[j].never && ix.classes.atom_within(x, &rules[j].header)).map_or(NONE, |j| j as u32);
+                    r = t.next_holding(&ix.classes, r, x);
                 }
             }
             self.chain.push(r);
             if r == NONE {
-                self.start[table] = rules.len();
+                self.start[table] = t.rules.len();
                 return consulted;
             }
-            self.start[table] = r as usize;
-            let ins = &rules[r as usize].entry.instructions;
-            if let Some((v, m)) = ins.write_metadata {
+            self.start[table] = t.position[r as usize] as usize;
+            let rule = t.rule(r);
+            if let Some((v, m)) = rule.write_metadata {
                 metadata = (metadata & !m) | (v & m);
             }
-            match ins.goto {
+            match rule.goto {
                 Some(next) if next as usize > table => table = next as usize,
                 _ => return consulted,
             }
@@ -561,10 +913,10 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         consulted
     }
 
-    /// The ports step `id` sends copies out of.
+    /// True if step `id` sends a copy out of `port`.
     fn outputs_to(&self, id: u32, port: u32) -> bool {
-        let (a, b) = self.steps[id as usize].outputs;
-        self.outputs[a as usize..b as usize].contains(&port)
+        let (a, b) = self.cache.steps[id as usize].outputs;
+        self.cache.outputs[a as usize..b as usize].contains(&port)
     }
 
     /// What switch `s` does with atom `x` arriving on `in_port`: a step id.
@@ -573,7 +925,7 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         // The hot path: one plain table-0 rule, no goto, a step cached for
         // any port (only such chains fill `single`).
         if ix.plain0[s] {
-            let id = self.single[ix.single_slot(s, ix.table0[x * ix.switches.len() + s])];
+            let id = self.cache.single[ix.single_slot(s, ix.table0[x * ix.switches.len() + s])];
             if id != NONE && !self.outputs_to(id, in_port) {
                 return Ok(id);
             }
@@ -581,14 +933,14 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         let consulted = self.resolve_chain(s, x, in_port);
         let single = ix.plain0[s] && self.chain.len() == 1 && !ix.switches[s].tables.is_empty();
         if !consulted && !single {
-            if let Some(&id) = self.chains.get(&(s as u32, self.chain.clone(), ANY_PORT)) {
+            if let Some(&id) = self.cache.chains.get(&(s as u32, self.chain.clone(), ANY_PORT)) {
                 if !self.outputs_to(id, in_port) {
                     return Ok(id);
                 }
             }
         }
         let key = (s as u32, self.chain.clone(), in_port);
-        if let Some(&id) = self.chains.get(&key) {
+        if let Some(&id) = self.cache.chains.get(&key) {
             return Ok(id);
         }
         let cube = ix.classes.cube(x).ok_or(Irregular::Unexpected("an empty header class"))?;
@@ -604,21 +956,22 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
                 Outcome::Unmodelled { .. } => return Err(Irregular::Unexpected("an unmodelled action without rewrites")),
             }
         }
-        local.dests = self.dests.intern(dests);
-        let f0 = self.forwards.len() as u32;
-        self.forwards.extend(hop.forwards.iter().filter_map(|(d, p)| Some((*ix.by_dpid.get(d)?, *p))));
-        let o0 = self.outputs.len() as u32;
-        self.outputs.extend(&hop.outputs);
+        let c = &mut *self.cache;
+        local.dests = c.dests.intern(dests);
+        let f0 = c.forwards.len() as u32;
+        c.forwards.extend(hop.forwards.iter().filter_map(|(d, p)| Some((*ix.by_dpid.get(d)?, *p))));
+        let o0 = c.outputs.len() as u32;
+        c.outputs.extend(&hop.outputs);
         let any_port = !consulted && !hop.consulted_in_port;
-        let id = self.steps.len() as u32;
-        let (forwards, outputs) = ((f0, self.forwards.len() as u32), (o0, self.outputs.len() as u32));
-        self.steps.push(Step { local, forwards, outputs, any_port });
+        let id = c.steps.len() as u32;
+        let (forwards, outputs) = ((f0, c.forwards.len() as u32), (o0, c.outputs.len() as u32));
+        c.steps.push(Step { local, forwards, outputs, any_port });
         if !any_port {
-            self.chains.insert(key, id);
+            c.chains.insert(key, id);
         } else if single {
-            self.single[ix.single_slot(s, self.chain[0])] = id;
+            c.single[ix.single_slot(s, self.chain[0])] = id;
         } else {
-            self.chains.insert((key.0, key.1, ANY_PORT), id);
+            c.chains.insert((key.0, key.1, ANY_PORT), id);
         }
         Ok(id)
     }
@@ -658,7 +1011,7 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
             return Ok((Fate::DROPPED, None));
         }
         let id = self.step(s, x, in_port)?;
-        let step = &self.steps[id as usize];
+        let step = &self.cache.steps[id as usize];
         let key = if step.any_port { ANY_PORT } else { in_port };
         match self.memo(s, key) {
             Some(None) => return Err(Irregular::Loop),
@@ -669,11 +1022,11 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         fate.height = 1;
         self.set_memo(s, key, None);
         for i in f0..f1 {
-            let (t, q) = self.forwards[i as usize];
+            let (t, q) = self.cache.forwards[i as usize];
             let (next, _) = self.fate(t as usize, x, q)?;
             fate.punt |= next.punt;
             fate.drop |= next.drop;
-            fate.dests = self.dests.union(fate.dests, next.dests);
+            fate.dests = self.cache.dests.union(fate.dests, next.dests);
             fate.height = fate.height.max(next.height + 1);
         }
         if fate.height > HOP_LIMIT {
@@ -692,28 +1045,69 @@ mod tests {
     use sts_proxy::wire::v13;
     use sts_proxy::wire::{Body, Message};
 
-    #[test]
-    fn threads_share_out_atoms_without_changing_the_answer() {
-        let mut net = routed_fat_tree(4, false);
-        // Drop rules at two cores: blackholes for two destinations.
-        let ips: Vec<u32> = net.hosts.iter().map(|h| u32::from(h.ip)).collect();
-        for (core, ip) in [(1, ips[3]), (4, ips[9])] {
-            let fm = v13::FlowMod::add(0, 500, v13::Match::new(ipv4_dst(ip, 32)), Vec::new());
-            let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
-            net.handle_controller(core, &msg.emit().expect("encodes"), &msg, 0);
-        }
-        let model = Model::new(&net);
+    fn shapes(model: &Model) -> Vec<Cube> {
         let mut shapes: Vec<Cube> = Vec::new();
         for c in Shape::all().into_iter().map(|sh| Cube::of_shape(sh).relax(!model.used_slots())) {
             if !shapes.contains(&c) {
                 shapes.push(c);
             }
         }
-        let ix = ByClass::new(&model, &shapes, 1 << 20).expect("no rewrites");
-        let one = ix.blackholes(|_| Some(0), 1).expect("no loop").blackholes;
+        shapes
+    }
+
+    fn drop_at(net: &mut sts_mocknet::network::Network, dpid: u64, ip: u32) {
+        let fm = v13::FlowMod::add(0, 500, v13::Match::new(ipv4_dst(ip, 32)), Vec::new());
+        let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
+        net.handle_controller(dpid, &msg.emit().expect("encodes"), &msg, 0);
+    }
+
+    #[test]
+    fn threads_share_out_atoms_without_changing_the_answer() {
+        let mut net = routed_fat_tree(4, false);
+        // Drop rules at two cores: blackholes for two destinations.
+        let ips: Vec<u32> = net.hosts.iter().map(|h| u32::from(h.ip)).collect();
+        drop_at(&mut net, 1, ips[3]);
+        drop_at(&mut net, 4, ips[9]);
+        let model = Model::new(&net);
+        let shapes = shapes(&model);
+        let run = |threads: usize| -> Vec<(usize, usize)> {
+            ByClass::new(&model, &shapes, 1 << 20, |_| Some(0), false, |_| threads).expect("no loop").blackholes().collect()
+        };
+        let one = run(1);
         assert!(!one.is_empty());
         for threads in [2, 3, 7] {
-            assert_eq!(ix.blackholes(|_| Some(0), threads).expect("no loop").blackholes, one, "{threads} threads");
+            assert_eq!(run(threads), one, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn an_update_gives_what_a_fresh_engine_gives() {
+        let mut net = routed_fat_tree(4, true);
+        let ips: Vec<u32> = net.hosts.iter().map(|h| u32::from(h.ip)).collect();
+        let mut engine = {
+            let model = Model::new(&net);
+            ByClass::new(&model, &shapes(&model), 1 << 20, |_| Some(0), true, |_| 2).expect("no loop")
+        };
+        assert_eq!(engine.blackholes().count(), 0);
+        // Break one route, then another, then mend the first.
+        // Traffic for 10.0.1.2 crosses core 1, for 10.2.0.3 core 4.
+        let (a, b) = (ips[2], ips[9]);
+        let delete = |n: &mut sts_mocknet::network::Network, dpid: u64, ip: u32| {
+            let fm = v13::FlowMod { command: v13::flow_mod_command::DELETE_STRICT, ..v13::FlowMod::add(0, 500, v13::Match::new(ipv4_dst(ip, 32)), Vec::new()) };
+            let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
+            n.handle_controller(dpid, &msg.emit().expect("encodes"), &msg, 0);
+        };
+        for (dpid, ip, add) in [(1, a, true), (4, b, true), (1, a, false)] {
+            if add {
+                drop_at(&mut net, dpid, ip);
+            } else {
+                delete(&mut net, dpid, ip);
+            }
+            let model = Model::new(&net);
+            let touched = engine.update(&model, &[dpid]).expect("absorbed");
+            assert!(!touched.is_empty());
+            let fresh: Vec<(usize, usize)> = ByClass::new(&model, &shapes(&model), 1 << 20, |_| Some(0), false, |_| 1).expect("no loop").blackholes().collect();
+            assert_eq!(engine.blackholes().collect::<Vec<_>>(), fresh);
         }
     }
 }

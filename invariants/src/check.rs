@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use sts_mocknet::network::{DataplaneEvent, Endpoint, Network};
 use sts_mocknet::packet::{mac_int, ETH_ARP, ETH_IPV4};
 
-use crate::by_class::{ByClass, Irregular};
+use crate::by_class::ByClass;
 use crate::header::{s, Cube, Shape, Ternary, PRESENT};
 use crate::walk::{hops, Model, Node, Outcome, Terminal, Walker};
 
@@ -185,6 +185,101 @@ pub struct Report {
     pub per_source_because: Option<String>,
 }
 
+/// What a check knows of the network besides its flow tables.
+struct Context {
+    /// Hosts with a live link to a switch, and that switch.
+    attached: Vec<(usize, u64)>,
+    comps: Components,
+    hosts: HostIndex,
+    /// The disjoint cubes every walk starts from: one per frame shape, with
+    /// the fields no rule reads or writes left free (shapes that differ only
+    /// there travel as one).
+    shapes: Vec<Cube>,
+}
+
+impl Context {
+    fn of(net: &Network, model: &Model) -> Context {
+        let attached = (0..net.hosts.len())
+            .filter_map(|i| match net.live_peer(Endpoint::Host(i)) {
+                Some(Endpoint::Switch { dpid, .. }) => Some((i, dpid)),
+                _ => None,
+            })
+            .collect();
+        let mut shapes: Vec<Cube> = Vec::new();
+        let used = model.used_slots();
+        for c in Shape::all().into_iter().map(|sh| Cube::of_shape(sh).relax(!used)) {
+            if !shapes.contains(&c) {
+                shapes.push(c);
+            }
+        }
+        Context { attached, comps: Components::of(net), hosts: HostIndex::of(net), shapes }
+    }
+}
+
+/// The pairs the class engine reported, walked per source.
+#[derive(Default)]
+struct Explained {
+    /// The violations of each pair reported (blackholes, isolation), in pair order.
+    explained: BTreeMap<(usize, usize), Vec<Violation>>,
+    notes: BTreeSet<String>,
+    terminals: usize,
+}
+
+/// What the class engine keeps between checks (see [`Incremental`]).
+struct ClassState {
+    engine: ByClass,
+    ctx: Context,
+    found: Explained,
+}
+
+/// A checker that keeps what it learnt between checks: after a few
+/// switches' flow tables change, [`Incremental::recheck`] follows again only
+/// the header classes the added or removed rules hold, and explains again
+/// only the pairs those touch. Whenever it cannot (a header rewrite, a loop,
+/// a match value no class was cut for, the per-source walks were needed), it
+/// runs a full check instead; the report is the one a full check would give.
+pub struct Incremental {
+    pub checker: Checker,
+    state: Option<ClassState>,
+}
+
+impl Incremental {
+    /// An incremental checker with no state yet.
+    pub fn new(checker: Checker) -> Incremental {
+        Incremental { checker, state: None }
+    }
+
+    /// A full check, keeping what later rechecks need.
+    pub fn check(&mut self, net: &Network, facts: &Facts) -> Report {
+        let (report, state) = self.checker.full(net, facts, true);
+        self.state = state;
+        report
+    }
+
+    /// A check after only the flow tables of the `changed` switches changed
+    /// since the last check or recheck (rules added, modified or removed; no
+    /// port, link, group or host change: for those call [`Incremental::check`]).
+    pub fn recheck(&mut self, net: &Network, facts: &Facts, changed: &[u64]) -> Report {
+        let Some(mut st) = self.state.take() else { return self.check(net, facts) };
+        let model = Model::new(net);
+        let Ok(mut touched) = st.engine.update(&model, changed) else { return self.check(net, facts) };
+        // Witnesses name rules by their position, which shifts when a rule
+        // is added or removed before them: explain again the pairs whose
+        // witness crosses a changed switch.
+        let changed_names: BTreeSet<String> = changed.iter().map(|&d| sw(d)).collect();
+        let crosses = |v: &Violation| v.witness.as_ref().is_some_and(|w| w.path.iter().any(|hop| hop.split(' ').next().is_some_and(|n| changed_names.contains(n))));
+        touched.extend(st.found.explained.iter().filter(|(_, vs)| vs.iter().any(crosses)).map(|(p, _)| *p));
+        st.found.terminals = 0;
+        self.checker.explain(net, &model, &st.ctx, &st.engine, &mut st.found, touched);
+        let mut report = Report { rules: model.rule_count(), classes: st.engine.classes(), terminals: st.found.terminals, ..Report::default() };
+        report.violations.extend(st.found.explained.values().flatten().cloned());
+        self.checker.tail(net, facts, &st.ctx.attached, &st.ctx.comps, &mut report);
+        report.notes = st.found.notes.iter().cloned().collect();
+        self.state = Some(st);
+        report
+    }
+}
+
 /// How the header-space checks are computed. Both are exact; they differ
 /// in speed and in what they apply to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -302,39 +397,38 @@ impl HostIndex {
 impl Checker {
     /// Checks every enabled invariant.
     pub fn check(&self, net: &Network, facts: &Facts) -> Report {
+        self.full(net, facts, false).0
+    }
+
+    /// A full check; with `keep`, also what [`Incremental::recheck`] needs
+    /// (when the class engine ran).
+    fn full(&self, net: &Network, facts: &Facts, keep: bool) -> (Report, Option<ClassState>) {
         let mut report = Report::default();
         let on = |i| self.enabled.contains(&i);
         let model = Model::new(net);
         report.rules = model.rule_count();
-        let attached: Vec<(usize, u64)> = (0..net.hosts.len())
-            .filter_map(|i| match net.live_peer(Endpoint::Host(i)) {
-                Some(Endpoint::Switch { dpid, .. }) => Some((i, dpid)),
-                _ => None,
-            })
-            .collect();
-        let comps = Components::of(net);
-        let hosts = HostIndex::of(net);
-        // Shapes that differ only in fields no rule reads or writes travel as one.
-        let mut all_shapes: Vec<Cube> = Vec::new();
-        for c in Shape::all().into_iter().map(|sh| Cube::of_shape(sh).relax(!model.used_slots())) {
-            if !all_shapes.contains(&c) {
-                all_shapes.push(c);
-            }
-        }
+        let ctx = Context::of(net, &model);
+        let Context { attached, comps, hosts, shapes } = &ctx;
         let mut loops: BTreeMap<Vec<u64>, Violation> = BTreeMap::new();
         let mut notes = BTreeSet::new();
         let pairs_needed = on(Invariant::Blackhole) || on(Invariant::Reachability) || on(Invariant::Isolation);
-        let mut by_class = false;
+        let mut by_class = None;
         if (on(Invariant::Loop) || pairs_needed) && self.engine == Engine::Auto {
-            match self.check_by_class(net, &model, &all_shapes, &hosts, &comps, &attached, &mut report, &mut notes) {
-                Ok(()) => by_class = true,
+            match self.by_class(net, &model, &ctx, keep) {
+                Ok((engine, found)) => {
+                    report.classes = engine.classes();
+                    report.terminals = found.terminals;
+                    report.violations.extend(found.explained.values().flatten().cloned());
+                    notes.extend(found.notes.iter().cloned());
+                    by_class = Some((engine, found));
+                }
                 Err(why) => report.per_source_because = Some(why),
             }
         }
-        if (on(Invariant::Loop) || pairs_needed) && !by_class {
-            for &(a, a_sw) in &attached {
+        if (on(Invariant::Loop) || pairs_needed) && by_class.is_none() {
+            for &(a, a_sw) in attached {
                 let mut w = Walker::new(&model);
-                w.from_host(a, &all_shapes);
+                w.from_host(a, shapes);
                 if w.truncated {
                     notes.insert(format!("the walk from {} stopped at its step budget; results from it are partial", net.hosts[a].name));
                 }
@@ -356,17 +450,27 @@ impl Checker {
                     }
                 }
                 if pairs_needed {
-                    self.pairs(net, &hosts, &comps, &attached, a, a_sw, &w.terminals, &mut report.violations);
+                    self.pairs(net, hosts, comps, attached, a, a_sw, &w.terminals, &mut report.violations);
                 }
             }
         }
         report.violations.extend(loops.into_values());
+        self.tail(net, facts, attached, comps, &mut report);
+        report.notes = notes.into_iter().collect();
+        let state = by_class.filter(|_| keep).map(|(engine, found)| ClassState { engine, ctx, found });
+        (report, state)
+    }
+
+    /// The checks that read no flow table: loops the dataplane saw,
+    /// reachability over live links, liveness, controller errors.
+    fn tail(&self, net: &Network, facts: &Facts, attached: &[(usize, u64)], comps: &Components, report: &mut Report) {
+        let on = |i| self.enabled.contains(&i);
         if on(Invariant::Loop) {
             report.violations.extend(observed_loop(&facts.dataplane));
         }
         if on(Invariant::Reachability) {
             let mut switch_of: Vec<Option<u64>> = vec![None; net.hosts.len()];
-            for &(i, d) in &attached {
+            for &(i, d) in attached {
                 switch_of[i] = Some(d);
             }
             // Everyone attached, all in one component: nothing to report.
@@ -401,66 +505,67 @@ impl Checker {
                 }
             }
         }
-        report.notes = notes.into_iter().collect();
-        report
     }
 
     /// Loops, blackholes, reachability and isolation by header class: the
     /// class engine finds the blackholed pairs (and proves there is no
     /// loop); each pair to report, and each isolation pair, is then walked
     /// per source for its witness. `Err` says why the engine could not run.
-    #[allow(clippy::too_many_arguments)]
-    fn check_by_class(
-        &self,
-        net: &Network,
-        model: &Model,
-        shapes: &[Cube],
-        hosts: &HostIndex,
-        comps: &Components,
-        attached: &[(usize, u64)],
-        report: &mut Report,
-        notes: &mut BTreeSet<String>,
-    ) -> Result<(), String> {
-        let why = |e: Irregular| match e {
-            Irregular::Rewrites => "some action rewrites headers".to_string(),
-            Irregular::TooManyClasses => format!("more than {CLASS_LIMIT} header classes"),
-            Irregular::Loop => "some header loops".to_string(),
-            Irregular::Unexpected(what) => format!("the class engine met {what}"),
-        };
-        let engine = ByClass::new(model, shapes, CLASS_LIMIT).map_err(why)?;
+    fn by_class(&self, net: &Network, model: &Model, ctx: &Context, keep: bool) -> Result<(ByClass, Explained), String> {
         // Threads only pay off beyond a few milliseconds of work.
-        let work = engine.classes() * net.switches.len();
-        let threads = if work < PARALLEL_WORK { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
-        let verdicts = engine.blackholes(|d| comps.root(d), threads).map_err(why)?;
-        report.classes = verdicts.atoms;
+        let threads = |work: usize| if work < PARALLEL_WORK { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
+        let engine = ByClass::new(model, &ctx.shapes, CLASS_LIMIT, |d| ctx.comps.root(d), keep, threads).map_err(|e| e.to_string())?;
+        let mut found = Explained::default();
+        self.explain(net, model, ctx, &engine, &mut found, engine.blackholes());
+        Ok((engine, found))
+    }
+
+    /// Walks each pair per source (and every isolation pair) and files its
+    /// violations, with witnesses, in `found.explained`.
+    fn explain(&self, net: &Network, model: &Model, ctx: &Context, engine: &ByClass, found: &mut Explained, pairs: impl IntoIterator<Item = (usize, usize)>) {
         let on = |i| self.enabled.contains(&i);
         let holes = on(Invariant::Blackhole) || on(Invariant::Reachability);
-        let mut explain: BTreeSet<(usize, usize)> = if holes { verdicts.blackholes.clone() } else { BTreeSet::new() };
+        let blackholed: BTreeSet<(usize, usize)> = engine.blackholes().collect();
+        // Pairs no longer blackholed have nothing left to explain.
+        let mut todo = BTreeSet::new();
+        for p in pairs {
+            if holes && blackholed.contains(&p) {
+                todo.insert(p);
+            } else {
+                found.explained.remove(&p);
+            }
+        }
         if on(Invariant::Isolation) {
             let index = |name: &str| net.hosts.iter().position(|h| h.name == name);
-            explain.extend(self.isolation.iter().filter_map(|r| Some((index(&r.from)?, index(&r.to)?))));
+            todo.extend(self.isolation.iter().filter_map(|r| Some((index(&r.from)?, index(&r.to)?))));
         }
-        let switch_of = |h: usize| attached.iter().find(|(i, _)| *i == h).map(|(_, d)| *d);
-        for (a, b) in explain {
-            let (Some(a_sw), Some(b_sw)) = (switch_of(a), switch_of(b)) else { continue };
+        let mut switch_of: Vec<Option<u64>> = vec![None; net.hosts.len()];
+        for &(i, d) in &ctx.attached {
+            switch_of[i] = Some(d);
+        }
+        for (a, b) in todo {
+            found.explained.remove(&(a, b));
+            let (Some(a_sw), Some(b_sw)) = (switch_of[a], switch_of[b]) else { continue };
             if a == b {
                 continue;
             }
             let mut w = Walker::new(model);
-            w.from_host(a, &pair_cubes(net, shapes, a, b));
+            w.from_host(a, &pair_cubes(net, &ctx.shapes, a, b));
             if w.truncated {
-                notes.insert(format!("the walk from {} stopped at its step budget; results from it are partial", net.hosts[a].name));
+                found.notes.insert(format!("the walk from {} stopped at its step budget; results from it are partial", net.hosts[a].name));
             }
-            report.terminals += w.terminals.len();
-            let before = report.violations.len();
-            self.pairs(net, hosts, comps, &[(b, b_sw)], a, a_sw, &w.terminals, &mut report.violations);
-            let hole_found = report.violations[before..].iter().any(|v| matches!(v.invariant, Invariant::Blackhole | Invariant::Reachability));
-            if holes && verdicts.blackholes.contains(&(a, b)) && !hole_found && !w.truncated {
+            found.terminals += w.terminals.len();
+            let mut violations = Vec::new();
+            self.pairs(net, &ctx.hosts, &ctx.comps, &[(b, b_sw)], a, a_sw, &w.terminals, &mut violations);
+            let hole_found = violations.iter().any(|v| matches!(v.invariant, Invariant::Blackhole | Invariant::Reachability));
+            if holes && blackholed.contains(&(a, b)) && !hole_found && !w.truncated {
                 debug_assert!(false, "class engine and per-source walk disagree on {a} -> {b}");
-                notes.insert(format!("internal: the class engine reports {} -> {} blackholed, the per-source walk does not", net.hosts[a].name, net.hosts[b].name));
+                found.notes.insert(format!("internal: the class engine reports {} -> {} blackholed, the per-source walk does not", net.hosts[a].name, net.hosts[b].name));
+            }
+            if !violations.is_empty() {
+                found.explained.insert((a, b), violations);
             }
         }
-        Ok(())
     }
 
     /// Blackholes, reachability and isolation for traffic from host `a`.

@@ -19,5 +19,5 @@ pub mod persist;
 pub mod testnet;
 pub mod walk;
 
-pub use check::{Checker, Engine, Invariant, Violation};
+pub use check::{Checker, Engine, Incremental, Invariant, Violation};
 pub use persist::Persistence;

@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::OnceLock;
 
 use sts_mocknet::flow::{Action, ActionSet, FlowEntry};
 use sts_mocknet::network::{Endpoint, LinkFault, Network, HOP_LIMIT};
@@ -71,24 +72,30 @@ impl<'n> Rule<'n> {
     }
 }
 
-/// The flow tables of every switch, compiled once per check.
+/// The flow tables of every switch, each compiled the first time it is needed.
 pub struct Model<'n> {
     pub net: &'n Network,
-    tables: BTreeMap<u64, Vec<Vec<Rule<'n>>>>,
+    tables: BTreeMap<u64, OnceLock<Vec<Vec<Rule<'n>>>>>,
 }
 
 impl<'n> Model<'n> {
-    /// Compiles the network's current forwarding state.
+    /// A model of the network's current forwarding state (nothing compiled yet).
     pub fn new(net: &'n Network) -> Model<'n> {
-        let tables = net
-            .switches
-            .iter()
-            .map(|(dpid, sw)| {
-                let t = sw.tables.iter().map(|t| t.entries().iter().enumerate().map(|(i, e)| Rule::compile(e, i)).collect()).collect();
-                (*dpid, t)
-            })
-            .collect();
-        Model { net, tables }
+        Model { net, tables: net.switches.keys().map(|&d| (d, OnceLock::new())).collect() }
+    }
+
+    /// The compiled tables of a switch (none if it does not exist).
+    pub(crate) fn tables_of(&self, dpid: u64) -> &[Vec<Rule<'n>>] {
+        let Some(cell) = self.tables.get(&dpid) else { return &[] };
+        cell.get_or_init(|| {
+            let sw = &self.net.switches[&dpid];
+            sw.tables.iter().map(|t| t.entries().iter().enumerate().map(|(i, e)| Rule::compile(e, i)).collect()).collect()
+        })
+    }
+
+    /// Every switch's compiled tables, by datapath id.
+    fn all_tables(&self) -> impl Iterator<Item = (u64, &[Vec<Rule<'n>>])> {
+        self.tables.keys().map(|&d| (d, self.tables_of(d)))
     }
 
     /// The header fields (a bit per slot) some rule matches or some action
@@ -102,16 +109,16 @@ impl<'n> Model<'n> {
             Action::PushVlan(_) | Action::PopVlan | Action::SetVlanVid10(_) | Action::SetVlanPcp10(_) => used |= bit(s::VLAN_VID),
             _ => {}
         };
-        for (dpid, tables) in &self.tables {
+        for (dpid, tables) in self.all_tables() {
             for r in tables.iter().flatten() {
                 let ins = &r.entry.instructions;
                 ins.apply.iter().chain(ins.write.iter().flatten()).for_each(&mut action);
             }
-            for g in self.net.switches[dpid].groups.values() {
+            for g in self.net.switches[&dpid].groups.values() {
                 g.buckets.iter().flat_map(|(_, a)| a).for_each(&mut action);
             }
         }
-        for r in self.tables.values().flatten().flatten() {
+        for r in self.rules() {
             for (sl, _) in &r.header {
                 used |= bit(*sl);
             }
@@ -127,30 +134,30 @@ impl<'n> Model<'n> {
         used
     }
 
-    /// Total compiled rules.
+    /// Total rules (compiling nothing).
     pub fn rule_count(&self) -> usize {
-        self.tables.values().flatten().map(Vec::len).sum()
-    }
-
-    /// The compiled tables of a switch.
-    pub(crate) fn tables_of(&self, dpid: u64) -> &[Vec<Rule<'n>>] {
-        self.tables.get(&dpid).map_or(&[], Vec::as_slice)
+        self.net.switches.values().flat_map(|s| &s.tables).map(|t| t.len()).sum()
     }
 
     /// Every compiled rule.
     pub(crate) fn rules(&self) -> impl Iterator<Item = &Rule<'n>> {
-        self.tables.values().flatten().flatten()
+        self.all_tables().flat_map(|(_, t)| t.iter().flatten())
     }
 
     /// True if some action rewrites a header field (set-field, VLAN push,
     /// pop or set). Without rewrites a frame keeps its headers end to end.
     pub fn rewrites(&self) -> bool {
+        self.net.switches.keys().any(|&d| self.rewrites_at(d))
+    }
+
+    /// [`Model::rewrites`] for one switch's rules and groups.
+    pub(crate) fn rewrites_at(&self, dpid: u64) -> bool {
         let rewrite = |a: &Action| !matches!(a, Action::Output { .. } | Action::Group(_) | Action::Ignored);
-        let in_rules = self.rules().any(|r| {
+        let in_rules = self.tables_of(dpid).iter().flatten().any(|r| {
             let ins = &r.entry.instructions;
             ins.apply.iter().chain(ins.write.iter().flatten()).any(rewrite)
         });
-        in_rules || self.net.switches.values().flat_map(|s| s.groups.values()).flat_map(|g| g.buckets.iter().flat_map(|(_, a)| a)).any(rewrite)
+        in_rules || self.net.switches.get(&dpid).is_some_and(|s| s.groups.values().flat_map(|g| g.buckets.iter().flat_map(|(_, a)| a)).any(rewrite))
     }
 }
 
@@ -457,7 +464,7 @@ impl<'m, 'n> Walker<'m, 'n> {
     }
 
     fn pipeline(&mut self, at: &At, pkt: Pkt, table: u8, metadata: u64, set: ActionSet, rules: Vec<RuleRef>) {
-        let Some(compiled) = self.model.tables.get(&at.dpid).and_then(|t| t.get(table as usize)) else {
+        let Some(compiled) = self.model.tables_of(at.dpid).get(table as usize) else {
             let node = Self::node(at, &rules);
             return self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::TableMiss { table } }, Some(node));
         };

@@ -9,7 +9,7 @@
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sts_invariants::check::{Checker, Engine, Facts, Invariant};
+use sts_invariants::check::{Checker, Engine, Facts, Incremental, Invariant};
 use sts_invariants::testnet::{flow, ipv4_dst, routed_fat_tree};
 use sts_mocknet::network::{Endpoint, Network};
 use sts_proxy::wire::v13::{self, Instruction};
@@ -94,4 +94,65 @@ fn class_engine_and_per_source_walk_report_the_same_on_damaged_fat_trees() {
     assert!(by_class > CASES as u32 / 2, "the class engine must run on most of these networks");
     assert!(fallbacks >= CASES as u32 / 10, "loops must send some checks back to per-source walks");
     assert!(with_holes > CASES as u32 / 5, "the damage must make blackholes");
+}
+
+/// One random rule change at a random switch: a host or edge route added
+/// (to a random port, or dropping), or a rule deleted. Returns the switch.
+fn random_rule_change(net: &mut Network, rng: &mut ChaCha8Rng) -> u64 {
+    let dpids: Vec<u64> = net.switches.keys().copied().collect();
+    let ips: Vec<u32> = net.hosts.iter().map(|h| u32::from(h.ip)).collect();
+    let d = *dpids.choose(rng).expect("switches");
+    let ip = *ips.choose(rng).expect("hosts");
+    let prefix = *[32, 24].choose(rng).expect("prefixes");
+    match rng.gen_range(0..4) {
+        0 => drop_rule(net, d, ip, prefix),
+        1 => {
+            // Delete some rule of the switch (strictly: match and priority).
+            let entries = net.switches[&d].tables[0].entries().to_vec();
+            if let Some(e) = entries.choose(rng) {
+                let sts_mocknet::flow::WireForm::V13 { r#match, .. } = &e.wire else { return d };
+                let fm = v13::FlowMod { command: v13::flow_mod_command::DELETE_STRICT, ..v13::FlowMod::add(0, e.priority, r#match.clone(), Vec::new()) };
+                let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
+                net.handle_controller(d, &msg.emit().expect("encodes"), &msg, 0);
+            }
+        }
+        _ => {
+            let ports: Vec<u32> = net.switches[&d].ports.keys().copied().collect();
+            let port = *ports.choose(rng).expect("ports");
+            flow(net, d, 450, ipv4_dst(ip, prefix), port);
+        }
+    }
+    d
+}
+
+#[test]
+fn a_recheck_after_rule_changes_reports_what_a_full_check_does() {
+    let checker = Checker { enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability].into_iter().collect(), ..Checker::default() };
+    let (mut rechecks, mut by_class, mut changed_verdicts) = (0, 0, 0);
+    for seed in 0..20u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(1000 + seed);
+        let mut net = damaged_fat_tree(seed);
+        let mut inc = Incremental::new(checker.clone());
+        let mut last = inc.check(&net, &Facts::default());
+        for step in 0..8 {
+            let mut changed = vec![random_rule_change(&mut net, &mut rng)];
+            if rng.gen_bool(0.3) {
+                changed.push(random_rule_change(&mut net, &mut rng));
+            }
+            let fresh = checker.check(&net, &Facts::default());
+            let re = inc.recheck(&net, &Facts::default(), &changed);
+            if re.violations != fresh.violations {
+                let names = |r: &sts_invariants::check::Report| r.violations.iter().map(|v| v.summary.clone()).collect::<std::collections::BTreeSet<_>>();
+                let (a, b) = (names(&re), names(&fresh));
+                panic!("seed {seed} step {step} (changed {changed:?}): only in the recheck {:?}; only in the full check {:?}", a.difference(&b).take(3).collect::<Vec<_>>(), b.difference(&a).take(3).collect::<Vec<_>>());
+            }
+            assert_eq!(re.classes > 0, fresh.classes > 0, "seed {seed} step {step}");
+            rechecks += 1;
+            by_class += (re.classes > 0) as u32;
+            changed_verdicts += (re.violations != last.violations) as u32;
+            last = re;
+        }
+    }
+    eprintln!("{rechecks} rechecks, {by_class} by class, {changed_verdicts} changed the report");
+    assert!(by_class > rechecks / 2 && changed_verdicts > rechecks / 4);
 }

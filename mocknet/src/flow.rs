@@ -177,7 +177,7 @@ pub fn port_to10(p: u32) -> u16 {
 }
 
 /// An action as the pipeline executes it (1.0 and 1.3 actions map onto these).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
     Output { port: u32, max_len: u16 },
     SetField(Field, u128),
@@ -276,7 +276,7 @@ fn order(a: &Action) -> u8 {
 }
 
 /// A flow entry's instructions, in the 1.3 sense (a 1.0 entry has only `apply`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Instructions {
     pub apply: Vec<Action>,
     pub clear: bool,
