@@ -21,7 +21,7 @@
 
 use std::time::Instant;
 
-use sts_invariants::check::{Checker, Facts, Incremental, Invariant};
+use sts_invariants::check::{Checker, Engine, Facts, Incremental, Invariant};
 use sts_invariants::testnet::{ipv4_dst, routed_fat_tree};
 use sts_mocknet::network::{Endpoint, Network};
 use sts_proxy::wire::v13::{self, Instruction};
@@ -98,8 +98,8 @@ fn main() {
         enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability, Invariant::Liveness].into_iter().collect(),
         ..Checker::default()
     };
-    println!("| fat-tree | switches | hosts | rules | header classes | violations | full check (median) | runs |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| fat-tree | switches | hosts | rules | header classes | violations | full check (median) | runs | per-source walks (before) |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut variants: Vec<(u64, bool)> = ks.iter().map(|&k| (k, false)).collect();
     if ks.contains(&32) {
         variants.push((32, true));
@@ -117,9 +117,24 @@ fn main() {
         }
         times.sort();
         let r = last.expect("ran");
+        // The per-source walk, for comparison (minutes beyond k = 16).
+        let before = if k <= 16 {
+            let per_source = Checker { engine: Engine::PerSource, ..checker.clone() };
+            let times: Vec<_> = (0..if k <= 8 { 7 } else { 3 })
+                .map(|_| {
+                    let t = Instant::now();
+                    let rep = per_source.check(&net, &Facts::default());
+                    assert_eq!(rep.violations, r.violations, "both engines agree");
+                    t.elapsed()
+                })
+                .collect();
+            format!("{:.1} ms", median_ms(times))
+        } else {
+            "not run".to_string()
+        };
         let name = if host_routes { format!("k = {k} + host routes") } else { format!("k = {k}") };
         println!(
-            "| {name} | {} | {} | {} | {} | {} | {:.1} ms | {runs} |",
+            "| {name} | {} | {} | {} | {} | {} | {:.1} ms | {runs} | {before} |",
             net.switches.len(),
             net.hosts.len(),
             r.rules,
