@@ -397,6 +397,10 @@ pub(crate) struct ByClass {
     keep: bool,
 }
 
+/// Atoms × switches the table-0 index may hold (1 GiB of rule ids); beyond,
+/// the check falls back to per-source walks.
+const INDEX_LIMIT: usize = 1 << 28;
+
 /// Switches whose table-0 arrays are built before being copied atom-major.
 const TRANSPOSE_BLOCK: usize = 16;
 
@@ -423,6 +427,10 @@ impl ByClass {
         }
         let constraints = model.rules().filter(|r| !r.never).map(|r| r.header.as_slice());
         let classes = Classes::new(shapes, constraints, limit).ok_or(Irregular::TooManyClasses)?;
+        // The table-0 index holds one rule id per (atom, switch).
+        if classes.count.saturating_mul(model.net.switches.len()) > INDEX_LIMIT {
+            return Err(Irregular::TooManyClasses);
+        }
         let ix = Index::new(model, classes, keep);
         let hosts = Hosts::new(&ix, model, component);
         let mut engine = ByClass { cache: Caches::new(&ix), ix, hosts, atom_pairs: HashMap::new(), pair_count: BTreeMap::new(), keep };

@@ -37,7 +37,7 @@ use crate::header::{s, Cube, Shape, Ternary, PRESENT};
 use crate::walk::{hops, Model, Node, Outcome, Terminal, Walker};
 
 /// Header classes the class engine holds at most before the check falls
-/// back to per-source walks.
+/// back to per-source walks (it also stops at 2^28 classes × switches).
 pub const CLASS_LIMIT: usize = 1 << 20;
 
 /// Header classes × switches from which the class engine uses every core.
