@@ -5,7 +5,9 @@
 //! Each fat-tree (k = 4, 8, 16, 32 by default) gets two-level routing
 //! ([`sts_invariants::testnet::routed_fat_tree`]), installed through FLOW_MOD
 //! messages as a controller would. The "+host routes" variant adds a /32 per
-//! host of the pod at every aggregation switch, to reach 100,000 rules.
+//! host of the pod at every aggregation switch, to reach 100,000 rules; the
+//! "+ a routing loop" variant adds three host routes that send one host's
+//! traffic around a loop ([`sts_invariants::testnet::routing_loop`]).
 //!
 //! Reported: the median of several full checks (loops, blackholes over every
 //! host pair, reachability, liveness), each including compiling the model;
@@ -22,7 +24,7 @@
 use std::time::Instant;
 
 use sts_invariants::check::{Checker, Engine, Facts, Incremental, Invariant};
-use sts_invariants::testnet::{ipv4_dst, routed_fat_tree};
+use sts_invariants::testnet::{ipv4_dst, routed_fat_tree, routing_loop};
 use sts_mocknet::network::{Endpoint, Network};
 use sts_proxy::wire::v13::{self, Instruction};
 use sts_proxy::wire::{Body, Message};
@@ -100,12 +102,17 @@ fn main() {
     };
     println!("| fat-tree | switches | hosts | rules | header classes | violations | full check (median) | runs | per-source walks (before) |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    let mut variants: Vec<(u64, bool)> = ks.iter().map(|&k| (k, false)).collect();
+    // (k, host routes, a routing loop)
+    let mut variants: Vec<(u64, bool, bool)> = ks.iter().map(|&k| (k, false, false)).collect();
     if ks.contains(&32) {
-        variants.push((32, true));
+        variants.push((32, true, false));
+        variants.push((32, false, true));
     }
-    for (k, host_routes) in variants {
-        let net = routed_fat_tree(k, host_routes);
+    for (k, host_routes, looping) in variants {
+        let mut net = routed_fat_tree(k, host_routes);
+        if looping {
+            routing_loop(&mut net, k, 0, 1);
+        }
         let runs = if k >= 32 { 3 } else { 7 };
         let mut times = Vec::new();
         let mut last = None;
@@ -132,7 +139,11 @@ fn main() {
         } else {
             "not run".to_string()
         };
-        let name = if host_routes { format!("k = {k} + host routes") } else { format!("k = {k}") };
+        let name = match (host_routes, looping) {
+            (true, _) => format!("k = {k} + host routes"),
+            (_, true) => format!("k = {k} + a routing loop"),
+            _ => format!("k = {k}"),
+        };
         println!(
             "| {name} | {} | {} | {} | {} | {} | {:.1} ms | {runs} | {before} |",
             net.switches.len(),

@@ -16,8 +16,9 @@
 //! have some untagged ARP or IPv4 traffic that no copy delivers to the
 //! destination or hands to a controller (see [`crate::check`] for the
 //! definition). Loops make per-switch fates depend on the path, so an atom
-//! that cycles, or a path longer than the hop limit, stops the fast path
-//! ([`Irregular`]) and the caller falls back to the exact per-source walk.
+//! that cycles, or takes a path longer than the hop limit, is judged the
+//! exact way instead: the per-source walker follows that atom alone from
+//! every source, and the cycles it finds are reported as loops.
 //!
 //! The index owns everything it needs (rules are named by ids that outlive
 //! their position in a table), so it can be kept between checks: after some
@@ -395,6 +396,9 @@ pub(crate) struct ByClass {
     pair_count: BTreeMap<(usize, usize), u32>,
     /// Rules keep what updates need (headers, fingerprints).
     keep: bool,
+    /// The cycles looping atoms take: per cycle (its switches), the first
+    /// (source, atom) found taking it.
+    loops: BTreeMap<Vec<u64>, (usize, usize)>,
 }
 
 /// Atoms × switches the table-0 index may hold (1 GiB of rule ids); beyond,
@@ -406,7 +410,7 @@ const TRANSPOSE_BLOCK: usize = 16;
 
 /// What one thread found: per atom, the pairs it blackholes; or the first
 /// atom it could not follow and why.
-type Share = Result<(Vec<(usize, Vec<(u32, u32)>)>, Caches), (usize, Irregular)>;
+type Share = Result<(Vec<(usize, Vec<(u32, u32)>)>, Vec<usize>, Caches), (usize, Irregular)>;
 
 impl ByClass {
     /// Indexes the model and judges every attached pair. `shapes` are the
@@ -433,7 +437,7 @@ impl ByClass {
         }
         let ix = Index::new(model, classes, keep);
         let hosts = Hosts::new(&ix, model, component);
-        let mut engine = ByClass { cache: Caches::new(&ix), ix, hosts, atom_pairs: HashMap::new(), pair_count: BTreeMap::new(), keep };
+        let mut engine = ByClass { cache: Caches::new(&ix), ix, hosts, atom_pairs: HashMap::new(), pair_count: BTreeMap::new(), keep, loops: BTreeMap::new() };
         let threads = threads(engine.ix.classes.count * engine.ix.switches.len()).clamp(1, engine.ix.classes.count.max(1));
         let shares: Vec<Share> = if threads == 1 {
             vec![engine.judge_share(model, 0, 1)]
@@ -446,11 +450,13 @@ impl ByClass {
         };
         let mut first_error: Option<(usize, Irregular)> = None;
         let mut found = Vec::new();
+        let mut looping = Vec::new();
         let mut caches = Vec::new();
         for share in shares {
             match share {
-                Ok((pairs, cache)) => {
+                Ok((pairs, loops, cache)) => {
                     found.extend(pairs);
+                    looping.extend(loops);
                     caches.push(cache);
                 }
                 // The same answer whatever the threads' timing: the error of the lowest atom.
@@ -467,6 +473,11 @@ impl ByClass {
             }
         }
         for (x, pairs) in found {
+            engine.record(x, pairs);
+        }
+        looping.sort_unstable();
+        for x in looping {
+            let pairs = engine.judge_exactly(model, x)?;
             engine.record(x, pairs);
         }
         Ok(engine)
@@ -507,15 +518,72 @@ impl ByClass {
         let mut cache = Caches::new(&self.ix);
         let mut t = Traversal::new(&self.ix, &mut cache, model);
         let mut found = Vec::new();
+        let mut looping = Vec::new();
         let mut buffers = (Vec::new(), Vec::new());
         for x in (k..self.ix.classes.count).step_by(step) {
-            let pairs = self.hosts.judge(&mut t, x, &mut buffers).map_err(|e| (x, e))?;
-            if !pairs.is_empty() {
-                found.push((x, pairs));
+            match self.hosts.judge(&mut t, x, &mut buffers) {
+                Ok(pairs) if !pairs.is_empty() => found.push((x, pairs)),
+                Ok(_) => {}
+                Err(Irregular::Loop) => looping.push(x),
+                Err(e) => return Err((x, e)),
             }
         }
         drop(t);
-        Ok((found, cache))
+        Ok((found, looping, cache))
+    }
+
+    /// Judges a looping atom the exact way: walks it from every source with
+    /// the per-source walker (a loop makes per-switch fates depend on the
+    /// path), noting the cycles it finds.
+    fn judge_exactly(&mut self, model: &Model, x: usize) -> Result<Vec<(u32, u32)>, Irregular> {
+        let cube = self.ix.classes.cube(x).ok_or(Irregular::Unexpected("an empty header class"))?;
+        let h = &self.hosts;
+        let src_ok = h.source_filter(&self.ix, x);
+        let mut sources: Vec<(u32, usize)> =
+            h.ingress.iter().enumerate().flat_map(|(gi, g)| g.live.iter().map(|&(_, a)| a).chain(g.dead.iter().copied()).map(move |a| (a, gi))).collect();
+        sources.sort_unstable();
+        let mut pairs = Vec::new();
+        for (a, gi) in sources {
+            let mut w = Walker::new(model);
+            w.from_host(a as usize, std::slice::from_ref(&cube));
+            if w.truncated {
+                return Err(Irregular::Unexpected("a loop walk over its step budget"));
+            }
+            let mut good = false;
+            let mut dests = Vec::new();
+            for t in &w.terminals {
+                match &t.outcome {
+                    Outcome::Delivered { host } => dests.push(*host as u32),
+                    Outcome::Punted { .. } | Outcome::Unmodelled { .. } => good = true,
+                    Outcome::Looped { cycle } => {
+                        good = true;
+                        let first = self.loops.entry(cycle.clone()).or_insert((a as usize, x));
+                        *first = (*first).min((a as usize, x));
+                    }
+                    Outcome::Dropped { .. } => {}
+                }
+            }
+            if good || w.terminals.is_empty() {
+                continue;
+            }
+            for &b in &h.dests_of[x] {
+                if b != a && h.host_comp[b as usize] == h.group_comp[gi] && !dests.contains(&b) && src_ok(a as usize) {
+                    pairs.push((a, b));
+                }
+            }
+        }
+        Ok(pairs)
+    }
+
+    /// The cycles some atom takes, each with the first (source, atom) found
+    /// taking it.
+    pub(crate) fn loops(&self) -> &BTreeMap<Vec<u64>, (usize, usize)> {
+        &self.loops
+    }
+
+    /// A cube of headers of atom `x` (all of the atom behaves like it).
+    pub(crate) fn atom_cube(&self, x: usize) -> Option<Cube> {
+        self.ix.classes.cube(x)
     }
 
     /// Brings the engine up to date after the flow tables of `changed`
@@ -526,6 +594,10 @@ impl ByClass {
     pub(crate) fn update(&mut self, model: &Model, changed: &[u64]) -> Result<BTreeSet<(usize, usize)>, Irregular> {
         if !self.keep {
             return Err(Irregular::Unexpected("an engine built without update data"));
+        }
+        // Which cycles survive a change is a question for a full check.
+        if !self.loops.is_empty() {
+            return Err(Irregular::Loop);
         }
         let mut affected = BTreeSet::new();
         for &dpid in changed {
@@ -754,6 +826,15 @@ impl Hosts {
         Hosts { ingress, group_comp, host_comp, dests_of, src_fields, host_src, ipv4 }
     }
 
+    /// Which sources' traffic can fall in atom `x`: those whose addresses it
+    /// holds, on the source fields rules read.
+    fn source_filter(&self, ix: &Index, x: usize) -> impl Fn(usize) -> bool + '_ {
+        let is_ip = ix.classes.shapes[ix.classes.shape_of(x)].cube.pos[s::ETH_TYPE] == self.ipv4;
+        let atom_src: Vec<Option<u32>> =
+            self.src_fields.iter().map(|&(sl, f)| (sl == s::ETH_SRC || (sl == s::IPV4_SRC) == is_ip).then(|| ix.classes.class(x, f))).collect();
+        move |a: usize| atom_src.iter().zip(&self.host_src[a]).all(|(want, have)| want.is_none_or(|w| w == *have))
+    }
+
     /// Follows atom `x` from every source and returns the pairs it
     /// blackholes. `buffers` are reused from atom to atom.
     #[allow(clippy::type_complexity)]
@@ -774,11 +855,7 @@ impl Hosts {
         if self.dests_of[x].is_empty() {
             return Ok(blackholed);
         }
-        let is_ip = ix.classes.shapes[ix.classes.shape_of(x)].cube.pos[s::ETH_TYPE] == self.ipv4;
-        // The source addresses this atom holds, where rules read them.
-        let atom_src: Vec<Option<u32>> =
-            self.src_fields.iter().map(|&(sl, f)| (sl == s::ETH_SRC || (sl == s::IPV4_SRC) == is_ip).then(|| ix.classes.class(x, f))).collect();
-        let src_ok = |a: usize| atom_src.iter().zip(&self.host_src[a]).all(|(want, have)| want.is_none_or(|w| w == *have));
+        let src_ok = self.source_filter(ix, x);
         for &b in &self.dests_of[x] {
             let b_comp = self.host_comp[b as usize];
             for (gi, g) in self.ingress.iter().enumerate() {

@@ -285,7 +285,7 @@ impl Incremental {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Engine {
     /// By header class ([`crate::by_class`]) when the network has no header
-    /// rewrites and no loop, else per source.
+    /// rewrites (looping classes are walked per source, alone), else per source.
     #[default]
     Auto,
     /// Walk every header from every source host ([`crate::walk`]).
@@ -420,6 +420,19 @@ impl Checker {
                     report.terminals = found.terminals;
                     report.violations.extend(found.explained.values().flatten().cloned());
                     notes.extend(found.notes.iter().cloned());
+                    if on(Invariant::Loop) {
+                        // Each cycle some atom takes, explained by walking that atom from its first source.
+                        for (cycle, &(a, x)) in engine.loops() {
+                            let Some(cube) = engine.atom_cube(x) else { continue };
+                            let mut w = Walker::new(&model);
+                            w.from_host(a, &[cube]);
+                            report.terminals += w.terminals.len();
+                            let first = w.terminals.iter().find(|t| matches!(&t.outcome, Outcome::Looped { cycle: c } if c == cycle));
+                            if let Some(v) = first.and_then(|t| loop_violation(net, a, t, cycle)) {
+                                loops.insert(cycle.clone(), v);
+                            }
+                        }
+                    }
                     by_class = Some((engine, found));
                 }
                 Err(why) => report.per_source_because = Some(why),
@@ -436,11 +449,8 @@ impl Checker {
                 for t in &w.terminals {
                     match &t.outcome {
                         Outcome::Looped { cycle } if on(Invariant::Loop) && !loops.contains_key(cycle) => {
-                            if let Some(h) = t.origin.witness() {
-                                let witness = witness(net, a, &h, t);
-                                let elements = cycle.iter().map(|&d| sw(d)).collect();
-                                let summary = format!("forwarding loop through {} for {}", cycle.iter().map(|&d| sw(d)).collect::<Vec<_>>().join(", "), h);
-                                loops.insert(cycle.clone(), Violation { invariant: Invariant::Loop, elements, summary, witness: Some(witness) });
+                            if let Some(v) = loop_violation(net, a, t, cycle) {
+                                loops.insert(cycle.clone(), v);
                             }
                         }
                         Outcome::Unmodelled { what } => {
@@ -641,6 +651,14 @@ fn pair_cubes(net: &Network, shapes: &[Cube], a: usize, b: usize) -> Vec<Cube> {
     let ipv4: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::ETH_TYPE, Ternary::exact(PRESENT | ETH_IPV4 as u64)), (s::IPV4_SRC, ip(a)), (s::IPV4_DST, ip(b))]).collect();
     let arp: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::ETH_TYPE, Ternary::exact(PRESENT | ETH_ARP as u64)), (s::ARP_SPA, ip(a)), (s::ARP_TPA, ip(b))]).collect();
     shapes.iter().flat_map(|c| [c.and(&ipv4), c.and(&arp)]).flatten().collect()
+}
+
+/// The loop violation a looping terminal from host `a` shows.
+fn loop_violation(net: &Network, a: usize, t: &Terminal, cycle: &[u64]) -> Option<Violation> {
+    let h = t.origin.witness()?;
+    let names: Vec<String> = cycle.iter().map(|&d| sw(d)).collect();
+    let summary = format!("forwarding loop through {} for {}", names.join(", "), h);
+    Some(Violation { invariant: Invariant::Loop, elements: names, summary, witness: Some(witness(net, a, &h, t)) })
 }
 
 fn describe_end(net: &Network, t: &Terminal) -> String {

@@ -99,3 +99,23 @@ pub fn routed_fat_tree(k: u64, host_routes: bool) -> Network {
     }
     net
 }
+
+/// Adds host routes to a [`routed_fat_tree`] that send host `host`'s traffic
+/// (a host of pod 0) around a loop: aggregation switch (0, a) → core c1 →
+/// aggregation switch (`other_pod`, a) → core c2, whose pod route leads back
+/// to (0, a). `a` is the aggregation switch the host's address picks, so
+/// traffic from other pods enters the loop.
+pub fn routing_loop(net: &mut Network, k: u64, host: usize, other_pod: u64) {
+    let (half, n_core) = (k / 2, (k / 2) * (k / 2));
+    let ip = u32::from(net.hosts[host].ip);
+    let a = if half.is_power_of_two() { ip as u64 % half } else { 0 };
+    let agg = |pod: u64| n_core + pod * k + a + 1;
+    let (c1, c2) = (a * half + 1, a * half + 2);
+    let links = net.switch_links();
+    let port = |from: u64, to: u64| {
+        links.iter().find_map(|&((x, px), (y, py))| if (x, y) == (from, to) { Some(px) } else if (y, x) == (from, to) { Some(py) } else { None }).expect("linked")
+    };
+    flow(net, agg(0), 450, ipv4_dst(ip, 32), port(agg(0), c1));
+    flow(net, c1, 450, ipv4_dst(ip, 32), port(c1, agg(other_pod)));
+    flow(net, agg(other_pod), 450, ipv4_dst(ip, 32), port(agg(other_pod), c2));
+}
