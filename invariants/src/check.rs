@@ -284,8 +284,9 @@ impl Incremental {
 /// in speed and in what they apply to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Engine {
-    /// By header class ([`crate::by_class`]) when the network has no header
-    /// rewrites (looping classes are walked per source, alone), else per source.
+    /// By header class (see [`crate::classes`] and `by_class.rs`) when the
+    /// network has no header rewrites (looping classes are walked per source,
+    /// alone), else per source.
     #[default]
     Auto,
     /// Walk every header from every source host ([`crate::walk`]).

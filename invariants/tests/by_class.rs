@@ -143,3 +143,26 @@ fn a_recheck_after_rule_changes_reports_what_a_full_check_does() {
     eprintln!("{rechecks} rechecks, {by_class} by class, {changed_verdicts} changed the report");
     assert!(by_class > rechecks / 2 && changed_verdicts > rechecks / 4);
 }
+
+#[test]
+fn degenerate_networks_check_without_trouble() {
+    use sts_mocknet::Topology;
+    use sts_proxy::wire::{OFP10, OFP13};
+    let checker = Checker { enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability].into_iter().collect(), ..Checker::default() };
+    let mut bare = Topology::custom(2, &[(1, 2)]);
+    bare.place_hosts(&[]);
+    let mut one = Topology::custom(1, &[]);
+    one.place_hosts(&[1, 1]);
+    for topo in [Topology::custom(0, &[]), bare, one] {
+        for version in [OFP10, OFP13] {
+            let net = Network::new(&topo, version);
+            let auto = checker.check(&net, &Facts::default());
+            let exact = Checker { engine: Engine::PerSource, ..checker.clone() }.check(&net, &Facts::default());
+            assert_eq!(comparable(&auto), comparable(&exact));
+            let mut inc = Incremental::new(checker.clone());
+            inc.check(&net, &Facts::default());
+            let dpids: Vec<u64> = net.switches.keys().copied().collect();
+            assert_eq!(comparable(&inc.recheck(&net, &Facts::default(), &dpids)), comparable(&exact));
+        }
+    }
+}
