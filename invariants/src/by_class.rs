@@ -467,8 +467,11 @@ impl ByClass {
         if let Some((_, e)) = first_error {
             return Err(e);
         }
-        for c in caches {
-            if keep {
+        // Kept for updates: one cache holding every thread's steps.
+        for c in caches.into_iter().filter(|_| keep) {
+            if engine.cache.steps.is_empty() {
+                engine.cache = c;
+            } else {
                 engine.cache.merge(c);
             }
         }

@@ -518,10 +518,10 @@ impl Checker {
         }
     }
 
-    /// Loops, blackholes, reachability and isolation by header class: the
-    /// class engine finds the blackholed pairs (and proves there is no
-    /// loop); each pair to report, and each isolation pair, is then walked
-    /// per source for its witness. `Err` says why the engine could not run.
+    /// Blackholes, reachability and isolation by header class: the class
+    /// engine finds the blackholed pairs and the cycles looping classes take;
+    /// each pair to report, and each isolation pair, is then walked per source
+    /// for its witness. `Err` says why the engine could not run.
     fn by_class(&self, net: &Network, model: &Model, ctx: &Context, keep: bool) -> Result<(ByClass, Explained), String> {
         // Threads only pay off beyond a few milliseconds of work.
         let threads = |work: usize| if work < PARALLEL_WORK { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
@@ -590,13 +590,8 @@ impl Checker {
                 by_dst.entry(b).or_default().push(t);
             }
         }
-        let mac = |i: usize| Ternary::exact(PRESENT | mac_int(&net.hosts[i].mac.0) as u64);
-        let ip = |i: usize| Ternary::exact(PRESENT | u32::from(net.hosts[i].ip) as u64);
         for &(b, b_sw) in attached.iter().filter(|(b, _)| *b != a) {
-            // What A sends B: its addresses to B's, untagged, IPv4 or ARP.
-            let l2 = [(s::ETH_SRC, mac(a)), (s::ETH_DST, mac(b)), (s::VLAN_VID, Ternary::exact(PRESENT))];
-            let ipv4: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::IPV4_SRC, ip(a)), (s::IPV4_DST, ip(b))]).collect();
-            let arp: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::ARP_SPA, ip(a)), (s::ARP_TPA, ip(b))]).collect();
+            let [ipv4, arp] = pair_class(net, a, b);
             let class = |t: &Terminal| -> Option<Cube> {
                 let et = t.origin.pos[s::ETH_TYPE];
                 if et == Ternary::exact(PRESENT | ETH_IPV4 as u64) {
@@ -643,14 +638,21 @@ impl Checker {
     }
 }
 
-/// The cubes of what host `a` sends host `b` (its addresses to b's,
-/// untagged, IPv4 or ARP), one per shape that can hold it.
-fn pair_cubes(net: &Network, shapes: &[Cube], a: usize, b: usize) -> Vec<Cube> {
+/// What host `a` sends host `b`, which blackholes and isolation are judged
+/// on: a's addresses to b's, untagged; as IPv4, and as ARP.
+fn pair_class(net: &Network, a: usize, b: usize) -> [Vec<(usize, Ternary)>; 2] {
     let mac = |i: usize| Ternary::exact(PRESENT | mac_int(&net.hosts[i].mac.0) as u64);
     let ip = |i: usize| Ternary::exact(PRESENT | u32::from(net.hosts[i].ip) as u64);
     let l2 = [(s::ETH_SRC, mac(a)), (s::ETH_DST, mac(b)), (s::VLAN_VID, Ternary::exact(PRESENT))];
-    let ipv4: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::ETH_TYPE, Ternary::exact(PRESENT | ETH_IPV4 as u64)), (s::IPV4_SRC, ip(a)), (s::IPV4_DST, ip(b))]).collect();
-    let arp: Vec<(usize, Ternary)> = l2.iter().copied().chain([(s::ETH_TYPE, Ternary::exact(PRESENT | ETH_ARP as u64)), (s::ARP_SPA, ip(a)), (s::ARP_TPA, ip(b))]).collect();
+    let ipv4 = [(s::ETH_TYPE, Ternary::exact(PRESENT | ETH_IPV4 as u64)), (s::IPV4_SRC, ip(a)), (s::IPV4_DST, ip(b))];
+    let arp = [(s::ETH_TYPE, Ternary::exact(PRESENT | ETH_ARP as u64)), (s::ARP_SPA, ip(a)), (s::ARP_TPA, ip(b))];
+    [l2.iter().chain(&ipv4).copied().collect(), l2.iter().chain(&arp).copied().collect()]
+}
+
+/// The cubes of what host `a` sends host `b` ([`pair_class`]), one per shape
+/// that can hold it.
+fn pair_cubes(net: &Network, shapes: &[Cube], a: usize, b: usize) -> Vec<Cube> {
+    let [ipv4, arp] = pair_class(net, a, b);
     shapes.iter().flat_map(|c| [c.and(&ipv4), c.and(&arp)]).flatten().collect()
 }
 
