@@ -56,12 +56,20 @@ fn rechecks(name: &str, k: u64, host_routes: bool, checker: &Checker) {
         // A host in pod 0; core 1's pod-0 route goes to aggregation switch 0 of pod 0.
         let h = (r * 3 % (half * half)) as usize;
         let core = 1;
-        let pod_route_port = net.switches[&core].tables[0].entries().iter().find(|e| e.priority == 200).map(|e| e.instructions.clone()).expect("pod route");
+        let pod_route_port = net.switches[&core].tables[0]
+            .entries()
+            .iter()
+            .find(|e| e.priority == 200)
+            .map(|e| e.instructions.clone())
+            .expect("pod route");
         let out = pod_route_port.apply.iter().find_map(|a| match a {
             sts_mocknet::flow::Action::Output { port, .. } => Some(*port),
             _ => None,
         });
-        let to = vec![Instruction::ApplyActions(vec![v13::Action::Output { port: out.expect("an output"), max_len: 0xffff }])];
+        let to = vec![Instruction::ApplyActions(vec![v13::Action::Output {
+            port: out.expect("an output"),
+            max_len: 0xffff,
+        }])];
         flow_mod(&mut net, core, v13::flow_mod_command::ADD, 300, ips[h], to);
         let t = Instant::now();
         let rep = inc.recheck(&net, &Facts::default(), &[core]);
@@ -97,7 +105,9 @@ fn main() {
     let ks: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let ks = if ks.is_empty() { vec![4, 8, 16, 32] } else { ks };
     let checker = Checker {
-        enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability, Invariant::Liveness].into_iter().collect(),
+        enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability, Invariant::Liveness]
+            .into_iter()
+            .collect(),
         ..Checker::default()
     };
     println!("| fat-tree | switches | hosts | rules | header classes | violations | full check (median) | runs | per-source walks (before) |");

@@ -233,7 +233,8 @@ struct TableIndex {
 impl TableIndex {
     fn new(rules: &[Rule], keep: bool) -> TableIndex {
         let conditional = rules.iter().any(|r| r.in_port.is_some() || r.metadata.is_some());
-        let rules: Vec<RuleMeta> = rules.iter().enumerate().map(|(i, r)| RuleMeta::of(r, i as u32, keep, conditional)).collect();
+        let rules: Vec<RuleMeta> =
+            rules.iter().enumerate().map(|(i, r)| RuleMeta::of(r, i as u32, keep, conditional)).collect();
         let position = (0..rules.len() as u32).collect();
         TableIndex { rules, position, conditional, first: Vec::new() }
     }
@@ -355,7 +356,12 @@ impl Caches {
             self.outputs.extend_from_slice(&other.outputs[o0 as usize..o1 as usize]);
             let mut local = st.local;
             local.dests = self.dests.intern(other.dests.slice(&st.local.dests).to_vec());
-            self.steps.push(Step { local, forwards: (fb, fb + f1 - f0), outputs: (ob, ob + o1 - o0), any_port: st.any_port });
+            self.steps.push(Step {
+                local,
+                forwards: (fb, fb + f1 - f0),
+                outputs: (ob, ob + o1 - o0),
+                any_port: st.any_port,
+            });
         }
         for (mine, theirs) in self.single.iter_mut().zip(&other.single) {
             if *mine == NONE && *theirs != NONE {
@@ -437,14 +443,24 @@ impl ByClass {
         }
         let ix = Index::new(model, classes, keep);
         let hosts = Hosts::new(&ix, model, component);
-        let mut engine = ByClass { cache: Caches::new(&ix), ix, hosts, atom_pairs: HashMap::new(), pair_count: BTreeMap::new(), keep, loops: BTreeMap::new() };
-        let threads = threads(engine.ix.classes.count * engine.ix.switches.len()).clamp(1, engine.ix.classes.count.max(1));
+        let mut engine = ByClass {
+            cache: Caches::new(&ix),
+            ix,
+            hosts,
+            atom_pairs: HashMap::new(),
+            pair_count: BTreeMap::new(),
+            keep,
+            loops: BTreeMap::new(),
+        };
+        let threads =
+            threads(engine.ix.classes.count * engine.ix.switches.len()).clamp(1, engine.ix.classes.count.max(1));
         let shares: Vec<Share> = if threads == 1 {
             vec![engine.judge_share(model, 0, 1)]
         } else {
             let me = &engine;
             std::thread::scope(|scope| {
-                let handles: Vec<_> = (0..threads).map(|k| scope.spawn(move || me.judge_share(model, k, threads))).collect();
+                let handles: Vec<_> =
+                    (0..threads).map(|k| scope.spawn(move || me.judge_share(model, k, threads))).collect();
                 handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
             })
         };
@@ -542,8 +558,12 @@ impl ByClass {
         let cube = self.ix.classes.cube(x).ok_or(Irregular::Unexpected("an empty header class"))?;
         let h = &self.hosts;
         let src_ok = h.source_filter(&self.ix, x);
-        let mut sources: Vec<(u32, usize)> =
-            h.ingress.iter().enumerate().flat_map(|(gi, g)| g.live.iter().map(|&(_, a)| a).chain(g.dead.iter().copied()).map(move |a| (a, gi))).collect();
+        let mut sources: Vec<(u32, usize)> = h
+            .ingress
+            .iter()
+            .enumerate()
+            .flat_map(|(gi, g)| g.live.iter().map(|&(_, a)| a).chain(g.dead.iter().copied()).map(move |a| (a, gi)))
+            .collect();
         sources.sort_unstable();
         let mut pairs = Vec::new();
         for (a, gi) in sources {
@@ -604,12 +624,16 @@ impl ByClass {
         }
         let mut affected = BTreeSet::new();
         for &dpid in changed {
-            let Some(&s) = self.ix.by_dpid.get(&dpid) else { return Err(Irregular::Unexpected("a switch the engine does not know")) };
+            let Some(&s) = self.ix.by_dpid.get(&dpid) else {
+                return Err(Irregular::Unexpected("a switch the engine does not know"));
+            };
             if model.rewrites_at(dpid) {
                 return Err(Irregular::Rewrites);
             }
             self.ix.reindex(model, s as usize, &mut affected)?;
-            if self.ix.switches[s as usize].tables.first().map_or(0, |t| t.position.len()) > self.ix.single_capacity[s as usize] {
+            if self.ix.switches[s as usize].tables.first().map_or(0, |t| t.position.len())
+                > self.ix.single_capacity[s as usize]
+            {
                 self.relayout();
             }
         }
@@ -622,7 +646,9 @@ impl ByClass {
         }
         drop(t);
         for (x, pairs) in judged {
-            touched.extend(self.atom_pairs.get(&x).into_iter().flatten().chain(&pairs).map(|&(a, b)| (a as usize, b as usize)));
+            touched.extend(
+                self.atom_pairs.get(&x).into_iter().flatten().chain(&pairs).map(|&(a, b)| (a as usize, b as usize)),
+            );
             self.record(x, pairs);
         }
         Ok(touched)
@@ -660,7 +686,10 @@ impl Index {
             let rows: Vec<Vec<u32>> = chunk
                 .iter()
                 .map(|&d| match model.tables_of(d).first() {
-                    Some(t) if !t.is_empty() => first_holding(&classes, t.iter().enumerate().map(|(i, r)| (i as u32, r.never, r.header.as_slice()))),
+                    Some(t) if !t.is_empty() => first_holding(
+                        &classes,
+                        t.iter().enumerate().map(|(i, r)| (i as u32, r.never, r.header.as_slice())),
+                    ),
                     _ => Vec::new(),
                 })
                 .collect();
@@ -674,15 +703,24 @@ impl Index {
         }
         let mut switches = Vec::with_capacity(n);
         let mut by_dpid = HashMap::with_capacity(n);
-        let (mut plain0, mut single_base, mut single_cap, mut receive_mask) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut plain0, mut single_base, mut single_cap, mut receive_mask) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut base = 0;
         for (&dpid, sw) in &net.switches {
             let compiled = model.tables_of(dpid);
             let mut tables: Vec<TableIndex> = compiled.iter().map(|t| TableIndex::new(t, keep)).collect();
             for (t, rules) in tables.iter_mut().zip(compiled).skip(1).filter(|(_, r)| !r.is_empty()) {
-                t.first = first_holding(&classes, rules.iter().enumerate().map(|(i, r)| (i as u32, r.never, r.header.as_slice())));
+                t.first = first_holding(
+                    &classes,
+                    rules.iter().enumerate().map(|(i, r)| (i as u32, r.never, r.header.as_slice())),
+                );
             }
-            let receiving: Vec<u32> = sw.ports.values().filter(|p| p.is_live() && p.config & port_config::NO_RECV == 0).map(|p| p.no).collect();
+            let receiving: Vec<u32> = sw
+                .ports
+                .values()
+                .filter(|p| p.is_live() && p.config & port_config::NO_RECV == 0)
+                .map(|p| p.no)
+                .collect();
             receive_mask.push(receiving.iter().filter(|&&p| p < 64).fold(0u64, |m, &p| m | 1 << p));
             plain0.push(!tables.first().is_some_and(|t| t.conditional));
             single_base.push(base);
@@ -814,17 +852,28 @@ impl Hosts {
             }
             let dst_ip = if c.pos[s::ETH_TYPE] == ipv4 { s::IPV4_DST } else { s::ARP_TPA };
             for b in (0..net.hosts.len()).filter(|&b| host_comp[b].is_some()) {
-                let narrow: Vec<(usize, [u32; 1])> =
-                    [(s::ETH_DST, mac(b)), (dst_ip, ip(b)), (s::VLAN_VID, PRESENT)].into_iter().filter_map(|(slot, v)| class_of(slot, v)).map(|(f, c)| (f, [c])).collect();
+                let narrow: Vec<(usize, [u32; 1])> = [(s::ETH_DST, mac(b)), (dst_ip, ip(b)), (s::VLAN_VID, PRESENT)]
+                    .into_iter()
+                    .filter_map(|(slot, v)| class_of(slot, v))
+                    .map(|(f, c)| (f, [c]))
+                    .collect();
                 let narrow: Vec<(usize, &[u32])> = narrow.iter().map(|(f, c)| (*f, c.as_slice())).collect();
                 classes.atoms_in_shape(i, &[], &narrow, |x| dests_of[x].push(b as u32));
             }
         }
         // Source fields some rule reads: a source's traffic is only in the
         // atoms holding its own addresses there.
-        let src_fields: Vec<(usize, usize)> = [s::ETH_SRC, s::IPV4_SRC, s::ARP_SPA].iter().filter_map(|&sl| classes.field_of(sl).map(|f| (sl, f))).collect();
+        let src_fields: Vec<(usize, usize)> = [s::ETH_SRC, s::IPV4_SRC, s::ARP_SPA]
+            .iter()
+            .filter_map(|&sl| classes.field_of(sl).map(|f| (sl, f)))
+            .collect();
         let host_src = (0..net.hosts.len())
-            .map(|h| src_fields.iter().map(|&(sl, f)| classes.fields[f].class_of(if sl == s::ETH_SRC { mac(h) } else { ip(h) })).collect())
+            .map(|h| {
+                src_fields
+                    .iter()
+                    .map(|&(sl, f)| classes.fields[f].class_of(if sl == s::ETH_SRC { mac(h) } else { ip(h) }))
+                    .collect()
+            })
             .collect();
         Hosts { ingress, group_comp, host_comp, dests_of, src_fields, host_src, ipv4 }
     }
@@ -833,15 +882,23 @@ impl Hosts {
     /// holds, on the source fields rules read.
     fn source_filter(&self, ix: &Index, x: usize) -> impl Fn(usize) -> bool + '_ {
         let is_ip = ix.classes.shapes[ix.classes.shape_of(x)].cube.pos[s::ETH_TYPE] == self.ipv4;
-        let atom_src: Vec<Option<u32>> =
-            self.src_fields.iter().map(|&(sl, f)| (sl == s::ETH_SRC || (sl == s::IPV4_SRC) == is_ip).then(|| ix.classes.class(x, f))).collect();
+        let atom_src: Vec<Option<u32>> = self
+            .src_fields
+            .iter()
+            .map(|&(sl, f)| (sl == s::ETH_SRC || (sl == s::IPV4_SRC) == is_ip).then(|| ix.classes.class(x, f)))
+            .collect();
         move |a: usize| atom_src.iter().zip(&self.host_src[a]).all(|(want, have)| want.is_none_or(|w| w == *have))
     }
 
     /// Follows atom `x` from every source and returns the pairs it
     /// blackholes. `buffers` are reused from atom to atom.
     #[allow(clippy::type_complexity)]
-    fn judge(&self, t: &mut Traversal, x: usize, buffers: &mut (Vec<Option<Fate>>, Vec<Vec<(u32, Fate)>>)) -> Result<Vec<(u32, u32)>, Irregular> {
+    fn judge(
+        &self,
+        t: &mut Traversal,
+        x: usize,
+        buffers: &mut (Vec<Option<Fate>>, Vec<Vec<(u32, Fate)>>),
+    ) -> Result<Vec<(u32, u32)>, Irregular> {
         let ix = t.ix;
         t.next_atom();
         // Per ingress group: the fate shared by its members, and the members
@@ -1041,7 +1098,9 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
                 Outcome::Punted { .. } => local.punt = true,
                 Outcome::Dropped { .. } => local.drop = true,
                 Outcome::Looped { .. } => return Err(Irregular::Unexpected("a loop within one switch")),
-                Outcome::Unmodelled { .. } => return Err(Irregular::Unexpected("an unmodelled action without rewrites")),
+                Outcome::Unmodelled { .. } => {
+                    return Err(Irregular::Unexpected("an unmodelled action without rewrites"))
+                }
             }
         }
         let c = &mut *self.cache;
@@ -1159,7 +1218,10 @@ mod tests {
         let model = Model::new(&net);
         let shapes = shapes(&model);
         let run = |threads: usize| -> Vec<(usize, usize)> {
-            ByClass::new(&model, &shapes, 1 << 20, |_| Some(0), false, |_| threads).expect("no loop").blackholes().collect()
+            ByClass::new(&model, &shapes, 1 << 20, |_| Some(0), false, |_| threads)
+                .expect("no loop")
+                .blackholes()
+                .collect()
         };
         let one = run(1);
         assert!(!one.is_empty());
@@ -1181,7 +1243,10 @@ mod tests {
         // Traffic for 10.0.1.2 crosses core 1, for 10.2.0.3 core 4.
         let (a, b) = (ips[2], ips[9]);
         let delete = |n: &mut sts_mocknet::network::Network, dpid: u64, ip: u32| {
-            let fm = v13::FlowMod { command: v13::flow_mod_command::DELETE_STRICT, ..v13::FlowMod::add(0, 500, v13::Match::new(ipv4_dst(ip, 32)), Vec::new()) };
+            let fm = v13::FlowMod {
+                command: v13::flow_mod_command::DELETE_STRICT,
+                ..v13::FlowMod::add(0, 500, v13::Match::new(ipv4_dst(ip, 32)), Vec::new())
+            };
             let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
             n.handle_controller(dpid, &msg.emit().expect("encodes"), &msg, 0);
         };
@@ -1194,7 +1259,10 @@ mod tests {
             let model = Model::new(&net);
             let touched = engine.update(&model, &[dpid]).expect("absorbed");
             assert!(!touched.is_empty());
-            let fresh: Vec<(usize, usize)> = ByClass::new(&model, &shapes(&model), 1 << 20, |_| Some(0), false, |_| 1).expect("no loop").blackholes().collect();
+            let fresh: Vec<(usize, usize)> = ByClass::new(&model, &shapes(&model), 1 << 20, |_| Some(0), false, |_| 1)
+                .expect("no loop")
+                .blackholes()
+                .collect();
             assert_eq!(engine.blackholes().collect::<Vec<_>>(), fresh);
         }
     }

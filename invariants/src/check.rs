@@ -57,8 +57,14 @@ pub enum Invariant {
 
 impl Invariant {
     /// Every invariant, in report order.
-    pub const ALL: [Invariant; 6] =
-        [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability, Invariant::Isolation, Invariant::Liveness, Invariant::ControllerErrors];
+    pub const ALL: [Invariant; 6] = [
+        Invariant::Loop,
+        Invariant::Blackhole,
+        Invariant::Reachability,
+        Invariant::Isolation,
+        Invariant::Liveness,
+        Invariant::ControllerErrors,
+    ];
 
     /// The name used in configs, traces and fingerprints.
     pub fn name(self) -> &'static str {
@@ -267,11 +273,20 @@ impl Incremental {
         // is added or removed before them: explain again the pairs whose
         // witness crosses a changed switch.
         let changed_names: BTreeSet<String> = changed.iter().map(|&d| sw(d)).collect();
-        let crosses = |v: &Violation| v.witness.as_ref().is_some_and(|w| w.path.iter().any(|hop| hop.split(' ').next().is_some_and(|n| changed_names.contains(n))));
+        let crosses = |v: &Violation| {
+            v.witness.as_ref().is_some_and(|w| {
+                w.path.iter().any(|hop| hop.split(' ').next().is_some_and(|n| changed_names.contains(n)))
+            })
+        };
         touched.extend(st.found.explained.iter().filter(|(_, vs)| vs.iter().any(crosses)).map(|(p, _)| *p));
         st.found.terminals = 0;
         self.checker.explain(net, &model, &st.ctx, &st.engine, &mut st.found, touched);
-        let mut report = Report { rules: model.rule_count(), classes: st.engine.classes(), terminals: st.found.terminals, ..Report::default() };
+        let mut report = Report {
+            rules: model.rule_count(),
+            classes: st.engine.classes(),
+            terminals: st.found.terminals,
+            ..Report::default()
+        };
         report.violations.extend(st.found.explained.values().flatten().cloned());
         self.checker.tail(net, facts, &st.ctx.attached, &st.ctx.comps, &mut report);
         report.notes = st.found.notes.iter().cloned().collect();
@@ -334,7 +349,8 @@ impl Components {
         }
         for ((a, pa), (b, _)) in net.switch_links() {
             let live = net.live_peer(Endpoint::Switch { dpid: a, port: pa }).is_some();
-            let ports_up = |d: u64, p: u32| net.switches.get(&d).and_then(|s| s.ports.get(&p)).is_some_and(|p| p.is_live());
+            let ports_up =
+                |d: u64, p: u32| net.switches.get(&d).and_then(|s| s.ports.get(&p)).is_some_and(|p| p.is_live());
             if live && ports_up(a, pa) {
                 let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
                 parent.insert(ra, rb);
@@ -386,7 +402,13 @@ impl HostIndex {
         };
         let mac = c.pos[s::ETH_DST];
         if mac.mask == u64::MAX {
-            return self.by_mac.get(&mac.value).into_iter().copied().filter(|&i| ip.contains(self.addrs[i].1)).collect();
+            return self
+                .by_mac
+                .get(&mac.value)
+                .into_iter()
+                .copied()
+                .filter(|&i| ip.contains(self.addrs[i].1))
+                .collect();
         }
         if ip.mask == u64::MAX {
             return self.by_ip.get(&ip.value).into_iter().copied().filter(|&i| mac.contains(self.addrs[i].0)).collect();
@@ -428,7 +450,10 @@ impl Checker {
                             let mut w = Walker::new(&model);
                             w.from_host(a, &[cube]);
                             report.terminals += w.terminals.len();
-                            let first = w.terminals.iter().find(|t| matches!(&t.outcome, Outcome::Looped { cycle: c } if c == cycle));
+                            let first = w
+                                .terminals
+                                .iter()
+                                .find(|t| matches!(&t.outcome, Outcome::Looped { cycle: c } if c == cycle));
                             if let Some(v) = first.and_then(|t| loop_violation(net, a, t, cycle)) {
                                 loops.insert(cycle.clone(), v);
                             }
@@ -444,7 +469,10 @@ impl Checker {
                 let mut w = Walker::new(&model);
                 w.from_host(a, shapes);
                 if w.truncated {
-                    notes.insert(format!("the walk from {} stopped at its step budget; results from it are partial", net.hosts[a].name));
+                    notes.insert(format!(
+                        "the walk from {} stopped at its step budget; results from it are partial",
+                        net.hosts[a].name
+                    ));
                 }
                 report.terminals += w.terminals.len();
                 for t in &w.terminals {
@@ -455,7 +483,10 @@ impl Checker {
                             }
                         }
                         Outcome::Unmodelled { what } => {
-                            notes.insert(format!("not analysed: {what} at {}", t.path.as_ref().map_or("a host".into(), |n| sw(n.dpid))));
+                            notes.insert(format!(
+                                "not analysed: {what} at {}",
+                                t.path.as_ref().map_or("a host".into(), |n| sw(n.dpid))
+                            ));
                         }
                         _ => {}
                     }
@@ -486,13 +517,19 @@ impl Checker {
             }
             // Everyone attached, all in one component: nothing to report.
             let one = attached.first().map(|&(_, d)| comps.root(d));
-            let all_together = attached.len() == net.hosts.len() && attached.iter().all(|&(_, d)| Some(comps.root(d)) == one);
+            let all_together =
+                attached.len() == net.hosts.len() && attached.iter().all(|&(_, d)| Some(comps.root(d)) == one);
             for &(a, a_sw) in attached.iter().filter(|_| !all_together) {
                 for (b, _) in net.hosts.iter().enumerate().filter(|(b, _)| *b != a) {
                     if !switch_of[b].is_some_and(|d| comps.same(a_sw, d)) {
                         let (na, nb) = (net.hosts[a].name.clone(), net.hosts[b].name.clone());
                         let summary = format!("{na} cannot reach {nb}: no live path");
-                        report.violations.push(Violation { invariant: Invariant::Reachability, elements: vec![na, nb], summary, witness: None });
+                        report.violations.push(Violation {
+                            invariant: Invariant::Reachability,
+                            elements: vec![na, nb],
+                            summary,
+                            witness: None,
+                        });
                     }
                 }
             }
@@ -500,11 +537,21 @@ impl Checker {
         if on(Invariant::Liveness) {
             for c in facts.controllers.iter().filter(|c| !c.alive) {
                 let summary = format!("controller {} is not running", c.name);
-                report.violations.push(Violation { invariant: Invariant::Liveness, elements: vec![c.name.clone()], summary, witness: None });
+                report.violations.push(Violation {
+                    invariant: Invariant::Liveness,
+                    elements: vec![c.name.clone()],
+                    summary,
+                    witness: None,
+                });
             }
             for &d in &facts.disconnected {
                 let summary = format!("switch {} has no controller connection", sw(d));
-                report.violations.push(Violation { invariant: Invariant::Liveness, elements: vec![sw(d)], summary, witness: None });
+                report.violations.push(Violation {
+                    invariant: Invariant::Liveness,
+                    elements: vec![sw(d)],
+                    summary,
+                    witness: None,
+                });
             }
         }
         if on(Invariant::ControllerErrors) {
@@ -512,7 +559,12 @@ impl Checker {
             for (name, line) in &facts.log_lines {
                 if self.error_patterns.iter().any(|p| line.contains(p.as_str())) && seen.insert(name.clone()) {
                     let summary = format!("controller {name} logged an error: {}", line.trim());
-                    report.violations.push(Violation { invariant: Invariant::ControllerErrors, elements: vec![name.clone()], summary, witness: None });
+                    report.violations.push(Violation {
+                        invariant: Invariant::ControllerErrors,
+                        elements: vec![name.clone()],
+                        summary,
+                        witness: None,
+                    });
                 }
             }
         }
@@ -522,10 +574,23 @@ impl Checker {
     /// engine finds the blackholed pairs and the cycles looping classes take;
     /// each pair to report, and each isolation pair, is then walked per source
     /// for its witness. `Err` says why the engine could not run.
-    fn by_class(&self, net: &Network, model: &Model, ctx: &Context, keep: bool) -> Result<(ByClass, Explained), String> {
+    fn by_class(
+        &self,
+        net: &Network,
+        model: &Model,
+        ctx: &Context,
+        keep: bool,
+    ) -> Result<(ByClass, Explained), String> {
         // Threads only pay off beyond a few milliseconds of work.
-        let threads = |work: usize| if work < PARALLEL_WORK { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
-        let engine = ByClass::new(model, &ctx.shapes, CLASS_LIMIT, |d| ctx.comps.root(d), keep, threads).map_err(|e| e.to_string())?;
+        let threads = |work: usize| {
+            if work < PARALLEL_WORK {
+                1
+            } else {
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            }
+        };
+        let engine = ByClass::new(model, &ctx.shapes, CLASS_LIMIT, |d| ctx.comps.root(d), keep, threads)
+            .map_err(|e| e.to_string())?;
         let mut found = Explained::default();
         self.explain(net, model, ctx, &engine, &mut found, engine.blackholes());
         Ok((engine, found))
@@ -533,7 +598,15 @@ impl Checker {
 
     /// Walks each pair per source (and every isolation pair) and files its
     /// violations, with witnesses, in `found.explained`.
-    fn explain(&self, net: &Network, model: &Model, ctx: &Context, engine: &ByClass, found: &mut Explained, pairs: impl IntoIterator<Item = (usize, usize)>) {
+    fn explain(
+        &self,
+        net: &Network,
+        model: &Model,
+        ctx: &Context,
+        engine: &ByClass,
+        found: &mut Explained,
+        pairs: impl IntoIterator<Item = (usize, usize)>,
+    ) {
         let on = |i| self.enabled.contains(&i);
         let holes = on(Invariant::Blackhole) || on(Invariant::Reachability);
         let blackholed: BTreeSet<(usize, usize)> = engine.blackholes().collect();
@@ -563,15 +636,22 @@ impl Checker {
             let mut w = Walker::new(model);
             w.from_host(a, &pair_cubes(net, &ctx.shapes, a, b));
             if w.truncated {
-                found.notes.insert(format!("the walk from {} stopped at its step budget; results from it are partial", net.hosts[a].name));
+                found.notes.insert(format!(
+                    "the walk from {} stopped at its step budget; results from it are partial",
+                    net.hosts[a].name
+                ));
             }
             found.terminals += w.terminals.len();
             let mut violations = Vec::new();
             self.pairs(net, &ctx.hosts, &ctx.comps, &[(b, b_sw)], a, a_sw, &w.terminals, &mut violations);
-            let hole_found = violations.iter().any(|v| matches!(v.invariant, Invariant::Blackhole | Invariant::Reachability));
+            let hole_found =
+                violations.iter().any(|v| matches!(v.invariant, Invariant::Blackhole | Invariant::Reachability));
             if holes && blackholed.contains(&(a, b)) && !hole_found && !w.truncated {
                 debug_assert!(false, "class engine and per-source walk disagree on {a} -> {b}");
-                found.notes.insert(format!("internal: the class engine reports {} -> {} blackholed, the per-source walk does not", net.hosts[a].name, net.hosts[b].name));
+                found.notes.insert(format!(
+                    "internal: the class engine reports {} -> {} blackholed, the per-source walk does not",
+                    net.hosts[a].name, net.hosts[b].name
+                ));
             }
             if !violations.is_empty() {
                 found.explained.insert((a, b), violations);
@@ -581,7 +661,17 @@ impl Checker {
 
     /// Blackholes, reachability and isolation for traffic from host `a`.
     #[allow(clippy::too_many_arguments)]
-    fn pairs(&self, net: &Network, hosts: &HostIndex, comps: &Components, attached: &[(usize, u64)], a: usize, a_sw: u64, terminals: &[Terminal], out: &mut Vec<Violation>) {
+    fn pairs(
+        &self,
+        net: &Network,
+        hosts: &HostIndex,
+        comps: &Components,
+        attached: &[(usize, u64)],
+        a: usize,
+        a_sw: u64,
+        terminals: &[Terminal],
+        out: &mut Vec<Violation>,
+    ) {
         let on = |i| self.enabled.contains(&i);
         // The terminals each destination host must be judged on.
         let mut by_dst: BTreeMap<usize, Vec<&Terminal>> = BTreeMap::new();
@@ -606,16 +696,31 @@ impl Checker {
             let names = || vec![net.hosts[a].name.clone(), net.hosts[b].name.clone()];
             let isolated = self.isolation.iter().any(|r| r.from == net.hosts[a].name && r.to == net.hosts[b].name);
             if on(Invariant::Isolation) && isolated {
-                if let Some((t, h)) = relevant.iter().filter(|t| t.outcome == Outcome::Delivered { host: b }).find_map(|t| Some((*t, class(t)?.witness()?))) {
-                    let summary = format!("{} reaches {} despite the isolation policy: {}", net.hosts[a].name, net.hosts[b].name, h);
-                    out.push(Violation { invariant: Invariant::Isolation, elements: names(), summary, witness: Some(witness(net, a, &h, t)) });
+                if let Some((t, h)) = relevant
+                    .iter()
+                    .filter(|t| t.outcome == Outcome::Delivered { host: b })
+                    .find_map(|t| Some((*t, class(t)?.witness()?)))
+                {
+                    let summary = format!(
+                        "{} reaches {} despite the isolation policy: {}",
+                        net.hosts[a].name, net.hosts[b].name, h
+                    );
+                    out.push(Violation {
+                        invariant: Invariant::Isolation,
+                        elements: names(),
+                        summary,
+                        witness: Some(witness(net, a, &h, t)),
+                    });
                 }
             }
             let check_hole = on(Invariant::Blackhole) || on(Invariant::Reachability);
             if !check_hole || !comps.same(a_sw, b_sw) {
                 continue;
             }
-            let good = |t: &Terminal| matches!(t.outcome, Outcome::Punted { .. } | Outcome::Looped { .. } | Outcome::Unmodelled { .. }) || t.outcome == Outcome::Delivered { host: b };
+            let good = |t: &Terminal| {
+                matches!(t.outcome, Outcome::Punted { .. } | Outcome::Looped { .. } | Outcome::Unmodelled { .. })
+                    || t.outcome == Outcome::Delivered { host: b }
+            };
             let goods: Vec<&Terminal> = relevant.iter().filter(|t| good(t)).copied().collect();
             let found = relevant.iter().filter(|t| !good(t)).find_map(|t| {
                 let start = class(t)?;
@@ -669,7 +774,9 @@ fn describe_end(net: &Network, t: &Terminal) -> String {
         Outcome::Delivered { host } => format!("is delivered to {} instead", net.hosts[*host].name),
         Outcome::Punted { dpid } => format!("goes to the controller at {}", sw(*dpid)),
         Outcome::Dropped { dpid, reason } => format!("is dropped at {}: {reason}", sw(*dpid)),
-        Outcome::Looped { cycle } => format!("loops through {}", cycle.iter().map(|&d| sw(d)).collect::<Vec<_>>().join(", ")),
+        Outcome::Looped { cycle } => {
+            format!("loops through {}", cycle.iter().map(|&d| sw(d)).collect::<Vec<_>>().join(", "))
+        }
         Outcome::Unmodelled { what } => format!("meets {what}"),
     }
 }
@@ -678,8 +785,14 @@ fn witness(net: &Network, from: usize, h: &crate::header::Header, t: &Terminal) 
     let path = hops(&t.path)
         .iter()
         .map(|n: &Rc<Node>| {
-            let rules: Vec<String> = n.rules.iter().map(|r| format!("table {} #{} (priority {})", r.table, r.index, r.priority)).collect();
-            format!("{} in {}: {}", sw(n.dpid), n.in_port, if rules.is_empty() { "no rule".into() } else { rules.join(", ") })
+            let rules: Vec<String> =
+                n.rules.iter().map(|r| format!("table {} #{} (priority {})", r.table, r.index, r.priority)).collect();
+            format!(
+                "{} in {}: {}",
+                sw(n.dpid),
+                n.in_port,
+                if rules.is_empty() { "no rule".into() } else { rules.join(", ") }
+            )
         })
         .collect();
     let frame = h.to_frame().iter().map(|b| format!("{b:02x}")).collect();

@@ -37,8 +37,13 @@ fn tag(i: usize) -> u128 {
 #[derive(Clone, Copy)]
 enum Node {
     /// Values with `bit` clear go to the first child, the others to the second.
-    Split { bit: u64, kids: [u32; 2] },
-    Leaf { class: u32 },
+    Split {
+        bit: u64,
+        kids: [u32; 2],
+    },
+    Leaf {
+        class: u32,
+    },
 }
 
 /// The partition of one field's values by the ternaries used on it.
@@ -82,7 +87,8 @@ impl Builder<'_> {
         self.nodes.push(Node::Split { bit, kids: [0, 0] });
         let mut kids = [0u32; 2];
         for (k, kid) in kids.iter_mut().enumerate() {
-            let half = Ternary { value: (piece.value & piece.mask) | if k == 1 { bit } else { 0 }, mask: piece.mask | bit };
+            let half =
+                Ternary { value: (piece.value & piece.mask) | if k == 1 { bit } else { 0 }, mask: piece.mask | bit };
             let mut rest = Vec::with_capacity(live.len());
             let mut now_inside = Vec::new();
             let mut s = sig;
@@ -232,7 +238,11 @@ impl Classes {
     /// Cuts the `shapes` (disjoint cubes covering every header a host can
     /// send) by the ternaries `constraints` use. `None` if there would be more
     /// than `limit` atoms.
-    pub fn new<'a>(shapes: &[Cube], constraints: impl Iterator<Item = &'a [(usize, Ternary)]>, limit: usize) -> Option<Classes> {
+    pub fn new<'a>(
+        shapes: &[Cube],
+        constraints: impl Iterator<Item = &'a [(usize, Ternary)]>,
+        limit: usize,
+    ) -> Option<Classes> {
         let mut per_slot: [Vec<Ternary>; N] = Default::default();
         for c in constraints {
             for &(slot, t) in c {
@@ -260,7 +270,8 @@ impl Classes {
             let mut classes = Vec::new();
             let mut position = Vec::new();
             for f in &fields {
-                let excluded: Vec<Ternary> = cube.neg.iter().filter(|(s, _)| *s as usize == f.slot).map(|(_, t)| *t).collect();
+                let excluded: Vec<Ternary> =
+                    cube.neg.iter().filter(|(s, _)| *s as usize == f.slot).map(|(_, t)| *t).collect();
                 let inside: Vec<u32> = (0..f.len() as u32)
                     .filter(|&c| {
                         let r = f.rep(c);
@@ -277,7 +288,12 @@ impl Classes {
             let inside = fields
                 .iter()
                 .zip(&position)
-                .map(|(fc, pos)| fc.within.iter().map(|(t, cls)| (*t, cls.iter().map(|&c| pos[c as usize]).filter(|&p| p != NONE).collect())).collect())
+                .map(|(fc, pos)| {
+                    fc.within
+                        .iter()
+                        .map(|(t, cls)| (*t, cls.iter().map(|&c| pos[c as usize]).filter(|&p| p != NONE).collect()))
+                        .collect()
+                })
                 .collect();
             let mut strides = vec![0; fields.len()];
             let mut count = 1usize;
@@ -323,7 +339,8 @@ impl Classes {
     /// the atom behaves like it).
     pub fn cube(&self, atom: usize) -> Option<Cube> {
         let sh = &self.shapes[self.shape_of(atom)];
-        let c: Vec<(usize, Ternary)> = self.fields.iter().enumerate().map(|(f, fc)| (fc.slot, fc.rep(self.class(atom, f)))).collect();
+        let c: Vec<(usize, Ternary)> =
+            self.fields.iter().enumerate().map(|(f, fc)| (fc.slot, fc.rep(self.class(atom, f)))).collect();
         sh.cube.and(&c)
     }
 
@@ -336,7 +353,13 @@ impl Classes {
     }
 
     /// [`Classes::for_each_atom`] within shape `i` only.
-    pub fn atoms_in_shape(&self, i: usize, c: &[(usize, Ternary)], narrow: &[(usize, &[u32])], mut each: impl FnMut(usize)) {
+    pub fn atoms_in_shape(
+        &self,
+        i: usize,
+        c: &[(usize, Ternary)],
+        narrow: &[(usize, &[u32])],
+        mut each: impl FnMut(usize),
+    ) {
         let sh = &self.shapes[i];
         // Per atom field, the positions allowed (`None`: all of the shape's classes).
         let mut choices: Vec<Option<Cow<[u32]>>> = Vec::with_capacity(self.fields.len());
@@ -352,12 +375,17 @@ impl Classes {
                 let keep: Cow<[u32]> = match sh.inside[f].get(&t) {
                     Some(inside) => Cow::Borrowed(inside),
                     // Not a refining ternary: test class by class.
-                    None => Cow::Owned((0..sh.classes[f].len() as u32).filter(|&i| fc.rep(sh.classes[f][i as usize]).within(t)).collect()),
+                    None => Cow::Owned(
+                        (0..sh.classes[f].len() as u32)
+                            .filter(|&i| fc.rep(sh.classes[f][i as usize]).within(t))
+                            .collect(),
+                    ),
                 };
                 list = keep_only(keep, list);
             }
             for (_, classes) in narrow.iter().filter(|(nf, _)| *nf == f) {
-                let mut keep: Vec<u32> = classes.iter().map(|&cl| sh.position[f][cl as usize]).filter(|&p| p != NONE).collect();
+                let mut keep: Vec<u32> =
+                    classes.iter().map(|&cl| sh.position[f][cl as usize]).filter(|&p| p != NONE).collect();
                 keep.sort_unstable();
                 list = keep_only(Cow::Owned(keep), list);
             }

@@ -356,7 +356,8 @@ impl Cube {
 
     /// True if the concrete header is in the cube.
     pub fn contains(&self, h: &Header) -> bool {
-        self.pos.iter().zip(h.values).all(|(t, v)| t.contains(v)) && self.neg.iter().all(|(s, t)| !t.contains(h.values[*s as usize]))
+        self.pos.iter().zip(h.values).all(|(t, v)| t.contains(v))
+            && self.neg.iter().all(|(s, t)| !t.contains(h.values[*s as usize]))
     }
 
     /// Narrows one field to a ternary (used to restrict a cube to one source
@@ -382,7 +383,10 @@ impl fmt::Debug for Cube {
             }
         }
         for (slot, t) in &self.neg {
-            d.entry(&format_args!("not {}", SLOTS[*slot as usize].name()), &format_args!("{:#x}/{:#x}", t.value, t.mask));
+            d.entry(
+                &format_args!("not {}", SLOTS[*slot as usize].name()),
+                &format_args!("{:#x}/{:#x}", t.value, t.mask),
+            );
         }
         d.finish()
     }

@@ -61,7 +61,12 @@ mod tests {
     use crate::check::Invariant;
 
     fn v(dst: &str) -> Violation {
-        Violation { invariant: Invariant::Blackhole, elements: vec!["h1".into(), dst.into()], summary: String::new(), witness: None }
+        Violation {
+            invariant: Invariant::Blackhole,
+            elements: vec!["h1".into(), dst.into()],
+            summary: String::new(),
+            witness: None,
+        }
     }
 
     #[test]

@@ -113,7 +113,18 @@ pub fn routing_loop(net: &mut Network, k: u64, host: usize, other_pod: u64) {
     let (c1, c2) = (a * half + 1, a * half + 2);
     let links = net.switch_links();
     let port = |from: u64, to: u64| {
-        links.iter().find_map(|&((x, px), (y, py))| if (x, y) == (from, to) { Some(px) } else if (y, x) == (from, to) { Some(py) } else { None }).expect("linked")
+        links
+            .iter()
+            .find_map(|&((x, px), (y, py))| {
+                if (x, y) == (from, to) {
+                    Some(px)
+                } else if (y, x) == (from, to) {
+                    Some(py)
+                } else {
+                    None
+                }
+            })
+            .expect("linked")
     };
     flow(net, agg(0), 450, ipv4_dst(ip, 32), port(agg(0), c1));
     flow(net, c1, 450, ipv4_dst(ip, 32), port(c1, agg(other_pod)));

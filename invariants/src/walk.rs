@@ -89,7 +89,10 @@ impl<'n> Model<'n> {
         let Some(cell) = self.tables.get(&dpid) else { return &[] };
         cell.get_or_init(|| {
             let sw = &self.net.switches[&dpid];
-            sw.tables.iter().map(|t| t.entries().iter().enumerate().map(|(i, e)| Rule::compile(e, i)).collect()).collect()
+            sw.tables
+                .iter()
+                .map(|t| t.entries().iter().enumerate().map(|(i, e)| Rule::compile(e, i)).collect())
+                .collect()
         })
     }
 
@@ -103,10 +106,14 @@ impl<'n> Model<'n> {
     /// it never influence forwarding, so their presence need not be tracked.
     pub fn used_slots(&self) -> u32 {
         let bit = |sl: usize| 1u32 << sl;
-        let mut used = [s::ETH_TYPE, s::ETH_SRC, s::ETH_DST, s::IPV4_SRC, s::IPV4_DST, s::ARP_SPA, s::ARP_TPA].iter().fold(0, |m, &sl| m | bit(sl));
+        let mut used = [s::ETH_TYPE, s::ETH_SRC, s::ETH_DST, s::IPV4_SRC, s::IPV4_DST, s::ARP_SPA, s::ARP_TPA]
+            .iter()
+            .fold(0, |m, &sl| m | bit(sl));
         let mut action = |a: &Action| match a {
             Action::SetField(f, _) => used |= slot(*f).map_or(0, bit),
-            Action::PushVlan(_) | Action::PopVlan | Action::SetVlanVid10(_) | Action::SetVlanPcp10(_) => used |= bit(s::VLAN_VID),
+            Action::PushVlan(_) | Action::PopVlan | Action::SetVlanVid10(_) | Action::SetVlanPcp10(_) => {
+                used |= bit(s::VLAN_VID)
+            }
             _ => {}
         };
         for (dpid, tables) in self.all_tables() {
@@ -124,8 +131,10 @@ impl<'n> Model<'n> {
             }
         }
         // Fields whose presence depends on each other go together.
-        let groups: [&[usize]; 2] =
-            [&[s::VLAN_VID, s::VLAN_PCP], &[s::IP_PROTO, s::TCP_SRC, s::TCP_DST, s::UDP_SRC, s::UDP_DST, s::ICMP_TYPE, s::ICMP_CODE]];
+        let groups: [&[usize]; 2] = [
+            &[s::VLAN_VID, s::VLAN_PCP],
+            &[s::IP_PROTO, s::TCP_SRC, s::TCP_DST, s::UDP_SRC, s::UDP_DST, s::ICMP_TYPE, s::ICMP_CODE],
+        ];
         for g in groups {
             if g.iter().any(|&sl| used & bit(sl) != 0) {
                 used |= g.iter().fold(0, |m, &sl| m | bit(sl));
@@ -157,7 +166,12 @@ impl<'n> Model<'n> {
             let ins = &r.entry.instructions;
             ins.apply.iter().chain(ins.write.iter().flatten()).any(rewrite)
         });
-        in_rules || self.net.switches.get(&dpid).is_some_and(|s| s.groups.values().flat_map(|g| g.buckets.iter().flat_map(|(_, a)| a)).any(rewrite))
+        in_rules
+            || self
+                .net
+                .switches
+                .get(&dpid)
+                .is_some_and(|s| s.groups.values().flat_map(|g| g.buckets.iter().flat_map(|(_, a)| a)).any(rewrite))
     }
 }
 
@@ -298,15 +312,26 @@ impl std::fmt::Display for DropReason {
 /// Where a copy ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Delivered { host: usize },
-    Punted { dpid: u64 },
-    Dropped { dpid: u64, reason: DropReason },
+    Delivered {
+        host: usize,
+    },
+    Punted {
+        dpid: u64,
+    },
+    Dropped {
+        dpid: u64,
+        reason: DropReason,
+    },
     /// The copy cycles (or exceeds the hop limit); `cycle` lists the switches
     /// of the cycle.
-    Looped { cycle: Vec<u64> },
+    Looped {
+        cycle: Vec<u64>,
+    },
     /// Forwarding the analysis does not model (e.g. double VLAN tagging): no
     /// conclusion is drawn about these headers.
-    Unmodelled { what: &'static str },
+    Unmodelled {
+        what: &'static str,
+    },
 }
 
 /// One copy's fate, for the origin headers in `origin`.
@@ -397,7 +422,13 @@ impl<'m, 'n> Walker<'m, 'n> {
     }
 
     fn node(at: &At, rules: &[RuleRef]) -> Rc<Node> {
-        Rc::new(Node { dpid: at.dpid, in_port: at.in_port, rules: rules.to_vec(), over: at.arrival, parent: at.parent.clone() })
+        Rc::new(Node {
+            dpid: at.dpid,
+            in_port: at.in_port,
+            rules: rules.to_vec(),
+            over: at.arrival,
+            parent: at.parent.clone(),
+        })
     }
 
     /// A copy leaves `from`: across the link to its peer, if live.
@@ -466,7 +497,11 @@ impl<'m, 'n> Walker<'m, 'n> {
     fn pipeline(&mut self, at: &At, pkt: Pkt, table: u8, metadata: u64, set: ActionSet, rules: Vec<RuleRef>) {
         let Some(compiled) = self.model.tables_of(at.dpid).get(table as usize) else {
             let node = Self::node(at, &rules);
-            return self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::TableMiss { table } }, Some(node));
+            return self.end(
+                pkt,
+                Outcome::Dropped { dpid: at.dpid, reason: DropReason::TableMiss { table } },
+                Some(node),
+            );
         };
         let mut rest = vec![pkt];
         let start = self.hop.as_ref().and_then(|h| h.start.get(table as usize).copied()).unwrap_or(0);
@@ -490,7 +525,13 @@ impl<'m, 'n> Walker<'m, 'n> {
                 if let Some(h) = hit {
                     let mut r = rules.clone();
                     let table_miss = rule.entry.priority == 0 && rule.entry.r#match.fields.is_empty();
-                    r.push(RuleRef { dpid: at.dpid, table, index: rule.index, priority: rule.entry.priority, table_miss });
+                    r.push(RuleRef {
+                        dpid: at.dpid,
+                        table,
+                        index: rule.index,
+                        priority: rule.entry.priority,
+                        table_miss,
+                    });
                     self.instructions(at, h, table, metadata, set.clone(), r, rule.entry);
                 }
             }
@@ -512,7 +553,16 @@ impl<'m, 'n> Walker<'m, 'n> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn instructions(&mut self, at: &At, pkt: Pkt, table: u8, metadata: u64, mut set: ActionSet, rules: Vec<RuleRef>, entry: &FlowEntry) {
+    fn instructions(
+        &mut self,
+        at: &At,
+        pkt: Pkt,
+        table: u8,
+        metadata: u64,
+        mut set: ActionSet,
+        rules: Vec<RuleRef>,
+        entry: &FlowEntry,
+    ) {
         let before = self.ends;
         let ins = &entry.instructions;
         let mut pkt = pkt;
@@ -552,7 +602,14 @@ impl<'m, 'n> Walker<'m, 'n> {
 
     /// Runs actions in order; returns the packets after the last rewrite, or
     /// `None` if the walk ended them (an unmodelled action).
-    fn actions(&mut self, at: &At, mut pkt: Pkt, actions: &[Action], rules: &[RuleRef], group_depth: u8) -> Option<Pkt> {
+    fn actions(
+        &mut self,
+        at: &At,
+        mut pkt: Pkt,
+        actions: &[Action],
+        rules: &[RuleRef],
+        group_depth: u8,
+    ) -> Option<Pkt> {
         for a in actions {
             match a {
                 Action::Output { port, .. } => self.output(at, pkt.clone(), *port, rules),
@@ -608,7 +665,9 @@ impl<'m, 'n> Walker<'m, 'n> {
             return;
         }
         let Some(g) = at.sw.groups.get(&id) else { return };
-        let live = |b: &v13::Bucket| b.watch_port == v13::port::ANY || at.sw.ports.get(&b.watch_port).is_some_and(|p| p.is_live());
+        let live = |b: &v13::Bucket| {
+            b.watch_port == v13::port::ANY || at.sw.ports.get(&b.watch_port).is_some_and(|p| p.is_live())
+        };
         let chosen: Vec<&Vec<Action>> = match g.group_type {
             v13::group_type::ALL => g.buckets.iter().map(|(_, a)| a).collect(),
             v13::group_type::INDIRECT => g.buckets.iter().take(1).map(|(_, a)| a).collect(),
@@ -634,7 +693,10 @@ impl<'m, 'n> Walker<'m, 'n> {
                     .sw
                     .ports
                     .values()
-                    .filter(|p| p.no != at.in_port && !(port == P::FLOOD && at.sw.version == OFP10 && p.config & NO_FLOOD_10 != 0))
+                    .filter(|p| {
+                        p.no != at.in_port
+                            && !(port == P::FLOOD && at.sw.version == OFP10 && p.config & NO_FLOOD_10 != 0)
+                    })
                     .map(|p| p.no)
                     .collect();
                 if ports.is_empty() {
@@ -678,7 +740,11 @@ impl<'m, 'n> Walker<'m, 'n> {
         let node = Self::node(at, rules);
         let forwards = at.sw.ports.get(&port).is_some_and(|p| p.is_live() && p.config & v13::port_config::NO_FWD == 0);
         if !forwards {
-            return self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::PortDown { port } }, Some(node));
+            return self.end(
+                pkt,
+                Outcome::Dropped { dpid: at.dpid, reason: DropReason::PortDown { port } },
+                Some(node),
+            );
         }
         self.transmit(Endpoint::Switch { dpid: at.dpid, port }, pkt, &Some(node), at.depth + 1);
     }

@@ -69,8 +69,17 @@ fn random_action13(rng: &mut ChaCha8Rng, nports: u32, groups: &[u32], rewrites: 
         5 => Action::Output { port: v13::port::CONTROLLER, max_len: 0xffff },
         6 => Action::Output { port: v13::port::IN_PORT, max_len: 0 },
         7 => Action::SetField(sts_proxy::wire::v13::Oxm::Basic(BasicOxm::exact(Field::EthDst, pick(rng, &macs)))),
-        8 => Action::SetField(sts_proxy::wire::v13::Oxm::Basic(BasicOxm::exact(Field::VlanVid, (VID_PRESENT | 10) as u128))),
-        9 => if rng.gen_bool(0.5) { Action::PushVlan(0x8100) } else { Action::PopVlan },
+        8 => Action::SetField(sts_proxy::wire::v13::Oxm::Basic(BasicOxm::exact(
+            Field::VlanVid,
+            (VID_PRESENT | 10) as u128,
+        ))),
+        9 => {
+            if rng.gen_bool(0.5) {
+                Action::PushVlan(0x8100)
+            } else {
+                Action::PopVlan
+            }
+        }
         10 => Action::SetField(sts_proxy::wire::v13::Oxm::Basic(BasicOxm::exact(Field::TcpDst, 22))),
         _ => match groups.choose(rng) {
             Some(g) => Action::Group(*g),
@@ -155,29 +164,48 @@ fn random_case(seed: u64, rewrites: bool) -> Case {
         if version == OFP13 {
             let mut groups = Vec::new();
             for g in 0..rng.gen_range(0..=2u32) {
-                let group_type = pick(&mut rng, &[v13::group_type::ALL, v13::group_type::INDIRECT, v13::group_type::FF]);
+                let group_type =
+                    pick(&mut rng, &[v13::group_type::ALL, v13::group_type::INDIRECT, v13::group_type::FF]);
                 let buckets = (0..rng.gen_range(1..=2))
                     .map(|_| v13::Bucket {
                         weight: 0,
-                        watch_port: if group_type == v13::group_type::FF { rng.gen_range(1..=nports) } else { v13::port::ANY },
+                        watch_port: if group_type == v13::group_type::FF {
+                            rng.gen_range(1..=nports)
+                        } else {
+                            v13::port::ANY
+                        },
                         watch_group: v13::GROUP_ANY,
-                        actions: (0..rng.gen_range(1..=2)).map(|_| random_action13(&mut rng, nports, &[], rewrites)).collect(),
+                        actions: (0..rng.gen_range(1..=2))
+                            .map(|_| random_action13(&mut rng, nports, &[], rewrites))
+                            .collect(),
                     })
                     .collect();
-                send(&mut net, d, Body::V13(v13::Msg::GroupMod(v13::GroupMod { command: 0, group_type, group_id: g + 1, buckets })));
+                send(
+                    &mut net,
+                    d,
+                    Body::V13(v13::Msg::GroupMod(v13::GroupMod { command: 0, group_type, group_id: g + 1, buckets })),
+                );
                 groups.push(g + 1);
             }
             for _ in 0..rng.gen_range(0..=6) {
                 let table = rng.gen_range(0..3u8);
                 let mut ins = Vec::new();
                 if rng.gen_bool(0.8) {
-                    ins.push(Instruction::ApplyActions((0..rng.gen_range(0..=3)).map(|_| random_action13(&mut rng, nports, &groups, rewrites)).collect()));
+                    ins.push(Instruction::ApplyActions(
+                        (0..rng.gen_range(0..=3))
+                            .map(|_| random_action13(&mut rng, nports, &groups, rewrites))
+                            .collect(),
+                    ));
                 }
                 if rng.gen_bool(0.15) {
                     ins.push(Instruction::ClearActions);
                 }
                 if rng.gen_bool(0.25) {
-                    ins.push(Instruction::WriteActions((0..rng.gen_range(1..=2)).map(|_| random_action13(&mut rng, nports, &groups, rewrites)).collect()));
+                    ins.push(Instruction::WriteActions(
+                        (0..rng.gen_range(1..=2))
+                            .map(|_| random_action13(&mut rng, nports, &groups, rewrites))
+                            .collect(),
+                    ));
                 }
                 if rng.gen_bool(0.15) {
                     ins.push(Instruction::WriteMetadata { metadata: 1, mask: 1 });
@@ -190,13 +218,17 @@ fn random_case(seed: u64, rewrites: bool) -> Case {
             }
             if rng.gen_bool(0.6) {
                 // Flood broadcasts, as learning switches do (loops on cycles).
-                let flood = vec![Instruction::ApplyActions(vec![Action::Output { port: v13::port::FLOOD, max_len: 0 }])];
+                let flood =
+                    vec![Instruction::ApplyActions(vec![Action::Output { port: v13::port::FLOOD, max_len: 0 }])];
                 let bcast = v13::Match::new([BasicOxm::exact(Field::EthDst, BCAST)]);
                 send(&mut net, d, flow13(0, rng.gen_range(0..4), bcast, flood));
             }
             if rng.gen_bool(0.5) {
                 // A table-miss entry to the controller, as most apps install.
-                let to_ctl = vec![Instruction::ApplyActions(vec![Action::Output { port: v13::port::CONTROLLER, max_len: 0xffff }])];
+                let to_ctl = vec![Instruction::ApplyActions(vec![Action::Output {
+                    port: v13::port::CONTROLLER,
+                    max_len: 0xffff,
+                }])];
                 send(&mut net, d, flow13(0, 0, v13::Match::default(), to_ctl));
             }
         } else {
@@ -218,9 +250,15 @@ fn random_case(seed: u64, rewrites: bool) -> Case {
                 let actions = (0..rng.gen_range(0..=2))
                     .map(|_| match rng.gen_range(0..if rewrites { 6 } else { 5 }) {
                         0..=2 => v10::Action::Output { port: rng.gen_range(1..=nports as u16 + 1), max_len: 0 },
-                        3 => v10::Action::Output { port: pick(&mut rng, &[v10::port::FLOOD, v10::port::ALL, v10::port::IN_PORT]), max_len: 0 },
+                        3 => v10::Action::Output {
+                            port: pick(&mut rng, &[v10::port::FLOOD, v10::port::ALL, v10::port::IN_PORT]),
+                            max_len: 0,
+                        },
                         4 => v10::Action::Output { port: v10::port::CONTROLLER, max_len: 0xffff },
-                        _ => v10::Action::SetDlDst(Mac(sts_mocknet::packet::int_mac(pick(&mut rng, &[host_mac(0), host_mac(1), OTHER_MAC])))),
+                        _ => v10::Action::SetDlDst(Mac(sts_mocknet::packet::int_mac(pick(
+                            &mut rng,
+                            &[host_mac(0), host_mac(1), OTHER_MAC],
+                        )))),
                     })
                     .collect();
                 let fm = v10::FlowMod {
@@ -240,7 +278,8 @@ fn random_case(seed: u64, rewrites: bool) -> Case {
         }
     }
     // Fail some links (switch-switch or host).
-    let mut ends: Vec<Endpoint> = net.switch_links().iter().map(|(a, _)| Endpoint::Switch { dpid: a.0, port: a.1 }).collect();
+    let mut ends: Vec<Endpoint> =
+        net.switch_links().iter().map(|(a, _)| Endpoint::Switch { dpid: a.0, port: a.1 }).collect();
     ends.extend((0..n_hosts).map(Endpoint::Host));
     for _ in 0..rng.gen_range(0..=1) {
         if let Some(e) = ends.choose(&mut rng) {
@@ -267,7 +306,11 @@ fn universe() -> Vec<Header> {
         for &dst in &macs_dst {
             for vlan in [None, Some(10u64)] {
                 for own_ips in [true, false] {
-                    let (sip, dip) = if own_ips { (ip_of(src, 0x0a00_0063), ip_of(dst, 0x0a00_0062)) } else { (0x0a00_0063, 0xc0a8_0001) };
+                    let (sip, dip) = if own_ips {
+                        (ip_of(src, 0x0a00_0063), ip_of(dst, 0x0a00_0062))
+                    } else {
+                        (0x0a00_0063, 0xc0a8_0001)
+                    };
                     for l3 in 0..8 {
                         let mut v = [0u64; N];
                         v[s::ETH_SRC] = PRESENT | src as u64;
@@ -346,7 +389,8 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
         }
     }
     let shapes: Vec<Cube> = Shape::all().into_iter().map(Cube::of_shape).collect();
-    let (mut compared, mut loops, mut holes, mut unmodelled, mut partial, mut by_class, mut looping_by_class) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut compared, mut loops, mut holes, mut unmodelled, mut partial, mut by_class, mut looping_by_class) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for seed in 0..CASES {
         let case = random_case(seed, seed.is_multiple_of(2));
         let mut brute = case.net.clone();
@@ -385,7 +429,10 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
                 // The same fate, except that a looping frame's other copies
                 // may be cut short differently by the dataplane's budget.
                 if real.looped || sym.looped {
-                    assert_eq!(real.looped, sym.looped, "seed {seed}: host {a} header {h}: loop verdicts differ ({real:?} vs {sym:?})");
+                    assert_eq!(
+                        real.looped, sym.looped,
+                        "seed {seed}: host {a} header {h}: loop verdicts differ ({real:?} vs {sym:?})"
+                    );
                 } else {
                     assert_eq!(real, sym, "seed {seed}: host {a} header {h}");
                 }
@@ -399,7 +446,9 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
                     _ => (None, None),
                 };
                 if let Some(b) = (0..case.n_hosts).find(|&b| b != a && h.get(s::ETH_DST) == Some(host_mac(b) as u64)) {
-                    let from_a_to_b = h.get(s::ETH_SRC) == Some(host_mac(a) as u64) && sip == Some(host_ip(a)) && dip == Some(host_ip(b));
+                    let from_a_to_b = h.get(s::ETH_SRC) == Some(host_mac(a) as u64)
+                        && sip == Some(host_ip(a))
+                        && dip == Some(host_ip(b));
                     if untagged && from_a_to_b && !real.looped && !real.punted && !real.delivered.contains(&b) {
                         brute_holes.insert((a, b));
                     }
@@ -408,10 +457,15 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
         }
         // The checker's verdicts, by either engine.
         let connected = |a: usize, b: usize| connected(&case, a, b);
-        let expect_holes: BTreeSet<(usize, usize)> = brute_holes.into_iter().filter(|&(a, b)| connected(a, b)).collect();
+        let expect_holes: BTreeSet<(usize, usize)> =
+            brute_holes.into_iter().filter(|&(a, b)| connected(a, b)).collect();
         let mut reports = Vec::new();
         for engine in [Engine::PerSource, Engine::Auto] {
-            let checker = Checker { enabled: [Invariant::Loop, Invariant::Blackhole].into_iter().collect(), engine, ..Checker::default() };
+            let checker = Checker {
+                enabled: [Invariant::Loop, Invariant::Blackhole].into_iter().collect(),
+                engine,
+                ..Checker::default()
+            };
             let report = checker.check(&case.net, &Facts::default());
             assert!(!report.notes.iter().any(|n| n.starts_with("internal")), "seed {seed}: {:?}", report.notes);
             if report.classes > 0 {
@@ -423,7 +477,11 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
         let per_source = reports.pop().expect("two reports");
         let sym_loop = per_source.violations.iter().any(|v| v.invariant == Invariant::Loop);
         let holes_of = |r: &sts_invariants::check::Report| -> BTreeSet<(usize, usize)> {
-            r.violations.iter().filter(|v| v.invariant == Invariant::Blackhole).map(|v| (host_index(&v.elements[0]), host_index(&v.elements[1]))).collect()
+            r.violations
+                .iter()
+                .filter(|v| v.invariant == Invariant::Blackhole)
+                .map(|v| (host_index(&v.elements[0]), host_index(&v.elements[1])))
+                .collect()
         };
         let sym_holes = holes_of(&per_source);
         if !per_source.notes.is_empty() {
@@ -445,14 +503,19 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
         // Every witness is real: its frame, sent again, does what the report says.
         for v in per_source.violations.iter().chain(&report.violations) {
             let w = v.witness.as_ref().expect("static violations carry witnesses");
-            let frame: Vec<u8> = (0..w.frame.len()).step_by(2).map(|i| u8::from_str_radix(&w.frame[i..i + 2], 16).unwrap()).collect();
+            let frame: Vec<u8> =
+                (0..w.frame.len()).step_by(2).map(|i| u8::from_str_radix(&w.frame[i..i + 2], 16).unwrap()).collect();
             let from = host_index(&w.from);
             let p = brute.probe(from, frame, 0, PROBE_BUDGET);
             match v.invariant {
                 Invariant::Loop => assert!(p.looped, "seed {seed}: loop witness {} does not loop", w.header),
                 Invariant::Blackhole => {
                     let b = host_index(&v.elements[1]);
-                    assert!(!p.looped && p.to_controllers.is_empty() && !p.delivered.contains(&b), "seed {seed}: blackhole witness {} reaches", w.header);
+                    assert!(
+                        !p.looped && p.to_controllers.is_empty() && !p.delivered.contains(&b),
+                        "seed {seed}: blackhole witness {} reaches",
+                        w.header
+                    );
                 }
                 _ => {}
             }
@@ -470,7 +533,11 @@ fn symbolic_walk_agrees_with_the_dataplane_on_every_header() {
 /// A report's violations, loops without their witness: two engines may show
 /// the same cycle with different headers.
 fn comparable(r: &sts_invariants::check::Report) -> Vec<sts_invariants::Violation> {
-    let forget = |v: &sts_invariants::Violation| sts_invariants::Violation { summary: String::new(), witness: None, ..v.clone() };
+    let forget = |v: &sts_invariants::Violation| sts_invariants::Violation {
+        summary: String::new(),
+        witness: None,
+        ..v.clone()
+    };
     r.violations.iter().map(|v| if v.invariant == Invariant::Loop { forget(v) } else { v.clone() }).collect()
 }
 
@@ -493,7 +560,8 @@ fn connected(case: &Case, a: usize, b: usize) -> bool {
             if !port.is_live() {
                 continue;
             }
-            if let Some(Endpoint::Switch { dpid, port: q }) = case.net.live_peer(Endpoint::Switch { dpid: d, port: p }) {
+            if let Some(Endpoint::Switch { dpid, port: q }) = case.net.live_peer(Endpoint::Switch { dpid: d, port: p })
+            {
                 let up = case.net.switches[&dpid].ports.get(&q).is_some_and(|x| x.is_live());
                 if up && seen.insert(dpid) {
                     todo.push(dpid);

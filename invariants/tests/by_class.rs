@@ -58,7 +58,16 @@ fn damaged_fat_tree(seed: u64) -> Network {
 /// A report's violations, loops without their witness: two engines may show
 /// the same cycle with different headers.
 fn comparable(r: &Report) -> Vec<Violation> {
-    r.violations.iter().map(|v| if v.invariant == Invariant::Loop { Violation { summary: String::new(), witness: None, ..v.clone() } } else { v.clone() }).collect()
+    r.violations
+        .iter()
+        .map(|v| {
+            if v.invariant == Invariant::Loop {
+                Violation { summary: String::new(), witness: None, ..v.clone() }
+            } else {
+                v.clone()
+            }
+        })
+        .collect()
 }
 
 #[test]
@@ -67,12 +76,19 @@ fn class_engine_and_per_source_walk_report_the_same_on_damaged_fat_trees() {
     let (mut by_class, mut with_holes, mut with_loops) = (0, 0, 0);
     for seed in 0..CASES {
         let net = damaged_fat_tree(seed);
-        let check = |engine| Checker { enabled: enabled.into_iter().collect(), engine, ..Checker::default() }.check(&net, &Facts::default());
+        let check = |engine| {
+            Checker { enabled: enabled.into_iter().collect(), engine, ..Checker::default() }
+                .check(&net, &Facts::default())
+        };
         let exact = check(Engine::PerSource);
         let auto = check(Engine::Auto);
         assert_eq!(comparable(&auto), comparable(&exact), "seed {seed}");
         assert_eq!(auto.notes, exact.notes, "seed {seed}");
-        assert!(auto.classes > 0, "seed {seed}: without rewrites the class engine runs, loops or not: {:?}", auto.per_source_because);
+        assert!(
+            auto.classes > 0,
+            "seed {seed}: without rewrites the class engine runs, loops or not: {:?}",
+            auto.per_source_because
+        );
         by_class += 1;
         with_holes += exact.violations.iter().any(|v| v.invariant == Invariant::Blackhole) as u32;
         with_loops += exact.violations.iter().any(|v| v.invariant == Invariant::Loop) as u32;
@@ -98,7 +114,10 @@ fn random_rule_change(net: &mut Network, rng: &mut ChaCha8Rng) -> u64 {
             let entries = net.switches[&d].tables[0].entries().to_vec();
             if let Some(e) = entries.choose(rng) {
                 let sts_mocknet::flow::WireForm::V13 { r#match, .. } = &e.wire else { return d };
-                let fm = v13::FlowMod { command: v13::flow_mod_command::DELETE_STRICT, ..v13::FlowMod::add(0, e.priority, r#match.clone(), Vec::new()) };
+                let fm = v13::FlowMod {
+                    command: v13::flow_mod_command::DELETE_STRICT,
+                    ..v13::FlowMod::add(0, e.priority, r#match.clone(), Vec::new())
+                };
                 let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
                 net.handle_controller(d, &msg.emit().expect("encodes"), &msg, 0);
             }
@@ -114,7 +133,10 @@ fn random_rule_change(net: &mut Network, rng: &mut ChaCha8Rng) -> u64 {
 
 #[test]
 fn a_recheck_after_rule_changes_reports_what_a_full_check_does() {
-    let checker = Checker { enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability].into_iter().collect(), ..Checker::default() };
+    let checker = Checker {
+        enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability].into_iter().collect(),
+        ..Checker::default()
+    };
     let (mut rechecks, mut by_class, mut changed_verdicts) = (0, 0, 0);
     for seed in 0..20u64 {
         let mut rng = ChaCha8Rng::seed_from_u64(1000 + seed);
@@ -129,7 +151,9 @@ fn a_recheck_after_rule_changes_reports_what_a_full_check_does() {
             let fresh = checker.check(&net, &Facts::default());
             let re = inc.recheck(&net, &Facts::default(), &changed);
             if comparable(&re) != comparable(&fresh) {
-                let names = |r: &Report| r.violations.iter().map(|v| v.summary.clone()).collect::<std::collections::BTreeSet<_>>();
+                let names = |r: &Report| {
+                    r.violations.iter().map(|v| v.summary.clone()).collect::<std::collections::BTreeSet<_>>()
+                };
                 let (a, b) = (names(&re), names(&fresh));
                 panic!("seed {seed} step {step} (changed {changed:?}): only in the recheck {:?}; only in the full check {:?}", a.difference(&b).take(3).collect::<Vec<_>>(), b.difference(&a).take(3).collect::<Vec<_>>());
             }
@@ -148,7 +172,10 @@ fn a_recheck_after_rule_changes_reports_what_a_full_check_does() {
 fn degenerate_networks_check_without_trouble() {
     use sts_mocknet::Topology;
     use sts_proxy::wire::{OFP10, OFP13};
-    let checker = Checker { enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability].into_iter().collect(), ..Checker::default() };
+    let checker = Checker {
+        enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability].into_iter().collect(),
+        ..Checker::default()
+    };
     let mut bare = Topology::custom(2, &[(1, 2)]);
     bare.place_hosts(&[]);
     let mut one = Topology::custom(1, &[]);

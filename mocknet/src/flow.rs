@@ -144,9 +144,9 @@ impl FlowMatch {
 
     /// True if some packet could match both (the CHECK_OVERLAP test).
     pub fn overlaps(&self, other: &FlowMatch) -> bool {
-        self.fields.iter().all(|a| {
-            other.fields.iter().filter(|b| b.field == a.field).all(|b| a.value & b.mask == b.value & a.mask)
-        })
+        self.fields
+            .iter()
+            .all(|a| other.fields.iter().filter(|b| b.field == a.field).all(|b| a.value & b.mask == b.value & a.mask))
     }
 }
 
@@ -179,7 +179,10 @@ pub fn port_to10(p: u32) -> u16 {
 /// An action as the pipeline executes it (1.0 and 1.3 actions map onto these).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
-    Output { port: u32, max_len: u16 },
+    Output {
+        port: u32,
+        max_len: u16,
+    },
     SetField(Field, u128),
     /// 1.0 SET_VLAN_VID: sets the VID, adding a tag if the frame has none.
     SetVlanVid10(u16),
@@ -306,7 +309,10 @@ impl Instructions {
 
     /// True if an action outputs to `port` (the out_port filter of delete and stats).
     pub fn outputs_to(&self, port: u32) -> bool {
-        self.apply.iter().chain(self.write.iter().flatten()).any(|a| matches!(a, Action::Output { port: p, .. } if *p == port))
+        self.apply
+            .iter()
+            .chain(self.write.iter().flatten())
+            .any(|a| matches!(a, Action::Output { port: p, .. } if *p == port))
     }
 
     /// True if an action sends to group `g` (the out_group filter).
@@ -370,7 +376,11 @@ pub struct Selector<'a> {
 
 impl Selector<'_> {
     fn selects(&self, e: &FlowEntry) -> bool {
-        let by_match = if self.strict { e.priority == self.priority && e.r#match == *self.r#match } else { e.r#match.is_within(self.r#match) };
+        let by_match = if self.strict {
+            e.priority == self.priority && e.r#match == *self.r#match
+        } else {
+            e.r#match.is_within(self.r#match)
+        };
         by_match
             && (e.cookie & self.cookie_mask) == (self.cookie & self.cookie_mask)
             && (self.out_port == v13::port::ANY || e.instructions.outputs_to(self.out_port))
@@ -401,7 +411,9 @@ impl FlowTable {
     pub fn add(&mut self, entry: FlowEntry, check_overlap: bool, capacity: usize) -> Result<(), bool> {
         if let Some(i) = self.entries.iter().position(|e| e.priority == entry.priority && e.r#match == entry.r#match) {
             self.entries.remove(i);
-        } else if check_overlap && self.entries.iter().any(|e| e.priority == entry.priority && e.r#match.overlaps(&entry.r#match)) {
+        } else if check_overlap
+            && self.entries.iter().any(|e| e.priority == entry.priority && e.r#match.overlaps(&entry.r#match))
+        {
             return Err(true);
         } else if self.entries.len() >= capacity {
             return Err(false);
@@ -412,12 +424,20 @@ impl FlowTable {
     }
 
     /// Replaces the instructions of the selected entries; returns how many.
-    pub fn modify(&mut self, sel: &Selector, instructions: &Instructions, wire: &WireForm, reset_counts: bool) -> usize {
+    pub fn modify(
+        &mut self,
+        sel: &Selector,
+        instructions: &Instructions,
+        wire: &WireForm,
+        reset_counts: bool,
+    ) -> usize {
         let mut n = 0;
         for e in self.entries.iter_mut().filter(|e| sel.selects(e)) {
             e.instructions = instructions.clone();
             e.wire = match (&e.wire, wire) {
-                (WireForm::V10 { r#match, .. }, WireForm::V10 { actions, .. }) => WireForm::V10 { r#match: r#match.clone(), actions: actions.clone() },
+                (WireForm::V10 { r#match, .. }, WireForm::V10 { actions, .. }) => {
+                    WireForm::V10 { r#match: r#match.clone(), actions: actions.clone() }
+                }
                 (WireForm::V13 { r#match, .. }, WireForm::V13 { instructions, .. }) => {
                     WireForm::V13 { r#match: r#match.clone(), instructions: instructions.clone() }
                 }
@@ -511,12 +531,25 @@ mod tests {
         t.add(entry(m(&[]), 0), false, 10).unwrap();
         t.add(entry(m(&[(Field::InPort, 1)]), 5), false, 10).unwrap();
         t.add(entry(m(&[(Field::EthType, 0x800)]), 5), false, 10).unwrap();
-        let pkt = crate::packet::build::icmp_echo(8, Default::default(), Default::default(), [10, 0, 0, 1].into(), [10, 0, 0, 2].into(), 1, 1, b"");
+        let pkt = crate::packet::build::icmp_echo(
+            8,
+            Default::default(),
+            Default::default(),
+            [10, 0, 0, 1].into(),
+            [10, 0, 0, 2].into(),
+            1,
+            1,
+            b"",
+        );
         let f = Fields::extract(&pkt, 1, 0);
         assert_eq!(t.lookup(&f, 1, 0).unwrap().r#match, m(&[(Field::InPort, 1)]));
         let f = Fields::extract(&pkt, 2, 0);
         assert_eq!(t.lookup(&f, 1, 0).unwrap().r#match, m(&[(Field::EthType, 0x800)]));
-        assert_eq!(t.add(entry(m(&[(Field::InPort, 2)]), 5), true, 10), Err(true), "overlaps eth_type=0x800 at priority 5");
+        assert_eq!(
+            t.add(entry(m(&[(Field::InPort, 2)]), 5), true, 10),
+            Err(true),
+            "overlaps eth_type=0x800 at priority 5"
+        );
         assert_eq!(t.add(entry(m(&[(Field::InPort, 3)]), 6), false, 3), Err(false), "table full");
     }
 
@@ -526,7 +559,15 @@ mod tests {
         t.add(entry(m(&[(Field::InPort, 1), (Field::EthDst, 2)]), 1), false, 10).unwrap();
         t.add(entry(m(&[(Field::InPort, 2)]), 1), false, 10).unwrap();
         let general = m(&[(Field::InPort, 1)]);
-        let sel = Selector { r#match: &general, strict: false, priority: 0, cookie: 0, cookie_mask: 0, out_port: v13::port::ANY, out_group: v13::GROUP_ANY };
+        let sel = Selector {
+            r#match: &general,
+            strict: false,
+            priority: 0,
+            cookie: 0,
+            cookie_mask: 0,
+            out_port: v13::port::ANY,
+            out_group: v13::GROUP_ANY,
+        };
         assert_eq!(t.delete(&sel).len(), 1);
         assert_eq!(t.len(), 1);
         let strict = Selector { strict: true, priority: 1, r#match: &m(&[(Field::InPort, 2)]), ..sel.clone() };
@@ -549,7 +590,11 @@ mod tests {
 
     #[test]
     fn v10_match_translation_respects_prerequisites() {
-        let mut w = v10::Match { wildcards: v10::wildcards::ALL & !v10::wildcards::NW_PROTO, nw_proto: 6, ..Default::default() };
+        let mut w = v10::Match {
+            wildcards: v10::wildcards::ALL & !v10::wildcards::NW_PROTO,
+            nw_proto: 6,
+            ..Default::default()
+        };
         assert!(FlowMatch::from_v10(&w).fields.is_empty(), "nw_proto without dl_type is ignored");
         w.wildcards &= !v10::wildcards::DL_TYPE;
         w.dl_type = ETH_ARP;

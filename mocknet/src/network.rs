@@ -117,7 +117,8 @@ impl Network {
     /// Builds a network from a topology; every switch speaks `version`.
     pub fn new(topo: &Topology, version: u8) -> Network {
         let degrees = topo.degrees();
-        let mut switches: BTreeMap<u64, Switch> = topo.switches.iter().map(|&d| (d, Switch::new(d, version, degrees[&d]))).collect();
+        let mut switches: BTreeMap<u64, Switch> =
+            topo.switches.iter().map(|&d| (d, Switch::new(d, version, degrees[&d]))).collect();
         let mut next_port: BTreeMap<u64, u32> = topo.switches.iter().map(|&d| (d, 1)).collect();
         let mut take = |d: u64| {
             let p = next_port.get_mut(&d).expect("link to an unknown switch");
@@ -179,7 +180,9 @@ impl Network {
         self.wiring
             .iter()
             .filter_map(|(a, b)| match (a, b) {
-                (Endpoint::Switch { dpid: d1, port: p1 }, Endpoint::Switch { dpid: d2, port: p2 }) if (d1, p1) < (d2, p2) => {
+                (Endpoint::Switch { dpid: d1, port: p1 }, Endpoint::Switch { dpid: d2, port: p2 })
+                    if (d1, p1) < (d2, p2) =>
+                {
                     Some(((*d1, *p1), (*d2, *p2)))
                 }
                 _ => None,
@@ -248,7 +251,8 @@ impl Network {
             }
         }
         let sw = self.switches.get_mut(&to).expect("checked");
-        let free = sw.ports.keys().copied().find(|&p| !self.wiring.contains_key(&Endpoint::Switch { dpid: to, port: p }));
+        let free =
+            sw.ports.keys().copied().find(|&p| !self.wiring.contains_key(&Endpoint::Switch { dpid: to, port: p }));
         let (port, msg) = match free {
             Some(p) => (p, sw.set_link(p, true)),
             None => {
@@ -321,14 +325,29 @@ impl Network {
 
     /// Handles a message that controller connection `conn` sent to switch
     /// `dpid` (roles are per connection).
-    pub fn handle_controller_from(&mut self, dpid: u64, conn: usize, raw: &[u8], msg: &Message, now: Millis) -> Vec<ToController> {
+    pub fn handle_controller_from(
+        &mut self,
+        dpid: u64,
+        conn: usize,
+        raw: &[u8],
+        msg: &Message,
+        now: Millis,
+    ) -> Vec<ToController> {
         let start_hops = match &msg.body {
-            Body::V10(v10::Msg::PacketOut(p)) if p.buffer_id != v10::NO_BUFFER => self.hops_through_buffer(dpid, p.buffer_id, now),
-            Body::V13(v13::Msg::PacketOut(p)) if p.buffer_id != v13::NO_BUFFER => self.hops_through_buffer(dpid, p.buffer_id, now),
+            Body::V10(v10::Msg::PacketOut(p)) if p.buffer_id != v10::NO_BUFFER => {
+                self.hops_through_buffer(dpid, p.buffer_id, now)
+            }
+            Body::V13(v13::Msg::PacketOut(p)) if p.buffer_id != v13::NO_BUFFER => {
+                self.hops_through_buffer(dpid, p.buffer_id, now)
+            }
             Body::V10(v10::Msg::PacketOut(p)) => self.hops_through_controller(&p.data, now),
             Body::V13(v13::Msg::PacketOut(p)) => self.hops_through_controller(&p.data, now),
-            Body::V10(v10::Msg::FlowMod(f)) if f.buffer_id != v10::NO_BUFFER => self.hops_through_buffer(dpid, f.buffer_id, now),
-            Body::V13(v13::Msg::FlowMod(f)) if f.buffer_id != v13::NO_BUFFER => self.hops_through_buffer(dpid, f.buffer_id, now),
+            Body::V10(v10::Msg::FlowMod(f)) if f.buffer_id != v10::NO_BUFFER => {
+                self.hops_through_buffer(dpid, f.buffer_id, now)
+            }
+            Body::V13(v13::Msg::FlowMod(f)) if f.buffer_id != v13::NO_BUFFER => {
+                self.hops_through_buffer(dpid, f.buffer_id, now)
+            }
             _ => 0,
         };
         let Some(sw) = self.switches.get_mut(&dpid) else { return vec![] };
@@ -338,7 +357,8 @@ impl Network {
             // that sends it back up): report the loop and drop the frame; a
             // FLOW_MOD still takes effect.
             let (frame, rest) = sw.without_frame(msg);
-            let summary = frame.and_then(|f| sts_proxy::wire::packet::PacketSummary::of(&f))
+            let summary = frame
+                .and_then(|f| sts_proxy::wire::packet::PacketSummary::of(&f))
                 .map(|s| format!("{} -> {} type {:#06x}", s.eth_src, s.eth_dst, s.eth_type))
                 .unwrap_or_default();
             self.events.push(DataplaneEvent::HopLimit { dpid, in_port: v13::port::CONTROLLER, summary });
@@ -412,7 +432,15 @@ impl Network {
         (!self.failed.contains_key(&Self::key(e, p))).then_some(p)
     }
 
-    fn route(&mut self, dpid: u64, outputs: Vec<Output>, hops: u32, now: Millis, queue: &mut VecDeque<InFlight>, out: &mut Vec<ToController>) {
+    fn route(
+        &mut self,
+        dpid: u64,
+        outputs: Vec<Output>,
+        hops: u32,
+        now: Millis,
+        queue: &mut VecDeque<InFlight>,
+        out: &mut Vec<ToController>,
+    ) {
         for o in outputs {
             match o {
                 Output::Reply(msg) => out.push(ToController { dpid, to: Recipient::Requester, msg }),
@@ -470,7 +498,14 @@ impl Network {
         self.run(queue, now, out, None, STEP_BUDGET)
     }
 
-    fn run(&mut self, queue: &mut VecDeque<InFlight>, now: Millis, out: &mut Vec<ToController>, mut probe: Option<&mut Probe>, budget: usize) {
+    fn run(
+        &mut self,
+        queue: &mut VecDeque<InFlight>,
+        now: Millis,
+        out: &mut Vec<ToController>,
+        mut probe: Option<&mut Probe>,
+        budget: usize,
+    ) {
         let mut steps = 0usize;
         while let Some(f) = queue.pop_front() {
             steps += 1;
@@ -525,7 +560,12 @@ mod tests {
         let mut net = Network::new(&t, OFP13);
         let flood = Message::new(
             1,
-            Body::V13(v13::Msg::FlowMod(v13::FlowMod::add(0, 0, v13::Match::default(), vec![v13::Instruction::ApplyActions(vec![v13::Action::Output { port: v13::port::FLOOD, max_len: 0 }])]))),
+            Body::V13(v13::Msg::FlowMod(v13::FlowMod::add(
+                0,
+                0,
+                v13::Match::default(),
+                vec![v13::Instruction::ApplyActions(vec![v13::Action::Output { port: v13::port::FLOOD, max_len: 0 }])],
+            ))),
         );
         let raw = flood.emit().unwrap();
         assert!(net.handle_controller(1, &raw, &flood, 0).is_empty());
@@ -538,9 +578,15 @@ mod tests {
         let mut t = Topology::linear(2);
         t.place_hosts(&[]);
         let mut net = Network::new(&t, OFP13);
-        let to_controller = vec![v13::Instruction::ApplyActions(vec![v13::Action::Output { port: v13::port::CONTROLLER, max_len: 0xffff }])];
+        let to_controller = vec![v13::Instruction::ApplyActions(vec![v13::Action::Output {
+            port: v13::port::CONTROLLER,
+            max_len: 0xffff,
+        }])];
         for dpid in [1, 2] {
-            let miss = Message::new(1, Body::V13(v13::Msg::FlowMod(v13::FlowMod::add(0, 0, v13::Match::default(), to_controller.clone()))));
+            let miss = Message::new(
+                1,
+                Body::V13(v13::Msg::FlowMod(v13::FlowMod::add(0, 0, v13::Match::default(), to_controller.clone()))),
+            );
             net.handle_controller(dpid, &miss.emit().unwrap(), &miss, 0);
         }
         // An STP-like frame the controller keeps sending unchanged.

@@ -244,7 +244,16 @@ pub mod build {
 
     /// An ICMP echo request (`icmp_type` 8) or reply (0).
     #[allow(clippy::too_many_arguments)]
-    pub fn icmp_echo(icmp_type: u8, src: Mac, dst: Mac, sip: Ipv4Addr, dip: Ipv4Addr, id: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
+    pub fn icmp_echo(
+        icmp_type: u8,
+        src: Mac,
+        dst: Mac,
+        sip: Ipv4Addr,
+        dip: Ipv4Addr,
+        id: u16,
+        seq: u16,
+        payload: &[u8],
+    ) -> Vec<u8> {
         let mut f = ethernet(dst, src, ETH_IPV4);
         let mut icmp = vec![icmp_type, 0, 0, 0];
         icmp.extend_from_slice(&id.to_be_bytes());

@@ -13,7 +13,9 @@ use sts_proxy::wire::v13::multipart::{self as mp, ReplyBody, RequestBody};
 use sts_proxy::wire::v13::{self, BasicOxm, Field};
 use sts_proxy::wire::{v10, Body, FixedStr, Mac, Message, OFP10, OFP13};
 
-use crate::flow::{self, Action, ActionSet, FlowEntry, FlowMatch, FlowTable, Instructions, Millis, RemovedReason, Selector, WireForm};
+use crate::flow::{
+    self, Action, ActionSet, FlowEntry, FlowMatch, FlowTable, Instructions, Millis, RemovedReason, Selector, WireForm,
+};
 use crate::packet::{self, Fields};
 
 /// Tables a 1.3 switch offers (faucet's pipeline uses up to about ten).
@@ -158,7 +160,11 @@ impl Default for ConnState {
         // The spec's defaults: a slave gets only PORT_STATUS.
         ConnState {
             role: v13::role::EQUAL,
-            async_config: v13::AsyncConfig { packet_in_mask: [3, 0], port_status_mask: [7, 7], flow_removed_mask: [15, 0] },
+            async_config: v13::AsyncConfig {
+                packet_in_mask: [3, 0],
+                port_status_mask: [7, 7],
+                flow_removed_mask: [15, 0],
+            },
         }
     }
 }
@@ -265,7 +271,10 @@ impl Switch {
 
     /// The HELLO this switch sends when it connects.
     pub fn hello(&self) -> Message {
-        Message::new(0, Body::Hello { version: self.version, hello: sts_proxy::wire::Hello::with_versions(&[self.version]) })
+        Message::new(
+            0,
+            Body::Hello { version: self.version, hello: sts_proxy::wire::Hello::with_versions(&[self.version]) },
+        )
     }
 
     fn error(&self, xid: u32, err_type: u16, code: u16, offending: &[u8]) -> Message {
@@ -297,7 +306,9 @@ impl Switch {
             }
             Body::V10(m) if self.version == OFP10 => self.handle_v10(raw, xid, m, now, &mut out),
             Body::V13(m) if self.version == OFP13 => self.handle_v13(raw, xid, m, now, &mut out),
-            Body::V10(_) | Body::V13(_) => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_VERSION, raw))),
+            Body::V10(_) | Body::V13(_) => {
+                out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_VERSION, raw)))
+            }
             Body::Raw { .. } => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_TYPE, raw))),
         }
         out
@@ -342,7 +353,14 @@ impl Switch {
                     return;
                 };
                 let actions: Vec<Action> = po.actions.iter().map(Action::from_v10).collect();
-                self.run_actions(&actions, frame, flow::port10(po.in_port), Hit { packet_out: true, ..Hit::default() }, now, out);
+                self.run_actions(
+                    &actions,
+                    frame,
+                    flow::port10(po.in_port),
+                    Hit { packet_out: true, ..Hit::default() },
+                    now,
+                    out,
+                );
             }
             M::PortMod(pm) => self.port_mod(pm.port_no as u32, pm.config, pm.mask, out),
             M::StatsRequest(req) => {
@@ -357,7 +375,11 @@ impl Switch {
                             priority: 0,
                             cookie: 0,
                             cookie_mask: 0,
-                            out_port: if f.out_port == v10::port::NONE { v13::port::ANY } else { flow::port10(f.out_port) },
+                            out_port: if f.out_port == v10::port::NONE {
+                                v13::port::ANY
+                            } else {
+                                flow::port10(f.out_port)
+                            },
                             out_group: v13::GROUP_ANY,
                         };
                         let entries: Vec<&FlowEntry> = self.tables[0].select(&sel).collect();
@@ -398,7 +420,9 @@ impl Switch {
                 };
                 out.push(Self::reply10(xid, M::StatsReply(v10::StatsReply { flags: 0, body })));
             }
-            M::QueueGetConfigRequest { port } => out.push(Self::reply10(xid, M::QueueGetConfigReply { port: *port, queues: vec![] })),
+            M::QueueGetConfigRequest { port } => {
+                out.push(Self::reply10(xid, M::QueueGetConfigReply { port: *port, queues: vec![] }))
+            }
             M::Vendor(_) => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, 3 /* BAD_VENDOR */, raw))),
             // Replies and asynchronous messages are for controllers, not switches.
             _ => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_TYPE, raw))),
@@ -408,7 +432,10 @@ impl Switch {
     fn handle_v13(&mut self, raw: &[u8], xid: u32, m: &v13::Msg, now: Millis, out: &mut Vec<Output>) {
         use v13::Msg as M;
         let conn = self.requester;
-        let changes_state = matches!(m, M::FlowMod(_) | M::GroupMod(_) | M::PortMod(_) | M::TableMod { .. } | M::MeterMod(_) | M::PacketOut(_));
+        let changes_state = matches!(
+            m,
+            M::FlowMod(_) | M::GroupMod(_) | M::PortMod(_) | M::TableMod { .. } | M::MeterMod(_) | M::PacketOut(_)
+        );
         if changes_state && self.conn(conn).role == v13::role::SLAVE {
             out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::IS_SLAVE, raw)));
             return;
@@ -468,17 +495,24 @@ impl Switch {
                 if r.role != NOCHANGE {
                     self.conns.entry(conn).or_default().role = r.role;
                 }
-                let reply = v13::Role { role: self.conn(conn).role, generation_id: self.generation_id.unwrap_or(r.generation_id) };
+                let reply = v13::Role {
+                    role: self.conn(conn).role,
+                    generation_id: self.generation_id.unwrap_or(r.generation_id),
+                };
                 out.push(Self::reply13(xid, M::RoleReply(reply)));
             }
             M::GetAsyncRequest => out.push(Self::reply13(xid, M::GetAsyncReply(self.conn(conn).async_config))),
             M::SetAsync(a) => self.conns.entry(conn).or_default().async_config = *a,
-            M::QueueGetConfigRequest { port } => out.push(Self::reply13(xid, M::QueueGetConfigReply { port: *port, queues: vec![] })),
+            M::QueueGetConfigRequest { port } => {
+                out.push(Self::reply13(xid, M::QueueGetConfigReply { port: *port, queues: vec![] }))
+            }
             M::MultipartRequest(req) => match self.multipart(&req.body, now) {
                 Some(body) => out.push(Self::reply13(xid, M::MultipartReply(v13::MultipartReply { flags: 0, body }))),
                 None => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_STAT, raw))),
             },
-            M::Experimenter(_) => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, 3 /* BAD_EXPERIMENTER */, raw))),
+            M::Experimenter(_) => {
+                out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, 3 /* BAD_EXPERIMENTER */, raw)))
+            }
             _ => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_TYPE, raw))),
         }
     }
@@ -540,7 +574,10 @@ impl Switch {
                     .collect(),
             ),
             RequestBody::GroupDesc => ReplyBody::GroupDesc(
-                self.groups.iter().map(|(id, g)| mp::GroupDesc { group_type: g.group_type, group_id: *id, buckets: g.wire.clone() }).collect(),
+                self.groups
+                    .iter()
+                    .map(|(id, g)| mp::GroupDesc { group_type: g.group_type, group_id: *id, buckets: g.wire.clone() })
+                    .collect(),
             ),
             RequestBody::Group { .. } => ReplyBody::Group(vec![]),
             RequestBody::GroupFeatures => ReplyBody::GroupFeatures(mp::GroupFeatures {
@@ -551,9 +588,13 @@ impl Switch {
             }),
             RequestBody::Meter { .. } => ReplyBody::Meter(vec![]),
             RequestBody::MeterConfig { .. } => ReplyBody::MeterConfig(vec![]),
-            RequestBody::MeterFeatures => {
-                ReplyBody::MeterFeatures(mp::MeterFeatures { max_meter: 0, band_types: 0, capabilities: 0, max_bands: 0, max_color: 0 })
-            }
+            RequestBody::MeterFeatures => ReplyBody::MeterFeatures(mp::MeterFeatures {
+                max_meter: 0,
+                band_types: 0,
+                capabilities: 0,
+                max_bands: 0,
+                max_color: 0,
+            }),
             RequestBody::Queue { .. } => ReplyBody::Queue(vec![]),
             RequestBody::TableFeatures(_) => ReplyBody::TableFeatures(Bytes::new()),
             RequestBody::Experimenter(_) | RequestBody::Unknown { .. } => return None,
@@ -592,7 +633,8 @@ impl Switch {
 
     fn flow_mod_v10(&mut self, raw: &[u8], xid: u32, fm: &v10::FlowMod, now: Millis, out: &mut Vec<Output>) {
         let m = FlowMatch::from_v10(&fm.r#match);
-        let instructions = Instructions { apply: fm.actions.iter().map(Action::from_v10).collect(), ..Default::default() };
+        let instructions =
+            Instructions { apply: fm.actions.iter().map(Action::from_v10).collect(), ..Default::default() };
         let wire = WireForm::V10 { r#match: fm.r#match.clone(), actions: fm.actions.clone() };
         let out_port = if fm.out_port == v10::port::NONE { v13::port::ANY } else { flow::port10(fm.out_port) };
         let cmd = match fm.command {
@@ -731,7 +773,8 @@ impl Switch {
 
     /// Applies a FLOW_MOD; `Err(code)` with the 1.3 FLOW_MOD_FAILED code.
     fn apply_flow_mod(&mut self, r: FlowModRequest, now: Millis, out: &mut Vec<Output>) -> Result<(), u16> {
-        let tables: Vec<usize> = if r.table == v13::TABLE_ALL { (0..self.tables.len()).collect() } else { vec![r.table as usize] };
+        let tables: Vec<usize> =
+            if r.table == v13::TABLE_ALL { (0..self.tables.len()).collect() } else { vec![r.table as usize] };
         let sel = Selector {
             r#match: &r.m,
             strict: matches!(r.command, 2 | 4),
@@ -759,11 +802,14 @@ impl Switch {
             0 => {
                 let capacity = self.table_capacity;
                 let check = r.flags & v13::flow_mod_flags::CHECK_OVERLAP != 0;
-                self.tables[tables[0]].add(entry(), check, capacity).map_err(|overlap| if overlap { 3u16 } else { 1 })?;
+                self.tables[tables[0]]
+                    .add(entry(), check, capacity)
+                    .map_err(|overlap| if overlap { 3u16 } else { 1 })?;
             }
             1 | 2 => {
                 let reset = r.flags & v13::flow_mod_flags::RESET_COUNTS != 0;
-                let n: usize = tables.iter().map(|&t| self.tables[t].modify(&sel, &r.instructions, &r.wire, reset)).sum();
+                let n: usize =
+                    tables.iter().map(|&t| self.tables[t].modify(&sel, &r.instructions, &r.wire, reset)).sum();
                 if n == 0 && r.modify_adds {
                     // 1.0: a modify that matches nothing acts as an add.
                     let capacity = self.table_capacity;
@@ -774,7 +820,13 @@ impl Switch {
                 for &t in &tables {
                     for gone in self.tables[t].delete(&sel) {
                         if gone.flags & v13::flow_mod_flags::SEND_FLOW_REM != 0 {
-                            out.push(Output::ToControllers(flow_removed(self.version, t as u8, &gone, RemovedReason::Delete, now)));
+                            out.push(Output::ToControllers(flow_removed(
+                                self.version,
+                                t as u8,
+                                &gone,
+                                RemovedReason::Delete,
+                                now,
+                            )));
                         }
                     }
                 }
@@ -826,7 +878,12 @@ impl Switch {
                 return; // 1.3: a miss without a table-miss entry drops.
             };
             let ins = entry.instructions.clone();
-            let hit = Hit { table: table as u8, cookie: entry.cookie, table_miss: entry.priority == 0 && entry.r#match.fields.is_empty(), ..Hit::default() };
+            let hit = Hit {
+                table: table as u8,
+                cookie: entry.cookie,
+                table_miss: entry.priority == 0 && entry.r#match.fields.is_empty(),
+                ..Hit::default()
+            };
             if !ins.apply.is_empty() {
                 frame = self.run_actions(&ins.apply, frame, in_port, hit, now, out);
             }
@@ -854,7 +911,15 @@ impl Switch {
 
     /// Executes `actions` on `frame` in order; outputs copy the frame as it is at
     /// that point. Returns the frame after the last rewrite.
-    fn run_actions(&mut self, actions: &[Action], mut frame: Vec<u8>, in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) -> Vec<u8> {
+    fn run_actions(
+        &mut self,
+        actions: &[Action],
+        mut frame: Vec<u8>,
+        in_port: u32,
+        hit: Hit,
+        now: Millis,
+        out: &mut Vec<Output>,
+    ) -> Vec<u8> {
         for a in actions {
             match a {
                 Action::Output { port, max_len } => self.output(*port, *max_len, &frame, in_port, hit, now, out),
@@ -888,7 +953,9 @@ impl Switch {
         }
         hit.group_depth += 1;
         let Some(g) = self.groups.get(&id).cloned() else { return };
-        let live = |sw: &Switch, b: &v13::Bucket| b.watch_port == v13::port::ANY || sw.ports.get(&b.watch_port).is_some_and(Port::is_live);
+        let live = |sw: &Switch, b: &v13::Bucket| {
+            b.watch_port == v13::port::ANY || sw.ports.get(&b.watch_port).is_some_and(Port::is_live)
+        };
         let chosen: Vec<&Vec<Action>> = match g.group_type {
             v13::group_type::ALL => g.buckets.iter().map(|(_, a)| a).collect(),
             v13::group_type::INDIRECT => g.buckets.iter().take(1).map(|(_, a)| a).collect(),
@@ -924,7 +991,16 @@ impl Switch {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn output(&mut self, port: u32, max_len: u16, frame: &[u8], in_port: u32, hit: Hit, now: Millis, out: &mut Vec<Output>) {
+    fn output(
+        &mut self,
+        port: u32,
+        max_len: u16,
+        frame: &[u8],
+        in_port: u32,
+        hit: Hit,
+        now: Millis,
+        out: &mut Vec<Output>,
+    ) {
         use v13::port as P;
         let version = self.version;
         let mut emit = |sw: &mut Switch, p: u32| {
@@ -942,7 +1018,9 @@ impl Switch {
                 let ports: Vec<u32> = self
                     .ports
                     .values()
-                    .filter(|p| p.no != in_port && !(port == P::FLOOD && version == OFP10 && p.config & NO_FLOOD_10 != 0))
+                    .filter(|p| {
+                        p.no != in_port && !(port == P::FLOOD && version == OFP10 && p.config & NO_FLOOD_10 != 0)
+                    })
                     .map(|p| p.no)
                     .collect();
                 for p in ports {
@@ -972,7 +1050,16 @@ impl Switch {
     /// miss_send_len), buffered and cut to `max_len` bytes. `max_len` 0xffff
     /// (1.3's OFPCML_NO_BUFFER) always sends the whole frame.
     #[allow(clippy::too_many_arguments)]
-    fn packet_in(&mut self, frame: &[u8], in_port: u32, reason: u8, table: u8, cookie: u64, max_len: u16, out: &mut Vec<Output>) {
+    fn packet_in(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        reason: u8,
+        table: u8,
+        cookie: u64,
+        max_len: u16,
+        out: &mut Vec<Output>,
+    ) {
         // NO_PACKET_IN suppresses table-miss packet-ins only, as Open vSwitch
         // reads it: an explicit output to CONTROLLER still goes up (os-ken's STP
         // sets NO_PACKET_IN on listening ports and still expects its BPDUs).
@@ -1033,11 +1120,22 @@ impl Switch {
     pub fn describe(&self) -> String {
         let mut s = format!("switch {} (OpenFlow {:#x})\n", self.dpid, self.version);
         for p in self.ports.values() {
-            s.push_str(&format!("  port {} {} link {} config {:#x}\n", p.no, p.name, if p.link_up { "up" } else { "down" }, p.config));
+            s.push_str(&format!(
+                "  port {} {} link {} config {:#x}\n",
+                p.no,
+                p.name,
+                if p.link_up { "up" } else { "down" },
+                p.config
+            ));
         }
         for (t, table) in self.tables.iter().enumerate() {
             for e in table.entries() {
-                let m: Vec<String> = e.r#match.fields.iter().map(|f| format!("{}={:#x}/{:#x}", f.field.name(), f.value, f.mask)).collect();
+                let m: Vec<String> = e
+                    .r#match
+                    .fields
+                    .iter()
+                    .map(|f| format!("{}={:#x}/{:#x}", f.field.name(), f.value, f.mask))
+                    .collect();
                 s.push_str(&format!(
                     "  table {t} prio {} [{}] -> {:?} packets {}\n",
                     e.priority,

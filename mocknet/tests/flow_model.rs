@@ -109,7 +109,8 @@ enum Op {
 }
 
 fn arb_m() -> impl Strategy<Value = M> {
-    (prop::option::of(1u32..=3), prop::option::of(1u8..=2), prop::option::of(any::<bool>())).prop_map(|(in_port, dst, arp)| M { in_port, dst, arp })
+    (prop::option::of(1u32..=3), prop::option::of(1u8..=2), prop::option::of(any::<bool>()))
+        .prop_map(|(in_port, dst, arp)| M { in_port, dst, arp })
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
@@ -138,7 +139,9 @@ impl Model {
     /// Highest priority, then earliest installed among equals.
     fn hit(&self, t: usize, p: Pkt) -> Option<usize> {
         let rules = &self.tables[t];
-        (0..rules.len()).filter(|&i| rules[i].m.accepts(p)).max_by(|&a, &b| rules[a].priority.cmp(&rules[b].priority).then(rules[b].seq.cmp(&rules[a].seq)))
+        (0..rules.len())
+            .filter(|&i| rules[i].m.accepts(p))
+            .max_by(|&a, &b| rules[a].priority.cmp(&rules[b].priority).then(rules[b].seq.cmp(&rules[a].seq)))
     }
 
     /// Output ports for `p`; marks hit rules used at `now` when `touch`.
@@ -164,13 +167,28 @@ impl Model {
 
     fn expire(&mut self, now: u64) {
         for rules in &mut self.tables {
-            rules.retain(|r| !((r.hard > 0 && now >= r.installed + r.hard as u64 * 1000) || (r.idle > 0 && now >= r.used + r.idle as u64 * 1000)));
+            rules.retain(|r| {
+                !((r.hard > 0 && now >= r.installed + r.hard as u64 * 1000)
+                    || (r.idle > 0 && now >= r.used + r.idle as u64 * 1000))
+            });
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)] // mirrors the FLOW_MOD fields one to one
-fn flow_mod(table: u8, command: u8, m: M, priority: u16, cookie: u64, cookie_mask: u64, out: u32, goto: Option<u8>, idle: u16, hard: u16, flags: u16) -> Message {
+fn flow_mod(
+    table: u8,
+    command: u8,
+    m: M,
+    priority: u16,
+    cookie: u64,
+    cookie_mask: u64,
+    out: u32,
+    goto: Option<u8>,
+    idle: u16,
+    hard: u16,
+    flags: u16,
+) -> Message {
     let mut instructions = vec![v13::Instruction::ApplyActions(vec![v13::Action::Output { port: out, max_len: 0 }])];
     if let Some(g) = goto {
         instructions.push(v13::Instruction::GotoTable(g));

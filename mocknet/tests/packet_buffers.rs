@@ -18,10 +18,28 @@ fn send(sw: &mut Switch, body: Body) -> Vec<Output> {
 
 /// A ping of `len` bytes on the wire from h1 to h2.
 fn ping(len: usize) -> Vec<u8> {
-    let f = build::icmp_echo(8, Mac([0, 0, 0, 0, 0, 1]), Mac([0, 0, 0, 0, 0, 2]), Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 1, 1, b"");
+    let f = build::icmp_echo(
+        8,
+        Mac([0, 0, 0, 0, 0, 1]),
+        Mac([0, 0, 0, 0, 0, 2]),
+        Ipv4Addr::new(10, 0, 0, 1),
+        Ipv4Addr::new(10, 0, 0, 2),
+        1,
+        1,
+        b"",
+    );
     let mut payload = vec![0xab; len - f.len()];
     payload[0] = 1;
-    build::icmp_echo(8, Mac([0, 0, 0, 0, 0, 1]), Mac([0, 0, 0, 0, 0, 2]), Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2), 1, 1, &payload)
+    build::icmp_echo(
+        8,
+        Mac([0, 0, 0, 0, 0, 1]),
+        Mac([0, 0, 0, 0, 0, 2]),
+        Ipv4Addr::new(10, 0, 0, 1),
+        Ipv4Addr::new(10, 0, 0, 2),
+        1,
+        1,
+        &payload,
+    )
 }
 
 const N_BUFFERS: usize = 256;
@@ -38,21 +56,31 @@ fn switch(version: u8) -> Switch {
 fn packet_ins(out: &[Output]) -> Vec<(u32, usize, u16)> {
     out.iter()
         .filter_map(|o| match o {
-            Output::ToControllers(Message { body: Body::V10(v10::Msg::PacketIn(p)), .. }) => Some((p.buffer_id, p.data.len(), p.total_len)),
-            Output::ToControllers(Message { body: Body::V13(v13::Msg::PacketIn(p)), .. }) => Some((p.buffer_id, p.data.len(), p.total_len)),
+            Output::ToControllers(Message { body: Body::V10(v10::Msg::PacketIn(p)), .. }) => {
+                Some((p.buffer_id, p.data.len(), p.total_len))
+            }
+            Output::ToControllers(Message { body: Body::V13(v13::Msg::PacketIn(p)), .. }) => {
+                Some((p.buffer_id, p.data.len(), p.total_len))
+            }
             _ => None,
         })
         .collect()
 }
 
 fn emitted(out: &[Output]) -> Vec<(u32, usize)> {
-    out.iter().filter_map(|o| if let Output::Emit { port, frame } = o { Some((*port, frame.len())) } else { None }).collect()
+    out.iter()
+        .filter_map(|o| if let Output::Emit { port, frame } = o { Some((*port, frame.len())) } else { None })
+        .collect()
 }
 
 fn is_buffer_unknown(out: &[Output]) -> bool {
     out.iter().any(|o| match o {
-        Output::Reply(Message { body: Body::V10(v10::Msg::Error(e)), .. }) => format!("{e:?}").contains("err_type: 1, code: 8"),
-        Output::Reply(Message { body: Body::V13(v13::Msg::Error(e)), .. }) => format!("{e:?}").contains("err_type: 1, code: 8"),
+        Output::Reply(Message { body: Body::V10(v10::Msg::Error(e)), .. }) => {
+            format!("{e:?}").contains("err_type: 1, code: 8")
+        }
+        Output::Reply(Message { body: Body::V13(v13::Msg::Error(e)), .. }) => {
+            format!("{e:?}").contains("err_type: 1, code: 8")
+        }
         _ => false,
     })
 }
@@ -108,14 +136,29 @@ fn openflow10_flow_mod_naming_a_buffer_forwards_the_frame_through_the_new_entry(
 #[test]
 fn openflow13_max_len_buffers_and_no_buffer_sends_whole_frames() {
     let mut sw = switch(OFP13);
-    let to_controller = |max_len| v13::Msg::FlowMod(v13::FlowMod::add(0, 0, v13::Match::default(), vec![Instruction::ApplyActions(vec![Action::Output { port: v13::port::CONTROLLER, max_len }])]));
+    let to_controller = |max_len| {
+        v13::Msg::FlowMod(v13::FlowMod::add(
+            0,
+            0,
+            v13::Match::default(),
+            vec![Instruction::ApplyActions(vec![Action::Output { port: v13::port::CONTROLLER, max_len }])],
+        ))
+    };
     send(&mut sw, Body::V13(to_controller(v13::CML_NO_BUFFER)));
     assert_eq!(packet_ins(&sw.receive(1, ping(1500), 0)), vec![(v13::NO_BUFFER, 1500, 1500)]);
     send(&mut sw, Body::V13(to_controller(64)));
     let (id, len, total) = packet_ins(&sw.receive(1, ping(200), 0))[0];
     assert_eq!((len, total), (64, 200));
     // A FLOW_MOD naming the buffer runs the frame through the pipeline from table 0.
-    let forward = v13::FlowMod { buffer_id: id, ..v13::FlowMod::add(0, 10, v13::Match::default(), vec![Instruction::ApplyActions(vec![Action::Output { port: 2, max_len: 0 }])]) };
+    let forward = v13::FlowMod {
+        buffer_id: id,
+        ..v13::FlowMod::add(
+            0,
+            10,
+            v13::Match::default(),
+            vec![Instruction::ApplyActions(vec![Action::Output { port: 2, max_len: 0 }])],
+        )
+    };
     assert_eq!(emitted(&send(&mut sw, Body::V13(v13::Msg::FlowMod(forward)))), vec![(2, 200)]);
 }
 

@@ -30,14 +30,25 @@ fn error_codes(e: &v13::Error) -> (u16, u16) {
 }
 
 fn to_controller_on_miss() -> v13::Msg {
-    v13::Msg::FlowMod(v13::FlowMod::add(0, 0, v13::Match::default(), vec![Instruction::ApplyActions(vec![Action::Output { port: v13::port::CONTROLLER, max_len: v13::CML_NO_BUFFER }])]))
+    v13::Msg::FlowMod(v13::FlowMod::add(
+        0,
+        0,
+        v13::Match::default(),
+        vec![Instruction::ApplyActions(vec![Action::Output {
+            port: v13::port::CONTROLLER,
+            max_len: v13::CML_NO_BUFFER,
+        }])],
+    ))
 }
 
 fn packet_in_wanted_by(sw: &mut Switch) -> Vec<usize> {
     sw.set_link(1, true);
-    let frame = build::arp(1, Mac([0, 0, 0, 0, 0, 1]), Ipv4Addr::new(10, 0, 0, 1), Mac::default(), Ipv4Addr::new(10, 0, 0, 2));
+    let frame =
+        build::arp(1, Mac([0, 0, 0, 0, 0, 1]), Ipv4Addr::new(10, 0, 0, 1), Mac::default(), Ipv4Addr::new(10, 0, 0, 2));
     let out = sw.receive(1, frame, 0);
-    let Some(Output::ToControllers(pin)) = out.iter().find(|o| matches!(o, Output::ToControllers(_))) else { panic!("no PACKET_IN: {out:?}") };
+    let Some(Output::ToControllers(pin)) = out.iter().find(|o| matches!(o, Output::ToControllers(_))) else {
+        panic!("no PACKET_IN: {out:?}")
+    };
     (0..3).filter(|&c| sw.wants(c, pin)).collect()
 }
 
@@ -64,7 +75,10 @@ fn a_slave_cannot_change_the_switch_and_gets_no_packet_in() {
     request(&mut sw, 0, role::MASTER, 1).unwrap();
     request(&mut sw, 1, role::SLAVE, 1).unwrap();
     let refused = send(&mut sw, 1, to_controller_on_miss());
-    assert!(matches!(refused.as_slice(), [Output::Reply(Message { body: Body::V13(v13::Msg::Error(e)), .. })] if error_codes(e) == (1, 10)), "IS_SLAVE: {refused:?}");
+    assert!(
+        matches!(refused.as_slice(), [Output::Reply(Message { body: Body::V13(v13::Msg::Error(e)), .. })] if error_codes(e) == (1, 10)),
+        "IS_SLAVE: {refused:?}"
+    );
     assert_eq!(packet_in_wanted_by(&mut sw), vec![0, 2], "the slave gets none; master and equal do");
     // A slave that asks for PACKET_INs through its async config gets them.
     let mut async_config = sw.conn(1).async_config;

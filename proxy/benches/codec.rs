@@ -112,7 +112,13 @@ fn flow_stats13(i: u32) -> Message {
             instructions: vec![v13::Instruction::ApplyActions(vec![v13::Action::Output { port: 2, max_len: 0 }])],
         })
         .collect();
-    Message::new(i, Body::V13(v13::Msg::MultipartReply(v13::MultipartReply { flags: 0, body: v13::multipart::ReplyBody::Flow(stats) })))
+    Message::new(
+        i,
+        Body::V13(v13::Msg::MultipartReply(v13::MultipartReply {
+            flags: 0,
+            body: v13::multipart::ReplyBody::Flow(stats),
+        })),
+    )
 }
 
 fn port_status13(i: u32) -> Message {

@@ -58,7 +58,9 @@ pub struct Rule {
 
 impl Rule {
     fn selects(&self, ch: ChannelId, dir: Direction, msg_type: &str) -> bool {
-        self.dir.is_none_or(|d| d == dir) && self.dpid.is_none_or(|d| d == ch.dpid) && self.msg_type.as_deref().is_none_or(|t| t == msg_type)
+        self.dir.is_none_or(|d| d == dir)
+            && self.dpid.is_none_or(|d| d == ch.dpid)
+            && self.msg_type.as_deref().is_none_or(|t| t == msg_type)
     }
 }
 
@@ -167,7 +169,11 @@ impl Interposer {
         let msg_type = crate::wire::type_name(header.version, header.msg_type);
         let xid = header.xid;
         let whitelisted = self.whitelist.contains(msg_type);
-        let action = if whitelisted { Action::Pass } else { self.rules.iter().find(|r| r.selects(channel, dir, msg_type)).map_or(Action::Pass, |r| r.action) };
+        let action = if whitelisted {
+            Action::Pass
+        } else {
+            self.rules.iter().find(|r| r.selects(channel, dir, msg_type)).map_or(Action::Pass, |r| r.action)
+        };
         let queue = self.queues.entry((channel, dir)).or_default();
         // Keep connection order: behind a queued message, a passing one queues too.
         let action = match action {
@@ -186,7 +192,16 @@ impl Interposer {
                 (Disposition::Queued, vec![])
             }
         };
-        self.log.push(Recorded { seq, time_ms: now, channel, dir, msg_type, xid, raw: frame.bytes().clone(), disposition });
+        self.log.push(Recorded {
+            seq,
+            time_ms: now,
+            channel,
+            dir,
+            msg_type,
+            xid,
+            raw: frame.bytes().clone(),
+            disposition,
+        });
         let mut out = out;
         out.extend(self.due(now));
         out
@@ -265,7 +280,12 @@ mod tests {
     #[test]
     fn held_messages_block_what_follows_until_released_in_order() {
         let mut ip = Interposer::default();
-        ip.rules.push(Rule { dir: Some(DOWN), dpid: Some(1), msg_type: Some("barrier_request".into()), action: Action::Hold });
+        ip.rules.push(Rule {
+            dir: Some(DOWN),
+            dpid: Some(1),
+            msg_type: Some("barrier_request".into()),
+            action: Action::Hold,
+        });
         assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 1), 0)), Vec::<u32>::new());
         // A passing message queues behind the held one; an echo overtakes (whitelisted).
         assert!(ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 2), 1).is_empty());
@@ -277,21 +297,40 @@ mod tests {
         assert_eq!(xids(&ip.release(Some(1), None, 10)), vec![1, 2]);
         assert_eq!(ip.queued(), 0);
         let log: Vec<_> = ip.log().iter().map(|r| (r.xid, r.disposition)).collect();
-        assert_eq!(log, vec![(1, Disposition::Queued), (2, Disposition::Queued), (3, Disposition::Passed), (4, Disposition::Passed)]);
+        assert_eq!(
+            log,
+            vec![
+                (1, Disposition::Queued),
+                (2, Disposition::Queued),
+                (3, Disposition::Passed),
+                (4, Disposition::Passed)
+            ]
+        );
     }
 
     #[test]
     fn delay_drop_and_reorder() {
         let mut ip = Interposer::default();
-        ip.rules.push(Rule { dir: None, dpid: None, msg_type: Some("barrier_request".into()), action: Action::Delay(50) });
-        ip.rules.push(Rule { dir: None, dpid: None, msg_type: Some("get_config_request".into()), action: Action::Drop });
+        ip.rules.push(Rule {
+            dir: None,
+            dpid: None,
+            msg_type: Some("barrier_request".into()),
+            action: Action::Delay(50),
+        });
+        ip.rules.push(Rule {
+            dir: None,
+            dpid: None,
+            msg_type: Some("get_config_request".into()),
+            action: Action::Drop,
+        });
         assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 1), 0).is_empty());
         assert!(ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 2), 0).is_empty());
         assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 3), 10).is_empty());
         assert!(ip.due(49).is_empty());
         assert_eq!(xids(&ip.due(50)), vec![1]);
         // Reorder what is left (only xid 3 remains queued) and a held pair.
-        ip.rules.insert(0, Rule { dir: None, dpid: None, msg_type: Some("features_request".into()), action: Action::Hold });
+        ip.rules
+            .insert(0, Rule { dir: None, dpid: None, msg_type: Some("features_request".into()), action: Action::Hold });
         ip.on_message(CH, DOWN, frame(v13::Msg::FeaturesRequest, 4), 20);
         let seqs = ip.queued_seqs(CH, DOWN);
         ip.reorder(CH, DOWN, &[seqs[1], seqs[0]]);

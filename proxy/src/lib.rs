@@ -8,8 +8,15 @@
 //!   internal event (with its fingerprint) and delivered by policy: pass, hold
 //!   until released, delay, drop, or reorder on request.
 //!
+//! - [`relay`]: a plain TCP relay between controller peers that can be
+//!   blocked and healed (partitions).
+//!
+//! - [`standalone`]: the interposition between *real* switches and a
+//!   controller (`sts proxy`), recorded as JSON Lines.
+//!
 //! See `ARCHITECTURE.md` at the workspace root.
 
 pub mod interpose;
 pub mod relay;
+pub mod standalone;
 pub mod wire;

@@ -99,7 +99,12 @@ impl Drop for Relay {
 }
 
 /// Copies `from` to `to`, holding what it read while the gate is blocked.
-async fn pump(mut from: impl AsyncReadExt + Unpin, mut to: impl AsyncWriteExt + Unpin, mut gate: watch::Receiver<bool>, counter: Arc<AtomicU64>) {
+async fn pump(
+    mut from: impl AsyncReadExt + Unpin,
+    mut to: impl AsyncWriteExt + Unpin,
+    mut gate: watch::Receiver<bool>,
+    counter: Arc<AtomicU64>,
+) {
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = match from.read(&mut buf).await {
@@ -156,7 +161,10 @@ mod tests {
         assert_eq!(read_exactly(&mut peer, 1, Duration::from_millis(300)).await, None, "nothing crosses a partition");
 
         relay.heal();
-        assert_eq!(read_exactly(&mut peer, 20, Duration::from_secs(2)).await.as_deref(), Some(&b"during the partition"[..]));
+        assert_eq!(
+            read_exactly(&mut peer, 20, Duration::from_secs(2)).await.as_deref(),
+            Some(&b"during the partition"[..])
+        );
         assert_eq!(relay.relayed_bytes(), 2 * 27);
     }
 

@@ -18,7 +18,8 @@ fn check(m: &Message) -> Option<(u8, u8)> {
         Err(WireError::TooLong(_)) => return None,
         Err(e) => panic!("emit failed: {e} for {m:?}"),
     };
-    let parsed = Message::parse(Bytes::from(bytes.clone())).unwrap_or_else(|e| panic!("parse failed: {e}\n{m:#?}\n{bytes:02x?}"));
+    let parsed = Message::parse(Bytes::from(bytes.clone()))
+        .unwrap_or_else(|e| panic!("parse failed: {e}\n{m:#?}\n{bytes:02x?}"));
     assert_eq!(&parsed, m, "decoded message differs");
     assert_eq!(parsed.emit().unwrap(), bytes, "re-encoding differs");
     Some((bytes[0], bytes[1]))

@@ -9,7 +9,9 @@ use sts_proxy::wire::{v10, Body, Message};
 /// Bytes from hex, ignoring whitespace and `|` separators.
 fn hex(s: &str) -> Bytes {
     let digits: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
-    Bytes::from((0..digits.len()).step_by(2).map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap()).collect::<Vec<_>>())
+    Bytes::from(
+        (0..digits.len()).step_by(2).map(|i| u8::from_str_radix(&digits[i..i + 2], 16).unwrap()).collect::<Vec<_>>(),
+    )
 }
 
 /// Parses, checks the re-encoding, and returns the message.
@@ -46,7 +48,10 @@ fn of10_flow_mod_exact_in_port_and_dl_dst() {
     assert!(!f.r#match.is_exact(v10::wildcards::DL_SRC));
     assert_eq!(f.r#match.nw_src_prefix(), 0, "nw_src fully wildcarded");
     assert_eq!((f.r#match.in_port, f.r#match.dl_dst.0[5]), (1, 2));
-    assert_eq!((f.command, f.idle_timeout, f.priority, f.buffer_id, f.out_port, f.flags), (0, 10, 0x8000, v10::NO_BUFFER, v10::port::NONE, 1));
+    assert_eq!(
+        (f.command, f.idle_timeout, f.priority, f.buffer_id, f.out_port, f.flags),
+        (0, 10, 0x8000, v10::NO_BUFFER, v10::port::NONE, 1)
+    );
     assert_eq!(f.actions, vec![v10::Action::Output { port: 2, max_len: 0 }]);
 }
 
@@ -54,14 +59,23 @@ fn of10_flow_mod_exact_in_port_and_dl_dst() {
 fn of10_packet_in_and_packet_out() {
     let m = round_trip("01 0a 0016 00000000 | ffffffff 003c 0001 00 00 | deadbeef");
     let Body::V10(v10::Msg::PacketIn(p)) = m.body else { panic!() };
-    assert_eq!((p.buffer_id, p.total_len, p.in_port, p.reason, &p.data[..]), (v10::NO_BUFFER, 60, 1, 0, &[0xde, 0xad, 0xbe, 0xef][..]));
+    assert_eq!(
+        (p.buffer_id, p.total_len, p.in_port, p.reason, &p.data[..]),
+        (v10::NO_BUFFER, 60, 1, 0, &[0xde, 0xad, 0xbe, 0xef][..])
+    );
 
     let m = round_trip(
         "01 0d 002a 00000002 | ffffffff fff8 0018 | 0000 0008 fffb 0000 | 0005 0010 ffffffffffff 000000000000 | cafe",
     );
     let Body::V10(v10::Msg::PacketOut(p)) = m.body else { panic!() };
     assert_eq!(p.in_port, v10::port::IN_PORT);
-    assert_eq!(p.actions, vec![v10::Action::Output { port: v10::port::FLOOD, max_len: 0 }, v10::Action::SetDlDst(sts_proxy::wire::Mac::BROADCAST)]);
+    assert_eq!(
+        p.actions,
+        vec![
+            v10::Action::Output { port: v10::port::FLOOD, max_len: 0 },
+            v10::Action::SetDlDst(sts_proxy::wire::Mac::BROADCAST)
+        ]
+    );
     assert_eq!(&p.data[..], &[0xca, 0xfe]);
 }
 
@@ -77,7 +91,10 @@ fn of10_flow_stats_reply() {
     let Body::V10(v10::Msg::StatsReply(r)) = m.body else { panic!() };
     let v10::stats::StatsReplyBody::Flow(flows) = r.body else { panic!() };
     assert_eq!(flows.len(), 1);
-    assert_eq!((flows[0].duration_sec, flows[0].priority, flows[0].idle_timeout, flows[0].packet_count, flows[0].byte_count), (5, 100, 60, 10, 1000));
+    assert_eq!(
+        (flows[0].duration_sec, flows[0].priority, flows[0].idle_timeout, flows[0].packet_count, flows[0].byte_count),
+        (5, 100, 60, 10, 1000)
+    );
     assert_eq!(flows[0].actions, vec![v10::Action::Output { port: 3, max_len: 0 }]);
 }
 
@@ -99,7 +116,13 @@ fn of13_table_miss_flow_mod() {
     );
     let Body::V13(v13::Msg::FlowMod(f)) = m.body else { panic!() };
     assert!(f.r#match.fields.is_empty());
-    assert_eq!(f.instructions, vec![v13::Instruction::ApplyActions(vec![v13::Action::Output { port: v13::port::CONTROLLER, max_len: 0xffff }])]);
+    assert_eq!(
+        f.instructions,
+        vec![v13::Instruction::ApplyActions(vec![v13::Action::Output {
+            port: v13::port::CONTROLLER,
+            max_len: 0xffff
+        }])]
+    );
 }
 
 #[test]
@@ -144,7 +167,10 @@ fn of13_port_desc_reply() {
     );
     let Body::V13(v13::Msg::MultipartReply(r)) = m.body else { panic!() };
     let ReplyBody::PortDesc(ports) = r.body else { panic!() };
-    assert_eq!((ports[0].port_no, ports[0].name.text(), ports[0].state, ports[0].curr_speed), (1, "s1-eth1".to_string(), v13::port_state::LIVE, 10_000_000));
+    assert_eq!(
+        (ports[0].port_no, ports[0].name.text(), ports[0].state, ports[0].curr_speed),
+        (1, "s1-eth1".to_string(), v13::port_state::LIVE, 10_000_000)
+    );
 }
 
 #[test]
@@ -156,7 +182,10 @@ fn of13_select_group_with_two_buckets() {
     );
     let Body::V13(v13::Msg::GroupMod(g)) = m.body else { panic!() };
     assert_eq!((g.command, g.group_type, g.group_id), (0, v13::group_type::SELECT, 7));
-    assert_eq!(g.buckets.iter().map(|b| (b.weight, b.watch_port)).collect::<Vec<_>>(), vec![(50, 0xffff_ffff), (100, 2)]);
+    assert_eq!(
+        g.buckets.iter().map(|b| (b.weight, b.watch_port)).collect::<Vec<_>>(),
+        vec![(50, 0xffff_ffff), (100, 2)]
+    );
 }
 
 #[test]
@@ -172,9 +201,16 @@ fn of13_meter_mod_with_drop_band_and_role_request() {
 #[test]
 fn of13_experimenter_error_and_unknown_oxm_class_are_kept() {
     let m = round_trip("04 01 0014 0000000a | ffff 0003 00002320 | 01020304");
-    assert!(matches!(m.body, Body::V13(v13::Msg::Error(v13::Error::Experimenter { exp_type: 3, experimenter: 0x2320, .. }))));
+    assert!(matches!(
+        m.body,
+        Body::V13(v13::Msg::Error(v13::Error::Experimenter { exp_type: 3, experimenter: 0x2320, .. }))
+    ));
     // An NXM_1 field (class 0x0001) in a PACKET_IN match passes through raw.
-    let m = round_trip("04 0a 002a 00000000 | ffffffff 0000 00 00 0000000000000000 | 0001 000c 00010404 0a0b0c0d 00000000 | 0000");
+    let m = round_trip(
+        "04 0a 002a 00000000 | ffffffff 0000 00 00 0000000000000000 | 0001 000c 00010404 0a0b0c0d 00000000 | 0000",
+    );
     let Body::V13(v13::Msg::PacketIn(p)) = m.body else { panic!() };
-    assert!(matches!(&p.r#match.fields[0], v13::Oxm::Other { class: 1, field: 2, has_mask: false, payload } if payload.len() == 4));
+    assert!(
+        matches!(&p.r#match.fields[0], v13::Oxm::Other { class: 1, field: 2, has_mask: false, payload } if payload.len() == 4)
+    );
 }

@@ -82,7 +82,14 @@ pub unsafe fn poll() -> bool {
         Some("checkpoint") if fds.len() == 1 => checkpoint(fd, fds[0]),
         _ => {
             close_all(&fds);
-            reply(fd, &format!("error expected `checkpoint` with one descriptor, got {:?} with {}", command.trim(), fds.len()));
+            reply(
+                fd,
+                &format!(
+                    "error expected `checkpoint` with one descriptor, got {:?} with {}",
+                    command.trim(),
+                    fds.len()
+                ),
+            );
             false
         }
     }
@@ -101,7 +108,9 @@ unsafe fn connected_tcp_sockets() -> Vec<(RawFd, u16, u16)> {
         }
         let mut ty: c_int = 0;
         let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
-        if libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut ty as *mut c_int).cast(), &mut len) != 0 || ty != libc::SOCK_STREAM {
+        if libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut ty as *mut c_int).cast(), &mut len) != 0
+            || ty != libc::SOCK_STREAM
+        {
             continue;
         }
         let (Some(local), Some(peer)) = (crate::socket_port(fd, false), crate::socket_port(fd, true)) else { continue };
@@ -169,7 +178,15 @@ unsafe fn hold(control: RawFd) {
         };
         if words[0] != "resume" || fds.len() != 5 + targets.len() {
             close_all(&fds);
-            reply(control, &format!("error `resume` with {} sockets needs {} descriptors, got {}", targets.len(), 5 + targets.len(), fds.len()));
+            reply(
+                control,
+                &format!(
+                    "error `resume` with {} sockets needs {} descriptors, got {}",
+                    targets.len(),
+                    5 + targets.len(),
+                    fds.len()
+                ),
+            );
             continue;
         }
         let pid = libc::fork();
@@ -177,7 +194,15 @@ unsafe fn hold(control: RawFd) {
             libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut());
             real!("close", unsafe extern "C" fn(c_int) -> c_int)(control);
             let sockets: Vec<(RawFd, RawFd)> = targets.iter().copied().zip(fds[5..].iter().copied()).collect();
-            let child = crate::Child { parent: holder, stdout: fds[0], stderr: fds[1], report: fds[2], clock: Some(fds[3]), control: Some(fds[4]), only_port: Some(port) };
+            let child = crate::Child {
+                parent: holder,
+                stdout: fds[0],
+                stderr: fds[1],
+                report: fds[2],
+                clock: Some(fds[3]),
+                control: Some(fds[4]),
+                only_port: Some(port),
+            };
             crate::become_child(child, &sockets);
             return;
         }
@@ -185,7 +210,8 @@ unsafe fn hold(control: RawFd) {
             libc::setpgid(pid, pid); // as in `checkpoint`: no window in the holder's group
         }
         close_all(&fds);
-        let line = if pid < 0 { format!("error fork: {}", std::io::Error::last_os_error()) } else { format!("resumed {pid}") };
+        let line =
+            if pid < 0 { format!("error fork: {}", std::io::Error::last_os_error()) } else { format!("resumed {pid}") };
         reply(control, &line);
     }
 }
@@ -206,7 +232,13 @@ pub unsafe fn replace_socket(target: RawFd, fresh: RawFd, report: &mut std::fs::
         }
         // Latency matters more than batching between sts and a controller.
         let one: c_int = 1;
-        libc::setsockopt(target, libc::IPPROTO_TCP, libc::TCP_NODELAY, (&one as *const c_int).cast(), std::mem::size_of::<c_int>() as libc::socklen_t);
+        libc::setsockopt(
+            target,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&one as *const c_int).cast(),
+            std::mem::size_of::<c_int>() as libc::socklen_t,
+        );
     }
     real!("close", unsafe extern "C" fn(c_int) -> c_int)(fresh);
 }

@@ -76,7 +76,8 @@ unsafe fn next(name: &CStr) -> *mut c_void {
 
 macro_rules! real {
     ($name:literal, $ty:ty) => {{
-        static PTR: std::sync::atomic::AtomicPtr<std::ffi::c_void> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+        static PTR: std::sync::atomic::AtomicPtr<std::ffi::c_void> =
+            std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
         let mut p = PTR.load(std::sync::atomic::Ordering::Relaxed);
         if p.is_null() {
             p = $crate::next(std::ffi::CStr::from_bytes_with_nul_unchecked(concat!($name, "\0").as_bytes()));
@@ -136,7 +137,9 @@ pub unsafe extern "C" fn epoll_create1(flags: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, event: *mut libc::epoll_event) -> c_int {
-    let r = real!("epoll_ctl", unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int)(epfd, op, fd, event);
+    let r = real!("epoll_ctl", unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int)(
+        epfd, op, fd, event,
+    );
     if r == 0 {
         let mut t = tracked();
         let list = t.epolls.entry(epfd).or_default();
@@ -176,9 +179,18 @@ pub unsafe extern "C" fn epoll_wait(epfd: c_int, events: *mut libc::epoll_event,
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn epoll_pwait(epfd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int, mask: *const libc::sigset_t) -> c_int {
+pub unsafe extern "C" fn epoll_pwait(
+    epfd: c_int,
+    events: *mut libc::epoll_event,
+    max: c_int,
+    timeout: c_int,
+    mask: *const libc::sigset_t,
+) -> c_int {
     at_wait();
-    let real = real!("epoll_pwait", unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int);
+    let real = real!(
+        "epoll_pwait",
+        unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int
+    );
     vtime::wait(vtime::from_ms(timeout), |chunk| real(epfd, events, max, vtime::to_ms(chunk), mask))
 }
 
@@ -190,9 +202,17 @@ pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: 
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: *const libc::timespec, mask: *const libc::sigset_t) -> c_int {
+pub unsafe extern "C" fn ppoll(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    timeout: *const libc::timespec,
+    mask: *const libc::sigset_t,
+) -> c_int {
     at_wait();
-    let real = real!("ppoll", unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int);
+    let real = real!(
+        "ppoll",
+        unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int
+    );
     vtime::wait(vtime::from_timespec(timeout), |chunk| match chunk {
         Some(ns) => real(fds, n, &vtime::timespec_of(ns), mask),
         None => real(fds, n, std::ptr::null(), mask),
@@ -200,9 +220,24 @@ pub unsafe extern "C" fn ppoll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout:
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, timeout: *mut libc::timeval) -> c_int {
+pub unsafe extern "C" fn select(
+    n: c_int,
+    r: *mut libc::fd_set,
+    w: *mut libc::fd_set,
+    e: *mut libc::fd_set,
+    timeout: *mut libc::timeval,
+) -> c_int {
     at_wait();
-    let real = real!("select", unsafe extern "C" fn(c_int, *mut libc::fd_set, *mut libc::fd_set, *mut libc::fd_set, *mut libc::timeval) -> c_int);
+    let real = real!(
+        "select",
+        unsafe extern "C" fn(
+            c_int,
+            *mut libc::fd_set,
+            *mut libc::fd_set,
+            *mut libc::fd_set,
+            *mut libc::timeval,
+        ) -> c_int
+    );
     // A select that times out clears its sets: each chunk starts from the originals.
     let saved = [r, w, e].map(|set| (!set.is_null()).then(|| *set));
     let want = vtime::from_timeval(timeout);
@@ -212,7 +247,10 @@ pub unsafe extern "C" fn select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd
                 *set = copy;
             }
         }
-        let mut tv = chunk.map(|ns| libc::timeval { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_usec: (ns % 1_000_000_000 / 1000) as libc::suseconds_t });
+        let mut tv = chunk.map(|ns| libc::timeval {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_usec: (ns % 1_000_000_000 / 1000) as libc::suseconds_t,
+        });
         real(n, r, w, e, tv.as_mut().map_or(std::ptr::null_mut(), |t| t as *mut libc::timeval))
     });
     if result == 0 && !timeout.is_null() {
@@ -261,7 +299,12 @@ unsafe fn zygote(mut control: UnixStream) {
             fds.iter().for_each(|&fd| {
                 libc::close(fd);
             });
-            let _ = writeln!(control, "error expected `fork PORT [clock] [control]` with 3 descriptors and one per option, got {:?} with {}", command.trim(), fds.len());
+            let _ = writeln!(
+                control,
+                "error expected `fork PORT [clock] [control]` with 3 descriptors and one per option, got {:?} with {}",
+                command.trim(),
+                fds.len()
+            );
             continue;
         };
         let pid = libc::fork();
@@ -281,7 +324,8 @@ unsafe fn zygote(mut control: UnixStream) {
         fds.iter().for_each(|&fd| {
             libc::close(fd);
         });
-        let reply = if pid < 0 { format!("error fork: {}", std::io::Error::last_os_error()) } else { format!("forked {pid}") };
+        let reply =
+            if pid < 0 { format!("error fork: {}", std::io::Error::last_os_error()) } else { format!("forked {pid}") };
         if writeln!(control, "{reply}").is_err() {
             libc::_exit(0);
         }
@@ -315,7 +359,8 @@ fn parse_fork(parent: libc::pid_t, command: &str, fds: &[RawFd]) -> Option<Child
     if fds.len() != 3 + options.len() {
         return None;
     }
-    let mut child = Child { parent, stdout: fds[0], stderr: fds[1], report: fds[2], clock: None, control: None, only_port };
+    let mut child =
+        Child { parent, stdout: fds[0], stderr: fds[1], report: fds[2], clock: None, control: None, only_port };
     for (name, &fd) in options.iter().zip(&fds[3..]) {
         match *name {
             "clock" => child.clock = Some(fd),
@@ -419,7 +464,8 @@ unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)]) {
             }
         }
     }
-    let epolls: Vec<(RawFd, Vec<(RawFd, libc::epoll_event)>)> = tracked().epolls.iter().map(|(&e, l)| (e, l.iter().map(|(&f, &ev)| (f, ev)).collect())).collect();
+    let epolls: Vec<(RawFd, Vec<(RawFd, libc::epoll_event)>)> =
+        tracked().epolls.iter().map(|(&e, l)| (e, l.iter().map(|(&f, &ev)| (f, ev)).collect())).collect();
     for (epfd, list) in epolls {
         if let Err(e) = rebuild_epoll(epfd, &list) {
             let _ = writeln!(report, "error epoll {epfd}: {e}");
@@ -437,8 +483,12 @@ unsafe fn socket_port(fd: RawFd, peer: bool) -> Option<u16> {
         return None;
     }
     match addr.ss_family as c_int {
-        libc::AF_INET => Some(u16::from_be((*(&addr as *const libc::sockaddr_storage as *const libc::sockaddr_in)).sin_port)),
-        libc::AF_INET6 => Some(u16::from_be((*(&addr as *const libc::sockaddr_storage as *const libc::sockaddr_in6)).sin6_port)),
+        libc::AF_INET => {
+            Some(u16::from_be((*(&addr as *const libc::sockaddr_storage as *const libc::sockaddr_in)).sin_port))
+        }
+        libc::AF_INET6 => {
+            Some(u16::from_be((*(&addr as *const libc::sockaddr_storage as *const libc::sockaddr_in6)).sin6_port))
+        }
         _ => None,
     }
 }
@@ -479,7 +529,13 @@ unsafe fn fresh_listener(fd: RawFd, only_port: Option<u16>) -> std::io::Result<O
         return Err(last());
     }
     let one: c_int = 1;
-    libc::setsockopt(new, libc::SOL_SOCKET, libc::SO_REUSEADDR, (&one as *const c_int).cast(), std::mem::size_of::<c_int>() as libc::socklen_t);
+    libc::setsockopt(
+        new,
+        libc::SOL_SOCKET,
+        libc::SO_REUSEADDR,
+        (&one as *const c_int).cast(),
+        std::mem::size_of::<c_int>() as libc::socklen_t,
+    );
     if libc::bind(new, (&addr as *const libc::sockaddr_storage).cast(), len) != 0 {
         let e = last();
         libc::close(new);
@@ -514,7 +570,12 @@ unsafe fn rebuild_epoll(epfd: RawFd, list: &[(RawFd, libc::epoll_event)]) -> std
     }
     for &(fd, mut ev) in list {
         // A descriptor closed since its registration simply fails here.
-        real!("epoll_ctl", unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int)(fresh, libc::EPOLL_CTL_ADD, fd, &mut ev);
+        real!("epoll_ctl", unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int)(
+            fresh,
+            libc::EPOLL_CTL_ADD,
+            fd,
+            &mut ev,
+        );
     }
     let fd_flags = libc::fcntl(epfd, libc::F_GETFD);
     if libc::dup2(fresh, epfd) < 0 {

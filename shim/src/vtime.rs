@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use sts_clockpage::{Page, Slot, NO_DEADLINE};
 
-
 /// Longest real wait before a waiting process looks at virtual time again:
 /// the latency of a jump.
 pub const CHUNK_NS: u64 = 1_000_000;
@@ -43,7 +42,14 @@ fn slot() -> Option<Slot<'static>> {
 /// Maps the clock page open on `fd` and takes a slot for this process.
 /// Replaces a page attached before (a forked child leaves its zygote's).
 pub unsafe fn attach_fd(fd: c_int) -> Result<(), &'static str> {
-    let p = libc::mmap(std::ptr::null_mut(), sts_clockpage::BYTES, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0);
+    let p = libc::mmap(
+        std::ptr::null_mut(),
+        sts_clockpage::BYTES,
+        libc::PROT_READ | libc::PROT_WRITE,
+        libc::MAP_SHARED,
+        fd,
+        0,
+    );
     if p == libc::MAP_FAILED {
         return Err("cannot map the clock page");
     }
@@ -91,7 +97,13 @@ fn report(s: &str) {
 fn is_virtual(clock: libc::clockid_t) -> bool {
     matches!(
         clock,
-        libc::CLOCK_REALTIME | libc::CLOCK_MONOTONIC | libc::CLOCK_MONOTONIC_RAW | libc::CLOCK_REALTIME_COARSE | libc::CLOCK_MONOTONIC_COARSE | libc::CLOCK_BOOTTIME | libc::CLOCK_TAI
+        libc::CLOCK_REALTIME
+            | libc::CLOCK_MONOTONIC
+            | libc::CLOCK_MONOTONIC_RAW
+            | libc::CLOCK_REALTIME_COARSE
+            | libc::CLOCK_MONOTONIC_COARSE
+            | libc::CLOCK_BOOTTIME
+            | libc::CLOCK_TAI
     )
 }
 
@@ -140,7 +152,9 @@ pub unsafe extern "C" fn gettimeofday(tv: *mut libc::timeval, tz: *mut c_void) -
     let r = real!("gettimeofday", unsafe extern "C" fn(*mut libc::timeval, *mut c_void) -> c_int)(tv, tz);
     if r == 0 && !tv.is_null() {
         if let Some(p) = page() {
-            let real_ns = ((*tv).tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec.max(0) as u64 * 1000);
+            let real_ns = ((*tv).tv_sec.max(0) as u64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add((*tv).tv_usec.max(0) as u64 * 1000);
             let us = p.shift_wall(real_ns) / 1000;
             (*tv).tv_sec = (us / 1_000_000) as libc::time_t;
             (*tv).tv_usec = (us % 1_000_000) as libc::suseconds_t;
@@ -175,7 +189,9 @@ pub unsafe fn from_timespec(ts: *const libc::timespec) -> Option<u64> {
 
 /// A timeout as a timeval pointer gives it (null: none).
 pub unsafe fn from_timeval(tv: *const libc::timeval) -> Option<u64> {
-    (!tv.is_null()).then(|| ((*tv).tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec.max(0) as u64 * 1000))
+    (!tv.is_null()).then(|| {
+        ((*tv).tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec.max(0) as u64 * 1000)
+    })
 }
 
 /// Runs a timed wait on virtual time. `wait(chunk)` performs one real wait
@@ -244,8 +260,16 @@ pub unsafe extern "C" fn nanosleep(req: *const libc::timespec, rem: *mut libc::t
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn clock_nanosleep(clock: libc::clockid_t, flags: c_int, req: *const libc::timespec, rem: *mut libc::timespec) -> c_int {
-    let real = real!("clock_nanosleep", unsafe extern "C" fn(libc::clockid_t, c_int, *const libc::timespec, *mut libc::timespec) -> c_int);
+pub unsafe extern "C" fn clock_nanosleep(
+    clock: libc::clockid_t,
+    flags: c_int,
+    req: *const libc::timespec,
+    rem: *mut libc::timespec,
+) -> c_int {
+    let real = real!(
+        "clock_nanosleep",
+        unsafe extern "C" fn(libc::clockid_t, c_int, *const libc::timespec, *mut libc::timespec) -> c_int
+    );
     if slot().is_none() || req.is_null() || !is_virtual(clock) {
         return real(clock, flags, req, rem);
     }
@@ -272,7 +296,12 @@ pub unsafe extern "C" fn pthread_create(
     start: extern "C" fn(*mut c_void) -> *mut c_void,
     arg: *mut c_void,
 ) -> c_int {
-    type Create = unsafe extern "C" fn(*mut libc::pthread_t, *const libc::pthread_attr_t, extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void) -> c_int;
+    type Create = unsafe extern "C" fn(
+        *mut libc::pthread_t,
+        *const libc::pthread_attr_t,
+        extern "C" fn(*mut c_void) -> *mut c_void,
+        *mut c_void,
+    ) -> c_int;
     let r = real!("pthread_create", Create)(thread, attr, start, arg);
     if r == 0 {
         if let Some(s) = slot() {

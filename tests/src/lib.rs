@@ -9,6 +9,13 @@
 pub mod pcap;
 pub mod tshark;
 
+/// The engine the tests of one test binary share: its zygotes are parked
+/// once and forked by every test, as one sts process would.
+pub fn engine() -> &'static sts_engine::Engine {
+    static ENGINE: std::sync::OnceLock<sts_engine::Engine> = std::sync::OnceLock::new();
+    ENGINE.get_or_init(sts_engine::Engine::silent)
+}
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -58,7 +65,8 @@ impl ScriptedSwitch {
         let mut switch = Switch::new(dpid, version, ports);
         switch.ports.values_mut().for_each(|p| p.link_up = true);
         let hello = switch.hello();
-        let mut s = ScriptedSwitch { stream, switch, packet_in_cookie: 0, packet_in_reason: 0, log: Vec::new(), next_xid: 1 };
+        let mut s =
+            ScriptedSwitch { stream, switch, packet_in_cookie: 0, packet_in_reason: 0, log: Vec::new(), next_xid: 1 };
         s.send(hello)?;
         Ok(s)
     }
@@ -117,7 +125,9 @@ impl ScriptedSwitch {
         let mut header = [0u8; 8];
         match self.stream.read_exact(&mut header) {
             Ok(()) => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => return Ok(None),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Ok(None)
+            }
             Err(e) => return Err(e),
         }
         let len = u16::from_be_bytes([header[2], header[3]]) as usize;
@@ -183,8 +193,8 @@ impl ScriptedSwitch {
 pub mod frames {
     use std::net::Ipv4Addr;
 
-    use sts_mocknet::packet::{build, push_vlan, set_field, ETH_VLAN};
     pub use sts_mocknet::packet::checksum;
+    use sts_mocknet::packet::{build, push_vlan, set_field, ETH_VLAN};
     use sts_proxy::wire::v13::Field;
     use sts_proxy::wire::Mac;
 

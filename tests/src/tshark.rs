@@ -116,7 +116,10 @@ fn facts_from_tree(m: &Value) -> Facts {
     // The type key is per version: openflow_1_0.type, openflow_v4.type, openflow_v6.type ...
     let ty = ls
         .iter()
-        .find(|(k, _)| *k == "openflow_1_0.type" || (k.starts_with("openflow_v") && k.ends_with(".type") && k.matches('.').count() == 1))
+        .find(|(k, _)| {
+            *k == "openflow_1_0.type"
+                || (k.starts_with("openflow_v") && k.ends_with(".type") && k.matches('.').count() == 1)
+        })
         .map(|(_, v)| *v)
         .unwrap_or("?");
     push(&mut f, "header", format!("v{version} t{ty} len{} xid{}", first(".length"), first(".xid")));
@@ -182,9 +185,11 @@ fn facts_from_tree(m: &Value) -> Facts {
             | "openflow.ofp_match.source_addr"
             | "openflow.ofp_match.dest_addr"
             | "openflow.ofp_match.source_port"
-            | "openflow.ofp_match.dest_port" => {
-                push(&mut f, "match10", format!("{}={:#x}", k.rsplit('.').next().unwrap_or(k), to_int(v).unwrap_or(u128::MAX)))
-            }
+            | "openflow.ofp_match.dest_port" => push(
+                &mut f,
+                "match10",
+                format!("{}={:#x}", k.rsplit('.').next().unwrap_or(k), to_int(v).unwrap_or(u128::MAX)),
+            ),
             _ => {}
         }
     }
@@ -230,7 +235,11 @@ fn actions10(f: &mut Facts, actions: &[v10::Action]) {
         let po = v10::PacketOut { buffer_id: 0, in_port: 0, actions: vec![a.clone()], data: Default::default() };
         let bytes = Message::new(0, Body::V10(v10::Msg::PacketOut(po))).emit().unwrap();
         let b = &bytes[16..];
-        push(f, "action", format!("type={} len={}", u16::from_be_bytes([b[0], b[1]]), u16::from_be_bytes([b[2], b[3]])));
+        push(
+            f,
+            "action",
+            format!("type={} len={}", u16::from_be_bytes([b[0], b[1]]), u16::from_be_bytes([b[2], b[3]])),
+        );
         if let v10::Action::Output { port, .. } = a {
             push(f, "output_port", port);
         }

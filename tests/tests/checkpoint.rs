@@ -9,11 +9,11 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sts::checkpoint;
-use sts::clock::VirtualTime;
-use sts::presets;
-use sts::snapshot::Zygote;
 use sts_e2e::{frames, Injection, ScriptedSwitch};
+use sts_engine::checkpoint;
+use sts_engine::clock::VirtualTime;
+use sts_engine::presets;
+use sts_engine::snapshot::Zygote;
 use sts_proxy::wire::{v13, OFP13};
 
 const FLOOD: u32 = v13::port::FLOOD;
@@ -43,14 +43,16 @@ fn socket_pair() -> (TcpStream, TcpStream) {
 }
 
 fn gone_or_zombie(pid: u32) -> bool {
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit(')').next().unwrap_or("").trim().chars().next().unwrap_or('?'));
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().unwrap_or("").trim().chars().next().unwrap_or('?'));
     matches!(state, Err(_) | Ok('Z'))
 }
 
 #[test]
 fn os_ken_resumes_from_a_checkpoint_with_the_state_it_had() {
     let d = dir("osken");
-    let mut z = Zygote::start(&presets::os_ken_with(&[], &["os_ken.app.simple_switch_13"]), &d.join("zygote.log")).unwrap();
+    let mut z =
+        Zygote::start(&presets::os_ken_with(&[], &["os_ken.app.simple_switch_13"]), &d.join("zygote.log")).unwrap();
     let vt = VirtualTime::create().unwrap();
     let mut live = z.fork(&d.join("live.log"), Some(&vt)).unwrap();
     let mut sw = ScriptedSwitch::connect(live.addr(), OFP13, 1, 3).unwrap();
@@ -72,10 +74,17 @@ fn os_ken_resumes_from_a_checkpoint_with_the_state_it_had() {
     assert_eq!(ping(&mut sw, 2, 1), [1], "the live copy forgot h1");
     assert_eq!(ping(&mut sw, 3, 2), [2], "the live copy did not learn h2");
 
-    let mut resumed = cp.resume(&d.join("resumed.log"), &vt, vec![(held[0].fd, OwnedFd::from(theirs))]).unwrap_or_else(|e| panic!("{e}"));
+    let mut resumed = cp
+        .resume(&d.join("resumed.log"), &vt, vec![(held[0].fd, OwnedFd::from(theirs))])
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_ne!(resumed.pid(), live.pid());
     // Same session, new connection: it knows h1, learned before the checkpoint ...
-    assert_eq!(ping(&mut sw2, 3, 1), [1], "the resumed copy lost what it knew at the checkpoint:\n{}", resumed.log_tail(20));
+    assert_eq!(
+        ping(&mut sw2, 3, 1),
+        [1],
+        "the resumed copy lost what it knew at the checkpoint:\n{}",
+        resumed.log_tail(20)
+    );
     // ... and not h2, learned by the live copy after it.
     assert_eq!(ping(&mut sw2, 3, 2), [FLOOD], "the resumed copy knows what only the live copy learned");
     // Both copies keep working, each on its own timeline.
@@ -126,10 +135,10 @@ fn a_whole_run_rolls_back_to_a_checkpoint() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let toml = "[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"1.3\"\n\n\
                 [[controllers]]\nkind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13\"]\n\n[time]\nvirtual = true\n";
-    let config = sts::config::Config::from_toml(toml, std::path::Path::new("rollback.toml")).unwrap();
+    let config = sts_engine::config::Config::from_toml(toml, std::path::Path::new("rollback.toml")).unwrap();
     let d = dir("rollback");
-    let mut r = rt.block_on(sts::pingall::run(&config, &d)).unwrap_or_else(|e| panic!("{e}"));
-    assert!(r.matrix.all_reached(), "{}", r.matrix.render());
+    let mut r = rt.block_on(sts_engine::pingall::run(sts_e2e::engine(), &config, &d)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.matrix.all_reached(), "{}", sts_report::matrix(&r.matrix));
     rt.block_on(r.runner.run_for(Duration::from_millis(500)));
 
     let state = r.runner.state();
@@ -148,7 +157,10 @@ fn a_whole_run_rolls_back_to_a_checkpoint() {
     let mut streams = std::collections::BTreeMap::new();
     let mut sockets = Vec::new();
     for (dpid, i, port) in state.open_connections() {
-        let held = cp.connections.iter().find(|c| c.peer_port == port).unwrap_or_else(|| panic!("switch {dpid}'s connection (port {port}) is not among {:?}", cp.connections));
+        let held =
+            cp.connections.iter().find(|c| c.peer_port == port).unwrap_or_else(|| {
+                panic!("switch {dpid}'s connection (port {port}) is not among {:?}", cp.connections)
+            });
         let (ours, theirs) = tokio_socket_pair(&rt);
         streams.insert((dpid, i), ours);
         sockets.push((held.fd, theirs));
@@ -175,12 +187,24 @@ fn a_whole_run_rolls_back_to_a_checkpoint() {
     let ports: Vec<u32> = s2.ports.keys().copied().collect();
     let any = Default::default();
     for p in ports {
-        let sel = sts_mocknet::flow::Selector { r#match: &any, strict: false, priority: 0, cookie: 0, cookie_mask: 0, out_port: p, out_group: v13::GROUP_ANY };
+        let sel = sts_mocknet::flow::Selector {
+            r#match: &any,
+            strict: false,
+            priority: 0,
+            cookie: 0,
+            cookie_mask: 0,
+            out_port: p,
+            out_group: v13::GROUP_ANY,
+        };
         s2.tables[0].delete(&sel);
     }
     assert_eq!(s2.flow_count(), 1, "only the table-miss entry is left on s2");
     let heard = r.runner.messages_from_controllers;
-    assert!(rt.block_on(r.runner.ping(2, 0, 5_000)), "h3 cannot reach h1 once s2 needs the controller:\n{}", r.controllers[0].log_tail(20));
+    assert!(
+        rt.block_on(r.runner.ping(2, 0, 5_000)),
+        "h3 cannot reach h1 once s2 needs the controller:\n{}",
+        r.controllers[0].log_tail(20)
+    );
     assert!(r.runner.messages_from_controllers > heard, "the controller said nothing");
     assert!(r.runner.disconnected().is_empty());
     assert!(r.runner.issues.is_empty(), "{:?}", r.runner.issues);
@@ -194,12 +218,16 @@ fn a_whole_run_rolls_back_to_a_checkpoint() {
 fn peek_with_checkpoints_sees_what_prefix_replay_sees() {
     let ws = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = ws.join("examples/traces/migration");
-    let config = sts::config::Config::load(&dir.join("config.toml")).unwrap_or_else(|e| panic!("{e}"));
-    let trace = sts::trace::Trace::load(&dir.join("trace.jsonl")).unwrap();
+    let config = sts_engine::config::Config::load(&dir.join("config.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let trace = sts_trace::Trace::load(&dir.join("trace.jsonl")).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let out = self::dir("peek");
-    let prefix = rt.block_on(sts::peek::by_prefix(&config, &trace, &out)).unwrap_or_else(|e| panic!("{e}"));
-    let cps = rt.block_on(sts::peek::by_checkpoints(&config, &trace, &out)).unwrap_or_else(|e| panic!("{e}"));
+    let prefix = rt
+        .block_on(sts_engine::peek::by_prefix(sts_e2e::engine(), &config, &trace, &out))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cps = rt
+        .block_on(sts_engine::peek::by_checkpoints(sts_e2e::engine(), &config, &trace, &out))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((prefix.runs, prefix.rollbacks), (4, 0));
     assert_eq!((cps.runs, cps.rollbacks), (1, 3));
     let (a, b) = (prefix.windows(), cps.windows());

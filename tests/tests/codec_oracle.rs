@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sts::controller::{free_local_addr, Controller, ControllerSpec};
 use sts_e2e::tshark::{self, KINDS};
 use sts_e2e::{frames, pcap, Dir, Injection, ScriptedSwitch};
+use sts_engine::controller::{free_local_addr, Controller, ControllerSpec};
 use sts_proxy::wire::{Message, OFP10, OFP13};
 
 struct Session {
@@ -66,7 +66,8 @@ fn run(session: Session) {
     let mut ours = Vec::new();
     let mut from_controller = Vec::new();
     for rec in &sw.log {
-        let msg = Message::parse(rec.bytes.clone()).unwrap_or_else(|e| panic!("{}: cannot decode {:02x?}: {e}", session.name, &rec.bytes[..]));
+        let msg = Message::parse(rec.bytes.clone())
+            .unwrap_or_else(|e| panic!("{}: cannot decode {:02x?}: {e}", session.name, &rec.bytes[..]));
         assert_eq!(Bytes::from(msg.emit().unwrap()), rec.bytes, "{}: re-encoding differs for {msg:?}", session.name);
         if rec.dir == Dir::ControllerToSwitch {
             from_controller.push(msg.type_name());
@@ -76,39 +77,78 @@ fn run(session: Session) {
     assert_eq!(ours.len(), theirs.len(), "{}: sts saw {} messages, tshark {}", session.name, ours.len(), theirs.len());
     for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
         for kind in KINDS {
-            assert_eq!(a.get(kind), b.get(kind), "{}: message {i} differs in {kind}\n sts:    {a:?}\n tshark: {b:?}", session.name);
+            assert_eq!(
+                a.get(kind),
+                b.get(kind),
+                "{}: message {i} differs in {kind}\n sts:    {a:?}\n tshark: {b:?}",
+                session.name
+            );
         }
     }
     // The session must have exercised the codec: a handshake plus flow programming.
     for must in session.must_send {
         assert!(from_controller.contains(must), "{}: controller never sent {must}: {from_controller:?}", session.name);
     }
-    eprintln!("{}: {} messages agree with tshark ({} from the controller)", session.name, ours.len(), from_controller.len());
+    eprintln!(
+        "{}: {} messages agree with tshark ({} from the controller)",
+        session.name,
+        ours.len(),
+        from_controller.len()
+    );
 }
 
 #[test]
 fn os_ken_simple_switch_13_agrees_with_tshark() {
-    run(Session { name: "osken13", spec: |_| sts::presets::os_ken(&["os_ken.app.simple_switch_13"]), version: OFP13, faucet_style: false, must_send: LEARNING });
+    run(Session {
+        name: "osken13",
+        spec: |_| sts_engine::presets::os_ken(&["os_ken.app.simple_switch_13"]),
+        version: OFP13,
+        faucet_style: false,
+        must_send: LEARNING,
+    });
 }
 
 #[test]
 fn os_ken_simple_switch_10_agrees_with_tshark() {
-    run(Session { name: "osken10", spec: |_| sts::presets::os_ken(&["os_ken.app.simple_switch"]), version: OFP10, faucet_style: false, must_send: LEARNING });
+    run(Session {
+        name: "osken10",
+        spec: |_| sts_engine::presets::os_ken(&["os_ken.app.simple_switch"]),
+        version: OFP10,
+        faucet_style: false,
+        must_send: LEARNING,
+    });
 }
 
 #[test]
 fn ovs_testcontroller_10_agrees_with_tshark() {
-    run(Session { name: "ovs10", spec: |_| sts::presets::ovs_testcontroller(&[]), version: OFP10, faucet_style: false, must_send: LEARNING });
+    run(Session {
+        name: "ovs10",
+        spec: |_| sts_engine::presets::ovs_testcontroller(&[]),
+        version: OFP10,
+        faucet_style: false,
+        must_send: LEARNING,
+    });
 }
 
 #[test]
 fn ovs_testcontroller_13_agrees_with_tshark() {
-    run(Session { name: "ovs13", spec: |_| sts::presets::ovs_testcontroller(&["-O", "OpenFlow13"]), version: OFP13, faucet_style: false, must_send: LEARNING });
+    run(Session {
+        name: "ovs13",
+        spec: |_| sts_engine::presets::ovs_testcontroller(&["-O", "OpenFlow13"]),
+        version: OFP13,
+        faucet_style: false,
+        must_send: LEARNING,
+    });
 }
 
 #[test]
 fn faucet_agrees_with_tshark() {
-    run(Session { name: "faucet", spec: |d| sts::presets::faucet(&d.join("faucet.yaml")), version: OFP13, faucet_style: true,
+    run(Session {
+        name: "faucet",
+        spec: |d| sts_engine::presets::faucet(&d.join("faucet.yaml")),
+        version: OFP13,
+        faucet_style: true,
         // faucet floods through its own pipeline: it programs tables and groups, no PACKET_OUT.
-        must_send: &["features_request", "multipart_request", "set_async", "flow_mod"] });
+        must_send: &["features_request", "multipart_request", "set_async", "flow_mod"],
+    });
 }

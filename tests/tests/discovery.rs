@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use sts::config::Config;
+use sts_engine::config::Config;
 
 fn http_get(port: u16, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("REST API reachable");
@@ -38,10 +38,11 @@ settle_ms = 6000
     let config = Config::from_toml(toml, Path::new("discovery.toml")).unwrap();
     let dir = std::env::temp_dir().join(format!("sts-e2e-discovery-{}", std::process::id()));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let run = rt.block_on(sts::pingall::run(&config, &dir)).unwrap_or_else(|e| panic!("{e}"));
+    let run = rt.block_on(sts_engine::pingall::run(sts_e2e::engine(), &config, &dir)).unwrap_or_else(|e| panic!("{e}"));
 
     let body = http_get(run.controllers[0].aux_port(), "/v1.0/topology/links");
-    let links: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("bad REST reply {body:?}: {e}"));
+    let links: serde_json::Value =
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("bad REST reply {body:?}: {e}"));
     let found: BTreeSet<((u64, u32), (u64, u32))> = links
         .as_array()
         .expect("a list of links")

@@ -8,10 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use sts::config::Config;
-use sts::experiment::Experiment;
-use sts::trace::Trace;
-use sts::{fuzz, replay};
+use sts_engine::config::Config;
+use sts_engine::{fuzz, replay};
+use sts_trace::dir::Experiment;
+use sts_trace::Trace;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
@@ -37,7 +37,7 @@ fn fuzzing_finds_the_migration_blackhole_the_same_seed_finds_it_again_and_replay
     let mut first = None;
     for run in ["a", "b"] {
         let exp = Experiment::create(&fresh(run), &text).unwrap();
-        let out = rt.block_on(fuzz::run(&config, &exp)).unwrap_or_else(|e| panic!("{e}"));
+        let out = rt.block_on(fuzz::run(sts_e2e::engine(), &config, &exp)).unwrap_or_else(|e| panic!("{e}"));
         let v = out.violation.unwrap_or_else(|| panic!("run {run}: no violation in {} steps", out.steps));
         assert_eq!(v.invariant, sts_invariants::Invariant::Blackhole, "{v:?}");
         assert!(v.witness.is_some());
@@ -52,11 +52,14 @@ fn fuzzing_finds_the_migration_blackhole_the_same_seed_finds_it_again_and_replay
     assert!(trace.violation().is_some() && exp.violation().exists());
     replay::validate(&config, &trace, &exp.trace()).unwrap();
     for n in 1..=2 {
-        let r = rt.block_on(replay::replay_once(&config, &trace, &exp.replay(n), n)).unwrap();
+        let r = rt.block_on(replay::replay_once(sts_e2e::engine(), &config, &trace, &exp.replay(n), n)).unwrap();
         assert!(r.reproduced, "replay {n} did not reproduce: {:?}", r.violation);
         let replayed = Trace::load(&r.trace).expect("each replay writes a readable trace");
         // On virtual time the replay's controllers see the recorded run's dates.
-        let (rec, rep) = (trace.header.wall_epoch_ns.expect("the fuzz run recorded its date"), replayed.header.wall_epoch_ns.expect("the replay's date"));
+        let (rec, rep) = (
+            trace.header.wall_epoch_ns.expect("the fuzz run recorded its date"),
+            replayed.header.wall_epoch_ns.expect("the replay's date"),
+        );
         assert!(rec.abs_diff(rep) < 10_000_000, "replay {n} started at {rep} ns, the recorded run at {rec} ns");
     }
 }
@@ -74,7 +77,7 @@ fn a_hand_written_trace_replays_and_reproduces_its_violation() {
     let trace = Trace::load(&exp.trace()).unwrap();
     assert_eq!(trace.externals().len(), 4);
     replay::validate(&config, &trace, &exp.trace()).unwrap();
-    let r = rt().block_on(replay::replay_once(&config, &trace, &exp.replay(1), 1)).unwrap();
+    let r = rt().block_on(replay::replay_once(sts_e2e::engine(), &config, &trace, &exp.replay(1), 1)).unwrap();
     assert!(r.reproduced, "{:?}", r.violation);
     assert_eq!(r.injected, 4);
     assert_eq!(r.violation.map(|v| v.fingerprint()).as_deref(), Some("blackhole:h3"));
@@ -82,24 +85,25 @@ fn a_hand_written_trace_replays_and_reproduces_its_violation() {
 
 #[test]
 fn minimizing_the_hand_written_trace_keeps_the_migration_and_one_ping_and_resumes() {
-    use sts::minimize::{self, Options};
+    use sts_engine::minimize::{self, Options};
     let src = workspace().join("examples/traces/migration");
     let dir = fresh("minimize");
     std::fs::create_dir_all(&dir).unwrap();
     for f in ["config.toml", "trace.jsonl"] {
         std::fs::copy(src.join(f), dir.join(f)).unwrap();
     }
-    let opts = Options { replays: 1, jobs: 2, peek: sts::minimize::PeekMode::Off, budget_s: None, final_replays: 2 };
-    let r = minimize::run(&dir, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let opts =
+        Options { replays: 1, jobs: 2, peek: sts_engine::minimize::PeekMode::Off, budget_s: None, final_replays: 2 };
+    let r = rt().block_on(minimize::run(sts_e2e::engine(), &dir, &opts)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((r.original_inputs, r.mcs_inputs), (4, 2), "{r:?}");
     assert!(r.mcs.iter().any(|e| e.contains("migrate h3")), "{:?}", r.mcs);
     assert!(r.mcs.iter().any(|e| e.contains("ping h1 -> h3") || e.contains("ping h3 -> h1")), "{:?}", r.mcs);
     assert!(r.final_reproduced >= 1, "{r:?}");
     let mcs = Trace::load(&dir.join("mcs/trace.jsonl")).unwrap();
     assert_eq!(mcs.externals().len(), 2);
-    assert!(dir.join("mcs/report.md").exists() && dir.join("mcs/config.toml").exists());
+    assert!(dir.join("mcs/report.json").exists() && dir.join("mcs/config.toml").exists());
     // Started again, every candidate is already known: only the final replays run.
-    let again = minimize::run(&dir, &Options { final_replays: 1, ..opts }).unwrap();
+    let again = rt().block_on(minimize::run(sts_e2e::engine(), &dir, &Options { final_replays: 1, ..opts })).unwrap();
     assert_eq!(again.mcs_inputs, 2);
     assert_eq!(again.replays, r.replays + 1, "resumed without replaying candidates again");
 }
@@ -115,16 +119,20 @@ fn failures_and_restarts_are_injected_and_replayed() {
     let config = Config::from_toml(text, Path::new("failures.toml")).unwrap();
     let rt = rt();
     let exp = Experiment::create(&fresh("failures"), text).unwrap();
-    let out = rt.block_on(fuzz::run(&config, &exp)).unwrap_or_else(|e| panic!("{e}"));
+    let out = rt.block_on(fuzz::run(sts_e2e::engine(), &config, &exp)).unwrap_or_else(|e| panic!("{e}"));
     assert!(out.violation.is_none(), "a learning switch on a line survives crashes: {:?}", out.violation);
     let trace = Trace::load(&exp.trace()).unwrap();
     let kinds: Vec<String> = trace.externals().iter().map(|(_, e)| e.describe()).collect();
     for k in ["switch s1 fails", "switch s1 recovers", "controller c0 crashes", "controller c0 restarts"] {
         assert!(kinds.iter().any(|d| d == k), "no {k:?} in {kinds:?}");
     }
-    let handshakes = trace.records.iter().filter(|r| matches!(&r.internal, Some(sts::trace::Internal::Openflow { msg, .. }) if msg == "features_reply")).count();
+    let handshakes = trace
+        .records
+        .iter()
+        .filter(|r| matches!(&r.internal, Some(sts_trace::Internal::Openflow { msg, .. }) if msg == "features_reply"))
+        .count();
     assert!(handshakes > 3, "switches reconnected ({handshakes} handshakes)");
-    let r = rt.block_on(replay::replay_once(&config, &trace, &exp.replay(1), 1)).unwrap();
+    let r = rt.block_on(replay::replay_once(sts_e2e::engine(), &config, &trace, &exp.replay(1), 1)).unwrap();
     assert_eq!(r.injected, trace.externals().len());
     assert!(r.violation.is_none(), "{:?}", r.violation);
 }

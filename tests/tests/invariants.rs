@@ -11,9 +11,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use sts::config::Config;
-use sts::observe;
-use sts::pingall::{self, PingallRun};
+use sts_engine::config::Config;
+use sts_engine::observe;
+use sts_engine::pingall::{self, PingallRun};
 use sts_invariants::check::{Checker, Invariant, Report};
 use sts_invariants::Persistence;
 
@@ -24,11 +24,16 @@ fn rt() -> tokio::runtime::Runtime {
 fn run(rt: &tokio::runtime::Runtime, name: &str, toml: &str) -> PingallRun {
     let config = Config::from_toml(toml, Path::new(name)).unwrap_or_else(|e| panic!("{e}"));
     let dir = std::env::temp_dir().join(format!("sts-e2e-invariants-{}-{name}", std::process::id()));
-    rt.block_on(pingall::run(&config, &dir)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    rt.block_on(pingall::run(sts_e2e::engine(), &config, &dir)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn all_checks() -> Checker {
-    Checker { enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability, Invariant::Liveness].into_iter().collect(), ..Checker::default() }
+    Checker {
+        enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability, Invariant::Liveness]
+            .into_iter()
+            .collect(),
+        ..Checker::default()
+    }
 }
 
 fn check(r: &mut PingallRun, checker: &Checker) -> Report {
@@ -39,11 +44,18 @@ fn check(r: &mut PingallRun, checker: &Checker) -> Report {
 
 fn healthy(name: &str, controller: &str) {
     let rt = rt();
-    let mut r = run(&rt, name, &format!("[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"1.3\"\n\n[[controllers]]\n{controller}\n"));
-    assert!(r.matrix.all_reached(), "{}", r.matrix.render());
+    let mut r = run(
+        &rt,
+        name,
+        &format!("[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"1.3\"\n\n[[controllers]]\n{controller}\n"),
+    );
+    assert!(r.matrix.all_reached(), "{}", sts_report::matrix(&r.matrix));
     let report = check(&mut r, &all_checks());
     assert!(report.violations.is_empty(), "{name}: {:#?}", report.violations);
-    assert!(report.rules > 0 && (report.terminals > 0 || report.classes > 0), "the check looked at something: {report:?}");
+    assert!(
+        report.rules > 0 && (report.terminals > 0 || report.classes > 0),
+        "the check looked at something: {report:?}"
+    );
 }
 
 #[test]
@@ -78,7 +90,7 @@ fn host_migration_under_simple_switch_13_is_a_persistent_blackhole() {
         "migration",
         "[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13\"]\n",
     );
-    assert!(r.matrix.all_reached(), "{}", r.matrix.render());
+    assert!(r.matrix.all_reached(), "{}", sts_report::matrix(&r.matrix));
     let checker = all_checks();
     assert!(check(&mut r, &checker).violations.is_empty());
 
@@ -92,7 +104,10 @@ fn host_migration_under_simple_switch_13_is_a_persistent_blackhole() {
         let report = check(&mut r, &checker);
         persistent = persistence.observe(now, &report.violations);
     }
-    let hole = persistent.iter().find(|v| v.invariant == Invariant::Blackhole).unwrap_or_else(|| panic!("no persistent blackhole: {persistent:#?}"));
+    let hole = persistent
+        .iter()
+        .find(|v| v.invariant == Invariant::Blackhole)
+        .unwrap_or_else(|| panic!("no persistent blackhole: {persistent:#?}"));
     assert_eq!(hole.fingerprint(), "blackhole:h3");
     assert_eq!(hole.elements.last().map(String::as_str), Some("h3"));
     let w = hole.witness.as_ref().expect("a witness");

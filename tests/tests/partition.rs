@@ -9,10 +9,10 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use sts::config::Config;
-use sts::netrun::Settle;
-use sts::trace::External;
-use sts::{inputs, session};
+use sts_engine::config::Config;
+use sts_engine::netrun::Settle;
+use sts_engine::{inputs, session};
+use sts_trace::External;
 
 /// An echo service on a free port (a thread per connection).
 fn echo_peer() -> std::net::SocketAddr {
@@ -60,7 +60,14 @@ to = "{peer}"
     );
     let config = Config::from_toml(&toml, std::path::Path::new("partition.toml")).unwrap_or_else(|e| panic!("{e}"));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let mut s = rt.block_on(session::start(&config, &run_dir, Settle { quiet_ms: 200, min_wait_ms: 0, max_ms: 10_000 })).unwrap_or_else(|e| panic!("{e}"));
+    let mut s = rt
+        .block_on(session::start_with(
+            sts_e2e::engine(),
+            &config,
+            &run_dir,
+            Settle { quiet_ms: 200, min_wait_ms: 0, max_ms: 10_000 },
+        ))
+        .unwrap_or_else(|e| panic!("{e}"));
 
     let given = std::fs::read_to_string(run_dir.join("peer-address")).unwrap();
     let relay_addr = s.relays["to-peer"].addr();
@@ -75,7 +82,11 @@ to = "{peer}"
     assert_eq!(read_some(&mut conn, 1, Duration::from_millis(400)), None, "nothing crosses while partitioned");
 
     rt.block_on(inputs::apply(&mut s, &External::PartitionHeal { relay: "to-peer".into() })).unwrap();
-    assert_eq!(read_some(&mut conn, 5, Duration::from_secs(2)).as_deref(), Some(&b"lost?"[..]), "healing delivers what waited");
+    assert_eq!(
+        read_some(&mut conn, 5, Duration::from_secs(2)).as_deref(),
+        Some(&b"lost?"[..]),
+        "healing delivers what waited"
+    );
 
     let e = rt.block_on(inputs::apply(&mut s, &External::Partition { relay: "nope".into() })).unwrap_err();
     assert!(e.contains("no relay named \"nope\"") && e.contains("to-peer"), "{e}");

@@ -5,20 +5,20 @@
 
 use std::path::Path;
 
-use sts::config::Config;
-use sts::pingall::{self, PingallRun};
+use sts_engine::config::Config;
+use sts_engine::pingall::{self, PingallRun};
 use sts_mocknet::DataplaneEvent;
 
 fn run(name: &str, toml: &str) -> PingallRun {
     let config = Config::from_toml(toml, Path::new(name)).unwrap_or_else(|e| panic!("{e}"));
     let dir = std::env::temp_dir().join(format!("sts-e2e-pingall-{}-{name}", std::process::id()));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(pingall::run(&config, &dir)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    rt.block_on(pingall::run(sts_e2e::engine(), &config, &dir)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn all_reach(name: &str, network: &str, controller: &str) {
     let r = run(name, &format!("[network]\n{network}\n\n[[controllers]]\n{controller}\n"));
-    assert!(r.matrix.all_reached(), "{name}:\n{}", r.matrix.render());
+    assert!(r.matrix.all_reached(), "{name}:\n{}", sts_report::matrix(&r.matrix));
     assert!(r.runner.net.events.is_empty(), "{name}: unexpected dataplane events {:?}", r.runner.net.events);
     let (received, sent) = r.matrix.counts();
     assert!(sent >= 6 && received == sent);
@@ -84,8 +84,14 @@ fn os_ken_simple_switch_13_on_a_triangle_storms_and_is_reported() {
         "osken13-triangle",
         &format!("[network]\ntopology = \"mesh\"\nsize = 3\nopenflow = \"1.3\"\n\n[[controllers]]\n{OSKEN_13}\n\n[pingall]\nattempts = 1\nping_timeout_ms = 500\n"),
     );
-    let loops = r.runner.net.events.iter().filter(|e| matches!(e, DataplaneEvent::HopLimit { .. } | DataplaneEvent::StepBudget { .. })).count();
-    assert!(loops > 0, "no loop reported; events: {:?}\n{}", r.runner.net.events, r.matrix.render());
+    let loops = r
+        .runner
+        .net
+        .events
+        .iter()
+        .filter(|e| matches!(e, DataplaneEvent::HopLimit { .. } | DataplaneEvent::StepBudget { .. }))
+        .count();
+    assert!(loops > 0, "no loop reported; events: {:?}\n{}", r.runner.net.events, sts_report::matrix(&r.matrix));
 }
 
 /// The same triangle under os-ken's spanning tree app (1.3): once STP has
@@ -94,9 +100,10 @@ fn os_ken_simple_switch_13_on_a_triangle_storms_and_is_reported() {
 /// every 2 s (which must not be mistaken for a storm through the controller).
 #[test]
 fn os_ken_stp_13_on_a_triangle_converges_and_every_pair_reaches() {
-    let toml = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/osken-stp-triangle.toml")).unwrap();
+    let toml =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/osken-stp-triangle.toml")).unwrap();
     let r = run("osken-stp-triangle", &toml);
-    assert!(r.matrix.all_reached(), "STP did not converge:\n{}", r.matrix.render());
+    assert!(r.matrix.all_reached(), "STP did not converge:\n{}", sts_report::matrix(&r.matrix));
     assert!(r.runner.net.events.is_empty(), "unexpected dataplane events {:?}", r.runner.net.events);
 }
 
@@ -109,7 +116,7 @@ fn os_ken_simple_switch_10_with_buffering_switches_forwards_big_pings_by_buffer_
         "osken10-buffers",
         &format!("[network]\n{LINEAR_10}\npacket_buffers = 256\n\n[[controllers]]\n{OSKEN_10}\n\n[pingall]\npayload_bytes = 1000\n"),
     );
-    assert!(r.matrix.all_reached(), "{}", r.matrix.render());
+    assert!(r.matrix.all_reached(), "{}", sts_report::matrix(&r.matrix));
     assert!(r.runner.net.events.is_empty(), "unexpected dataplane events {:?}", r.runner.net.events);
     // The buffers were used: released buffers leave nothing behind, and the
     // controller named ids (it never had the whole frame to send back).

@@ -6,8 +6,8 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::time::Duration;
 
-use sts::presets;
-use sts::snapshot::Zygote;
+use sts_engine::presets;
+use sts_engine::snapshot::Zygote;
 
 fn dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("sts-e2e-snapshot-{}-{name}", std::process::id()));
@@ -24,7 +24,7 @@ fn says_hello(addr: std::net::SocketAddr) -> bool {
     s.read_exact(&mut header).is_ok() && header[1] == 0 // OFPT_HELLO
 }
 
-fn forks_side_by_side(spec: sts::controller::ControllerSpec, name: &str) {
+fn forks_side_by_side(spec: sts_engine::controller::ControllerSpec, name: &str) {
     let d = dir(name);
     let mut z = Zygote::start(&spec, &d.join("zygote.log")).unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut a = z.fork(&d.join("a.log"), None).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -46,7 +46,8 @@ fn forks_side_by_side(spec: sts::controller::ControllerSpec, name: &str) {
     std::thread::sleep(Duration::from_millis(300));
     for pid in [bp, cp] {
         // Gone, or a zombie waiting for whoever adopted it.
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.rsplit(')').next().unwrap_or("").trim().chars().next().unwrap_or('?'));
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().unwrap_or("").trim().chars().next().unwrap_or('?'));
         assert!(matches!(state, Err(_) | Ok('Z')), "{name}: copy {pid} outlived its zygote (state {state:?})");
     }
 }
@@ -65,7 +66,7 @@ fn ovs_testcontroller_forks_into_working_copies() {
 fn faucet_forks_into_working_copies() {
     // faucet needs its generated faucet.yaml: take the spec a config gives.
     let toml = "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"faucet\"\n";
-    let config = sts::config::Config::from_toml(toml, std::path::Path::new("faucet.toml")).unwrap();
+    let config = sts_engine::config::Config::from_toml(toml, std::path::Path::new("faucet.toml")).unwrap();
     let specs = config.controller_specs(&dir("faucet-files")).unwrap();
     forks_side_by_side(specs[0].clone(), "faucet");
 }

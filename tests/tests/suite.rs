@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sts::minimize::{self, Options, PeekMode};
+use sts_engine::minimize::{self, Options, PeekMode};
+use sts_engine::Engine;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
@@ -28,29 +29,51 @@ fn make_case(case: &str, extra: u32, tag: &str) -> (PathBuf, usize) {
     (dir, info["optimal"].as_u64().expect("optimal size") as usize)
 }
 
-fn minimizes_to_optimal(case: &str, peek: PeekMode) {
+/// Minimizes `case` with the engine as a library; checks the MCS has the
+/// optimal size and replays.
+async fn minimizes_to_optimal(engine: &Engine, case: &str, peek: PeekMode) {
     let (dir, optimal) = make_case(case, 8, &format!("{peek:?}"));
-    let r = minimize::run(&dir, &Options { replays: 1, jobs: 2, peek, budget_s: None, final_replays: 1 }).unwrap_or_else(|e| panic!("{case}: {e}"));
+    let r = minimize::run(engine, &dir, &Options { replays: 1, jobs: 2, peek, budget_s: None, final_replays: 1 })
+        .await
+        .unwrap_or_else(|e| panic!("{case}: {e}"));
     assert!(r.original_inputs > optimal, "{case}: the trace holds extraneous inputs");
     assert_eq!(r.mcs_inputs, optimal, "{case}: MCS {:?}", r.mcs);
     assert_eq!(r.final_reproduced, 1, "{case}: the MCS replays");
 }
 
+fn assert_send<T: Send>(t: T) -> T {
+    t
+}
+
+/// The engine is a library: two minimizations of different cases run at
+/// once, as tasks of one multi-threaded tokio runtime in one process, each
+/// with its own engine (its own zygotes and notices), and both reach their
+/// optimal MCS. No nested runtime, no state shared between them.
 #[test]
-fn stale_routes_minimizes_to_the_link_failure_with_peek() {
-    minimizes_to_optimal("stale_routes", PeekMode::Dry);
+fn two_minimizations_run_concurrently_in_one_runtime() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let a = tokio::spawn(assert_send(async {
+            let engine = Engine::silent();
+            minimizes_to_optimal(&engine, "stale_routes", PeekMode::Dry).await;
+        }));
+        let b = tokio::spawn(assert_send(async {
+            let engine = Engine::silent();
+            minimizes_to_optimal(&engine, "link_state_corruption", PeekMode::Off).await;
+        }));
+        let (a, b) = tokio::join!(a, b);
+        a.expect("stale_routes");
+        b.expect("link_state_corruption");
+    });
 }
 
 /// PEEK with checkpoints finds the same MCS, and checkpoints were really
 /// used (no fallback to prefix replay).
 #[test]
 fn stale_routes_minimizes_to_the_link_failure_with_peek_by_checkpoints() {
-    minimizes_to_optimal("stale_routes", PeekMode::Checkpoints);
-    let (checkpointed, refused) = sts::peek::counts();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let engine = Engine::silent();
+    rt.block_on(minimizes_to_optimal(&engine, "stale_routes", PeekMode::Checkpoints));
+    let (checkpointed, refused) = engine.peek_counts();
     assert!(checkpointed > 0 && refused == 0, "{checkpointed} candidates peeked with checkpoints, {refused} refused");
-}
-
-#[test]
-fn link_state_corruption_minimizes_to_the_flap() {
-    minimizes_to_optimal("link_state_corruption", PeekMode::Off);
 }

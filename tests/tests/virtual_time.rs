@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sts::clock::{Clock, VirtualTime};
-use sts::config::Config;
-use sts::controller::{Controller, ControllerSpec};
-use sts::snapshot::{self, Zygote};
+use sts_engine::clock::{Clock, VirtualTime};
+use sts_engine::config::Config;
+use sts_engine::controller::{Controller, ControllerSpec};
+use sts_engine::snapshot::{self, Zygote};
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sts-e2e-vtime-{}-{name}", std::process::id()));
@@ -41,7 +41,11 @@ fn ticks_follow_virtual_time(clock: &Clock, vt: &VirtualTime, log: &Path) {
         if text.contains("done") {
             break text;
         }
-        assert!(Instant::now() < give_up, "the ticks did not finish on virtual time ({} jumps); log:\n{text}", vt.jumps());
+        assert!(
+            Instant::now() < give_up,
+            "the ticks did not finish on virtual time ({} jumps); log:\n{text}",
+            vt.jumps()
+        );
         clock.jump_if_idle(clock.now() + 60_000, 0);
         std::thread::sleep(Duration::from_micros(300));
     };
@@ -92,9 +96,10 @@ fn a_forked_copy_gets_the_runs_virtual_time() {
 
 /// A pingall on `rt`, which must stay alive as long as the run is used (its
 /// connections are tasks on it).
-fn pingall(rt: &tokio::runtime::Runtime, name: &str, toml: &str) -> sts::pingall::PingallRun {
+fn pingall(rt: &tokio::runtime::Runtime, name: &str, toml: &str) -> sts_engine::pingall::PingallRun {
     let config = Config::from_toml(toml, Path::new(name)).unwrap_or_else(|e| panic!("{e}"));
-    rt.block_on(sts::pingall::run(&config, &dir(name))).unwrap_or_else(|e| panic!("{name}: {e}"))
+    rt.block_on(sts_engine::pingall::run(sts_e2e::engine(), &config, &dir(name)))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -111,10 +116,14 @@ fn os_ken_stp_converges_on_virtual_time() {
          [[controllers]]\nkind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_stp_13\"]\n\n\
          [time]\nvirtual = true\n\n[pingall]\nmin_wait_ms = 35000\nsettle_ms = 40000\n",
     );
-    assert!(r.matrix.all_reached(), "{}", r.matrix.render());
+    assert!(r.matrix.all_reached(), "{}", sts_report::matrix(&r.matrix));
     assert!(r.runner.net.events.is_empty(), "{:?}", r.runner.net.events);
     let vt = r.runner.clock.virtual_time().unwrap();
-    assert!(vt.offset() >= Duration::from_secs(20), "STP's 30 s were waited for, not jumped: {}", r.runner.clock.summary().unwrap());
+    assert!(
+        vt.offset() >= Duration::from_secs(20),
+        "STP's 30 s were waited for, not jumped: {}",
+        r.runner.clock.summary().unwrap()
+    );
     let log = std::fs::read_to_string(r.run_dir.join("controller-0-os-ken.log")).unwrap();
     assert!(log.contains("/ FORWARD") && log.contains("/ BLOCK"), "STP converged with a blocked port:\n{log}");
 }
@@ -125,7 +134,7 @@ fn os_ken_stp_converges_on_virtual_time() {
 fn survives_idle_minutes(name: &str, controller: &str, speaks_when_idle: bool) {
     let rt = runtime();
     let mut r = pingall(&rt, name, &format!("[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"1.3\"\n\n[[controllers]]\n{controller}\n\n[time]\nvirtual = true\n"));
-    assert!(r.matrix.all_reached(), "{name}:\n{}", r.matrix.render());
+    assert!(r.matrix.all_reached(), "{name}:\n{}", sts_report::matrix(&r.matrix));
     let before = r.runner.clock.now();
     let issues_before = r.runner.issues.len();
     let heard = r.runner.messages_from_controllers;
@@ -138,7 +147,11 @@ fn survives_idle_minutes(name: &str, controller: &str, speaks_when_idle: bool) {
     assert_eq!(r.runner.issues.len(), issues_before, "{name}: {:?}", r.runner.issues);
     assert!(r.runner.disconnected().is_empty(), "{name}: switches lost their controller");
     assert!(rt.block_on(r.runner.ping(0, 2, 2_000)), "{name}: h1 cannot reach h3 after the idle minutes");
-    assert!(r.runner.clock.virtual_time().unwrap().offset() >= Duration::from_secs(60), "{name}: {}", r.runner.clock.summary().unwrap());
+    assert!(
+        r.runner.clock.virtual_time().unwrap().offset() >= Duration::from_secs(60),
+        "{name}: {}",
+        r.runner.clock.summary().unwrap()
+    );
 }
 
 #[test]

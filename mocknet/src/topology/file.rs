@@ -55,7 +55,11 @@ enum Node {
 fn node(word: &str, line: usize) -> Result<Node, TopologyFileError> {
     let err = |message: String| TopologyFileError { line, message };
     let (kind, number) = word.split_at(word.char_indices().nth(1).map_or(word.len(), |(i, _)| i));
-    let n: u64 = number.parse().ok().filter(|&n| n > 0).ok_or_else(|| err(format!("{word:?}: a node is s<N> (switch) or h<N> (host), N from 1")))?;
+    let n: u64 = number
+        .parse()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| err(format!("{word:?}: a node is s<N> (switch) or h<N> (host), N from 1")))?;
     match kind {
         "s" if n > MAX_FILE_SWITCHES => Err(err(format!("{word}: switch numbers go up to {MAX_FILE_SWITCHES}"))),
         "s" => Ok(Node::Switch(n)),
@@ -85,10 +89,16 @@ impl Topology {
                 [] => {}
                 ["switch", name] => match node(name, line)? {
                     Node::Switch(s) => see(s),
-                    Node::Host(_) => return Err(err(format!("switch {name}: {name} is a host; write `link {name} s<N>` to attach it"))),
+                    Node::Host(_) => {
+                        return Err(err(format!(
+                            "switch {name}: {name} is a host; write `link {name} s<N>` to attach it"
+                        )))
+                    }
                 },
                 ["link", a, b] => match (node(a, line)?, node(b, line)?) {
-                    (Node::Switch(x), Node::Switch(y)) if x == y => return Err(err(format!("link {a} {b}: a switch cannot be linked to itself"))),
+                    (Node::Switch(x), Node::Switch(y)) if x == y => {
+                        return Err(err(format!("link {a} {b}: a switch cannot be linked to itself")))
+                    }
                     (Node::Switch(x), Node::Switch(y)) => {
                         see(x);
                         see(y);
@@ -101,27 +111,38 @@ impl Topology {
                         }
                         host_at.insert(h, (s, line));
                     }
-                    (Node::Host(_), Node::Host(_)) => return Err(err(format!("link {a} {b}: hosts attach to switches, not to each other"))),
+                    (Node::Host(_), Node::Host(_)) => {
+                        return Err(err(format!("link {a} {b}: hosts attach to switches, not to each other")))
+                    }
                 },
-                ["link", ..] => return Err(err(format!("{:?}: a link joins two nodes: `link s1 s2` or `link h1 s1`", raw.trim()))),
+                ["link", ..] => {
+                    return Err(err(format!("{:?}: a link joins two nodes: `link s1 s2` or `link h1 s1`", raw.trim())))
+                }
                 ["switch", ..] => return Err(err(format!("{:?}: write one switch per line: `switch s3`", raw.trim()))),
                 [word, ..] => return Err(err(format!("{word:?}: unknown statement (known: link, switch)"))),
             }
         }
         if max_switch == 0 {
-            return Err(TopologyFileError { line: 0, message: "no switches: the file needs at least one `link` or `switch` line".into() });
+            return Err(TopologyFileError {
+                line: 0,
+                message: "no switches: the file needs at least one `link` or `switch` line".into(),
+            });
         }
         if let Some(missing) = (1..=max_switch).find(|s| !switches_seen.contains_key(s)) {
             return Err(TopologyFileError {
                 line: switches_seen[&max_switch],
-                message: format!("s{max_switch} is named but s{missing} is not: switches are numbered s1, s2 ... without gaps"),
+                message: format!(
+                    "s{max_switch} is named but s{missing} is not: switches are numbered s1, s2 ... without gaps"
+                ),
             });
         }
         let max_host = host_at.keys().next_back().copied().unwrap_or(0);
         if let Some(missing) = (1..=max_host).find(|h| !host_at.contains_key(h)) {
             return Err(TopologyFileError {
                 line: host_at[&max_host].1,
-                message: format!("h{max_host} is attached but h{missing} is not: hosts are numbered h1, h2 ... without gaps"),
+                message: format!(
+                    "h{max_host} is attached but h{missing} is not: hosts are numbered h1, h2 ... without gaps"
+                ),
             });
         }
         let mut t = Topology::custom(max_switch, &links);
@@ -136,7 +157,10 @@ mod tests {
 
     #[test]
     fn a_dumbbell_parses_with_hosts_in_order() {
-        let t = Topology::parse("# dumbbell\nlink s1 s2\nlink h2 s1   # second host\nlink s1 h1\n\nlink h3 s2\nswitch s3\n").unwrap();
+        let t = Topology::parse(
+            "# dumbbell\nlink s1 s2\nlink h2 s1   # second host\nlink s1 h1\n\nlink h3 s2\nswitch s3\n",
+        )
+        .unwrap();
         assert_eq!(t.switches, vec![1, 2, 3]);
         assert_eq!(t.links, vec![(1, 2)]);
         let placed: Vec<(&str, u64)> = t.hosts.iter().map(|h| (h.name.as_str(), h.switch)).collect();

@@ -62,7 +62,8 @@ impl Fingerprint {
         // Echo payloads carry timestamps or nothing of interest: the type is enough.
         if matches!(
             msg.body,
-            Body::V10(v10::Msg::EchoRequest(_) | v10::Msg::EchoReply(_)) | Body::V13(v13::Msg::EchoRequest(_) | v13::Msg::EchoReply(_))
+            Body::V10(v10::Msg::EchoRequest(_) | v10::Msg::EchoReply(_))
+                | Body::V13(v13::Msg::EchoRequest(_) | v13::Msg::EchoReply(_))
         ) {
             text.push_str(MASKED);
             return Fingerprint(text);
@@ -74,7 +75,9 @@ impl Fingerprint {
             Body::V10(v10::Msg::PacketOut(p)) => Some(summary(&p.data)),
             Body::V13(v13::Msg::PacketIn(p)) => Some(summary(&p.data)),
             Body::V13(v13::Msg::PacketOut(p)) => Some(summary(&p.data)),
-            Body::V10(v10::Msg::Error(_)) | Body::V13(v13::Msg::Error(v13::Error::Standard { .. })) => Some(MASKED.to_string()),
+            Body::V10(v10::Msg::Error(_)) | Body::V13(v13::Msg::Error(v13::Error::Standard { .. })) => {
+                Some(MASKED.to_string())
+            }
             _ => None,
         };
         let json = serde_json::to_string(&msg.body).unwrap_or_default();

@@ -28,8 +28,10 @@ pub mod packet;
 pub mod v10;
 pub mod v13;
 
+#[cfg(feature = "arbitrary")]
 mod arb;
 
+#[cfg(feature = "arbitrary")]
 use arbitrary::Arbitrary;
 use bytes::Bytes;
 use serde::{Serialize, Serializer};
@@ -89,7 +91,8 @@ impl Header {
 }
 
 /// An Ethernet MAC address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Arbitrary)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Mac(pub [u8; 6]);
 
 impl Mac {
@@ -116,7 +119,8 @@ impl Serialize for Mac {
 
 /// A fixed-size, NUL-padded string field (port names, descriptions). Kept as the
 /// exact bytes so that round trips are exact; shown as text up to the first NUL.
-#[derive(Clone, PartialEq, Eq, Arbitrary)]
+#[derive(Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FixedStr<const N: usize>(pub [u8; N]);
 
 impl<const N: usize> FixedStr<N> {
@@ -158,6 +162,29 @@ pub mod hex_bytes {
     pub fn serialize<S: serde::Serializer>(b: &bytes::Bytes, s: S) -> Result<S::Ok, S::Error> {
         super::hex::serialize(b, s)
     }
+
+    /// Parses hex (either case) back into bytes; says what is wrong
+    /// otherwise.
+    pub fn parse(text: &str) -> Result<bytes::Bytes, String> {
+        if !text.len().is_multiple_of(2) {
+            return Err(format!("hex: {} digits, an odd number", text.len()));
+        }
+        let digit = |i: usize, c: u8| {
+            (c as char).to_digit(16).ok_or_else(|| format!("hex: {:?} at offset {i} is not a hex digit", c as char))
+        };
+        let bytes = text.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len() / 2);
+        for i in (0..bytes.len()).step_by(2) {
+            out.push((digit(i, bytes[i])? * 16 + digit(i + 1, bytes[i + 1])?) as u8);
+        }
+        Ok(bytes::Bytes::from(out))
+    }
+
+    /// Deserializes what [`serialize`] wrote.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bytes::Bytes, D::Error> {
+        let text = <String as serde::Deserialize>::deserialize(d)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Serializes byte payloads as lowercase hex, readable in traces and fingerprints.
@@ -182,22 +209,24 @@ pub(crate) mod hex {
 }
 
 /// One element of a HELLO body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum HelloElement {
     /// OFPHET_VERSIONBITMAP: bit `v` of the bitmap set means wire version `v` is supported.
     VersionBitmap(Vec<u32>),
     /// Any other element type, kept raw (body without the 4-byte element header).
     Unknown {
-        #[arbitrary(with = arb::hello_element_type)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::hello_element_type))]
         element_type: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         data: Bytes,
     },
 }
 
 /// A HELLO message, shared by every OpenFlow version (1.0 bodies are normally empty).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Hello {
     pub elements: Vec<HelloElement>,
 }
@@ -385,18 +414,62 @@ impl Message {
 
 /// OpenFlow 1.0 message type names, by type code.
 const TYPE_NAMES_10: [&str; 22] = [
-    "hello", "error", "echo_request", "echo_reply", "vendor", "features_request", "features_reply", "get_config_request",
-    "get_config_reply", "set_config", "packet_in", "flow_removed", "port_status", "packet_out", "flow_mod", "port_mod",
-    "stats_request", "stats_reply", "barrier_request", "barrier_reply", "queue_get_config_request", "queue_get_config_reply",
+    "hello",
+    "error",
+    "echo_request",
+    "echo_reply",
+    "vendor",
+    "features_request",
+    "features_reply",
+    "get_config_request",
+    "get_config_reply",
+    "set_config",
+    "packet_in",
+    "flow_removed",
+    "port_status",
+    "packet_out",
+    "flow_mod",
+    "port_mod",
+    "stats_request",
+    "stats_reply",
+    "barrier_request",
+    "barrier_reply",
+    "queue_get_config_request",
+    "queue_get_config_reply",
 ];
 
 /// OpenFlow 1.3 message type names, by type code.
 const TYPE_NAMES_13: [&str; 30] = [
-    "hello", "error", "echo_request", "echo_reply", "experimenter", "features_request", "features_reply", "get_config_request",
-    "get_config_reply", "set_config", "packet_in", "flow_removed", "port_status", "packet_out", "flow_mod", "group_mod",
-    "port_mod", "table_mod", "multipart_request", "multipart_reply", "barrier_request", "barrier_reply",
-    "queue_get_config_request", "queue_get_config_reply", "role_request", "role_reply", "get_async_request", "get_async_reply",
-    "set_async", "meter_mod",
+    "hello",
+    "error",
+    "echo_request",
+    "echo_reply",
+    "experimenter",
+    "features_request",
+    "features_reply",
+    "get_config_request",
+    "get_config_reply",
+    "set_config",
+    "packet_in",
+    "flow_removed",
+    "port_status",
+    "packet_out",
+    "flow_mod",
+    "group_mod",
+    "port_mod",
+    "table_mod",
+    "multipart_request",
+    "multipart_reply",
+    "barrier_request",
+    "barrier_reply",
+    "queue_get_config_request",
+    "queue_get_config_reply",
+    "role_request",
+    "role_reply",
+    "get_async_request",
+    "get_async_reply",
+    "set_async",
+    "meter_mod",
 ];
 
 /// The type name of a message from its header alone (no decoding): what
@@ -420,6 +493,7 @@ pub fn type_names() -> Vec<&'static str> {
     all
 }
 
+#[cfg(feature = "arbitrary")]
 impl<'a> Arbitrary<'a> for Message {
     fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
         let body = match u.int_in_range(0..=9)? {
@@ -467,6 +541,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "arbitrary")]
     fn header_type_names_agree_with_decoded_ones() {
         let mut rng = 0u64;
         let mut buf = vec![0u8; 1024];

@@ -31,22 +31,54 @@ pub struct PacketSummary {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum L3Summary {
-    Arp { op: u16, sha: Mac, spa: std::net::Ipv4Addr, tha: Mac, tpa: std::net::Ipv4Addr },
-    Ipv4 { src: std::net::Ipv4Addr, dst: std::net::Ipv4Addr, proto: u8, l4: L4Summary },
-    Ipv6 { src: std::net::Ipv6Addr, dst: std::net::Ipv6Addr, next_header: u8, l4: L4Summary },
+    Arp {
+        op: u16,
+        sha: Mac,
+        spa: std::net::Ipv4Addr,
+        tha: Mac,
+        tpa: std::net::Ipv4Addr,
+    },
+    Ipv4 {
+        src: std::net::Ipv4Addr,
+        dst: std::net::Ipv4Addr,
+        proto: u8,
+        l4: L4Summary,
+    },
+    Ipv6 {
+        src: std::net::Ipv6Addr,
+        dst: std::net::Ipv6Addr,
+        next_header: u8,
+        l4: L4Summary,
+    },
     /// Anything else (LLDP, unknown ethertypes, truncated headers): a digest of the payload.
-    Other { payload_digest: String },
+    Other {
+        payload_digest: String,
+    },
 }
 
 /// Transport-layer part of [`L3Summary`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum L4Summary {
-    Tcp { src: u16, dst: u16, payload_digest: String },
-    Udp { src: u16, dst: u16, payload_digest: String },
+    Tcp {
+        src: u16,
+        dst: u16,
+        payload_digest: String,
+    },
+    Udp {
+        src: u16,
+        dst: u16,
+        payload_digest: String,
+    },
     /// ICMP: type and code; identifier and sequence number are not kept.
-    Icmp { icmp_type: u8, code: u8, payload_digest: String },
-    Other { payload_digest: String },
+    Icmp {
+        icmp_type: u8,
+        code: u8,
+        payload_digest: String,
+    },
+    Other {
+        payload_digest: String,
+    },
 }
 
 /// A short, stable digest of bytes (64-bit FNV-1a, hex).
@@ -112,7 +144,12 @@ fn summarise_l3(eth_type: u16, payload: &[u8]) -> L3Summary {
     if eth_type == EtherTypes::Ipv6.0 {
         let Some(ip) = Ipv6Packet::new(payload) else { return other() };
         let nh = ip.get_next_header().0;
-        return L3Summary::Ipv6 { src: ip.get_source(), dst: ip.get_destination(), next_header: nh, l4: summarise_l4(nh, ip.payload()) };
+        return L3Summary::Ipv6 {
+            src: ip.get_source(),
+            dst: ip.get_destination(),
+            next_header: nh,
+            l4: summarise_l4(nh, ip.payload()),
+        };
     }
     other()
 }
@@ -121,18 +158,24 @@ fn summarise_l4(proto: u8, b: &[u8]) -> L4Summary {
     let other = || L4Summary::Other { payload_digest: digest(b) };
     match proto {
         p if p == IpNextHeaderProtocols::Tcp.0 => match TcpPacket::new(b) {
-            Some(t) => L4Summary::Tcp { src: t.get_source(), dst: t.get_destination(), payload_digest: digest(t.payload()) },
+            Some(t) => {
+                L4Summary::Tcp { src: t.get_source(), dst: t.get_destination(), payload_digest: digest(t.payload()) }
+            }
             None => other(),
         },
         p if p == IpNextHeaderProtocols::Udp.0 => match UdpPacket::new(b) {
-            Some(u) => L4Summary::Udp { src: u.get_source(), dst: u.get_destination(), payload_digest: digest(u.payload()) },
+            Some(u) => {
+                L4Summary::Udp { src: u.get_source(), dst: u.get_destination(), payload_digest: digest(u.payload()) }
+            }
             None => other(),
         },
         p if p == IpNextHeaderProtocols::Icmp.0 || p == IpNextHeaderProtocols::Icmpv6.0 => match IcmpPacket::new(b) {
             // Skip the 4 bytes of identifier and sequence of echo messages.
-            Some(i) if b.len() >= 8 => {
-                L4Summary::Icmp { icmp_type: i.get_icmp_type().0, code: i.get_icmp_code().0, payload_digest: digest(&b[8..]) }
-            }
+            Some(i) if b.len() >= 8 => L4Summary::Icmp {
+                icmp_type: i.get_icmp_type().0,
+                code: i.get_icmp_code().0,
+                payload_digest: digest(&b[8..]),
+            },
             _ => other(),
         },
         _ => other(),

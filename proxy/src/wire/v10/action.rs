@@ -1,16 +1,23 @@
 //! OpenFlow 1.0 actions (`ofp_action_*`).
 
+#[cfg(feature = "arbitrary")]
 use arbitrary::Arbitrary;
 use bytes::Bytes;
 use serde::Serialize;
 
-use crate::wire::{arb, hex, Mac, Reader, Result, Writer};
+#[cfg(feature = "arbitrary")]
+use crate::wire::arb;
+use crate::wire::{hex, Mac, Reader, Result, Writer};
 
 /// An OpenFlow 1.0 action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Action {
     /// Output to a port; `max_len` bytes go to the controller when the port is CONTROLLER.
-    Output { port: u16, max_len: u16 },
+    Output {
+        port: u16,
+        max_len: u16,
+    },
     SetVlanVid(u16),
     SetVlanPcp(u8),
     StripVlan,
@@ -21,20 +28,23 @@ pub enum Action {
     SetNwTos(u8),
     SetTpSrc(u16),
     SetTpDst(u16),
-    Enqueue { port: u16, queue_id: u32 },
+    Enqueue {
+        port: u16,
+        queue_id: u32,
+    },
     /// OFPAT_VENDOR: vendor id and an opaque body.
     Vendor {
         vendor: u32,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_8)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_8))]
         data: Bytes,
     },
     /// An action type 1.0 does not define, kept raw (body after the 4-byte header).
     Unknown {
-        #[arbitrary(with = arb::unknown_action10)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::unknown_action10))]
         action_type: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_4)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_4))]
         data: Bytes,
     },
 }

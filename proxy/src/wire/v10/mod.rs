@@ -4,11 +4,14 @@ pub mod action;
 pub mod ofmatch;
 pub mod stats;
 
+#[cfg(feature = "arbitrary")]
 use arbitrary::Arbitrary;
 use bytes::Bytes;
 use serde::Serialize;
 
-use super::{arb, hex, FixedStr, Mac, Reader, Result, Writer};
+#[cfg(feature = "arbitrary")]
+use super::arb;
+use super::{hex, FixedStr, Mac, Reader, Result, Writer};
 pub use action::Action;
 pub use ofmatch::{wildcards, Match};
 pub use stats::{StatsReply, StatsRequest};
@@ -65,26 +68,29 @@ pub mod flow_mod_command {
 pub const NO_BUFFER: u32 = 0xffff_ffff;
 
 /// ERROR: type, code and (usually) the start of the offending message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Error {
     pub err_type: u16,
     pub code: u16,
     #[serde(with = "hex")]
-    #[arbitrary(with = arb::bytes)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
     pub data: Bytes,
 }
 
 /// VENDOR message: vendor id and an opaque body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Vendor {
     pub vendor: u32,
     #[serde(with = "hex")]
-    #[arbitrary(with = arb::bytes)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
     pub data: Bytes,
 }
 
 /// `ofp_phy_port` (48 bytes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PhyPort {
     pub port_no: u16,
     pub hw_addr: Mac,
@@ -125,7 +131,8 @@ impl PhyPort {
 }
 
 /// FEATURES_REPLY: the switch's identity, capabilities and ports.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FeaturesReply {
     pub datapath_id: u64,
     pub n_buffers: u32,
@@ -136,7 +143,8 @@ pub struct FeaturesReply {
 }
 
 /// GET_CONFIG_REPLY and SET_CONFIG body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct SwitchConfig {
     pub flags: u16,
     pub miss_send_len: u16,
@@ -149,19 +157,21 @@ pub mod packet_in_reason {
 }
 
 /// PACKET_IN: a packet sent to the controller.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PacketIn {
     pub buffer_id: u32,
     pub total_len: u16,
     pub in_port: u16,
     pub reason: u8,
     #[serde(with = "hex")]
-    #[arbitrary(with = arb::bytes)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
     pub data: Bytes,
 }
 
 /// FLOW_REMOVED: a flow expired or was deleted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FlowRemoved {
     pub r#match: Match,
     pub cookie: u64,
@@ -175,25 +185,28 @@ pub struct FlowRemoved {
 }
 
 /// PORT_STATUS: a port was added, deleted or modified.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PortStatus {
     pub reason: u8,
     pub desc: PhyPort,
 }
 
 /// PACKET_OUT: send a packet (buffered or carried in `data`) through `actions`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PacketOut {
     pub buffer_id: u32,
     pub in_port: u16,
     pub actions: Vec<Action>,
     #[serde(with = "hex")]
-    #[arbitrary(with = arb::bytes)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
     pub data: Bytes,
 }
 
 /// FLOW_MOD: add, modify or delete flows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FlowMod {
     pub r#match: Match,
     pub cookie: u64,
@@ -208,7 +221,8 @@ pub struct FlowMod {
 }
 
 /// PORT_MOD: change a port's configuration bits under `mask`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PortMod {
     pub port_no: u16,
     pub hw_addr: Mac,
@@ -218,22 +232,24 @@ pub struct PortMod {
 }
 
 /// A queue property (`ofp_queue_prop_header` and body).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum QueueProperty {
     /// OFPQT_MIN_RATE, in tenths of a percent.
     MinRate(u16),
     /// OFPQT_NONE or any other property, kept raw (body after the 8-byte header).
     Other {
-        #[arbitrary(with = arb::queue_prop_type10)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::queue_prop_type10))]
         property: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_8)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_8))]
         data: Bytes,
     },
 }
 
 /// `ofp_packet_queue`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PacketQueue {
     pub queue_id: u32,
     pub properties: Vec<QueueProperty>,
@@ -291,17 +307,18 @@ impl PacketQueue {
 }
 
 /// An OpenFlow 1.0 message other than HELLO (which is shared by all versions).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Msg {
     Error(Error),
     EchoRequest(
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         Bytes,
     ),
     EchoReply(
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         Bytes,
     ),
     Vendor(Vendor),
@@ -320,8 +337,13 @@ pub enum Msg {
     StatsReply(StatsReply),
     BarrierRequest,
     BarrierReply,
-    QueueGetConfigRequest { port: u16 },
-    QueueGetConfigReply { port: u16, queues: Vec<PacketQueue> },
+    QueueGetConfigRequest {
+        port: u16,
+    },
+    QueueGetConfigReply {
+        port: u16,
+        queues: Vec<PacketQueue>,
+    },
 }
 
 impl Msg {
@@ -398,7 +420,11 @@ impl Msg {
                 let capabilities = r.u32("capabilities")?;
                 let actions = r.u32("actions")?;
                 if !r.remaining().is_multiple_of(PhyPort::LEN) {
-                    return Err(super::WireError::BadLength { what: "features ports", offset: r.offset(), len: r.remaining() });
+                    return Err(super::WireError::BadLength {
+                        what: "features ports",
+                        offset: r.offset(),
+                        len: r.remaining(),
+                    });
                 }
                 let ports = r.many(PhyPort::parse)?;
                 Msg::FeaturesReply(FeaturesReply { datapath_id, n_buffers, n_tables, capabilities, actions, ports })

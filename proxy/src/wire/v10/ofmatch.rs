@@ -1,5 +1,6 @@
 //! The OpenFlow 1.0 12-tuple match (`ofp_match`, 40 bytes).
 
+#[cfg(feature = "arbitrary")]
 use arbitrary::Arbitrary;
 use serde::Serialize;
 
@@ -29,7 +30,8 @@ pub mod wildcards {
 
 /// `ofp_match`: the fields plus the wildcard bitmap, exactly as on the wire
 /// (values of wildcarded fields are kept so the match re-encodes byte for byte).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Match {
     pub wildcards: u32,
     pub in_port: u16,

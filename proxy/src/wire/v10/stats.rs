@@ -1,11 +1,14 @@
 //! OpenFlow 1.0 statistics requests and replies (`ofp_stats_request`/`reply`).
 
+#[cfg(feature = "arbitrary")]
 use arbitrary::Arbitrary;
 use bytes::Bytes;
 use serde::Serialize;
 
 use super::{Action, Match};
-use crate::wire::{arb, hex, FixedStr, Reader, Result, Writer};
+#[cfg(feature = "arbitrary")]
+use crate::wire::arb;
+use crate::wire::{hex, FixedStr, Reader, Result, Writer};
 
 /// Statistics type codes.
 pub mod types {
@@ -19,7 +22,8 @@ pub mod types {
 }
 
 /// `ofp_desc_stats`: the switch's description strings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct DescStats {
     pub mfr_desc: FixedStr<256>,
     pub hw_desc: FixedStr<256>,
@@ -48,7 +52,8 @@ impl DescStats {
 }
 
 /// Body of a FLOW or AGGREGATE statistics request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FlowStatsRequest {
     pub r#match: Match,
     pub table_id: u8,
@@ -56,7 +61,8 @@ pub struct FlowStatsRequest {
 }
 
 /// One `ofp_flow_stats` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FlowStats {
     pub table_id: u8,
     pub r#match: Match,
@@ -72,7 +78,8 @@ pub struct FlowStats {
 }
 
 /// `ofp_aggregate_stats_reply`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct AggregateStats {
     pub packet_count: u64,
     pub byte_count: u64,
@@ -80,7 +87,8 @@ pub struct AggregateStats {
 }
 
 /// One `ofp_table_stats` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct TableStats {
     pub table_id: u8,
     pub name: FixedStr<32>,
@@ -92,7 +100,8 @@ pub struct TableStats {
 }
 
 /// One `ofp_port_stats` entry: twelve counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PortStats {
     pub port_no: u16,
     /// rx_packets, tx_packets, rx_bytes, tx_bytes, rx_dropped, tx_dropped,
@@ -101,7 +110,8 @@ pub struct PortStats {
 }
 
 /// One `ofp_queue_stats` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct QueueStats {
     pub port_no: u16,
     pub queue_id: u32,
@@ -111,39 +121,47 @@ pub struct QueueStats {
 }
 
 /// A statistics request body, by type.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum StatsRequestBody {
     Desc,
     Flow(FlowStatsRequest),
     Aggregate(FlowStatsRequest),
     Table,
-    Port { port_no: u16 },
-    Queue { port_no: u16, queue_id: u32 },
+    Port {
+        port_no: u16,
+    },
+    Queue {
+        port_no: u16,
+        queue_id: u32,
+    },
     Vendor {
         vendor: u32,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         data: Bytes,
     },
     /// A statistics type 1.0 does not define, kept raw.
     Unknown {
-        #[arbitrary(with = arb::unknown_stats10)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::unknown_stats10))]
         stats_type: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         data: Bytes,
     },
 }
 
 /// STATS_REQUEST.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct StatsRequest {
     pub flags: u16,
     pub body: StatsRequestBody,
 }
 
 /// A statistics reply body, by type.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum StatsReplyBody {
     Desc(Box<DescStats>),
     Flow(Vec<FlowStats>),
@@ -154,20 +172,21 @@ pub enum StatsReplyBody {
     Vendor {
         vendor: u32,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         data: Bytes,
     },
     Unknown {
-        #[arbitrary(with = arb::unknown_stats10)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::unknown_stats10))]
         stats_type: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         data: Bytes,
     },
 }
 
 /// STATS_REPLY (`flags` bit 0 = more replies follow).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct StatsReply {
     pub flags: u16,
     pub body: StatsReplyBody,

@@ -1,11 +1,16 @@
 //! OpenFlow 1.3 actions and instructions.
 
+#[cfg(feature = "arbitrary")]
 use arbitrary::{Arbitrary, Unstructured};
 use bytes::Bytes;
 use serde::Serialize;
 
-use super::oxm::{BasicOxm, Oxm};
-use crate::wire::{arb, hex, Reader, Result, WireError, Writer};
+#[cfg(feature = "arbitrary")]
+use super::oxm::BasicOxm;
+use super::oxm::Oxm;
+#[cfg(feature = "arbitrary")]
+use crate::wire::arb;
+use crate::wire::{hex, Reader, Result, WireError, Writer};
 
 /// Action type codes.
 pub mod types {
@@ -29,9 +34,13 @@ pub mod types {
 }
 
 /// An OpenFlow 1.3 action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Action {
-    Output { port: u32, max_len: u16 },
+    Output {
+        port: u32,
+        max_len: u16,
+    },
     CopyTtlOut,
     CopyTtlIn,
     SetMplsTtl(u8),
@@ -45,25 +54,26 @@ pub enum Action {
     SetNwTtl(u8),
     DecNwTtl,
     /// Set a header field; the OXM must not be masked.
-    SetField(#[arbitrary(with = arb_set_field)] Oxm),
+    SetField(#[cfg_attr(feature = "arbitrary", arbitrary(with = arb_set_field))] Oxm),
     PushPbb(u16),
     PopPbb,
     Experimenter {
         experimenter: u32,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_8)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_8))]
         data: Bytes,
     },
     /// An action type 1.3 does not define, kept raw (body after the 4-byte header).
     Unknown {
-        #[arbitrary(with = arb::unknown_action13)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::unknown_action13))]
         action_type: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_4)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_4))]
         data: Bytes,
     },
 }
 
+#[cfg(feature = "arbitrary")]
 fn arb_set_field(u: &mut Unstructured) -> arbitrary::Result<Oxm> {
     let mut b = BasicOxm::arbitrary(u)?;
     b.mask = None;
@@ -182,9 +192,12 @@ impl Action {
                 w.u16(*max_len);
                 w.pad(6);
             }
-            Action::CopyTtlOut | Action::CopyTtlIn | Action::DecMplsTtl | Action::PopVlan | Action::DecNwTtl | Action::PopPbb => {
-                w.pad(4)
-            }
+            Action::CopyTtlOut
+            | Action::CopyTtlIn
+            | Action::DecMplsTtl
+            | Action::PopVlan
+            | Action::DecNwTtl
+            | Action::PopPbb => w.pad(4),
             Action::SetMplsTtl(t) | Action::SetNwTtl(t) => {
                 w.u8(*t);
                 w.pad(3);
@@ -224,10 +237,14 @@ pub mod instruction_types {
 }
 
 /// An OpenFlow 1.3 instruction.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Instruction {
     GotoTable(u8),
-    WriteMetadata { metadata: u64, mask: u64 },
+    WriteMetadata {
+        metadata: u64,
+        mask: u64,
+    },
     WriteActions(Vec<Action>),
     ApplyActions(Vec<Action>),
     ClearActions,
@@ -235,15 +252,15 @@ pub enum Instruction {
     Experimenter {
         experimenter: u32,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_8)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_8))]
         data: Bytes,
     },
     /// An instruction type 1.3 does not define, kept raw (body after the 4-byte header).
     Unknown {
-        #[arbitrary(with = arb::unknown_instruction13)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::unknown_instruction13))]
         instruction_type: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_4)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_4))]
         data: Bytes,
     },
 }

@@ -4,11 +4,14 @@ pub mod action;
 pub mod multipart;
 pub mod oxm;
 
+#[cfg(feature = "arbitrary")]
 use arbitrary::Arbitrary;
 use bytes::Bytes;
 use serde::Serialize;
 
-use super::{arb, hex, FixedStr, Mac, Reader, Result, WireError, Writer};
+#[cfg(feature = "arbitrary")]
+use super::arb;
+use super::{hex, FixedStr, Mac, Reader, Result, WireError, Writer};
 pub use action::{Action, Instruction};
 pub use multipart::{MultipartReply, MultipartRequest};
 pub use oxm::{BasicOxm, Field, Match, Oxm};
@@ -70,15 +73,16 @@ pub const GROUP_ANY: u32 = 0xffff_ffff;
 pub const TABLE_ALL: u8 = 0xff;
 
 /// ERROR.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Error {
     /// A standard error: type, code and (usually) the start of the offending message.
     Standard {
-        #[arbitrary(with = arb::error_type13)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::error_type13))]
         err_type: u16,
         code: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         data: Bytes,
     },
     /// OFPET_EXPERIMENTER (type 0xffff).
@@ -86,23 +90,25 @@ pub enum Error {
         exp_type: u16,
         experimenter: u32,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         data: Bytes,
     },
 }
 
 /// EXPERIMENTER message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Experimenter {
     pub experimenter: u32,
     pub exp_type: u32,
     #[serde(with = "hex")]
-    #[arbitrary(with = arb::bytes)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
     pub data: Bytes,
 }
 
 /// FEATURES_REPLY (1.3 carries no ports: see the PORT_DESC multipart).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FeaturesReply {
     pub datapath_id: u64,
     pub n_buffers: u32,
@@ -113,7 +119,8 @@ pub struct FeaturesReply {
 }
 
 /// GET_CONFIG_REPLY and SET_CONFIG body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct SwitchConfig {
     pub flags: u16,
     pub miss_send_len: u16,
@@ -127,7 +134,8 @@ pub mod packet_in_reason {
 }
 
 /// PACKET_IN.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PacketIn {
     pub buffer_id: u32,
     pub total_len: u16,
@@ -136,12 +144,13 @@ pub struct PacketIn {
     pub cookie: u64,
     pub r#match: Match,
     #[serde(with = "hex")]
-    #[arbitrary(with = arb::bytes)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
     pub data: Bytes,
 }
 
 /// FLOW_REMOVED.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FlowRemoved {
     pub cookie: u64,
     pub priority: u16,
@@ -157,7 +166,8 @@ pub struct FlowRemoved {
 }
 
 /// `ofp_port` (64 bytes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Port {
     pub port_no: u32,
     pub hw_addr: Mac,
@@ -232,7 +242,8 @@ impl Port {
 }
 
 /// PORT_STATUS.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PortStatus {
     pub reason: u8,
     pub desc: Port,
@@ -246,13 +257,14 @@ pub mod port_reason {
 }
 
 /// PACKET_OUT.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PacketOut {
     pub buffer_id: u32,
     pub in_port: u32,
     pub actions: Vec<Action>,
     #[serde(with = "hex")]
-    #[arbitrary(with = arb::bytes)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
     pub data: Bytes,
 }
 
@@ -275,7 +287,8 @@ pub mod flow_mod_flags {
 }
 
 /// FLOW_MOD.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FlowMod {
     pub cookie: u64,
     pub cookie_mask: u64,
@@ -315,7 +328,8 @@ impl FlowMod {
 }
 
 /// A group bucket (`ofp_bucket`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Bucket {
     pub weight: u16,
     pub watch_port: u32,
@@ -355,7 +369,8 @@ pub mod group_type {
 }
 
 /// GROUP_MOD.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct GroupMod {
     pub command: u16,
     pub group_type: u8,
@@ -364,7 +379,8 @@ pub struct GroupMod {
 }
 
 /// PORT_MOD.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PortMod {
     pub port_no: u32,
     pub hw_addr: Mac,
@@ -374,26 +390,34 @@ pub struct PortMod {
 }
 
 /// A meter band.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum MeterBand {
-    Drop { rate: u32, burst_size: u32 },
-    DscpRemark { rate: u32, burst_size: u32, prec_level: u8 },
+    Drop {
+        rate: u32,
+        burst_size: u32,
+    },
+    DscpRemark {
+        rate: u32,
+        burst_size: u32,
+        prec_level: u8,
+    },
     Experimenter {
         rate: u32,
         burst_size: u32,
         experimenter: u32,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_8)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_8))]
         data: Bytes,
     },
     /// A band type 1.3 does not define, kept raw (body after the 12-byte band header).
     Unknown {
-        #[arbitrary(with = arb::unknown_band13)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::unknown_band13))]
         band_type: u16,
         rate: u32,
         burst_size: u32,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_4)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_4))]
         data: Bytes,
     },
 }
@@ -421,7 +445,9 @@ impl MeterBand {
                 b.pad(3)?;
                 MeterBand::DscpRemark { rate, burst_size, prec_level }
             }
-            0xffff => MeterBand::Experimenter { rate, burst_size, experimenter: b.u32("experimenter")?, data: b.rest() },
+            0xffff => {
+                MeterBand::Experimenter { rate, burst_size, experimenter: b.u32("experimenter")?, data: b.rest() }
+            }
             _ => MeterBand::Unknown { band_type: ty, rate, burst_size, data: b.rest() },
         };
         b.finish("meter band")?;
@@ -457,7 +483,8 @@ impl MeterBand {
 }
 
 /// METER_MOD.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct MeterMod {
     pub command: u16,
     pub flags: u16,
@@ -466,27 +493,29 @@ pub struct MeterMod {
 }
 
 /// A queue property of the 1.3 QUEUE_GET_CONFIG_REPLY.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum QueueProperty {
     MinRate(u16),
     MaxRate(u16),
     Experimenter {
         experimenter: u32,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_8)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_8))]
         data: Bytes,
     },
     Other {
-        #[arbitrary(with = arb::queue_prop_type13)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::queue_prop_type13))]
         property: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::padded_after_8)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::padded_after_8))]
         data: Bytes,
     },
 }
 
 /// `ofp_packet_queue` of 1.3.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PacketQueue {
     pub queue_id: u32,
     pub port: u32,
@@ -568,7 +597,8 @@ impl PacketQueue {
 }
 
 /// ROLE_REQUEST and ROLE_REPLY body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Role {
     pub role: u32,
     pub generation_id: u64,
@@ -584,7 +614,8 @@ pub mod role {
 
 /// GET_ASYNC_REPLY and SET_ASYNC body: for (master/equal, slave), which reasons
 /// of each asynchronous message the controller wants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct AsyncConfig {
     pub packet_in_mask: [u32; 2],
     pub port_status_mask: [u32; 2],
@@ -597,7 +628,11 @@ impl AsyncConfig {
         for v in &mut m {
             *v = r.u32("async mask")?;
         }
-        Ok(AsyncConfig { packet_in_mask: [m[0], m[1]], port_status_mask: [m[2], m[3]], flow_removed_mask: [m[4], m[5]] })
+        Ok(AsyncConfig {
+            packet_in_mask: [m[0], m[1]],
+            port_status_mask: [m[2], m[3]],
+            flow_removed_mask: [m[4], m[5]],
+        })
     }
     fn emit(&self, w: &mut Writer) {
         for v in self.packet_in_mask.iter().chain(&self.port_status_mask).chain(&self.flow_removed_mask) {
@@ -607,17 +642,18 @@ impl AsyncConfig {
 }
 
 /// An OpenFlow 1.3 message other than HELLO.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Msg {
     Error(Error),
     EchoRequest(
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         Bytes,
     ),
     EchoReply(
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         Bytes,
     ),
     Experimenter(Experimenter),
@@ -633,13 +669,21 @@ pub enum Msg {
     FlowMod(FlowMod),
     GroupMod(GroupMod),
     PortMod(PortMod),
-    TableMod { table_id: u8, config: u32 },
+    TableMod {
+        table_id: u8,
+        config: u32,
+    },
     MultipartRequest(MultipartRequest),
     MultipartReply(MultipartReply),
     BarrierRequest,
     BarrierReply,
-    QueueGetConfigRequest { port: u32 },
-    QueueGetConfigReply { port: u32, queues: Vec<PacketQueue> },
+    QueueGetConfigRequest {
+        port: u32,
+    },
+    QueueGetConfigReply {
+        port: u32,
+        queues: Vec<PacketQueue>,
+    },
     RoleRequest(Role),
     RoleReply(Role),
     GetAsyncRequest,

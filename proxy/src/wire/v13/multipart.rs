@@ -1,12 +1,15 @@
 //! OpenFlow 1.3 multipart requests and replies.
 
+#[cfg(feature = "arbitrary")]
 use arbitrary::Arbitrary;
 use bytes::Bytes;
 use serde::Serialize;
 
 use super::{Bucket, Instruction, Match, MeterBand, Port};
+#[cfg(feature = "arbitrary")]
+use crate::wire::arb;
 use crate::wire::v10::stats::DescStats;
-use crate::wire::{arb, hex, Reader, Result, Writer};
+use crate::wire::{hex, Reader, Result, Writer};
 
 /// Multipart type codes.
 pub mod types {
@@ -31,7 +34,8 @@ pub mod types {
 pub const MORE: u16 = 1;
 
 /// Body of a FLOW or AGGREGATE request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FlowStatsRequest {
     pub table_id: u8,
     pub out_port: u32,
@@ -42,57 +46,72 @@ pub struct FlowStatsRequest {
 }
 
 /// Experimenter multipart body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct ExperimenterBody {
     pub experimenter: u32,
     pub exp_type: u32,
     #[serde(with = "hex")]
-    #[arbitrary(with = arb::bytes)]
+    #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
     pub data: Bytes,
 }
 
 /// A multipart request body, by type.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum RequestBody {
     Desc,
     Flow(FlowStatsRequest),
     Aggregate(FlowStatsRequest),
     Table,
-    PortStats { port_no: u32 },
-    Queue { port_no: u32, queue_id: u32 },
-    Group { group_id: u32 },
+    PortStats {
+        port_no: u32,
+    },
+    Queue {
+        port_no: u32,
+        queue_id: u32,
+    },
+    Group {
+        group_id: u32,
+    },
     GroupDesc,
     GroupFeatures,
-    Meter { meter_id: u32 },
-    MeterConfig { meter_id: u32 },
+    Meter {
+        meter_id: u32,
+    },
+    MeterConfig {
+        meter_id: u32,
+    },
     MeterFeatures,
     /// Table features: kept raw (an empty body asks for the current features).
     TableFeatures(
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         Bytes,
     ),
     PortDesc,
     Experimenter(ExperimenterBody),
     /// A type 1.3 does not define, kept raw.
     Unknown {
-        #[arbitrary(with = arb::unknown_multipart13)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::unknown_multipart13))]
         mp_type: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         data: Bytes,
     },
 }
 
 /// MULTIPART_REQUEST.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct MultipartRequest {
     pub flags: u16,
     pub body: RequestBody,
 }
 
 /// One `ofp_flow_stats` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct FlowStats {
     pub table_id: u8,
     pub duration_sec: u32,
@@ -109,7 +128,8 @@ pub struct FlowStats {
 }
 
 /// `ofp_aggregate_stats_reply`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct AggregateStats {
     pub packet_count: u64,
     pub byte_count: u64,
@@ -117,7 +137,8 @@ pub struct AggregateStats {
 }
 
 /// One `ofp_table_stats` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct TableStats {
     pub table_id: u8,
     pub active_count: u32,
@@ -126,7 +147,8 @@ pub struct TableStats {
 }
 
 /// One `ofp_port_stats` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct PortStats {
     pub port_no: u32,
     /// rx_packets, tx_packets, rx_bytes, tx_bytes, rx_dropped, tx_dropped,
@@ -137,7 +159,8 @@ pub struct PortStats {
 }
 
 /// One `ofp_queue_stats` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct QueueStats {
     pub port_no: u32,
     pub queue_id: u32,
@@ -149,14 +172,16 @@ pub struct QueueStats {
 }
 
 /// Packet and byte counters (of a bucket or a meter band).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Counters {
     pub packet_count: u64,
     pub byte_count: u64,
 }
 
 /// One `ofp_group_stats` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct GroupStats {
     pub group_id: u32,
     pub ref_count: u32,
@@ -168,7 +193,8 @@ pub struct GroupStats {
 }
 
 /// One `ofp_group_desc_stats` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct GroupDesc {
     pub group_type: u8,
     pub group_id: u32,
@@ -176,7 +202,8 @@ pub struct GroupDesc {
 }
 
 /// `ofp_group_features`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct GroupFeatures {
     pub types: u32,
     pub capabilities: u32,
@@ -185,7 +212,8 @@ pub struct GroupFeatures {
 }
 
 /// One `ofp_meter_stats` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct MeterStats {
     pub meter_id: u32,
     pub flow_count: u32,
@@ -197,7 +225,8 @@ pub struct MeterStats {
 }
 
 /// One `ofp_meter_config` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct MeterConfig {
     pub flags: u16,
     pub meter_id: u32,
@@ -205,7 +234,8 @@ pub struct MeterConfig {
 }
 
 /// `ofp_meter_features`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct MeterFeatures {
     pub max_meter: u32,
     pub band_types: u32,
@@ -215,7 +245,8 @@ pub struct MeterFeatures {
 }
 
 /// A multipart reply body, by type.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum ReplyBody {
     Desc(Box<DescStats>),
     Flow(Vec<FlowStats>),
@@ -232,22 +263,23 @@ pub enum ReplyBody {
     /// Table features: kept raw.
     TableFeatures(
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         Bytes,
     ),
     PortDesc(Vec<Port>),
     Experimenter(ExperimenterBody),
     Unknown {
-        #[arbitrary(with = arb::unknown_multipart13)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::unknown_multipart13))]
         mp_type: u16,
         #[serde(with = "hex")]
-        #[arbitrary(with = arb::bytes)]
+        #[cfg_attr(feature = "arbitrary", arbitrary(with = arb::bytes))]
         data: Bytes,
     },
 }
 
 /// MULTIPART_REPLY.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct MultipartReply {
     pub flags: u16,
     pub body: ReplyBody,
@@ -463,7 +495,12 @@ impl MultipartReply {
                 for c in &mut counters {
                     *c = r.u64("port counter")?;
                 }
-                Ok(PortStats { port_no, counters, duration_sec: r.u32("duration_sec")?, duration_nsec: r.u32("duration_nsec")? })
+                Ok(PortStats {
+                    port_no,
+                    counters,
+                    duration_sec: r.u32("duration_sec")?,
+                    duration_nsec: r.u32("duration_nsec")?,
+                })
             })?),
             QUEUE => ReplyBody::Queue(r.many(|r| {
                 Ok(QueueStats {
@@ -534,7 +571,11 @@ impl MultipartReply {
             METER_CONFIG => ReplyBody::MeterConfig(r.many(|r| {
                 let mut m = r.tlv("meter config", 0, 8, 8)?;
                 m.pad(2)?;
-                Ok(MeterConfig { flags: m.u16("flags")?, meter_id: m.u32("meter_id")?, bands: m.many(MeterBand::parse)? })
+                Ok(MeterConfig {
+                    flags: m.u16("flags")?,
+                    meter_id: m.u32("meter_id")?,
+                    bands: m.many(MeterBand::parse)?,
+                })
             })?),
             METER_FEATURES => {
                 let f = MeterFeatures {
@@ -550,7 +591,11 @@ impl MultipartReply {
             TABLE_FEATURES => ReplyBody::TableFeatures(r.rest()),
             PORT_DESC => {
                 if !r.remaining().is_multiple_of(Port::LEN) {
-                    return Err(crate::wire::WireError::BadLength { what: "port desc", offset: r.offset(), len: r.remaining() });
+                    return Err(crate::wire::WireError::BadLength {
+                        what: "port desc",
+                        offset: r.offset(),
+                        len: r.remaining(),
+                    });
                 }
                 ReplyBody::PortDesc(r.many(Port::parse)?)
             }

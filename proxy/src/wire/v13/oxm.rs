@@ -4,6 +4,7 @@
 //! [`BasicOxm`] (value and optional mask held inline, no allocation); every other
 //! class or field is kept as raw payload in [`Oxm::Other`].
 
+#[cfg(feature = "arbitrary")]
 use arbitrary::{Arbitrary, Unstructured};
 use bytes::Bytes;
 use serde::{Serialize, Serializer};
@@ -159,6 +160,7 @@ impl BasicOxm {
     }
 }
 
+#[cfg(feature = "arbitrary")]
 impl<'a> Arbitrary<'a> for BasicOxm {
     fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
         let field = *u.choose(Field::ALL)?;
@@ -184,6 +186,7 @@ pub enum Oxm {
     },
 }
 
+#[cfg(feature = "arbitrary")]
 impl<'a> Arbitrary<'a> for Oxm {
     fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
         if u.ratio(3, 4)? {
@@ -262,7 +265,8 @@ pub const MATCH_STANDARD: u16 = 0;
 pub const MATCH_OXM: u16 = 1;
 
 /// The 1.3 `ofp_match`: a list of OXM TLVs, padded to 8 bytes on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Arbitrary)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub struct Match {
     pub fields: Vec<Oxm>,
 }

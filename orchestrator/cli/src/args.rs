@@ -1,0 +1,117 @@
+//! The `sts` command line's arguments: the contract of brief §8 (clap).
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Troubleshoot SDN controllers as black boxes: run them against a mock
+/// network through an OpenFlow interposition proxy, fuzz them with external
+/// events, check network invariants, and shrink failing runs to a minimal
+/// causal sequence.
+#[derive(Debug, Parser)]
+#[command(name = "sts", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 success / nothing found, 1 violation found or not all reachable, \
+2 bad input (config, trace, arguments), 3 environment failure (controller did not start, port taken).";
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Bring up the network and its controllers, ping every host pair, print the matrix.
+    Pingall {
+        /// Experiment config (TOML).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Inject random external events and check invariants until a violation or the step budget.
+    Fuzz {
+        /// Experiment config (TOML).
+        #[arg(long)]
+        config: PathBuf,
+        /// Experiment directory to write (config, seed, trace, logs, violation).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Replay a recorded trace and report how often its violation reproduces.
+    Replay {
+        /// Experiment directory holding the trace.
+        dir: PathBuf,
+        /// Number of replays.
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+    },
+    /// Delta-debug a failing trace down to a minimal causal sequence (written to DIR/mcs/).
+    ///
+    /// Resumable: killed and started again, it continues from its last completed
+    /// replay (DIR/mcs/state.json).
+    Minimize {
+        /// Experiment directory holding the trace (with its violation).
+        dir: PathBuf,
+        /// Replays per candidate subsequence; one reproduction is enough (copes with non-determinism).
+        #[arg(long, default_value_t = 1)]
+        replays: u32,
+        /// Candidates replayed at once, each with its own controllers.
+        #[arg(long, default_value_t = 1)]
+        jobs: u32,
+        /// Stop after this many seconds with the smallest sequence so far.
+        #[arg(long)]
+        budget: Option<u64>,
+        /// Replays of the final sequence, for its reproduction rate.
+        #[arg(long, default_value_t = 10)]
+        final_replays: u32,
+        /// PEEK: infer each candidate's internal events before replaying it: `on` by one dry run of its
+        /// inputs, `prefix` by a prefix replay per input, `checkpoints` by one run with a checkpoint and
+        /// rollback per input (needs virtual time; falls back to `prefix`).
+        #[arg(long, default_value = "off", value_parser = ["off", "on", "prefix", "checkpoints"])]
+        peek: String,
+    },
+    /// Step through a trace interactively (OFRewind-style).
+    Console {
+        /// Experiment directory holding the trace.
+        dir: PathBuf,
+    },
+    /// HTTP API for batch jobs.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+    },
+    /// Standalone interposition between real switches and a controller.
+    Proxy {
+        /// Address switches connect to.
+        #[arg(long)]
+        listen: String,
+        /// The controller's address.
+        #[arg(long)]
+        controller: String,
+        /// File to record every message into (JSON Lines).
+        #[arg(long)]
+        record: Option<PathBuf>,
+        /// Drop every message of this type (e.g. packet_out); repeatable.
+        #[arg(long, value_name = "TYPE")]
+        drop: Vec<String>,
+        /// Delay every message of this type by MS milliseconds, keeping each
+        /// connection's order (e.g. flow_mod=200); repeatable.
+        #[arg(long, value_name = "TYPE=MS")]
+        delay: Vec<String>,
+    },
+}
+
+impl Command {
+    /// The subcommand's name as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Pingall { .. } => "pingall",
+            Command::Fuzz { .. } => "fuzz",
+            Command::Replay { .. } => "replay",
+            Command::Minimize { .. } => "minimize",
+            Command::Console { .. } => "console",
+            Command::Serve { .. } => "serve",
+            Command::Proxy { .. } => "proxy",
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Each subcommand: read its inputs, run the engine's job on a runtime of
+//! our own, print what came of it, and return the exit code.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use sts_engine::config::Config;
+use sts_engine::minimize::{self, PeekMode};
+use sts_engine::{fuzz, pingall, replay, Engine, RunError};
+
+use crate::args::{Cli, Command};
+use crate::exit;
+use crate::progress::Terminal;
+
+/// Runs a parsed command line and returns the process exit code.
+pub fn run(cli: Cli) -> u8 {
+    let cmd = cli.command;
+    let name = cmd.name();
+    let engine = Engine::new(Arc::new(Terminal::new()));
+    let code = match &cmd {
+        Command::Pingall { config } => pingall(&engine, config),
+        Command::Fuzz { config, out } => fuzz(&engine, config, out),
+        Command::Replay { dir, repeat } => replay(&engine, dir, *repeat),
+        Command::Minimize { dir, replays, jobs, budget, final_replays, peek } => {
+            let peek = PeekMode::from_name(peek).unwrap_or(PeekMode::Off);
+            let opts = minimize::Options {
+                replays: *replays,
+                jobs: *jobs,
+                peek,
+                budget_s: *budget,
+                final_replays: *final_replays,
+            };
+            minimize(&engine, dir, &opts)
+        }
+        Command::Proxy { listen, controller, record, drop, delay } => {
+            proxy(listen, controller, record.as_deref(), drop, delay)
+        }
+        Command::Console { .. } | Command::Serve { .. } => {
+            eprintln!(
+                "sts {name}: not built yet. This subcommand is part of the command-line contract \
+                 but its implementation has not landed; see ARCHITECTURE.md for what exists."
+            );
+            exit::BAD_INPUT
+        }
+    };
+    // Zygotes (and their copies) go before the process does.
+    engine.shutdown();
+    code
+}
+
+/// Runs `job` on the single-threaded runtime every command uses (one loop
+/// owns the network; controllers are other processes). A failure is printed
+/// as `sts NAME: ...` and becomes its exit code.
+fn block_on<T>(name: &str, job: impl Future<Output = Result<T, RunError>>) -> Result<T, u8> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
+        eprintln!("sts {name}: cannot start the runtime: {e}");
+        exit::ENVIRONMENT
+    })?;
+    rt.block_on(job).map_err(|e| {
+        eprintln!("sts {name}: {e}");
+        exit::of_error(&e)
+    })
+}
+
+/// Loads a config, or says why not (exit 2).
+fn load_config(name: &str, path: &Path) -> Result<(Config, String), u8> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        eprintln!("sts {name}: {}: cannot read: {e}", path.display());
+        exit::BAD_INPUT
+    })?;
+    let config = Config::from_toml(&text, path).map_err(|e| {
+        eprintln!("sts {name}: {e}");
+        exit::BAD_INPUT
+    })?;
+    Ok((config, text))
+}
+
+fn pingall(engine: &Engine, config_path: &Path) -> u8 {
+    let config = match load_config("pingall", config_path) {
+        Ok((c, _)) => c,
+        Err(code) => return code,
+    };
+    let run_dir = std::env::temp_dir().join(format!("sts-pingall-{}", std::process::id()));
+    let run = match block_on("pingall", pingall::run(engine, &config, &run_dir)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    print!("{}", sts_report::matrix(&run.matrix));
+    for e in run.runner.net.events.iter().take(5) {
+        eprintln!("dataplane: {}", sts_report::dataplane_event(e));
+    }
+    if let Some(line) = run.runner.clock.summary() {
+        eprintln!("{line}");
+    }
+    eprintln!("controller logs: {}", run.run_dir.display());
+    exit::found(!run.matrix.all_reached())
+}
+
+fn fuzz(engine: &Engine, config_path: &Path, out: &Path) -> u8 {
+    let (config, text) = match load_config("fuzz", config_path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let exp = match fuzz::create_experiment(&config, &text, out) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("sts fuzz: {e}");
+            return exit::of_error(&e);
+        }
+    };
+    eprintln!(
+        "sts fuzz: seed {}, up to {} steps of {} ms; experiment in {}",
+        config.fuzz.seed,
+        config.fuzz.steps,
+        config.fuzz.step_ms,
+        out.display()
+    );
+    let o = match block_on("fuzz", fuzz::run(engine, &config, &exp)) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    if let Some(clock) = &o.clock {
+        eprintln!("{clock}");
+    }
+    match o.violation {
+        Some(v) => {
+            print!("violation after {} steps ({} inputs): {}", o.steps, o.inputs, sts_report::violation(&v));
+            println!("fingerprint: {}", v.fingerprint());
+            println!("trace: {}", exp.trace().display());
+            exit::VIOLATION
+        }
+        None => {
+            println!(
+                "no persistent violation in {} steps ({} inputs); trace: {}",
+                o.steps,
+                o.inputs,
+                exp.trace().display()
+            );
+            exit::OK
+        }
+    }
+}
+
+fn replay(engine: &Engine, dir: &Path, repeat: u32) -> u8 {
+    // Checked before anything starts, so a broken trace costs nothing.
+    let (_, _, trace) = match replay::load(dir) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("sts replay: {e}");
+            return exit::of_error(&e);
+        }
+    };
+    let wanted = trace.violation().map(|v| v.fingerprint());
+    eprintln!(
+        "sts replay: {} external events, looking for {}; {repeat} run(s)",
+        trace.externals().len(),
+        wanted.as_deref().unwrap_or("any persistent violation")
+    );
+    let has_internals = trace.records.iter().any(|r| r.internal.is_some());
+    if !has_internals {
+        eprintln!("sts replay: the trace records no internal events, so divergence is not reported");
+    }
+    let summary = match block_on(
+        "replay",
+        replay::run(engine, dir, repeat, |r| print!("{}", sts_report::replay_run(r, has_internals))),
+    ) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    println!(
+        "reproduced {}/{} ({})",
+        summary.reproduced,
+        summary.runs.len(),
+        wanted.as_deref().unwrap_or("any violation")
+    );
+    exit::found(summary.reproduced > 0)
+}
+
+fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u8 {
+    let report = match block_on("minimize", minimize::run(engine, dir, opts)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let mcs = dir.join("mcs");
+    if let Err(e) = sts_report::write_mcs_markdown(&mcs, &report) {
+        eprintln!("sts minimize: {}: {e}", mcs.join("report.md").display());
+        return exit::ENVIRONMENT;
+    }
+    print!("{}", sts_report::mcs_summary(&report));
+    println!("written to {}", mcs.display());
+    exit::OK
+}
+
+fn proxy(listen: &str, controller: &str, record: Option<&Path>, drop_types: &[String], delay: &[String]) -> u8 {
+    use sts_proxy::standalone;
+    let policy = match standalone::parse_policy(drop_types, delay) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sts proxy: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let parse =
+        |what: &str, s: &str| s.parse::<SocketAddr>().map_err(|e| format!("--{what} {s:?}: {e} (expected IP:PORT)"));
+    let (listen, controller) = match (parse("listen", listen), parse("controller", controller)) {
+        (Ok(l), Ok(c)) => (l, c),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("sts proxy: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sts proxy: cannot start the runtime: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    let (recording, recorder) = match record.map(standalone::record_to).transpose() {
+        Ok(Some((r, h))) => (Some(r), Some(h)),
+        Ok(None) => (None, None),
+        Err(e) => {
+            eprintln!(
+                "sts proxy: cannot record to {}: {e}",
+                record.map(|p| p.display().to_string()).unwrap_or_default()
+            );
+            return exit::ENVIRONMENT;
+        }
+    };
+    eprintln!(
+        "sts proxy: switches -> {listen} -> controller {controller}{}",
+        record.map_or(String::new(), |p| format!(", recording to {}", p.display()))
+    );
+    let now = sts_engine::clock::Clock::start().now_fn();
+    let result = rt.block_on(async {
+        tokio::select! {
+            r = standalone::run(listen, controller, recording, policy, now, None) => r,
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        }
+    });
+    drop(rt); // ends the relay tasks, and with them every handle on the recording
+    if let Some(h) = recorder {
+        match h.finish() {
+            Ok(n) => eprintln!("sts proxy: {n} messages recorded"),
+            Err(e) => eprintln!("sts proxy: recording incomplete: {e}"),
+        }
+    }
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("sts proxy: {e}");
+            exit::ENVIRONMENT
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! `sts`: the command line over the engine (`sts-engine`). It parses
+//! arguments, starts the runtime, shows progress, prints results (rendered by
+//! `sts-report`) and maps outcomes to exit codes; the work is the engine's.
+
+mod args;
+mod commands;
+mod exit;
+mod progress;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    // Diagnostics go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=sts=debug).
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = sts_engine::controller::raise_fd_limit() {
+        tracing::warn!("cannot raise the open-file limit: {e}");
+    }
+    let cli = args::Cli::parse();
+    std::process::ExitCode::from(commands::run(cli))
+}

@@ -1,0 +1,163 @@
+//! The command-line contract, through the real binary: exit codes and error
+//! messages that name the file, the line and the field.
+
+use std::process::Command;
+
+fn sts(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sts")).args(args).output().expect("run sts");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn write(name: &str, text: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!("sts-cli-{}-{name}", std::process::id()));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn help_lists_the_contract() {
+    let (code, out, _) = sts(&["--help"]);
+    assert_eq!(code, 0);
+    for cmd in ["pingall", "fuzz", "replay", "minimize", "console", "serve", "proxy"] {
+        assert!(out.contains(cmd), "--help lacks {cmd}");
+    }
+}
+
+#[test]
+fn subcommands_not_built_yet_say_so_and_exit_2() {
+    let (code, _, err) = sts(&["console", "/nonexistent"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not built yet"), "{err}");
+}
+
+/// An experiment directory holding `trace` and a one-switch config.
+fn experiment(name: &str, trace: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sts-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("trace.jsonl"), trace).unwrap();
+    dir
+}
+
+#[test]
+fn a_bad_trace_exits_2_naming_file_line_and_field() {
+    let h = r#"{"format":"sts-trace","version":1}"#;
+    let ping = |seq: u32, dst: &str| {
+        format!(r#"{{"seq":{seq},"t_ms":0,"external":{{"type":"ping","src":"h1","dst":"{dst}"}}}}"#)
+    };
+    let cases = [
+        ("newer", r#"{"format":"sts-trace","version":3}"#.to_string(), "trace.jsonl:1: header.version"),
+        ("truncated", format!("{h}\n{}\n{}", ping(1, "h2"), &ping(2, "h2")[..30]), "trace.jsonl:3: EOF"),
+        (
+            "unknown-event",
+            format!("{h}\n{}", r#"{"seq":1,"t_ms":0,"external":{"type":"teleport"}}"#),
+            "trace.jsonl:2: unknown variant `teleport`",
+        ),
+        (
+            "missing-field",
+            format!("{h}\n{}", r#"{"seq":1,"t_ms":0,"external":{"type":"ping","src":"h1"}}"#),
+            "trace.jsonl:2: missing field `dst`",
+        ),
+        (
+            "unknown-host",
+            format!("{h}\n{}\n{}", ping(1, "h2"), ping(2, "h9")),
+            "trace.jsonl:3: external: no host named \"h9\"",
+        ),
+        ("not-json", format!("{h}\nhello"), "trace.jsonl:2: expected value"),
+    ];
+    for (name, trace, want) in cases {
+        let dir = experiment(name, &trace);
+        let (code, _, err) = sts(&["replay", dir.to_str().unwrap()]);
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(want), "{name}: {err:?} should contain {want:?}");
+    }
+    let (code, _, err) = sts(&["replay", "/nonexistent"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/config.toml"), "{err}");
+}
+
+#[test]
+fn fuzz_refuses_bad_rates_and_an_existing_experiment() {
+    let p = write("rates.toml", "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n\n[fuzz.rates]\ntraffic = 1.5\n");
+    let out = std::env::temp_dir().join(format!("sts-cli-{}-rates-out", std::process::id()));
+    let (code, _, err) = sts(&["fuzz", "--config", p.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("fuzz.rates.traffic"), "{err}");
+    let dir = experiment("existing", r#"{"format":"sts-trace","version":1}"#);
+    let good = write(
+        "good.toml",
+        "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n",
+    );
+    let (code, _, err) = sts(&["fuzz", "--config", good.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("already holds an experiment"), "{err}");
+}
+
+#[test]
+fn a_broken_config_exits_2_naming_file_line_and_field() {
+    let p = write("bad.toml", "[network]\ntopology = \"linear\"\nsize = \"three\"\n");
+    let (code, _, err) = sts(&["pingall", "--config", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(p.to_str().unwrap()) && err.contains("line 3") && err.contains("size"), "{err}");
+    let (code, _, err) = sts(&["pingall", "--config", "/nonexistent/x.toml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/x.toml"), "{err}");
+}
+
+#[test]
+fn a_controller_that_exits_at_once_exits_3_with_its_log() {
+    let p = write(
+        "dies.toml",
+        "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"sh\", \"-c\", \"echo config rejected >&2; exit 1\"]\n",
+    );
+    let (code, _, err) = sts(&["pingall", "--config", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("exited") && err.contains("config rejected"), "{err}");
+}
+
+#[test]
+fn a_controller_that_never_listens_exits_3_after_its_timeout() {
+    let p = write(
+        "silent.toml",
+        "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"sleep\", \"30\"]\nstart_timeout_ms = 500\n",
+    );
+    let (code, _, err) = sts(&["pingall", "--config", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("did not listen"), "{err}");
+}
+
+#[test]
+fn a_controller_that_writes_garbage_exits_3_naming_the_framing_error() {
+    // Listens, then answers every switch with a header whose length field is 2.
+    let script = "import socket,time\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\ns.bind(('127.0.0.1', {port}))\ns.listen()\nwhile True:\n    c,_=s.accept()\n    c.sendall(bytes([1,0,0,2,0,0,0,0]))\n";
+    let p = write(
+        "garbage.toml",
+        &format!("[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"python3\", \"-c\", {script:?}]\n"),
+    );
+    let started = std::time::Instant::now();
+    let (code, _, err) = sts(&["pingall", "--config", p.to_str().unwrap()]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("bad framing") && err.contains("shorter than the 8-byte OpenFlow header"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}: should fail fast", started.elapsed());
+}
+
+/// A hand-written trace has inputs only: replay says divergence cannot be
+/// reported instead of calling every replayed message unexpected, and the
+/// run shows how much virtual time it covered.
+#[test]
+fn replaying_a_hand_written_trace_reports_no_divergence_noise() {
+    let dir = experiment("by-hand", "{\"format\":\"sts-trace\",\"version\":1}\n{\"seq\":1,\"t_ms\":3000,\"external\":{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}\n");
+    let (code, out, err) = sts(&["replay", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("records no internal events"), "{err}");
+    assert!(!out.contains("first unexpected"), "{out}");
+    assert!(out.contains("replay 1: not reproduced (1 inputs") && out.contains("virtual time: "), "{out}");
+}

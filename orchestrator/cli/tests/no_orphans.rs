@@ -1,0 +1,178 @@
+//! No orphaned controller processes, even when sts is killed with SIGKILL.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Processes whose command line contains `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// Processes whose environment holds `entry` (`NAME=value`): controllers
+/// inherit sts's environment, and forks of them keep it.
+fn processes_with_env(entry: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(env) = std::fs::read(e.path().join("environ")) {
+            if env.split(|&b| b == 0).any(|v| v == entry.as_bytes()) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// Runs `sts pingall` on `config` (a long one: on real time, since virtual
+/// time would skip its waiting), waits until at least
+/// `processes` controller processes run, SIGKILLs sts mid-run and asserts that
+/// none of them survives. Every controller's command line names the run
+/// directory, which holds sts's pid (a zombie's command line is empty: dead
+/// processes waiting to be reaped do not count).
+fn sigkill_mid_pingall_leaves_nothing(name: &str, config: &str, processes: usize) {
+    let path = std::env::temp_dir().join(format!("sts-orphans-{name}-{}.toml", std::process::id()));
+    std::fs::write(&path, config).unwrap();
+    let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["pingall", "--config", path.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_dir = format!("sts-pingall-{}", sts.id());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_mentioning(&run_dir).len() < processes {
+        assert!(
+            Instant::now() < deadline,
+            "{name}: the controllers never started: {:?}",
+            processes_mentioning(&run_dir)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500)); // mid-run: switches connected
+    sts.kill().unwrap(); // SIGKILL: no cleanup code in sts runs
+    sts.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = processes_mentioning(&run_dir);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{name}: controllers survived SIGKILL of sts: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sigkill_of_sts_leaves_no_controller_behind() {
+    let config = "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n\
+         [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = false\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = false\n\n\
+         [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = false\n\n[pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n\n[time]\nvirtual = false\n";
+    sigkill_mid_pingall_leaves_nothing("processes", config, 3);
+}
+
+/// With snapshots, each controller is a parked zygote plus the copies forked
+/// from it; SIGKILL of sts takes down zygotes and copies alike.
+#[test]
+fn sigkill_of_sts_leaves_no_zygote_or_copy_behind() {
+    // Two different commands: two zygotes, and a copy of each.
+    let config = "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n\
+         [[controllers]]\nkind = \"ovs-testcontroller\"\nsnapshot = true\n\n\
+         [[controllers]]\nkind = \"ovs-testcontroller\"\nargs = [\"--verbose=off\"]\nsnapshot = true\n\n\
+         [pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n\n[time]\nvirtual = false\n";
+    sigkill_mid_pingall_leaves_nothing("snapshots", config, 4);
+}
+
+/// A fuzz run killed half-way leaves a readable experiment directory (config,
+/// metadata, every trace line written so far) and no controller behind.
+#[test]
+fn a_fuzz_run_killed_half_way_leaves_a_readable_directory() {
+    let config = std::env::temp_dir().join(format!("sts-killed-fuzz-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n\n\
+         [fuzz]\nsteps = 100000\nstep_ms = 20\n\n[fuzz.rates]\ntraffic = 0.9\nlink_failure = 0.0\nhost_migration = 0.0\n",
+    )
+    .unwrap();
+    let out = std::env::temp_dir().join(format!("sts-killed-fuzz-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["fuzz", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let trace = out.join("trace.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&trace).map_or(0, |t| t.matches("\"external\"").count()) < 20 {
+        assert!(Instant::now() < deadline, "the fuzz run never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sts.kill().unwrap();
+    sts.wait().unwrap();
+    let t = sts_trace::Trace::load(&trace).unwrap_or_else(|e| panic!("the trace of a killed run must load: {e}"));
+    assert!(t.externals().len() >= 20);
+    assert_eq!(t.header.seed, Some(1));
+    sts_engine::config::Config::load(&out.join("config.toml")).expect("config.toml is whole");
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).expect("meta.json is whole");
+    assert_eq!(meta["seed"], 1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let logs = out.join("logs");
+    while !processes_mentioning(logs.to_str().unwrap()).is_empty() {
+        assert!(Instant::now() < deadline, "a controller survived");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// PEEK with checkpoints adds processes of its own: a holder per checkpoint
+/// (parked, keeping a controller's state) and the copies resumed from it.
+/// SIGKILL of sts mid-minimization takes them down too.
+#[test]
+fn sigkill_mid_peek_leaves_no_holder_or_resumed_copy_behind() {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("sts-orphans-peek-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let made = Command::new("python3")
+        .arg(workspace.join("tests/suite/make_trace.py"))
+        .args(["stale_routes", "30", "1", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    // Every controller process here (zygote, copies, holders) inherits this.
+    let tag = format!("STS_ORPHAN_TEST={}", std::process::id());
+    let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["minimize", dir.to_str().unwrap(), "--peek", "checkpoints", "--replays", "1"])
+        .env("STS_ORPHAN_TEST", std::process::id().to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sts_pid = sts.id();
+    let live = || processes_with_env(&tag).into_iter().filter(|&p| p != sts_pid).collect::<Vec<_>>();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while live().len() < 3 {
+        assert!(Instant::now() < deadline, "never more than a zygote and a copy: {:?}", live());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    sts.kill().unwrap();
+    sts.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        // Zombies (reaped by whoever adopted them) have an empty environment.
+        let left = live();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "controller processes survived SIGKILL of sts mid-PEEK: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,184 @@
+//! Mid-run controller checkpoints (issue 8, brief §7, `docs/snapshots.md`).
+//!
+//! A controller copy forked from a zygote on virtual time listens to sts on a
+//! control socket of its own (the shim's side: `shim/src/checkpoint.rs`). At a
+//! quiescent point of the run (every controller waiting, nothing in flight),
+//! [`checkpoint`] makes it fork a *holder* that keeps the controller's whole
+//! state; the copy carries on. [`Checkpoint::resume`] later forks the holder
+//! into a new copy that continues from that state, its connections replaced by
+//! fresh sockets sts hands over (one per connection the controller had, by
+//! descriptor number), so sts can pair each with the switch it belonged to.
+//!
+//! A holder lives as long as its [`Checkpoint`]; copies resumed from it die
+//! with it (PDEATHSIG), so keep the checkpoint while its copies run.
+
+use std::io::{BufRead, BufReader, IoSlice};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+use nix::unistd::Pid;
+
+use crate::clock::VirtualTime;
+use crate::controller::Controller;
+use crate::snapshot::{CopyOutput, SnapshotError};
+
+/// How long a controller copy may take to answer a command: it looks at its
+/// control socket every millisecond of its waits, so only a busy or stuck
+/// process takes long.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// A TCP connection the controller had when it was checkpointed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldConnection {
+    /// The descriptor number the controller knows it by.
+    pub fd: i32,
+    /// The controller's port.
+    pub local_port: u16,
+    /// The other end's port (sts's side, for its switch connections).
+    pub peer_port: u16,
+}
+
+/// A controller's state at a quiescent point, kept by a parked process.
+pub struct Checkpoint {
+    name: String,
+    holder: Pid,
+    control: BufReader<UnixStream>,
+    /// The address the checkpointed copy listened on.
+    listen: SocketAddr,
+    aux_port: u16,
+    /// The connections to hand fresh sockets for on resume.
+    pub connections: Vec<HeldConnection>,
+}
+
+fn err(name: &str, what: &str, e: &dyn std::fmt::Display) -> SnapshotError {
+    SnapshotError::Start(format!("checkpoint of {name}: {what}: {e}"))
+}
+
+/// Checkpoints `controller`, which must be a copy on virtual time, blocked in
+/// a wait (call it at a quiescent point of the run).
+pub fn checkpoint(controller: &mut Controller) -> Result<Checkpoint, SnapshotError> {
+    let name = controller.name().to_string();
+    let (listen, aux_port) = (controller.addr(), controller.aux_port());
+    let Some(control) = controller.shim_control() else {
+        return Err(SnapshotError::Refused(format!(
+            "{name} was not forked from a snapshot on virtual time, so it cannot be checkpointed"
+        )));
+    };
+    let (ours, theirs) = UnixStream::pair().map_err(|e| err(&name, "socketpair", &e))?;
+    send(control, "checkpoint\n", &[theirs.as_raw_fd()]).map_err(|e| err(&name, "sending the command", &e))?;
+    drop(theirs);
+    let line = read_line(control).map_err(|e| err(&name, "reading the reply", &e))?;
+    if line.starts_with("busy") {
+        return Err(SnapshotError::Busy(format!("{name} has unread bytes on a connection ({})", line.trim())));
+    }
+    let mut words = line.split_whitespace();
+    let (Some("checkpointed"), Some(pid)) = (words.next(), words.next().and_then(|p| p.parse::<i32>().ok())) else {
+        return Err(err(&name, "the shim said", &line.trim()));
+    };
+    let mut connections = Vec::new();
+    for w in words {
+        let parts: Vec<&str> = w.split(':').collect();
+        let parsed = match parts.as_slice() {
+            [fd, l, p] => fd
+                .parse()
+                .ok()
+                .zip(l.parse().ok())
+                .zip(p.parse().ok())
+                .map(|((fd, local_port), peer_port)| HeldConnection { fd, local_port, peer_port }),
+            _ => None,
+        };
+        connections.push(parsed.ok_or_else(|| err(&name, "a connection in the reply", &w))?);
+    }
+    ours.set_read_timeout(Some(ANSWER_WITHIN)).map_err(|e| err(&name, "socket", &e))?;
+    Ok(Checkpoint { name, holder: Pid::from_raw(pid), control: BufReader::new(ours), listen, aux_port, connections })
+}
+
+impl Checkpoint {
+    /// The address the checkpointed copy listened on (its resumed copies
+    /// listen elsewhere).
+    pub fn addr(&self) -> SocketAddr {
+        self.listen
+    }
+
+    /// The parked process's id.
+    pub fn holder_pid(&self) -> u32 {
+        self.holder.as_raw() as u32
+    }
+
+    /// A new copy continuing from the checkpoint, on `clock`, with its output
+    /// in `log_path`. `sockets` gives, for each held connection's descriptor,
+    /// the fresh connected socket to put in its place; connections left out
+    /// stay shared with the holder (do not use them).
+    pub fn resume(
+        &mut self,
+        log_path: &Path,
+        clock: &VirtualTime,
+        sockets: Vec<(i32, OwnedFd)>,
+    ) -> Result<Controller, SnapshotError> {
+        let name = self.name.clone();
+        let e = |what: &str, x: &dyn std::fmt::Display| err(&name, what, x);
+        let output = CopyOutput::new().map_err(|x| e("pipe", &x))?;
+        let (shim, theirs) = UnixStream::pair().map_err(|x| e("socketpair", &x))?;
+        let mut fds = output.theirs().to_vec();
+        fds.extend([clock.fd(), theirs.as_raw_fd()]);
+        fds.extend(sockets.iter().map(|(_, s)| s.as_raw_fd()));
+        let targets: Vec<String> = sockets.iter().map(|(t, _)| t.to_string()).collect();
+        let command = format!("resume {} {}\n", self.listen.port(), targets.join(" "));
+        send(self.control.get_mut(), &command, &fds).map_err(|x| e("sending the command", &x))?;
+        drop((theirs, sockets));
+        let mut line = String::new();
+        self.control.read_line(&mut line).map_err(|x| e("reading the reply", &x))?;
+        let pid: u32 = match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["resumed", pid] => pid.parse().map_err(|x| e("the reply", &x))?,
+            _ => return Err(e("the holder said", &line.trim())),
+        };
+        output
+            .adopt(&self.name, pid, self.listen, self.aux_port, log_path, Some(shim))
+            .map_err(|x| e("the resumed copy", &x))
+    }
+}
+
+impl Drop for Checkpoint {
+    fn drop(&mut self) {
+        // Closing the socket ends the holder; make sure of it.
+        let _ = kill(self.holder, Signal::SIGKILL);
+    }
+}
+
+fn send(to: &mut UnixStream, command: &str, fds: &[i32]) -> nix::Result<usize> {
+    let iov = [IoSlice::new(command.as_bytes())];
+    let cmsg = [ControlMessage::ScmRights(fds)];
+    sendmsg::<()>(to.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
+}
+
+/// One reply line from a copy's control socket, within [`ANSWER_WITHIN`].
+fn read_line(from: &mut UnixStream) -> std::io::Result<String> {
+    from.set_read_timeout(Some(ANSWER_WITHIN))?;
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        // Byte by byte: the socket is not ours to buffer past the reply.
+        match std::io::Read::read(from, &mut byte) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the controller closed its control socket (did it exit?)",
+                ))
+            }
+            Ok(_) if byte[0] == b'\n' => return Ok(String::from_utf8_lossy(&line).into_owned()),
+            Ok(_) => line.push(byte[0]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("no answer within {ANSWER_WITHIN:?} (is the controller on virtual time, and waiting?)"),
+                ))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

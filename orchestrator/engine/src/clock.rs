@@ -1,0 +1,456 @@
+//! The clock abstraction: the only place the orchestrator reads time.
+//!
+//! Everything downstream (the mock network's timeouts, trace timestamps) sees
+//! milliseconds since the run started, taken from a [`Clock`]. A clock runs on
+//! real time, or on *virtual time* ([`VirtualTime`], brief §7,
+//! `docs/virtual-time.md`): real time plus an offset shared with the run's
+//! controllers through a clock page, which sts raises to the next timer
+//! whenever the whole run is idle.
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sts_clockpage::{Page, NO_DEADLINE, THREADED, WAITING};
+
+/// Milliseconds since the start of a run.
+pub type Millis = u64;
+
+const NS_PER_MS: u64 = 1_000_000;
+
+/// Real time a run must have looked idle (no process woke, no message moved)
+/// before virtual time jumps: long enough for whatever sts just wrote to
+/// reach a controller and wake it.
+const IDLE_QUIET: Duration = Duration::from_millis(2);
+/// Looks in a row that must agree, each after sts's loop has yielded (so its
+/// connection tasks have read and written what was ready): time spent
+/// descheduled counts for [`IDLE_QUIET`] but gives no look.
+const IDLE_LOOKS: u32 = 3;
+
+/// Nanoseconds of the real monotonic clock (the controllers' base too).
+fn real_monotonic_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always available");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+fn real_wall_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME).expect("CLOCK_REALTIME is always available");
+    t.tv_sec().max(0) as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+/// A run's clock.
+#[derive(Debug, Clone)]
+pub struct Clock {
+    /// Virtual monotonic nanoseconds at the clock's zero.
+    start_ns: u64,
+    /// Real monotonic nanoseconds at the clock's zero.
+    real_start_ns: u64,
+    virt: Option<Arc<VirtualTime>>,
+}
+
+impl Clock {
+    /// A real-time clock whose zero is now.
+    pub fn start() -> Clock {
+        let now = real_monotonic_ns();
+        Clock { start_ns: now, real_start_ns: now, virt: None }
+    }
+
+    /// A clock on `virt`'s virtual time whose zero is now.
+    pub fn start_virtual(virt: Arc<VirtualTime>) -> Clock {
+        Clock { start_ns: virt.now_ns(), real_start_ns: real_monotonic_ns(), virt: Some(virt) }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.virt.as_ref().map_or_else(real_monotonic_ns, |v| v.now_ns())
+    }
+
+    /// Milliseconds since the clock started.
+    pub fn now(&self) -> Millis {
+        (self.now_ns() - self.start_ns) / NS_PER_MS
+    }
+
+    /// This clock as a shareable reading function (for the standalone proxy,
+    /// which reads no clock of its own).
+    pub fn now_fn(&self) -> std::sync::Arc<dyn Fn() -> Millis + Send + Sync> {
+        let clock = self.clone();
+        std::sync::Arc::new(move || clock.now())
+    }
+
+    /// The tokio instant at which this clock will read `ms`, if time does
+    /// not jump before (for deadlines).
+    pub fn instant_at(&self, ms: Millis) -> tokio::time::Instant {
+        let left = (self.start_ns + ms * NS_PER_MS).saturating_sub(self.now_ns());
+        tokio::time::Instant::now() + Duration::from_nanos(left)
+    }
+
+    /// The virtual time this clock runs on, if any.
+    pub fn virtual_time(&self) -> Option<&Arc<VirtualTime>> {
+        self.virt.as_ref()
+    }
+
+    /// On virtual time, one line on how much time it saved, e.g.
+    /// `virtual time: 36.2 s in 1.40 s of real time (152 jumps)`.
+    pub fn summary(&self) -> Option<String> {
+        let v = self.virt.as_ref()?;
+        let secs = |ns: u64| ns as f64 / 1e9;
+        Some(format!(
+            "virtual time: {:.1} s in {:.2} s of real time ({} jumps)",
+            secs(self.now_ns() - self.start_ns),
+            secs(real_monotonic_ns() - self.real_start_ns),
+            v.jumps()
+        ))
+    }
+
+    /// Moves virtual time to `target` (ms on this clock) if the whole run is
+    /// idle until then: every controller process waits, with its next timer
+    /// later than now, and nothing moved for a while (`activity` counts what
+    /// sts itself did). Jumps to the earliest controller timer if that comes
+    /// first. Returns whether time jumped. Always false on real time.
+    pub fn jump_if_idle(&self, target: Millis, activity: u64) -> bool {
+        self.virt.as_ref().is_some_and(|v| v.jump_if_idle(self.start_ns + target * NS_PER_MS, activity))
+    }
+
+    /// True when the run is quiescent (see [`VirtualTime::is_idle`]). Always
+    /// false on real time, where sts cannot tell.
+    pub fn is_idle(&self, activity: u64) -> bool {
+        self.virt.as_ref().is_some_and(|v| v.is_idle(activity))
+    }
+}
+
+/// What the idle detector saw last, to tell "still idle" from "idle again".
+struct IdleWatch {
+    seen: Vec<(u64, u64)>,
+    activity: u64,
+    since: Instant,
+    /// How many looks in a row saw the same.
+    looks: u32,
+}
+
+/// Virtual time for one run: a clock page in shared memory (a memfd) that the
+/// run's controller processes map through the shim.
+pub struct VirtualTime {
+    fd: OwnedFd,
+    page: *mut u8,
+    /// The run's controller processes: each one alive must be attached (and
+    /// idle) before time may jump.
+    expected: Mutex<Vec<u64>>,
+    watch: Mutex<IdleWatch>,
+    jumps: AtomicU64,
+    /// The first controller process seen multi-threaded (0: none yet).
+    threaded: AtomicU64,
+}
+
+// SAFETY: the page is shared memory only ever accessed through atomics.
+unsafe impl Send for VirtualTime {}
+unsafe impl Sync for VirtualTime {}
+
+impl std::fmt::Debug for VirtualTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VirtualTime")
+            .field("offset_ns", &self.page().offset_ns())
+            .field("jumps", &self.jumps())
+            .finish()
+    }
+}
+
+impl VirtualTime {
+    /// A fresh clock page with a zero offset.
+    pub fn create() -> std::io::Result<Arc<VirtualTime>> {
+        use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+        use nix::sys::mman::{mmap, MapFlags, ProtFlags};
+        let fd = memfd_create(c"sts-clock", MemFdCreateFlag::MFD_CLOEXEC)?;
+        nix::unistd::ftruncate(&fd, sts_clockpage::BYTES as i64)?;
+        let len = std::num::NonZeroUsize::new(sts_clockpage::BYTES).expect("non-zero");
+        // SAFETY: a fresh shared mapping of a file we own, never unmapped while self lives.
+        let ptr =
+            unsafe { mmap(None, len, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED, &fd, 0)? };
+        let vt = VirtualTime {
+            fd,
+            page: ptr.as_ptr().cast(),
+            expected: Mutex::new(Vec::new()),
+            watch: Mutex::new(IdleWatch { seen: Vec::new(), activity: 0, since: Instant::now(), looks: 0 }),
+            jumps: AtomicU64::new(0),
+            threaded: AtomicU64::new(0),
+        };
+        vt.page().init();
+        Ok(Arc::new(vt))
+    }
+
+    fn page(&self) -> Page<'_> {
+        // SAFETY: `page` is a live mapping of BYTES bytes for self's lifetime.
+        unsafe { Page::from_ptr(self.page) }
+    }
+
+    /// The page's descriptor (sent to forked controllers).
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// A path other processes can open the page by (`STS_CLOCK` for the shim).
+    pub fn path(&self) -> String {
+        format!("/proc/{}/fd/{}", std::process::id(), self.fd.as_raw_fd())
+    }
+
+    /// Virtual monotonic nanoseconds.
+    pub fn now_ns(&self) -> u64 {
+        self.page().shift(real_monotonic_ns())
+    }
+
+    /// How far virtual time is ahead of real time.
+    pub fn offset(&self) -> Duration {
+        Duration::from_nanos(self.page().offset_ns().max(0) as u64)
+    }
+
+    /// The run's wall-clock time now (what its controllers' `gettimeofday`
+    /// says), in nanoseconds since the Unix epoch.
+    pub fn wall_ns(&self) -> u64 {
+        self.page().shift_wall(real_wall_ns())
+    }
+
+    /// Makes the run's wall clock read `ns` now (and go on from there): a
+    /// replay serves the recorded run's dates to its controllers. Call it
+    /// before any controller of the run reads the clock.
+    pub fn serve_wall_clock(&self, ns: u64) {
+        let page = self.page();
+        page.set_wall_shift(ns as i64 - (real_wall_ns() as i64 + page.offset_ns()));
+    }
+
+    /// Sets virtual time back (or forward) to `ns` virtual monotonic
+    /// nanoseconds: for rolling a run back to a checkpoint taken at `ns`,
+    /// once every process that saw a later time is gone.
+    pub fn rewind_to(&self, ns: u64) {
+        self.page().set_offset(ns as i64 - real_monotonic_ns() as i64);
+    }
+
+    /// True once a controller process turned multi-threaded (time no
+    /// longer jumps in this run).
+    pub fn stopped_by_threads(&self) -> bool {
+        self.threaded().is_some()
+    }
+
+    /// The controller process that turned multi-threaded, if one did (the
+    /// session says so through its engine).
+    pub fn threaded(&self) -> Option<u64> {
+        Some(self.threaded.load(Ordering::Relaxed)).filter(|&p| p != 0)
+    }
+
+    /// How many times time jumped.
+    pub fn jumps(&self) -> u64 {
+        self.jumps.load(Ordering::Relaxed)
+    }
+
+    /// Sets the run's controller processes: until each of them that is
+    /// alive is attached and waiting, time never jumps. (One that died, on
+    /// purpose or not, no longer holds time back.)
+    pub fn expect(&self, pids: impl IntoIterator<Item = u32>) {
+        *self.expected.lock().unwrap_or_else(|e| e.into_inner()) = pids.into_iter().map(u64::from).collect();
+    }
+
+    /// How many live processes are attached.
+    pub fn attached(&self) -> usize {
+        self.page().slots().filter(|s| s.pid() != 0 && is_alive(s.pid())).count()
+    }
+
+    /// The attached processes: pid, waiting or not, and how long until the
+    /// deadline of its wait (`None`: no timeout), for diagnostics.
+    pub fn processes(&self) -> Vec<(u64, bool, Option<Duration>)> {
+        let now = self.now_ns();
+        self.page()
+            .slots()
+            .filter(|s| s.pid() != 0)
+            .map(|s| {
+                (
+                    s.pid(),
+                    s.state() == WAITING,
+                    (s.deadline_ns() != NO_DEADLINE).then(|| Duration::from_nanos(s.deadline_ns().saturating_sub(now))),
+                )
+            })
+            .collect()
+    }
+
+    /// True when the whole run is quiescent (what [`Clock::jump_if_idle`]
+    /// requires, without jumping): every controller process waits with its
+    /// deadline ahead, none is runnable, and nothing moved for a while.
+    pub fn is_idle(&self, activity: u64) -> bool {
+        self.idle_until(u64::MAX, activity).is_some()
+    }
+
+    /// The idle test: `Some(earliest deadline, at most target_ns)` when idle.
+    fn idle_until(&self, target_ns: u64, activity: u64) -> Option<u64> {
+        let page = self.page();
+        let now = self.now_ns();
+        let mut earliest = target_ns;
+        let mut seen = Vec::new();
+        let mut busy = false;
+        for slot in page.slots() {
+            let pid = slot.pid();
+            if pid == 0 {
+                continue;
+            }
+            let state = process_state(pid);
+            if state.is_none_or(|s| s == 'Z' || s == 'X') {
+                slot.release(pid);
+                continue;
+            }
+            if slot.state() == THREADED {
+                let _ = self.threaded.compare_exchange(0, pid, Ordering::Relaxed, Ordering::Relaxed);
+                return None;
+            }
+            let deadline = slot.deadline_ns();
+            // A process past its deadline is about to wake, and a runnable one
+            // (woken by input the scheduler has not let it see yet) is busy.
+            busy |= slot.state() != WAITING || deadline <= now || state == Some('R');
+            if deadline != NO_DEADLINE {
+                earliest = earliest.min(deadline);
+            }
+            seen.push((pid, slot.activity()));
+        }
+        let missing = self
+            .expected
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|&pid| is_alive(pid) && !seen.iter().any(|&(p, _)| p == pid));
+        let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        if busy || missing || seen != watch.seen || activity != watch.activity {
+            *watch = IdleWatch { seen, activity, since: Instant::now(), looks: 1 };
+            return None;
+        }
+        watch.looks += 1;
+        if watch.since.elapsed() < IDLE_QUIET || watch.looks < IDLE_LOOKS {
+            return None;
+        }
+        Some(earliest)
+    }
+
+    /// See [`Clock::jump_if_idle`]; `target_ns` is virtual monotonic.
+    fn jump_if_idle(&self, target_ns: u64, activity: u64) -> bool {
+        let Some(earliest) = self.idle_until(target_ns, activity) else { return false };
+        let now = self.now_ns();
+        if earliest <= now {
+            return false;
+        }
+        self.page().advance(earliest - now);
+        self.jumps.fetch_add(1, Ordering::Relaxed);
+        // No new quiet spell is needed for the next jump: a process whose
+        // deadline this jump reached blocks it until it has woken (and its
+        // activity changed), and whatever sts does next counts as activity.
+        true
+    }
+}
+
+impl Drop for VirtualTime {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `create`, no longer used.
+        if let Some(p) = std::ptr::NonNull::new(self.page.cast()) {
+            unsafe {
+                let _ = nix::sys::mman::munmap(p, sts_clockpage::BYTES);
+            }
+        }
+    }
+}
+
+/// The scheduler state of process `pid` (`R` running or runnable, `S`
+/// sleeping, `Z` zombie ...), `None` if it is gone.
+fn process_state(pid: u64) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which is in parentheses.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
+/// True if process `pid` exists and is not a zombie.
+fn is_alive(pid: u64) -> bool {
+    process_state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_served_wall_clock_reads_the_recorded_date_and_moves_with_virtual_time() {
+        let vt = VirtualTime::create().unwrap();
+        let recorded = 978_307_200_000_000_000; // 2001-01-01
+        vt.serve_wall_clock(recorded);
+        let now = vt.wall_ns();
+        assert!(now >= recorded && now < recorded + 1_000_000_000, "{now}");
+        vt.page().advance(5_000_000_000);
+        let later = vt.wall_ns();
+        assert!(later >= now + 5_000_000_000 && later < now + 6_000_000_000, "{later}");
+    }
+
+    #[test]
+    fn a_real_clock_counts_from_zero() {
+        let c = Clock::start();
+        assert!(c.now() < 1000);
+        assert!(!c.jump_if_idle(1_000_000, 0), "a real clock never jumps");
+    }
+
+    /// Looks at the run as sts's loop would, for a quiet spell's worth of
+    /// looks; true if time jumped.
+    fn look_for_a_while(clock: &Clock, target: Millis, activity: u64) -> bool {
+        (0..=IDLE_LOOKS).any(|_| {
+            std::thread::sleep(IDLE_QUIET);
+            clock.jump_if_idle(target, activity)
+        })
+    }
+
+    #[test]
+    fn time_jumps_only_after_a_quiet_spell_and_never_backwards() {
+        let vt = VirtualTime::create().unwrap();
+        let clock = Clock::start_virtual(vt.clone());
+        // Nothing to wait for: sts alone, idle, jumps to its own target.
+        assert!(!clock.jump_if_idle(60_000, 0), "the first look only starts the quiet spell");
+        std::thread::sleep(IDLE_QUIET * 2);
+        assert!(!clock.jump_if_idle(60_000, 0), "long enough, but only two looks");
+        assert!(!clock.jump_if_idle(60_000, 1), "sts did something: the spell starts again");
+        assert!(!clock.jump_if_idle(60_000, 1) && !clock.jump_if_idle(60_000, 1), "three looks, but not long enough");
+        std::thread::sleep(IDLE_QUIET * 2);
+        assert!(clock.jump_if_idle(60_000, 1));
+        assert!(clock.now() >= 60_000 && clock.now() < 61_000, "now {}", clock.now());
+        assert!(!look_for_a_while(&clock, 10_000, 1), "a target in the past never moves time back");
+        assert!(clock.now() >= 60_000);
+        assert_eq!(vt.jumps(), 1);
+    }
+
+    #[test]
+    fn time_waits_for_the_expected_processes_and_their_earliest_timer() {
+        let vt = VirtualTime::create().unwrap();
+        let clock = Clock::start_virtual(vt.clone());
+        // A "controller" (a sleeping child: the test itself is running, so
+        // never idle), expected but not attached yet.
+        let child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        vt.expect([child.id()]);
+        assert!(!look_for_a_while(&clock, 60_000, 0), "no process attached yet");
+        // It attaches and waits with a timer in 5 s.
+        let (_, slot) = vt.page().claim(child.id() as u64, |_| false).unwrap();
+        assert!(!look_for_a_while(&clock, 60_000, 0), "busy");
+        slot.wait_until(vt.now_ns() + 5_000 * NS_PER_MS);
+        assert!(look_for_a_while(&clock, 60_000, 0));
+        let now = clock.now();
+        assert!((5_000..5_100).contains(&now), "jumped to the timer, not to sts's target: {now}");
+        // Its deadline has come: not idle until it wakes and waits again.
+        assert!(!look_for_a_while(&clock, 60_000, 0));
+        slot.woke();
+        slot.wait_until(NO_DEADLINE);
+        assert!(look_for_a_while(&clock, 60_000, 0));
+        assert!(clock.now() >= 60_000);
+        // A runnable process is not idle, whatever its slot says.
+        let mut spinner = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let (_, spin) = vt.page().claim(spinner.id() as u64, |_| false).unwrap();
+        spin.wait_until(NO_DEADLINE);
+        vt.expect([child.id(), spinner.id()]);
+        assert!(!look_for_a_while(&clock, 120_000, 0), "a running process blocks the jump");
+        spinner.kill().unwrap();
+        spinner.wait().unwrap();
+        // An expected process that died (and never attached) holds nothing back.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        gone.wait().unwrap();
+        vt.expect([child.id(), spinner.id(), gone.id()]);
+        assert!(look_for_a_while(&clock, 120_000, 0), "dead processes do not hold time back");
+        let mut child = child;
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

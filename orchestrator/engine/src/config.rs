@@ -1,0 +1,889 @@
+//! Experiment configuration (TOML). Documented with examples in `examples/`.
+//!
+//! ```toml
+//! [network]
+//! topology = "linear"   # linear | star | mesh | tree | fat-tree | custom | file
+//! size = 3              # switches (linear, mesh), leaves (star), k (fat-tree)
+//! depth = 2             # tree only
+//! fanout = 2            # tree only
+//! switches = 4          # custom only: switches 1..=switches
+//! links = [[1, 2], [2, 3], [3, 4]]   # custom only: switch-to-switch links
+//! file = "dumbbell.topo"   # file only: a topology file next to the config
+//!                       # (docs/topology-format.md)
+//! hosts = [1, 1, 4]     # any shape: one host per entry, on that switch (h1, h2 ...);
+//!                       # without it each shape places its own (see mocknet::topology)
+//! openflow = "1.3"      # "1.0" or "1.3"
+//! table_capacity = 100000   # entries per flow table before TABLE_FULL
+//! packet_buffers = 0    # frames each switch buffers for PACKET_INs cut to
+//!                       # max_len (0: none, whole frames, as Open vSwitch)
+//!
+//! [[controllers]]
+//! kind = "os-ken"       # os-ken | faucet | ovs-testcontroller | command
+//! apps = ["os_ken.app.simple_switch_13"]   # os-ken only; a .py file is found next to the config
+//! args = []             # os-ken, ovs-testcontroller: extra options ({aux_port} ...)
+//! command = []          # command: program and arguments ({port}, {address} ...)
+//! env = {}              # command: environment
+//! start_timeout_ms = 30000
+//! snapshot = true       # fork each run's copy from a parked pristine one (LD_PRELOAD
+//!                       # shim; docs/snapshots.md); default true except for command
+//!
+//! [pingall]
+//! min_wait_ms = 0       # wait at least this long before pinging (STP convergence ...)
+//! settle_ms = 20000     # longest wait for handshakes and the controllers to go quiet
+//! quiet_ms = 1000       # how long "quiet" is
+//! ping_timeout_ms = 2000
+//! attempts = 2
+//! payload_bytes = 8     # ICMP echo payload (like ping -s), up to 1472
+//!
+//! [fuzz]                # sts fuzz
+//! seed = 1              # the same seed and config give the same inputs
+//! steps = 200           # the budget of fuzzing steps
+//! step_ms = 100         # time between steps (run's clock: virtual with [time] virtual)
+//! warmup_ms = 1000      # quiet time after the handshakes, before the first step
+//!
+//! [fuzz.rates]          # per step, the probability of each input (independent)
+//! traffic = 0.5         # a ping between two random hosts
+//! link_failure = 0.02   # a random live switch-to-switch link fails
+//! link_recovery = 0.1   # a failed link recovers
+//! host_migration = 0.02 # a random host moves to a random other switch
+//! dataplane_drop = 0.0  # a random link starts dropping every frame
+//! dataplane_drop_end = 0.1   # a dropping link heals
+//! dataplane_delay = 0.0 # a random link starts delaying every frame by delay_ms
+//! dataplane_delay_end = 0.1
+//! switch_failure = 0.0  # a random switch crashes (connections, links, flow tables)
+//! switch_recovery = 0.1 # a failed switch comes back and reconnects
+//! control_delay = 0.0   # controller-to-switch messages of a random switch held delay_ms
+//! control_delay_end = 0.1
+//! controller_crash = 0.0     # a random controller is killed (SIGKILL)
+//! controller_recovery = 0.1  # a crashed controller starts again; switches reconnect
+//! partition = 0.0       # a random [[relays]] entry blocks: its controllers are partitioned
+//! partition_heal = 0.1  # a blocked relay heals (both drawn only if relays exist)
+//! delay_ms = 100
+//! # not yet: TCAM reordering
+//!
+//! [[relays]]            # controller-to-controller links sts can partition
+//! name = "c0-c1"        # letters, digits, - and _
+//! to = "127.0.0.1:9001" # where the relay forwards (a peer's cluster port);
+//!                       # `{relay:c0-c1}` in a controller's command, args or
+//!                       # env becomes the relay's own address
+//!
+//! [invariants]
+//! check = ["loop", "blackhole", "liveness"]   # see docs/invariants.md
+//! check_every_ms = 500  # how often the checker runs
+//! persist_ms = 1000     # a violation counts once it lasts this long
+//! isolation = [["h1", "h2"]]   # host pairs that must not communicate
+//!
+//! [time]
+//! virtual = true        # run controllers and network on virtual time: when all is idle,
+//!                       # time jumps to the next timer (docs/virtual-time.md);
+//!                       # default true, false if a controller is `command`
+//!
+//! [interpose]
+//! epsilon_ms = 200      # replay: extra wait for an expected internal event
+//! whitelist = ["echo_request", "echo_reply"]   # message types never held or delayed
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use sts_mocknet::Topology;
+
+use crate::controller::ControllerSpec;
+use crate::presets;
+
+/// A whole experiment config.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub network: NetworkConfig,
+    #[serde(default)]
+    pub controllers: Vec<ControllerConfig>,
+    #[serde(default)]
+    pub pingall: PingallConfig,
+    #[serde(default)]
+    pub fuzz: FuzzConfig,
+    #[serde(default)]
+    pub invariants: InvariantsConfig,
+    #[serde(default)]
+    pub interpose: InterposeConfig,
+    #[serde(default)]
+    pub relays: Vec<RelayConfig>,
+    #[serde(default)]
+    pub time: TimeConfig,
+    /// The directory of the config file: relative app paths (`apps =
+    /// ["my_app.py"]`) are resolved against it.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// The `[time]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimeConfig {
+    /// Run the controllers and the network on virtual time
+    /// (`docs/virtual-time.md`): when everything is idle, time jumps to the
+    /// next timer instead of being waited for. Needs the shim in every
+    /// controller process; without it runs stay on real time. Default
+    /// ([`Config::virtual_time`]): on unless a controller is `command`.
+    #[serde(rename = "virtual")]
+    pub virtual_time: Option<bool>,
+    /// On virtual time: the wall-clock date (ns since the Unix epoch) the
+    /// run's clock starts at, instead of today's. Not read from files: a
+    /// replay sets it from the trace it replays, so its controllers see the
+    /// dates the recorded run's controllers saw.
+    #[serde(skip)]
+    pub wall_epoch_ns: Option<u64>,
+}
+
+/// The `[fuzz]` table.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FuzzConfig {
+    pub seed: u64,
+    pub steps: u32,
+    pub step_ms: u64,
+    pub warmup_ms: u64,
+    pub rates: Rates,
+}
+
+impl Default for FuzzConfig {
+    fn default() -> Self {
+        FuzzConfig { seed: 1, steps: 200, step_ms: 100, warmup_ms: 1_000, rates: Rates::default() }
+    }
+}
+
+/// `[fuzz.rates]`: per step, the probability of each input.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Rates {
+    pub traffic: f64,
+    pub link_failure: f64,
+    pub link_recovery: f64,
+    pub host_migration: f64,
+    pub dataplane_drop: f64,
+    pub dataplane_drop_end: f64,
+    pub dataplane_delay: f64,
+    pub dataplane_delay_end: f64,
+    pub switch_failure: f64,
+    pub switch_recovery: f64,
+    pub control_delay: f64,
+    pub control_delay_end: f64,
+    pub controller_crash: f64,
+    pub controller_recovery: f64,
+    pub partition: f64,
+    pub partition_heal: f64,
+    /// How long dataplane and control delays hold things, in milliseconds.
+    pub delay_ms: u64,
+}
+
+impl Default for Rates {
+    fn default() -> Self {
+        Rates {
+            traffic: 0.5,
+            link_failure: 0.02,
+            link_recovery: 0.1,
+            host_migration: 0.02,
+            dataplane_drop: 0.0,
+            dataplane_drop_end: 0.1,
+            dataplane_delay: 0.0,
+            dataplane_delay_end: 0.1,
+            switch_failure: 0.0,
+            switch_recovery: 0.1,
+            control_delay: 0.0,
+            control_delay_end: 0.1,
+            controller_crash: 0.0,
+            controller_recovery: 0.1,
+            partition: 0.0,
+            partition_heal: 0.1,
+            delay_ms: 100,
+        }
+    }
+}
+
+impl Rates {
+    /// Every rate with its name, in the order the fuzzer draws them.
+    pub fn named(&self) -> [(&'static str, f64); 16] {
+        [
+            ("traffic", self.traffic),
+            ("link_failure", self.link_failure),
+            ("link_recovery", self.link_recovery),
+            ("host_migration", self.host_migration),
+            ("dataplane_drop", self.dataplane_drop),
+            ("dataplane_drop_end", self.dataplane_drop_end),
+            ("dataplane_delay", self.dataplane_delay),
+            ("dataplane_delay_end", self.dataplane_delay_end),
+            ("switch_failure", self.switch_failure),
+            ("switch_recovery", self.switch_recovery),
+            ("control_delay", self.control_delay),
+            ("control_delay_end", self.control_delay_end),
+            ("controller_crash", self.controller_crash),
+            ("controller_recovery", self.controller_recovery),
+            ("partition", self.partition),
+            ("partition_heal", self.partition_heal),
+        ]
+    }
+}
+
+/// One `[[relays]]` entry: a TCP relay between controller peers that
+/// partitions can block (`proxy::relay`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayConfig {
+    pub name: String,
+    /// Where it forwards, `IP:PORT`.
+    pub to: String,
+}
+
+impl RelayConfig {
+    /// The placeholder controllers use for this relay's address.
+    pub fn placeholder(&self) -> String {
+        format!("{{relay:{}}}", self.name)
+    }
+}
+
+/// The `[invariants]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InvariantsConfig {
+    pub check: Vec<String>,
+    pub check_every_ms: u64,
+    pub persist_ms: u64,
+    pub isolation: Vec<(String, String)>,
+}
+
+impl Default for InvariantsConfig {
+    fn default() -> Self {
+        InvariantsConfig {
+            check: vec!["loop".into(), "blackhole".into(), "liveness".into()],
+            check_every_ms: 500,
+            persist_ms: 1_000,
+            isolation: vec![],
+        }
+    }
+}
+
+/// The `[interpose]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InterposeConfig {
+    pub epsilon_ms: u64,
+    /// Message types that always pass straight through the proxy, whatever
+    /// delay or hold is in force (keepalives by default: held too long, they
+    /// make controllers drop switches).
+    pub whitelist: Vec<String>,
+}
+
+impl Default for InterposeConfig {
+    fn default() -> Self {
+        InterposeConfig { epsilon_ms: 200, whitelist: vec!["echo_request".into(), "echo_reply".into()] }
+    }
+}
+
+/// The `[network]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    pub topology: TopologyKind,
+    #[serde(default = "default_size")]
+    pub size: u64,
+    #[serde(default = "default_two")]
+    pub depth: u32,
+    #[serde(default = "default_fanout")]
+    pub fanout: u64,
+    /// Custom topologies: the number of switches.
+    pub switches: Option<u64>,
+    /// Custom topologies: switch-to-switch links.
+    pub links: Option<Vec<(u64, u64)>>,
+    /// File topologies: the topology file, relative to the config's directory.
+    pub file: Option<PathBuf>,
+    /// File topologies: the file, parsed when the config is loaded.
+    #[serde(skip)]
+    pub file_topology: Option<Topology>,
+    /// Host placement: one host per entry, on that switch.
+    pub hosts: Option<Vec<u64>>,
+    /// Flow entries each table holds before FLOW_MODs fail with TABLE_FULL.
+    #[serde(default)]
+    pub table_capacity: Option<usize>,
+    /// Frames each switch can buffer (0: no buffering, as Open vSwitch).
+    #[serde(default)]
+    pub packet_buffers: usize,
+    #[serde(default)]
+    pub openflow: OpenFlowVersion,
+}
+
+fn default_size() -> u64 {
+    3
+}
+fn default_two() -> u32 {
+    2
+}
+fn default_fanout() -> u64 {
+    2
+}
+
+/// Topology shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TopologyKind {
+    Linear,
+    Star,
+    Mesh,
+    Tree,
+    FatTree,
+    Custom,
+    File,
+}
+
+/// OpenFlow versions the mock switches speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum OpenFlowVersion {
+    #[serde(rename = "1.0")]
+    V10,
+    #[default]
+    #[serde(rename = "1.3")]
+    V13,
+}
+
+impl OpenFlowVersion {
+    /// The wire version byte.
+    pub fn wire(self) -> u8 {
+        match self {
+            OpenFlowVersion::V10 => sts_proxy::wire::OFP10,
+            OpenFlowVersion::V13 => sts_proxy::wire::OFP13,
+        }
+    }
+}
+
+/// One `[[controllers]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerConfig {
+    pub kind: ControllerKind,
+    #[serde(default)]
+    pub apps: Vec<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub start_timeout_ms: Option<u64>,
+    /// Start each run from a pristine snapshot (a fork of a parked copy,
+    /// `sts-shim`) instead of a new process. Default: on for os-ken, faucet
+    /// and ovs-testcontroller (measured to work), off for `command`.
+    #[serde(default)]
+    pub snapshot: Option<bool>,
+}
+
+impl ControllerConfig {
+    /// Whether runs start from a pristine snapshot.
+    pub fn snapshot(&self) -> bool {
+        self.snapshot.unwrap_or(self.kind != ControllerKind::Command)
+    }
+}
+
+/// Kinds of controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ControllerKind {
+    OsKen,
+    Faucet,
+    OvsTestcontroller,
+    Command,
+}
+
+/// The `[pingall]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PingallConfig {
+    pub min_wait_ms: u64,
+    pub settle_ms: u64,
+    pub quiet_ms: u64,
+    pub ping_timeout_ms: u64,
+    pub attempts: u32,
+    /// ICMP echo payload bytes per ping (like `ping -s`); frames longer than
+    /// a controller's max_len are buffered by the switches.
+    pub payload_bytes: usize,
+}
+
+/// The largest ping payload: a 1,500-byte IPv4 packet (no fragmentation).
+pub const MAX_PING_PAYLOAD: usize = 1472;
+
+impl Default for PingallConfig {
+    fn default() -> Self {
+        PingallConfig {
+            min_wait_ms: 0,
+            settle_ms: 20_000,
+            quiet_ms: 1_000,
+            ping_timeout_ms: 2_000,
+            attempts: 2,
+            payload_bytes: sts_mocknet::host::DEFAULT_PING_PAYLOAD,
+        }
+    }
+}
+
+/// The largest network a config may describe.
+pub const MAX_SWITCHES: u64 = 1_000_000;
+
+/// A config that could not be used: the message names the file, the line and
+/// the field.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ConfigError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError { path: path.to_owned(), message: format!("cannot read: {e}") })?;
+        Config::from_toml(&text, path)
+    }
+
+    /// Whether runs use virtual time: as `[time] virtual` says, else on when
+    /// every controller is one sts knows to work with the shim (os-ken,
+    /// faucet, ovs-testcontroller), off with any `command` controller.
+    pub fn virtual_time(&self) -> bool {
+        self.time.virtual_time.unwrap_or_else(|| {
+            !self.controllers.is_empty() && self.controllers.iter().all(|c| c.kind != ControllerKind::Command)
+        })
+    }
+
+    /// Parses and validates config text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
+        let err = |message: String| ConfigError { path: origin.to_owned(), message };
+        let mut config: Config = toml::from_str(text).map_err(|e| err(describe_toml_error(text, &e)))?;
+        config.base_dir = origin.parent().map(Path::to_path_buf).unwrap_or_default();
+        config.load_topology_file().map_err(err)?;
+        config.validate().map_err(err)?;
+        Ok(config)
+    }
+
+    /// Reads and parses `network.file` for `topology = "file"`.
+    fn load_topology_file(&mut self) -> Result<(), String> {
+        let n = &mut self.network;
+        match (n.topology, &n.file) {
+            (TopologyKind::File, None) => {
+                Err("network.file: topology = \"file\" needs the topology file's path".into())
+            }
+            (TopologyKind::File, Some(file)) => {
+                let path = self.base_dir.join(file);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("network.file: {}: cannot read: {e}", path.display()))?;
+                let topo = Topology::parse(&text).map_err(|e| match e.line {
+                    0 => format!("network.file: {}: {}", path.display(), e.message),
+                    line => format!("network.file: {}:{line}: {}", path.display(), e.message),
+                })?;
+                n.file_topology = Some(topo);
+                Ok(())
+            }
+            (_, Some(_)) => Err("network.file only applies to topology = \"file\"".into()),
+            (_, None) => Ok(()),
+        }
+    }
+
+    /// Files next to the config that a run needs (relative .py apps, the
+    /// topology file), as written in the config and as resolved: an
+    /// experiment directory keeps a copy of each so it replays on its own.
+    pub fn local_files(&self) -> Vec<(PathBuf, PathBuf)> {
+        let apps = self.controllers.iter().flat_map(|c| &c.apps).filter(|a| a.ends_with(".py")).map(PathBuf::from);
+        apps.chain(self.network.file.clone())
+            .filter(|p| p.is_relative() && p.components().all(|c| matches!(c, std::path::Component::Normal(_))))
+            .map(|p| (p.clone(), self.base_dir.join(&p)))
+            .collect()
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let n = &self.network;
+        if n.topology == TopologyKind::Custom {
+            let Some(count) = n.switches.filter(|&c| c > 0) else {
+                return Err("network.switches: a custom topology needs the number of switches (at least 1)".into());
+            };
+            for (i, &(a, b)) in n.links.iter().flatten().enumerate() {
+                if a == b || a == 0 || b == 0 || a > count || b > count {
+                    return Err(format!(
+                        "network.links[{i}] = [{a}, {b}]: each end must be a different switch in 1..={count}"
+                    ));
+                }
+            }
+        } else if n.switches.is_some() || n.links.is_some() {
+            return Err("network.switches and network.links only apply to topology = \"custom\"".into());
+        }
+        let switch_count = self.switch_count().filter(|&c| c <= MAX_SWITCHES).ok_or_else(|| {
+            format!("network: this topology would have more than {MAX_SWITCHES} switches; sts is measured up to about 10,000 (docs/benchmarks.md)")
+        })?;
+        for (i, &s) in n.hosts.iter().flatten().enumerate() {
+            if s == 0 || s > switch_count {
+                return Err(format!("network.hosts[{i}] = {s}: no such switch (switches are 1..={switch_count})"));
+            }
+        }
+        match n.topology {
+            TopologyKind::FatTree if n.size < 2 || n.size % 2 == 1 => {
+                return Err(format!("network.size: fat-tree needs an even k >= 2, got {}", n.size))
+            }
+            TopologyKind::Tree if n.depth == 0 || n.fanout == 0 => {
+                return Err("network.depth and network.fanout must be at least 1".into())
+            }
+            _ if n.size == 0 => return Err("network.size must be at least 1".into()),
+            _ => {}
+        }
+        for (name, rate) in self.fuzz.rates.named() {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(format!("fuzz.rates.{name} = {rate}: a rate is a probability per step, between 0 and 1"));
+            }
+        }
+        if n.packet_buffers > 65_536 {
+            return Err(format!("network.packet_buffers = {}: at most 65536 per switch", n.packet_buffers));
+        }
+        if self.pingall.payload_bytes > MAX_PING_PAYLOAD {
+            return Err(format!(
+                "pingall.payload_bytes = {}: at most {MAX_PING_PAYLOAD} (a 1,500-byte packet; hosts do not fragment)",
+                self.pingall.payload_bytes
+            ));
+        }
+        if self.fuzz.step_ms == 0 {
+            return Err("fuzz.step_ms must be at least 1".into());
+        }
+        for (i, name) in self.invariants.check.iter().enumerate() {
+            if sts_invariants::Invariant::from_name(name).is_none() {
+                let known: Vec<&str> = sts_invariants::Invariant::ALL.iter().map(|i| i.name()).collect();
+                return Err(format!(
+                    "invariants.check[{i}] = {name:?}: unknown invariant (known: {})",
+                    known.join(", ")
+                ));
+            }
+        }
+        if self.invariants.check_every_ms == 0 {
+            return Err("invariants.check_every_ms must be at least 1".into());
+        }
+        let host_names: Vec<String> = if self.invariants.isolation.is_empty() {
+            vec![]
+        } else {
+            self.topology().hosts.iter().map(|h| h.name.clone()).collect()
+        };
+        for (i, (a, b)) in self.invariants.isolation.iter().enumerate() {
+            for h in [a, b] {
+                if !host_names.contains(h) {
+                    return Err(format!("invariants.isolation[{i}]: no host named {h:?}"));
+                }
+            }
+        }
+        if self.controllers.is_empty() {
+            return Err("no [[controllers]]: at least one controller is needed".into());
+        }
+        let mut relay_names = BTreeSet::new();
+        for (i, r) in self.relays.iter().enumerate() {
+            if r.name.is_empty() || !r.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(format!("relays[{i}].name = {:?}: use letters, digits, - and _", r.name));
+            }
+            if !relay_names.insert(r.name.as_str()) {
+                return Err(format!("relays[{i}].name = {:?}: two relays have this name", r.name));
+            }
+            r.to.parse::<std::net::SocketAddr>()
+                .map_err(|e| format!("relays[{i}].to = {:?}: {e} (expected IP:PORT)", r.to))?;
+        }
+        for (i, c) in self.controllers.iter().enumerate() {
+            let texts = c.command.iter().chain(&c.args).chain(c.env.values());
+            for t in texts {
+                for (at, _) in t.match_indices("{relay:") {
+                    let name = t[at + 7..].split('}').next().unwrap_or("");
+                    if !relay_names.contains(name) {
+                        return Err(format!("controllers[{i}]: {{relay:{name}}} names no [[relays]] entry"));
+                    }
+                }
+            }
+        }
+        for (i, c) in self.controllers.iter().enumerate() {
+            match c.kind {
+                ControllerKind::OsKen if c.apps.is_empty() => {
+                    return Err(format!("controllers[{i}].apps: os-ken needs at least one app"))
+                }
+                ControllerKind::Command if c.command.is_empty() => {
+                    return Err(format!("controllers[{i}].command: a command controller needs a program"))
+                }
+                ControllerKind::Faucet if n.openflow != OpenFlowVersion::V13 => {
+                    return Err(format!(
+                        "controllers[{i}]: faucet speaks only OpenFlow 1.3; set network.openflow = \"1.3\""
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// How many switches the `[network]` table describes, computed without
+    /// building anything (`None` on overflow).
+    fn switch_count(&self) -> Option<u64> {
+        let n = &self.network;
+        match n.topology {
+            TopologyKind::Linear | TopologyKind::Mesh => Some(n.size),
+            TopologyKind::Star => n.size.checked_add(1),
+            TopologyKind::Tree => {
+                (0..n.depth).try_fold(0u64, |acc, level| acc.checked_add(n.fanout.checked_pow(level)?))
+            }
+            TopologyKind::FatTree => n.size.checked_mul(n.size)?.checked_mul(5).map(|x| x / 4),
+            TopologyKind::Custom => n.switches,
+            TopologyKind::File => n.file_topology.as_ref().map(|t| t.switches.len() as u64),
+        }
+    }
+
+    /// The invariant checker the `[invariants]` table describes.
+    /// How long a run waits for handshakes and quiet before it starts
+    /// (`[pingall]`'s settle times).
+    pub fn settle(&self) -> crate::netrun::Settle {
+        let p = &self.pingall;
+        crate::netrun::Settle { quiet_ms: p.quiet_ms, min_wait_ms: p.min_wait_ms, max_ms: p.settle_ms }
+    }
+
+    pub fn checker(&self) -> sts_invariants::Checker {
+        sts_invariants::Checker {
+            enabled: self.invariants.check.iter().filter_map(|n| sts_invariants::Invariant::from_name(n)).collect(),
+            isolation: self
+                .invariants
+                .isolation
+                .iter()
+                .map(|(a, b)| sts_invariants::check::IsolationRule { from: a.clone(), to: b.clone() })
+                .collect(),
+            ..sts_invariants::Checker::default()
+        }
+    }
+
+    /// The topology the `[network]` table describes.
+    pub fn topology(&self) -> Topology {
+        let mut t = self.shape_with_default_hosts();
+        if let Some(hosts) = &self.network.hosts {
+            t.place_hosts(hosts);
+        }
+        t
+    }
+
+    fn shape_with_default_hosts(&self) -> Topology {
+        let n = &self.network;
+        match n.topology {
+            TopologyKind::Linear => Topology::linear(n.size),
+            TopologyKind::Star => Topology::star(n.size),
+            TopologyKind::Mesh => Topology::mesh(n.size),
+            TopologyKind::Tree => Topology::tree(n.depth, n.fanout),
+            TopologyKind::FatTree => Topology::fat_tree(n.size),
+            TopologyKind::Custom => Topology::custom(n.switches.unwrap_or(0), n.links.as_deref().unwrap_or(&[])),
+            TopologyKind::File => n.file_topology.clone().unwrap_or_default(),
+        }
+    }
+
+    /// The controller specs, with files they need (faucet.yaml) written into `run_dir`.
+    pub fn controller_specs(&self, run_dir: &Path) -> std::io::Result<Vec<ControllerSpec>> {
+        let topo = self.topology();
+        self.controllers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut spec = match c.kind {
+                    ControllerKind::OsKen => {
+                        // An app given as a .py file is found next to the config.
+                        let apps: Vec<String> = c
+                            .apps
+                            .iter()
+                            .map(|a| {
+                                if a.ends_with(".py") && Path::new(a).is_relative() {
+                                    self.base_dir.join(a).display().to_string()
+                                } else {
+                                    a.clone()
+                                }
+                            })
+                            .collect();
+                        presets::os_ken_with(
+                            &c.args.iter().map(String::as_str).collect::<Vec<_>>(),
+                            &apps.iter().map(String::as_str).collect::<Vec<_>>(),
+                        )
+                    }
+                    ControllerKind::OvsTestcontroller => {
+                        presets::ovs_testcontroller(&c.args.iter().map(String::as_str).collect::<Vec<_>>())
+                    }
+                    ControllerKind::Faucet => {
+                        let path = run_dir.join(format!("faucet-{i}.yaml"));
+                        std::fs::write(&path, faucet_yaml(&topo))?;
+                        presets::faucet(&path)
+                    }
+                    ControllerKind::Command => ControllerSpec {
+                        name: c.command[0].rsplit('/').next().unwrap_or("controller").to_string(),
+                        command: c.command.clone(),
+                        env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                        config: None,
+                        start_timeout: Duration::from_secs(30),
+                    },
+                };
+                if let Some(ms) = c.start_timeout_ms {
+                    spec.start_timeout = Duration::from_millis(ms);
+                }
+                Ok(spec)
+            })
+            .collect()
+    }
+}
+
+/// A faucet.yaml naming every datapath of `topo`, every port an access port on
+/// one VLAN (faucet refuses datapaths its config does not list).
+pub fn faucet_yaml(topo: &Topology) -> String {
+    let mut y = String::from("# Generated by sts for this topology.\nvlans:\n  sts:\n    vid: 100\ndps:\n");
+    let degrees = topo.degrees();
+    for &s in &topo.switches {
+        y.push_str(&format!("  sw{s}:\n    dp_id: {s}\n    hardware: \"Open vSwitch\"\n    interfaces:\n"));
+        // Ports beyond the wired ones are declared too, one per host: a host
+        // migrating here is plugged into a new port, and faucet only switches
+        // ports its config names (as on a real switch, whose every port is
+        // configured).
+        for p in 1..=degrees[&s].max(1) + topo.hosts.len() as u32 {
+            y.push_str(&format!("      {p}: {{native_vlan: sts}}\n"));
+        }
+    }
+    y
+}
+
+/// toml's error, with the offending line quoted.
+fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else { return e.message().to_string() };
+    let line = text[..span.start].matches('\n').count() + 1;
+    match text.lines().nth(line - 1).map(str::trim).filter(|l| !l.is_empty()) {
+        Some(line_text) => format!("line {line}: {} (at `{line_text}`)", e.message()),
+        // A missing table or field has no line of its own.
+        None => e.message().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_str(s: &str) -> Result<Config, ConfigError> {
+        Config::from_toml(s, Path::new("test.toml"))
+    }
+
+    #[test]
+    fn virtual_time_is_on_for_known_controllers_unless_turned_off() {
+        let base = "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n";
+        assert!(load_str(base).unwrap().virtual_time());
+        assert!(!load_str(&format!("{base}\n[time]\nvirtual = false\n")).unwrap().virtual_time());
+        let command = format!("{base}\n[[controllers]]\nkind = \"command\"\ncommand = [\"x\", \"{{port}}\"]\n");
+        assert!(!load_str(&command).unwrap().virtual_time(), "an unknown program: off");
+        assert!(load_str(&format!("{command}\n[time]\nvirtual = true\n")).unwrap().virtual_time());
+        let e = load_str(&format!("{base}\n[time]\nvirtuel = true\n")).unwrap_err().to_string();
+        assert!(e.contains("virtuel"), "{e}");
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_field() {
+        let e = load_str("[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"2.0\"\n").unwrap_err().to_string();
+        assert!(e.contains("line 4") && e.contains("openflow"), "{e}");
+        let e = load_str("[network]\ntopology = \"ring\"\n").unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("ring"), "{e}");
+        let e = load_str("[network]\ntopology = \"linear\"\nsizee = 3\n").unwrap_err().to_string();
+        assert!(e.contains("line 3") && e.contains("sizee"), "{e}");
+        let e = load_str("[network]\ntopology = \"linear\"\n").unwrap_err().to_string();
+        assert!(e.contains("controllers"), "{e}");
+    }
+
+    #[test]
+    fn file_topologies_load_next_to_the_config_and_errors_name_file_and_line() {
+        let dir = std::env::temp_dir().join(format!("sts-config-topo-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("topos")).unwrap();
+        std::fs::write(dir.join("topos/pair.topo"), "link s1 s2\nlink h1 s1\nlink h2 s2\n").unwrap();
+        std::fs::write(dir.join("topos/bad.topo"), "link s1 s2\nlink h1 h2\n").unwrap();
+        let config = |file: &str, extra: &str| {
+            let text = format!("[network]\ntopology = \"file\"\nfile = \"{file}\"\n{extra}\n[[controllers]]\nkind = \"ovs-testcontroller\"\n");
+            Config::from_toml(&text, &dir.join("c.toml"))
+        };
+        let c = config("topos/pair.topo", "").unwrap();
+        let t = c.topology();
+        assert_eq!((t.switches.clone(), t.links.clone(), t.hosts.len()), (vec![1, 2], vec![(1, 2)], 2));
+        assert_eq!(c.local_files(), vec![(PathBuf::from("topos/pair.topo"), dir.join("topos/pair.topo"))]);
+        // `hosts` replaces the file's placement, as for every shape.
+        assert_eq!(config("topos/pair.topo", "hosts = [2, 2, 2]").unwrap().topology().hosts.len(), 3);
+        let e = config("topos/bad.topo", "").unwrap_err().to_string();
+        assert!(e.contains("bad.topo:2: link h1 h2"), "{e}");
+        let e = config("topos/missing.topo", "").unwrap_err().to_string();
+        assert!(e.contains("missing.topo: cannot read"), "{e}");
+        let e = load_str("[network]\ntopology = \"file\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("network.file"), "{e}");
+        let e = load_str(
+            "[network]\ntopology = \"linear\"\nfile = \"x.topo\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("only applies"), "{e}");
+        // An experiment directory gets its own copy.
+        let exp = dir.join("exp");
+        sts_trace::dir::copy_config_files(c.local_files(), &exp).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(exp.join("topos/pair.topo")).unwrap(),
+            "link s1 s2\nlink h1 s1\nlink h2 s2\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn relays_are_checked_and_placeholders_must_name_one() {
+        let base = "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"ctl\", \"--peer\", \"{relay:a-b}\"]\n";
+        let c = load_str(&format!("{base}\n[[relays]]\nname = \"a-b\"\nto = \"127.0.0.1:9001\"\n")).unwrap();
+        assert_eq!(c.relays[0].placeholder(), "{relay:a-b}");
+        let e = load_str(base).unwrap_err().to_string();
+        assert!(e.contains("{relay:a-b} names no [[relays]] entry"), "{e}");
+        let e = load_str(&format!("{base}\n[[relays]]\nname = \"a-b\"\nto = \"localhost\"\n")).unwrap_err().to_string();
+        assert!(e.contains("relays[0].to"), "{e}");
+        let e =
+            load_str(&format!("{base}\n[[relays]]\nname = \"a b\"\nto = \"127.0.0.1:1\"\n")).unwrap_err().to_string();
+        assert!(e.contains("relays[0].name"), "{e}");
+        let two = "[[relays]]\nname = \"a-b\"\nto = \"127.0.0.1:1\"\n";
+        let e = load_str(&format!("{base}\n{two}{two}")).unwrap_err().to_string();
+        assert!(e.contains("relays[1].name") && e.contains("two relays"), "{e}");
+    }
+
+    #[test]
+    fn custom_topologies_and_host_placement() {
+        let c = load_str("[network]\ntopology = \"custom\"\nswitches = 3\nlinks = [[1, 2], [2, 3]]\nhosts = [1, 1, 3]\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n").unwrap();
+        let t = c.topology();
+        assert_eq!((t.switches.len(), t.links.len()), (3, 2));
+        assert_eq!(t.hosts.iter().map(|h| h.switch).collect::<Vec<_>>(), vec![1, 1, 3]);
+        let e = load_str("[network]\ntopology = \"custom\"\nswitches = 2\nlinks = [[1, 5]]\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n").unwrap_err().to_string();
+        assert!(e.contains("network.links[0]"), "{e}");
+        let e = load_str("[network]\ntopology = \"linear\"\nsize = 2\nhosts = [3]\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n").unwrap_err().to_string();
+        assert!(e.contains("network.hosts[0] = 3"), "{e}");
+        let e = load_str(
+            "[network]\ntopology = \"custom\"\nlinks = []\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("network.switches"), "{e}");
+        // Absurd sizes are refused before anything is built.
+        for net in [
+            "topology = \"linear\"\nsize = 1000000000000",
+            "topology = \"tree\"\ndepth = 64\nfanout = 64",
+            "topology = \"fat-tree\"\nsize = 4000000000",
+        ] {
+            let e = load_str(&format!("[network]\n{net}\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("more than 1000000 switches"), "{e}");
+        }
+    }
+
+    #[test]
+    fn examples_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "toml") {
+                Config::load(&p).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 5, "expected an example per controller, found {n}");
+    }
+}

@@ -1,0 +1,576 @@
+//! Real controller processes: start from a command template, wait until they
+//! listen, capture their output, and never leave one behind.
+//!
+//! Each controller runs in its own process group with a parent-death signal, so
+//! it dies with sts even when sts is killed with SIGKILL; dropping a
+//! [`Controller`] kills the whole group and reaps it.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// How to start one controller: a command template and its environment.
+///
+/// Placeholders in the program, the arguments and the environment are replaced
+/// when the controller is started: `{port}` and `{address}` (where it must
+/// listen), `{config}`, `{run_dir}` (the directory of its log file, for sockets
+/// and side files) and `{aux_port}` (a second free port, for side services such
+/// as faucet's Prometheus exporter).
+#[derive(Debug, Clone)]
+pub struct ControllerSpec {
+    /// A short name for messages and log files (`os-ken`, `faucet` ...).
+    pub name: String,
+    /// Program and arguments, with placeholders.
+    pub command: Vec<String>,
+    /// Extra environment variables, with the same placeholders.
+    pub env: Vec<(String, String)>,
+    /// Path substituted for `{config}`.
+    pub config: Option<PathBuf>,
+    /// How long to wait for the listening socket.
+    pub start_timeout: Duration,
+}
+
+/// Why a controller could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("controller {name}: cannot run `{program}`: {source}")]
+    Spawn { name: String, program: String, source: std::io::Error },
+    #[error("controller {name} exited ({status}) before listening on {addr}; last log lines:\n{tail}")]
+    Exited { name: String, addr: SocketAddr, status: String, tail: String },
+    #[error("controller {name} did not listen on {addr} within {timeout:?}; last log lines:\n{tail}")]
+    Timeout { name: String, addr: SocketAddr, timeout: Duration, tail: String },
+    #[error("controller {name}: {context}: {source}")]
+    Io { name: String, context: String, source: std::io::Error },
+}
+
+/// Which output stream a controller log line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// One line a controller wrote: an internal event (brief §2: a coarse view of
+/// the controller's state transitions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub stream: Stream,
+    pub line: String,
+    /// The line with every token that contains a digit masked (numbers,
+    /// addresses, times, ids), so equivalent lines match across runs.
+    pub fingerprint: String,
+}
+
+/// Masks numbers: every run of hex digits and `.:x-` that contains a digit
+/// becomes `#` (so `10.0.0.7:4242` and `0x1a` vanish whole, and `sw1` keeps
+/// its stem as `sw#`); everything else is kept.
+pub fn log_fingerprint(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut token = String::new();
+    let flush = |token: &mut String, out: &mut String| {
+        if token.chars().any(|c| c.is_ascii_digit()) {
+            out.push('#');
+        } else {
+            out.push_str(token);
+        }
+        token.clear();
+    };
+    for c in line.chars() {
+        if c.is_ascii_hexdigit() || matches!(c, '.' | ':' | 'x' | '-') {
+            token.push(c);
+        } else {
+            flush(&mut token, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut token, &mut out);
+    out
+}
+
+/// How sts holds a controller process.
+enum Process {
+    /// Started by sts (its child).
+    Spawned(Child),
+    /// Forked by a zygote (`crate::snapshot`): not sts's child; the kernel
+    /// reaps it, so it is alive while signals reach it.
+    Forked(Pid),
+}
+
+impl Process {
+    fn pid(&self) -> u32 {
+        match self {
+            Process::Spawned(c) => c.id(),
+            Process::Forked(p) => p.as_raw() as u32,
+        }
+    }
+
+    /// `Some(how it ended)` once the process has exited.
+    fn exited(&mut self) -> Option<String> {
+        match self {
+            Process::Spawned(c) => c.try_wait().ok().flatten().map(|s| s.to_string()),
+            Process::Forked(p) => {
+                // A reaped process is gone; a zombie (never, here) would be dead too.
+                let gone = nix::sys::signal::kill(*p, None).is_err();
+                let zombie = std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+                (gone || zombie).then(|| "exited".to_string())
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = killpg(Pid::from_raw(self.pid() as i32), Signal::SIGKILL);
+        match self {
+            Process::Spawned(c) => {
+                let _ = c.wait();
+            }
+            Process::Forked(_) => {
+                // Not ours to wait for: watch it go (SIGKILL is prompt).
+                let until = Instant::now() + Duration::from_secs(2);
+                while self.exited().is_none() && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    }
+}
+
+/// A running controller process (and its process group).
+pub struct Controller {
+    name: String,
+    process: Process,
+    addr: SocketAddr,
+    aux_port: u16,
+    log_path: PathBuf,
+    lines: std::sync::mpsc::Receiver<LogLine>,
+    /// Output-copying threads that have reached end of file (0 to 2).
+    readers_done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The shim's control socket in this process, for checkpoints (a copy
+    /// forked on virtual time; `crate::snapshot::Checkpoint`).
+    shim: Option<std::os::unix::net::UnixStream>,
+}
+
+impl Controller {
+    /// Starts `spec` listening on `addr`, appending its stdout and stderr to
+    /// `log_path`, and waits until the port is bound.
+    pub fn start(spec: &ControllerSpec, addr: SocketAddr, log_path: &Path) -> Result<Controller, StartError> {
+        let name = spec.name.clone();
+        let io_err = |context: String| {
+            let name = name.clone();
+            move |source| StartError::Io { name, context, source }
+        };
+        let aux_port = free_local_addr().map(|a| a.port()).unwrap_or(0);
+        let run_dir = log_path.parent().unwrap_or(Path::new(".")).display().to_string();
+        let fill = |s: &str| {
+            let mut s = s
+                .replace("{port}", &addr.port().to_string())
+                .replace("{address}", &addr.ip().to_string())
+                .replace("{aux_port}", &aux_port.to_string())
+                .replace("{run_dir}", &run_dir);
+            if let Some(c) = &spec.config {
+                s = s.replace("{config}", &c.display().to_string());
+            }
+            s
+        };
+        let log = File::create(log_path).map_err(io_err(format!("creating {}", log_path.display())))?;
+        let program = fill(&spec.command[0]);
+        let mut cmd = Command::new(&program);
+        cmd.args(spec.command[1..].iter().map(|a| fill(a)))
+            .envs(spec.env.iter().map(|(k, v)| (k, fill(v))))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+        let mut child = spawn_from_long_lived_thread(cmd).map_err(|source| StartError::Spawn {
+            name: name.clone(),
+            program,
+            source,
+        })?;
+        // Each output line goes to the log file and becomes a LogLine event.
+        let (tx, lines) = std::sync::mpsc::sync_channel(MAX_UNREAD_LINES);
+        let readers_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        if let Some(out) = child.stdout.take() {
+            copy_lines(
+                out,
+                Stream::Stdout,
+                log.try_clone().map_err(io_err("log file".into()))?,
+                tx.clone(),
+                readers_done.clone(),
+            );
+        }
+        if let Some(err) = child.stderr.take() {
+            copy_lines(err, Stream::Stderr, log, tx, readers_done.clone());
+        }
+        let mut ctl = Controller {
+            name,
+            process: Process::Spawned(child),
+            addr,
+            aux_port,
+            log_path: log_path.to_owned(),
+            lines,
+            readers_done,
+            shim: None,
+        };
+        ctl.wait_listening(spec.start_timeout)?;
+        Ok(ctl)
+    }
+
+    /// Takes charge of a controller a zygote forked (`crate::snapshot`):
+    /// process `pid` (its own process group) listening on `addr`, writing
+    /// into `stdout` and `stderr`, whose lines go to `log_path` and become
+    /// events as for a started controller.
+    #[allow(clippy::too_many_arguments)]
+    pub fn adopt_forked(
+        name: &str,
+        pid: u32,
+        addr: SocketAddr,
+        aux_port: u16,
+        log_path: &Path,
+        stdout: File,
+        stderr: File,
+        shim: Option<std::os::unix::net::UnixStream>,
+    ) -> std::io::Result<Controller> {
+        let log = File::create(log_path)?;
+        let (tx, lines) = std::sync::mpsc::sync_channel(MAX_UNREAD_LINES);
+        let readers_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        copy_lines(stdout, Stream::Stdout, log.try_clone()?, tx.clone(), readers_done.clone());
+        copy_lines(stderr, Stream::Stderr, log, tx, readers_done.clone());
+        let process = Process::Forked(Pid::from_raw(pid as i32));
+        Ok(Controller {
+            name: name.to_string(),
+            process,
+            addr,
+            aux_port,
+            log_path: log_path.to_owned(),
+            lines,
+            readers_done,
+            shim,
+        })
+    }
+
+    /// Starts `spec` on a free loopback port. A free port can be taken between
+    /// choosing it and the controller binding it; if the controller exits saying
+    /// so, it is retried on another port (up to three times).
+    pub fn start_on_free_port(spec: &ControllerSpec, log_path: &Path) -> Result<Controller, StartError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let addr = free_local_addr().map_err(|source| StartError::Io {
+                name: spec.name.clone(),
+                context: "finding a free port".into(),
+                source,
+            })?;
+            match Controller::start(spec, addr, log_path) {
+                Err(StartError::Exited { tail, .. }) if attempt < 3 && tail.contains("Address already in use") => {
+                    continue
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn wait_listening(&mut self, timeout: Duration) -> Result<(), StartError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.process.exited() {
+                // Let the copying threads write the last lines before quoting them
+                // (bounded: a grandchild may still hold the pipes open).
+                let until = Instant::now() + Duration::from_secs(1);
+                while self.readers_done.load(std::sync::atomic::Ordering::Acquire) < 2 && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                return Err(StartError::Exited {
+                    name: self.name.clone(),
+                    addr: self.addr,
+                    status,
+                    tail: self.log_tail(20),
+                });
+            }
+            if is_listening(self.addr) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(StartError::Timeout {
+                    name: self.name.clone(),
+                    addr: self.addr,
+                    timeout,
+                    tail: self.log_tail(20),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The address the controller listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The lines the controller has written since the last call, in order per stream.
+    pub fn take_log_lines(&self) -> Vec<LogLine> {
+        self.lines.try_iter().collect()
+    }
+
+    /// The port substituted for `{aux_port}` (a side service such as a REST API).
+    pub fn aux_port(&self) -> u16 {
+        self.aux_port
+    }
+
+    /// The process id (also the process group id).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// True while the process is running.
+    pub fn is_alive(&mut self) -> bool {
+        self.process.exited().is_none()
+    }
+
+    /// The last `n` lines of the controller's log.
+    pub fn log_tail(&self, n: usize) -> String {
+        tail_lines(&self.log_path, n)
+    }
+
+    /// The shim's control socket, if sts can command this process (a copy
+    /// forked on virtual time).
+    pub(crate) fn shim_control(&mut self) -> Option<&mut std::os::unix::net::UnixStream> {
+        self.shim.as_mut()
+    }
+
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// SIGKILLs the process group and reaps the process.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Lines a controller may write before they are taken ([`Controller::take_log_lines`]);
+/// later lines still reach the log file but are not queued as events.
+pub const MAX_UNREAD_LINES: usize = 65_536;
+
+/// Copies `from` line by line into `log` and onto `events`, until end of file
+/// (the controller exiting closes it). Lines that are not UTF-8 are kept lossily.
+fn copy_lines(
+    from: impl Read + Send + 'static,
+    stream: Stream,
+    mut log: File,
+    events: std::sync::mpsc::SyncSender<LogLine>,
+    done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::io::Write;
+    let spawned = std::thread::Builder::new().name("sts-controller-log".into()).spawn(move || {
+        let mut reader = BufReader::new(from);
+        let mut buf = Vec::new();
+        while matches!(reader.read_until(b'\n', &mut buf), Ok(n) if n > 0) {
+            let _ = log.write_all(&buf);
+            let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string();
+            // Never block the controller on an unread queue: the file has every line.
+            let _ = events.try_send(LogLine { stream, fingerprint: log_fingerprint(&line), line });
+            buf.clear();
+        }
+        done.fetch_add(1, std::sync::atomic::Ordering::Release);
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start a thread for controller output: {e}");
+    }
+}
+
+/// Spawns `cmd` from one thread that lives as long as the process.
+///
+/// PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not
+/// the process: a controller spawned from a short-lived thread (a scoped
+/// thread, tokio's blocking pool) would be killed when that thread ends. All
+/// spawns therefore go through this thread, which exits only with sts.
+fn spawn_from_long_lived_thread(cmd: Command) -> std::io::Result<Child> {
+    type Job = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> = std::sync::OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("sts-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("cannot start the process-spawning thread");
+        std::sync::Mutex::new(tx)
+    });
+    let (reply_tx, reply_rx) = std::sync::mpsc::channel();
+    let sent = spawner.lock().map_err(|_| std::io::Error::other("spawner lock poisoned"))?.send((cmd, reply_tx));
+    sent.map_err(|_| std::io::Error::other("the spawning thread is gone"))?;
+    reply_rx.recv().map_err(|_| std::io::Error::other("the spawning thread is gone"))?
+}
+
+/// The last `n` lines of a file (best effort, reads at most the last 64 KiB).
+pub fn tail_lines(path: &Path, n: usize) -> String {
+    let Ok(mut f) = File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+    let mut s = String::new();
+    let _ = BufReader::new(f).take(64 * 1024).read_to_string(&mut s);
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// True if some socket is in LISTEN state on `addr` (or on the wildcard address
+/// with the same port). Reads `/proc/net/tcp{,6}` rather than connecting, since
+/// a connection would look like a switch to the controller.
+pub fn is_listening(addr: SocketAddr) -> bool {
+    let port = format!("{:04X}", addr.port());
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        let Ok(f) = File::open(table) else { return false };
+        BufReader::new(f).lines().skip(1).map_while(Result::ok).any(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            // cols[1] = local "ADDR:PORT", cols[3] = state (0A = LISTEN).
+            cols.len() > 3 && cols[3] == "0A" && cols[1].rsplit(':').next() == Some(port.as_str())
+        })
+    })
+}
+
+/// Raises this process's soft limit on open files to its hard limit (one
+/// socket per switch-controller connection adds up quickly; controllers started
+/// afterwards inherit the limit). Returns the new soft limit.
+pub fn raise_fd_limit() -> std::io::Result<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    Ok(hard)
+}
+
+/// A loopback address with a port that is free right now.
+pub fn free_local_addr() -> std::io::Result<SocketAddr> {
+    TcpListener::bind("127.0.0.1:0")?.local_addr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listening_is_detected_without_connecting() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        assert!(is_listening(addr));
+        drop(l);
+        assert!(!is_listening(addr));
+    }
+
+    #[test]
+    fn a_controller_that_exits_reports_its_log() {
+        let spec = ControllerSpec {
+            name: "broken".into(),
+            command: vec!["sh".into(), "-c".into(), "echo cannot bind port {port} >&2; exit 3".into()],
+            env: vec![],
+            config: None,
+            start_timeout: Duration::from_secs(5),
+        };
+        let dir = std::env::temp_dir().join(format!("sts-ctl-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let addr = free_local_addr().unwrap();
+        let err = Controller::start(&spec, addr, &dir.join("broken.log")).err().expect("must fail");
+        let msg = err.to_string();
+        assert!(msg.contains("exited") && msg.contains(&format!("cannot bind port {}", addr.port())), "{msg}");
+    }
+
+    #[test]
+    fn a_controller_outlives_the_thread_that_started_it() {
+        let spec = ControllerSpec {
+            name: "listener".into(),
+            command: vec![
+                "python3".into(),
+                "-c".into(),
+                "import socket,time; s=socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(30)"
+                    .into(),
+            ],
+            env: vec![],
+            config: None,
+            start_timeout: Duration::from_secs(10),
+        };
+        let log = std::env::temp_dir().join(format!("sts-outlive-{}.log", std::process::id()));
+        let addr = free_local_addr().unwrap();
+        let mut ctl = std::thread::spawn(move || Controller::start(&spec, addr, &log).unwrap()).join().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(ctl.is_alive(), "the controller died with the thread that started it");
+        ctl.kill();
+        assert!(!ctl.is_alive());
+    }
+
+    #[test]
+    fn output_lines_become_events_with_masked_fingerprints_and_reach_the_log() {
+        let spec = ControllerSpec {
+            name: "chatty".into(),
+            command: vec![
+                "python3".into(),
+                "-c".into(),
+                "import socket,sys,time\nprint('switch 0x1a connected from 10.0.0.7:4242', flush=True)\nprint('error 42', file=sys.stderr, flush=True)\ns=socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(30)".into(),
+            ],
+            env: vec![],
+            config: None,
+            start_timeout: Duration::from_secs(10),
+        };
+        let log = std::env::temp_dir().join(format!("sts-chatty-{}.log", std::process::id()));
+        let ctl = Controller::start(&spec, free_local_addr().unwrap(), &log).unwrap();
+        let mut lines = Vec::new();
+        for _ in 0..100 {
+            lines.extend(ctl.take_log_lines());
+            if lines.len() >= 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = lines.iter().find(|l| l.stream == Stream::Stdout).expect("stdout line");
+        assert_eq!(out.line, "switch 0x1a connected from 10.0.0.7:4242");
+        assert_eq!(out.fingerprint, "switch # connected from #");
+        let err = lines.iter().find(|l| l.stream == Stream::Stderr).expect("stderr line");
+        assert_eq!(err.fingerprint, "error #");
+        assert!(ctl.log_tail(5).contains("switch 0x1a connected"));
+    }
+
+    #[test]
+    fn log_fingerprints_keep_words_and_mask_numbers() {
+        assert_eq!(
+            log_fingerprint("DPID 1 (0x1) sw1 L2 learned on Port 2 00:00:00:00:00:01"),
+            "DPID # (#) sw# L# learned on Port # #"
+        );
+        assert_eq!(log_fingerprint("no numbers here"), "no numbers here");
+    }
+
+    #[test]
+    fn a_missing_program_is_a_spawn_error() {
+        let spec = ControllerSpec {
+            name: "ghost".into(),
+            command: vec!["/nonexistent/controller".into()],
+            env: vec![],
+            config: None,
+            start_timeout: Duration::from_secs(1),
+        };
+        let log = std::env::temp_dir().join(format!("sts-ghost-{}.log", std::process::id()));
+        let err = Controller::start(&spec, free_local_addr().unwrap(), &log).err().unwrap();
+        assert!(matches!(err, StartError::Spawn { .. }), "{err}");
+    }
+}

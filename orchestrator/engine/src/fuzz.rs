@@ -1,0 +1,109 @@
+//! `sts fuzz`: inject seeded random external events into a running network
+//! and check invariants, until a persistent violation or the step budget.
+//!
+//! Every step the fuzzer draws its inputs ([`crate::inputs::Fuzzer`]), injects
+//! them, lets the system run for `step_ms`, and records everything that
+//! happened in the trace. Every `check_every_ms` the invariants are checked;
+//! a violation that lasts `persist_ms` stops the run (exit 1).
+
+use std::path::Path;
+use std::time::Duration;
+
+use sts_invariants::Violation;
+use sts_trace::dir::{self as experiment, ControllerMeta, CreateError, Experiment, Meta};
+use sts_trace::{self as trace, Header};
+
+use crate::config::Config;
+use crate::inputs::{self, Fuzzer};
+use crate::observe::Monitor;
+use crate::session::{self, RunError};
+use crate::{Engine, Progress};
+
+/// What a fuzz run found.
+#[derive(Debug)]
+pub struct FuzzOutcome {
+    pub violation: Option<Violation>,
+    pub steps: u32,
+    pub inputs: usize,
+    /// On virtual time: how much of it ran in how much real time.
+    pub clock: Option<String>,
+}
+
+/// Creates the experiment directory `out` for a fuzz run of `config` (read
+/// from `config_text`): the config as written, and the files it names.
+pub fn create_experiment(config: &Config, config_text: &str, out: &Path) -> Result<Experiment, RunError> {
+    let exp = Experiment::create(out, config_text).map_err(|e| match e {
+        e @ CreateError::Exists(_) => RunError::BadInput(e.to_string()),
+        e => RunError::Environment(e.to_string()),
+    })?;
+    experiment::copy_config_files(config.local_files(), &exp.dir)
+        .map_err(|e| RunError::Environment(format!("{}: {e}", out.display())))?;
+    Ok(exp)
+}
+
+/// Runs a fuzz session into `exp`.
+pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunError> {
+    let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", exp.dir.display()));
+    let specs = config.controller_specs(&exp.logs()).map_err(env)?;
+    let meta = Meta {
+        sts: env!("CARGO_PKG_VERSION").into(),
+        seed: config.fuzz.seed,
+        controllers: specs
+            .iter()
+            .map(|s| ControllerMeta { name: s.name.clone(), command: s.command.clone() })
+            .collect(),
+        host: experiment::hostname(),
+    };
+    experiment::write_json(&exp.meta(), &meta).map_err(env)?;
+    let mut s = session::start(engine, config, &exp.logs()).await?;
+    let header = Header { wall_epoch_ns: s.wall_epoch_ns, ..Header::new(Some(config.fuzz.seed)) };
+    let mut writer = trace::Writer::create(&exp.trace(), &header).map_err(env)?;
+    s.runner.run_for(Duration::from_millis(config.fuzz.warmup_ms)).await;
+    let mut monitor = Monitor::new(config, s.runner.clock.now());
+    let mut fuzzer = Fuzzer::new(config.fuzz.seed, config.fuzz.rates.clone(), config.controllers.len())
+        .with_relays(config.relays.iter().map(|r| r.name.clone()).collect());
+    let f = &config.fuzz;
+    let mut inputs = 0;
+    let mut last = None;
+    let mut found = None;
+    let mut steps = 0;
+    for step in 0..f.steps {
+        steps = step + 1;
+        for e in fuzzer.step(&s.runner.net) {
+            // What earlier inputs caused goes into the trace before this one.
+            monitor.record(&mut s, &mut writer).map_err(env)?;
+            writer.external(s.runner.clock.now(), e.clone()).map_err(env)?;
+            inputs::apply(&mut s, &e).await.map_err(RunError::BadInput)?;
+            last = Some(e.describe());
+            inputs += 1;
+        }
+        s.runner.run_for(Duration::from_millis(f.step_ms)).await;
+        if let Some(v) = monitor.observe(&mut s, &mut writer).map_err(env)? {
+            found = Some(v);
+            break;
+        }
+        engine.progress(Progress::Fuzz {
+            step: steps,
+            steps: f.steps,
+            inputs,
+            last: last.clone(),
+            clock_ms: s.runner.clock.now(),
+        });
+    }
+    // A violation that appeared near the end gets its chance to persist.
+    if found.is_none() {
+        let until = s.runner.clock.now() + config.invariants.persist_ms + config.invariants.check_every_ms;
+        while s.runner.clock.now() < until && found.is_none() {
+            s.runner.run_for(Duration::from_millis(config.invariants.check_every_ms.min(f.step_ms))).await;
+            found = monitor.observe(&mut s, &mut writer).map_err(env)?;
+        }
+    }
+    engine.progress(Progress::Done);
+    if let Some(v) = &found {
+        writer.violation(s.runner.clock.now(), v.clone()).map_err(env)?;
+        experiment::write_json(&exp.violation(), v).map_err(env)?;
+    }
+    s.clock_notices();
+    let clock = s.runner.clock.summary();
+    Ok(FuzzOutcome { violation: found, steps, inputs, clock })
+}

@@ -1,0 +1,382 @@
+//! External events: injecting them into a running network, and the seeded
+//! fuzzer that chooses them.
+
+use std::collections::BTreeSet;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sts_mocknet::network::{Endpoint, LinkFault, Network};
+use sts_proxy::interpose::{Action, Direction, Rule};
+
+use crate::config::Rates;
+use crate::session::Session;
+use sts_trace::{External, Port};
+
+fn host_index(net: &Network, name: &str) -> Result<usize, String> {
+    net.hosts.iter().position(|h| h.name == name).ok_or_else(|| format!("no host named {name:?}"))
+}
+
+fn controller_index(name: &str, n: usize) -> Result<usize, String> {
+    name.strip_prefix('c')
+        .and_then(|i| i.parse::<usize>().ok())
+        .filter(|&i| i < n)
+        .ok_or_else(|| format!("no controller named {name:?} (controllers are c0..c{})", n.saturating_sub(1)))
+}
+
+fn check_link(net: &Network, a: Port, b: Port) -> Result<Endpoint, String> {
+    let ea = Endpoint::Switch { dpid: a.switch, port: a.port };
+    let eb = Endpoint::Switch { dpid: b.switch, port: b.port };
+    if net.peer(ea) != Some(eb) {
+        return Err(format!("s{}:{} and s{}:{} are not linked in this topology", a.switch, a.port, b.switch, b.port));
+    }
+    Ok(ea)
+}
+
+fn check_relay(relays: &[String], name: &str) -> Result<(), String> {
+    if relays.iter().any(|r| r == name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "no relay named {name:?} in the config's [[relays]] (there are: {})",
+            if relays.is_empty() { "none".to_string() } else { relays.join(", ") }
+        ))
+    }
+}
+
+/// Checks that `e` fits the network (hosts, switches, links and relays
+/// exist) without changing anything.
+pub fn validate(net: &Network, controllers: usize, relays: &[String], e: &External) -> Result<(), String> {
+    match e {
+        External::Partition { relay } | External::PartitionHeal { relay } => check_relay(relays, relay)?,
+        External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
+            controller_index(controller, controllers)?;
+        }
+        External::Ping { src, dst } => {
+            host_index(net, src)?;
+            host_index(net, dst)?;
+        }
+        External::LinkDown { a, b }
+        | External::LinkUp { a, b }
+        | External::DataplaneDrop { a, b }
+        | External::DataplaneDropEnd { a, b }
+        | External::DataplaneDelay { a, b, .. }
+        | External::DataplaneDelayEnd { a, b } => {
+            check_link(net, *a, *b)?;
+        }
+        External::SwitchDown { switch }
+        | External::SwitchUp { switch }
+        | External::ControlDelay { switch, .. }
+        | External::ControlDelayEnd { switch } => {
+            if !net.switches.contains_key(switch) {
+                return Err(format!("no switch s{switch}"));
+            }
+        }
+        External::HostMigrate { host, to, .. } => {
+            host_index(net, host)?;
+            if !net.switches.contains_key(to) {
+                return Err(format!("no switch s{to}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Injects `e`. An event that does not fit the network (an unknown host, a
+/// link that does not exist) is an error naming what is wrong.
+pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
+    let relays: Vec<String> = session.relays.keys().cloned().collect();
+    validate(&session.runner.net, session.controllers.len(), &relays, e)?;
+    let runner = &mut session.runner;
+    match e {
+        External::Partition { relay } => session.relays[relay].block(),
+        External::PartitionHeal { relay } => session.relays[relay].heal(),
+        External::ControllerCrash { controller } => {
+            session.crash_controller(controller_index(controller, session.controllers.len())?)?
+        }
+        External::ControllerRestart { controller } => {
+            session.restart_controller(controller_index(controller, session.controllers.len())?).await?
+        }
+        External::Ping { src, dst } => {
+            let (s, d) = (host_index(&runner.net, src)?, host_index(&runner.net, dst)?);
+            runner.send_ping(s, d);
+        }
+        External::LinkDown { a, b } | External::LinkUp { a, b } => {
+            let at = check_link(&runner.net, *a, *b)?;
+            runner.set_link(at, matches!(e, External::LinkUp { .. }));
+        }
+        External::HostMigrate { host, to, .. } => {
+            let i = host_index(&runner.net, host)?;
+            if !runner.net.switches.contains_key(to) {
+                return Err(format!("no switch s{to}"));
+            }
+            runner.migrate_host(i, *to);
+        }
+        External::DataplaneDrop { a, b } => {
+            let at = check_link(&runner.net, *a, *b)?;
+            runner.net.set_link_fault(at, Some(LinkFault::Drop));
+        }
+        External::DataplaneDropEnd { a, b } | External::DataplaneDelayEnd { a, b } => {
+            let at = check_link(&runner.net, *a, *b)?;
+            runner.net.set_link_fault(at, None);
+        }
+        External::DataplaneDelay { a, b, ms } => {
+            let at = check_link(&runner.net, *a, *b)?;
+            runner.net.set_link_fault(at, Some(LinkFault::Delay(*ms)));
+        }
+        External::SwitchDown { switch } => runner.fail_switch(*switch),
+        External::SwitchUp { switch } => runner.recover_switch(*switch).await.map_err(|e| e.to_string())?,
+        External::ControlDelay { switch, ms } => {
+            runner.interposer.rules.retain(|r| r.dpid != Some(*switch));
+            runner.interposer.rules.push(Rule {
+                dir: Some(Direction::ControllerToSwitch),
+                dpid: Some(*switch),
+                msg_type: None,
+                action: Action::Delay(*ms),
+            });
+        }
+        External::ControlDelayEnd { switch } => runner.interposer.rules.retain(|r| r.dpid != Some(*switch)),
+    }
+    Ok(())
+}
+
+fn pick<T: Clone>(rng: &mut ChaCha8Rng, xs: &[T]) -> Option<T> {
+    (!xs.is_empty()).then(|| xs[rng.gen_range(0..xs.len())].clone())
+}
+
+/// Starts a fault on one of `candidates` not already under it.
+fn begin<T: Ord + Clone>(
+    rng: &mut ChaCha8Rng,
+    active: &mut BTreeSet<T>,
+    candidates: impl IntoIterator<Item = T>,
+) -> Option<T> {
+    let free: Vec<T> = candidates.into_iter().filter(|c| !active.contains(c)).collect();
+    let t = pick(rng, &free)?;
+    active.insert(t.clone());
+    Some(t)
+}
+
+/// Ends one of the `active` faults.
+fn end<T: Ord + Clone>(rng: &mut ChaCha8Rng, active: &mut BTreeSet<T>) -> Option<T> {
+    let all: Vec<T> = active.iter().cloned().collect();
+    let t = pick(rng, &all)?;
+    active.remove(&t);
+    Some(t)
+}
+
+/// Chooses external events from a seed and per-step rates. Everything it
+/// iterates is ordered, so the same seed, config and network state give the
+/// same choices.
+pub struct Fuzzer {
+    rng: ChaCha8Rng,
+    rates: Rates,
+    failed: BTreeSet<(Port, Port)>,
+    dropping: BTreeSet<(Port, Port)>,
+    delaying: BTreeSet<(Port, Port)>,
+    switches_down: BTreeSet<u64>,
+    control_delayed: BTreeSet<u64>,
+    controllers: usize,
+    controllers_down: BTreeSet<usize>,
+    relays: Vec<String>,
+    partitioned: BTreeSet<String>,
+}
+
+impl Fuzzer {
+    /// The same fuzzer, also partitioning the named relays (sorted).
+    pub fn with_relays(mut self, mut relays: Vec<String>) -> Fuzzer {
+        relays.sort();
+        self.relays = relays;
+        self
+    }
+
+    /// A fuzzer for a network with `controllers` controllers.
+    pub fn new(seed: u64, rates: Rates, controllers: usize) -> Fuzzer {
+        Fuzzer {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            rates,
+            failed: BTreeSet::new(),
+            dropping: BTreeSet::new(),
+            delaying: BTreeSet::new(),
+            switches_down: BTreeSet::new(),
+            control_delayed: BTreeSet::new(),
+            controllers,
+            controllers_down: BTreeSet::new(),
+            relays: Vec::new(),
+            partitioned: BTreeSet::new(),
+        }
+    }
+
+    fn links(net: &Network) -> Vec<(Port, Port)> {
+        net.switch_links()
+            .into_iter()
+            .map(|((d1, p1), (d2, p2))| (Port { switch: d1, port: p1 }, Port { switch: d2, port: p2 }))
+            .collect()
+    }
+
+    fn pick<T: Clone>(&mut self, xs: &[T]) -> Option<T> {
+        pick(&mut self.rng, xs)
+    }
+
+    /// The events of one step (often none).
+    pub fn step(&mut self, net: &Network) -> Vec<External> {
+        let mut out = Vec::new();
+        for (name, rate) in self.rates.clone().named() {
+            // Partitions draw nothing without relays, so adding them left
+            // every older seed's choices as they were.
+            let needs_relays = matches!(name, "partition" | "partition_heal");
+            if rate <= 0.0 || (needs_relays && self.relays.is_empty()) || !self.rng.gen_bool(rate) {
+                continue;
+            }
+            let e = match name {
+                "traffic" => {
+                    let hosts: Vec<usize> = (0..net.hosts.len()).filter(|&i| net.host_port(i).is_some()).collect();
+                    if hosts.len() < 2 {
+                        continue;
+                    }
+                    let s = self.pick(&hosts).expect("non-empty");
+                    let others: Vec<usize> = hosts.into_iter().filter(|&d| d != s).collect();
+                    let d = self.pick(&others).expect("non-empty");
+                    Some(External::Ping { src: net.hosts[s].name.clone(), dst: net.hosts[d].name.clone() })
+                }
+                "link_failure" => {
+                    begin(&mut self.rng, &mut self.failed, Self::links(net)).map(|(a, b)| External::LinkDown { a, b })
+                }
+                "link_recovery" => end(&mut self.rng, &mut self.failed).map(|(a, b)| External::LinkUp { a, b }),
+                "host_migration" => {
+                    let hosts: Vec<(usize, u64)> =
+                        (0..net.hosts.len()).filter_map(|i| net.host_port(i).map(|(d, _)| (i, d))).collect();
+                    match self.pick(&hosts) {
+                        Some((i, from)) => {
+                            let others: Vec<u64> = net.switches.keys().copied().filter(|&d| d != from).collect();
+                            self.pick(&others).map(|to| External::HostMigrate {
+                                host: net.hosts[i].name.clone(),
+                                from,
+                                to,
+                            })
+                        }
+                        None => None,
+                    }
+                }
+                "dataplane_drop" => begin(&mut self.rng, &mut self.dropping, Self::links(net))
+                    .map(|(a, b)| External::DataplaneDrop { a, b }),
+                "dataplane_drop_end" => {
+                    end(&mut self.rng, &mut self.dropping).map(|(a, b)| External::DataplaneDropEnd { a, b })
+                }
+                "dataplane_delay" => {
+                    let ms = self.rates.delay_ms;
+                    let clean: Vec<(Port, Port)> =
+                        Self::links(net).into_iter().filter(|l| !self.dropping.contains(l)).collect();
+                    begin(&mut self.rng, &mut self.delaying, clean).map(|(a, b)| External::DataplaneDelay { a, b, ms })
+                }
+                "dataplane_delay_end" => {
+                    end(&mut self.rng, &mut self.delaying).map(|(a, b)| External::DataplaneDelayEnd { a, b })
+                }
+                "switch_failure" => begin(&mut self.rng, &mut self.switches_down, net.switches.keys().copied())
+                    .map(|switch| External::SwitchDown { switch }),
+                "switch_recovery" => {
+                    end(&mut self.rng, &mut self.switches_down).map(|switch| External::SwitchUp { switch })
+                }
+                "control_delay" => {
+                    let ms = self.rates.delay_ms;
+                    begin(&mut self.rng, &mut self.control_delayed, net.switches.keys().copied())
+                        .map(|switch| External::ControlDelay { switch, ms })
+                }
+                "control_delay_end" => {
+                    end(&mut self.rng, &mut self.control_delayed).map(|switch| External::ControlDelayEnd { switch })
+                }
+                "controller_crash" => begin(&mut self.rng, &mut self.controllers_down, 0..self.controllers)
+                    .map(|c| External::ControllerCrash { controller: format!("c{c}") }),
+                "controller_recovery" => end(&mut self.rng, &mut self.controllers_down)
+                    .map(|c| External::ControllerRestart { controller: format!("c{c}") }),
+                "partition" => begin(&mut self.rng, &mut self.partitioned, self.relays.clone())
+                    .map(|relay| External::Partition { relay }),
+                "partition_heal" => {
+                    end(&mut self.rng, &mut self.partitioned).map(|relay| External::PartitionHeal { relay })
+                }
+                _ => None,
+            };
+            out.extend(e);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_mocknet::Topology;
+
+    #[test]
+    fn the_same_seed_chooses_the_same_events() {
+        let mut t = Topology::mesh(4);
+        t.place_hosts(&[1, 2, 3, 4]);
+        let net = Network::new(&t, 4);
+        let rates = Rates {
+            traffic: 0.5,
+            link_failure: 0.2,
+            link_recovery: 0.3,
+            host_migration: 0.1,
+            dataplane_drop: 0.1,
+            dataplane_drop_end: 0.3,
+            dataplane_delay: 0.1,
+            dataplane_delay_end: 0.3,
+            switch_failure: 0.05,
+            switch_recovery: 0.3,
+            control_delay: 0.1,
+            control_delay_end: 0.3,
+            controller_crash: 0.05,
+            controller_recovery: 0.3,
+            partition: 0.2,
+            partition_heal: 0.3,
+            delay_ms: 100,
+        };
+        let run = |seed| {
+            let mut f = Fuzzer::new(seed, rates.clone(), 2);
+            (0..200).flat_map(|_| f.step(&net)).collect::<Vec<_>>()
+        };
+        let a = run(7);
+        assert_eq!(a, run(7));
+        assert_ne!(a, run(8));
+        for kind in [
+            "ping",
+            "link down",
+            "link up",
+            "migrate",
+            "dataplane drop",
+            "dataplane delay",
+            "switch",
+            "control",
+            "controller c",
+        ] {
+            assert!(a.iter().any(|e| e.describe().starts_with(kind)), "no {kind} in 200 steps");
+        }
+        assert!(
+            !a.iter().any(|e| matches!(e, External::Partition { .. } | External::PartitionHeal { .. })),
+            "no relays, no partitions"
+        );
+
+        // Without relays the partition rates draw nothing: the choices equal
+        // those of a config without them (older seeds keep their runs).
+        let without = Rates { partition: 0.0, partition_heal: 0.0, ..rates.clone() };
+        let mut f = Fuzzer::new(7, without, 2);
+        assert_eq!(a, (0..200).flat_map(|_| f.step(&net)).collect::<Vec<_>>());
+
+        // With relays: partitions of configured relays, each healed only after it began.
+        let mut f = Fuzzer::new(7, rates.clone(), 2).with_relays(vec!["c1-c0".into(), "c0-c1".into()]);
+        let events: Vec<External> = (0..200).flat_map(|_| f.step(&net)).collect();
+        let mut blocked = BTreeSet::new();
+        let mut partitions = 0;
+        for e in &events {
+            match e {
+                External::Partition { relay } => {
+                    assert!(blocked.insert(relay.clone()), "{relay} partitioned twice");
+                    partitions += 1;
+                }
+                External::PartitionHeal { relay } => {
+                    assert!(blocked.remove(relay), "{relay} healed while not partitioned")
+                }
+                _ => {}
+            }
+        }
+        assert!(partitions >= 5, "{partitions} partitions in 200 steps");
+    }
+}

@@ -1,0 +1,701 @@
+//! `sts minimize`: shrink a failing trace to a minimal causal sequence (MCS)
+//! with delta debugging over its external events (brief §6).
+//!
+//! - Events that must go together form one *unit*: a link or switch failure
+//!   with its recovery, a controller crash with its restart, a dataplane or
+//!   control fault with its end. Host migrations are units of
+//!   their own; a candidate's migrations are rewritten so each starts where the
+//!   host really is (it never jumps).
+//! - Each candidate is replayed up to `--replays` times and counts as
+//!   reproducing at the first reproduction (non-determinism).
+//! - Every result is cached by candidate and saved in `DIR/mcs/state.json`
+//!   after each test: `sts minimize` killed and started again continues from
+//!   its last completed test.
+//! - `--jobs J` replays up to J candidates of a round at once, each with its
+//!   own controllers; the outcome is the same as one at a time (the first
+//!   reproducing candidate in order wins).
+//!
+//! Internal events to wait for: by default a candidate keeps the original
+//! internal events that followed the inputs it keeps (and those before the
+//! first input). `--peek` infers them for each candidate instead
+//! ([`PeekMode`]): by one dry run of its inputs without waits (`on`), by a
+//! prefix replay per input as the research did (`prefix`), or by one run with
+//! a checkpoint and rollback per input (`checkpoints`, `crate::peek`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use sts_invariants::Violation;
+use sts_trace::dir as experiment;
+use sts_trace::{External, Trace};
+
+use crate::config::Config;
+use crate::replay;
+use crate::session::RunError;
+use crate::{Engine, NoticeKind, Progress};
+
+/// Groups external events (indices into `externals`) into units that are
+/// kept or removed together.
+pub fn units(externals: &[&External]) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut open: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, e) in externals.iter().enumerate() {
+        match pairing(e) {
+            Some((key, true)) => {
+                open.insert(key, out.len());
+                out.push(vec![i]);
+            }
+            Some((key, false)) => match open.remove(&key) {
+                Some(u) => out[u].push(i),
+                None => out.push(vec![i]),
+            },
+            None => out.push(vec![i]),
+        }
+    }
+    out
+}
+
+/// For an event that starts or ends a condition: what it is about, and
+/// whether it starts it. The end goes with the latest start of the same key.
+fn pairing(e: &External) -> Option<(String, bool)> {
+    let link = |kind: &str, a: &sts_trace::Port, b: &sts_trace::Port| {
+        format!("{kind} {}:{} {}:{}", a.switch, a.port, b.switch, b.port)
+    };
+    Some(match e {
+        External::LinkDown { a, b } => (link("link", a, b), true),
+        External::LinkUp { a, b } => (link("link", a, b), false),
+        External::DataplaneDrop { a, b } => (link("drop", a, b), true),
+        External::DataplaneDropEnd { a, b } => (link("drop", a, b), false),
+        External::DataplaneDelay { a, b, .. } => (link("delay", a, b), true),
+        External::DataplaneDelayEnd { a, b } => (link("delay", a, b), false),
+        External::SwitchDown { switch } => (format!("switch {switch}"), true),
+        External::SwitchUp { switch } => (format!("switch {switch}"), false),
+        External::ControlDelay { switch, .. } => (format!("control {switch}"), true),
+        External::ControlDelayEnd { switch } => (format!("control {switch}"), false),
+        External::ControllerCrash { controller } => (format!("controller {controller}"), true),
+        External::ControllerRestart { controller } => (format!("controller {controller}"), false),
+        External::Partition { relay } => (format!("relay {relay}"), true),
+        External::PartitionHeal { relay } => (format!("relay {relay}"), false),
+        External::Ping { .. } | External::HostMigrate { .. } => return None,
+    })
+}
+
+/// The candidate trace keeping the external events `keep` (indices into the
+/// trace's external events): the header, the internal events before the
+/// first input and after each kept input, the kept inputs with migrations
+/// rewritten to start where the host is, and the original violation.
+///
+/// Times are kept, except that the pause before the first kept input is cut
+/// to the original's pause before its first input: removed inputs need no
+/// time, and replay injects at the recorded times.
+pub fn candidate(trace: &Trace, keep: &BTreeSet<usize>, host_start: &BTreeMap<String, u64>) -> Trace {
+    let externals = trace.externals();
+    let first_orig = externals.first().map_or(0, |(t, _)| *t);
+    let first_kept = keep.iter().next().and_then(|&i| externals.get(i)).map_or(first_orig, |(t, _)| *t);
+    let shift = first_kept.saturating_sub(first_orig);
+    let mut records = Vec::new();
+    let mut ext = 0usize;
+    let mut keeping = true;
+    let mut at = host_start.clone();
+    for r in &trace.records {
+        if r.external.is_some() {
+            keeping = keep.contains(&ext);
+            ext += 1;
+            if keeping {
+                let mut r = r.clone();
+                r.t_ms = r.t_ms.saturating_sub(shift);
+                if let Some(External::HostMigrate { host, from, to }) = &mut r.external {
+                    if let Some(now) = at.get(host.as_str()) {
+                        *from = *now;
+                    }
+                    at.insert(host.clone(), *to);
+                }
+                records.push(r);
+            }
+        } else if r.violation.is_some() || keeping {
+            let mut r = r.clone();
+            if ext > 0 {
+                r.t_ms = r.t_ms.saturating_sub(shift);
+            }
+            records.push(r);
+        }
+    }
+    Trace { header: trace.header.clone(), records }
+}
+
+/// Zeller's ddmin over `n` units, as a state machine the caller drives:
+/// [`Ddmin::candidates`] gives the current round's candidates (sorted unit
+/// indices), [`Ddmin::advance`] takes their verdicts (in order; only the
+/// first success counts, so candidates may be tested in parallel and untested
+/// ones after a success answered `false`). Ends with a 1-minimal subset for
+/// which the test holds (it must hold for all units).
+#[derive(Debug, Clone)]
+pub struct Ddmin {
+    kept: Vec<usize>,
+    granularity: usize,
+    round: Vec<Vec<usize>>,
+    chunks: usize,
+    done: bool,
+}
+
+impl Ddmin {
+    /// Starts over all `n` units.
+    pub fn new(n: usize) -> Ddmin {
+        let mut d = Ddmin { kept: (0..n).collect(), granularity: 2, round: Vec::new(), chunks: 0, done: false };
+        d.plan();
+        d
+    }
+
+    fn plan(&mut self) {
+        if self.kept.len() < 2 {
+            self.done = true;
+            self.round.clear();
+            return;
+        }
+        let chunks = split(&self.kept, self.granularity);
+        self.chunks = chunks.len();
+        let mut round = chunks.clone();
+        if self.granularity > 2 {
+            round.extend(chunks.iter().map(|ch| self.kept.iter().copied().filter(|x| !ch.contains(x)).collect()));
+        }
+        self.round = round;
+    }
+
+    /// This round's candidates; empty when done.
+    pub fn candidates(&self) -> &[Vec<usize>] {
+        &self.round
+    }
+
+    /// True when the kept units are 1-minimal.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The smallest subset found so far.
+    pub fn kept(&self) -> &[usize] {
+        &self.kept
+    }
+
+    /// Takes this round's verdicts; true when the kept set shrank.
+    pub fn advance(&mut self, results: &[bool]) -> bool {
+        if self.done {
+            return false;
+        }
+        let reduced = match results.iter().position(|&ok| ok) {
+            Some(i) if i < self.round.len() => {
+                self.kept = self.round.swap_remove(i);
+                self.granularity = if i < self.chunks { 2 } else { (self.granularity - 1).max(2) };
+                true
+            }
+            _ if self.granularity >= self.kept.len() => {
+                self.done = true;
+                false
+            }
+            _ => {
+                self.granularity = (self.granularity * 2).min(self.kept.len());
+                false
+            }
+        };
+        if !self.done {
+            self.plan();
+        }
+        reduced
+    }
+}
+
+/// [`Ddmin`] run through with a synchronous `test`; `on_reduce` sees each
+/// smaller subset.
+pub fn ddmin(
+    n: usize,
+    mut test: impl FnMut(&[Vec<usize>]) -> Vec<bool>,
+    mut on_reduce: impl FnMut(&[usize]),
+) -> Vec<usize> {
+    let mut d = Ddmin::new(n);
+    while !d.is_done() {
+        let results = test(d.candidates());
+        if d.advance(&results) {
+            on_reduce(d.kept());
+        }
+    }
+    d.kept
+}
+
+fn split(c: &[usize], n: usize) -> Vec<Vec<usize>> {
+    let n = n.min(c.len()).max(1);
+    let mut out = Vec::with_capacity(n);
+    let mut start = 0;
+    for i in 0..n {
+        let end = start + (c.len() - start) / (n - i);
+        out.push(c[start..end].to_vec());
+        start = end;
+    }
+    out
+}
+
+/// What `DIR/mcs/state.json` keeps between runs.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    /// Candidate (sorted unit indices, joined by commas) → reproduced.
+    pub tested: BTreeMap<String, bool>,
+    pub replays: u64,
+    pub curve: Vec<usize>,
+}
+
+/// The report written to `DIR/mcs/report.{json,md}`.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub violation: String,
+    pub original_inputs: usize,
+    pub mcs_inputs: usize,
+    pub replays: u64,
+    pub seconds: f64,
+    /// External events left after each reduction.
+    pub curve: Vec<usize>,
+    pub final_replays: u32,
+    pub final_reproduced: usize,
+    pub budget_exhausted: bool,
+    pub mcs: Vec<String>,
+}
+
+fn key(c: &[usize]) -> String {
+    c.iter().map(|u| u.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// How a candidate's internal events are inferred (PEEK).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeekMode {
+    /// Keep the original run's internal events after each kept input.
+    Off,
+    /// One dry run of the candidate's inputs, without waits (`--peek on`).
+    Dry,
+    /// One run per input replaying its prefix, then peeking (the research's PEEK).
+    Prefix,
+    /// One run with a checkpoint and rollback per input; falls back to
+    /// `Prefix` where checkpoints cannot be used (it says why, once).
+    Checkpoints,
+}
+
+impl PeekMode {
+    /// Parses the `--peek` values: off, on, prefix, checkpoints.
+    pub fn from_name(s: &str) -> Option<PeekMode> {
+        Some(match s {
+            "off" => PeekMode::Off,
+            "on" => PeekMode::Dry,
+            "prefix" => PeekMode::Prefix,
+            "checkpoints" => PeekMode::Checkpoints,
+            _ => return None,
+        })
+    }
+}
+
+/// Options of `sts minimize`.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub replays: u32,
+    pub jobs: u32,
+    /// How to infer each candidate's internal events (PEEK), if at all.
+    pub peek: PeekMode,
+    pub budget_s: Option<u64>,
+    pub final_replays: u32,
+}
+
+/// One candidate to test: its trace, where its runs go, and how.
+#[derive(Debug, Clone)]
+pub struct CandidateRun {
+    pub trace: Trace,
+    /// The minimization's `mcs/` directory (runs go under `runs/`).
+    pub mcs_dir: PathBuf,
+    /// The number of its first run directory.
+    pub first_run: u32,
+    pub replays: u32,
+    pub peek: PeekMode,
+}
+
+/// The verdict on one candidate: (reproduced, replays used).
+pub type Verdict = Result<(bool, u64), RunError>;
+
+/// Where candidates are tested: the seam between delta debugging and the
+/// machines its replays run on. Verdicts come back in the order of `batch`.
+pub trait Executor: Send + Sync {
+    fn test<'a>(
+        &'a self,
+        engine: &'a Engine,
+        config: &'a Config,
+        batch: Vec<CandidateRun>,
+    ) -> BoxFuture<'a, Vec<Verdict>>;
+}
+
+/// Tests a batch on this machine, all at once, each candidate with its own
+/// controllers (the default executor).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Local;
+
+impl Executor for Local {
+    fn test<'a>(
+        &'a self,
+        engine: &'a Engine,
+        config: &'a Config,
+        batch: Vec<CandidateRun>,
+    ) -> BoxFuture<'a, Vec<Verdict>> {
+        Box::pin(futures::future::join_all(
+            batch.into_iter().map(move |c| async move { reproduces(engine, config, c).await }),
+        ))
+    }
+}
+
+/// Minimizes the trace in `dir` on this machine; writes `dir/mcs/`
+/// (`config.toml` and the files it names, `trace.jsonl`, `state.json`,
+/// `report.json`; `sts-report` renders `report.md`).
+pub async fn run(engine: &Engine, dir: &Path, opts: &Options) -> Result<Report, RunError> {
+    run_on(engine, &Local, dir, opts).await
+}
+
+/// [`run`] with candidates tested by `executor`.
+pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: &Options) -> Result<Report, RunError> {
+    let (exp, config, trace) = replay::load(dir)?;
+    let violation: Violation = trace.violation().cloned().ok_or_else(|| {
+        RunError::BadInput(format!("{}: the trace records no violation to minimize for", exp.trace().display()))
+    })?;
+    let mcs_dir = dir.join("mcs");
+    let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", mcs_dir.display()));
+    std::fs::create_dir_all(&mcs_dir).map_err(env)?;
+    let state_path = mcs_dir.join("state.json");
+    let mut state: State =
+        std::fs::read_to_string(&state_path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    if !state.tested.is_empty() {
+        engine.notice(NoticeKind::Resuming, format!("resuming: {} candidates already tested", state.tested.len()));
+    }
+    let externals: Vec<&External> = trace.externals().into_iter().map(|(_, e)| e).collect();
+    let groups = units(&externals);
+    let topo = config.topology();
+    let host_start: BTreeMap<String, u64> = topo.hosts.iter().map(|h| (h.name.clone(), h.switch)).collect();
+    let events_of = |c: &[usize]| -> BTreeSet<usize> { c.iter().flat_map(|&u| groups[u].iter().copied()).collect() };
+    let started = Instant::now();
+    let deadline = opts.budget_s.map(|s| started + std::time::Duration::from_secs(s));
+    let mut budget_exhausted = false;
+    let mut run_no = 0u32;
+    let mut curve = vec![externals.len()];
+    let jobs = opts.jobs.max(1) as usize;
+    let mut dd = Ddmin::new(groups.len());
+    'rounds: while !dd.is_done() {
+        let cands = dd.candidates().to_vec();
+        let mut results: Vec<Option<bool>> = cands.iter().map(|c| state.tested.get(&key(c)).copied()).collect();
+        let limit = results.iter().position(|r| *r == Some(true)).unwrap_or(cands.len());
+        let todo: Vec<usize> = (0..limit).filter(|&i| results[i].is_none()).collect();
+        for batch in todo.chunks(jobs) {
+            if deadline.is_some_and(|d| Instant::now() > d) {
+                budget_exhausted = true;
+                break 'rounds;
+            }
+            engine.progress(Progress::Minimize {
+                inputs_left: curve.last().copied().unwrap_or(0),
+                original: externals.len(),
+                trying: batch.len(),
+                candidate_inputs: events_of(&cands[batch[0]]).len(),
+                tested: state.tested.len(),
+                replays: state.replays,
+                elapsed_s: started.elapsed().as_secs_f64(),
+            });
+            let runs: Vec<CandidateRun> = batch
+                .iter()
+                .map(|&i| {
+                    let first_run = run_no + 1;
+                    run_no += opts.replays.max(1) + u32::from(opts.peek != PeekMode::Off);
+                    let trace = candidate(&trace, &events_of(&cands[i]), &host_start);
+                    CandidateRun {
+                        trace,
+                        mcs_dir: mcs_dir.clone(),
+                        first_run,
+                        replays: opts.replays.max(1),
+                        peek: opts.peek,
+                    }
+                })
+                .collect();
+            let verdicts = executor.test(engine, &config, runs).await;
+            let mut hit = false;
+            let mut failure = None;
+            for (&i, v) in batch.iter().zip(verdicts) {
+                match v {
+                    Ok((ok, n)) => {
+                        state.replays += n;
+                        state.tested.insert(key(&cands[i]), ok);
+                        results[i] = Some(ok);
+                        hit |= ok;
+                    }
+                    Err(e) => failure = failure.or(Some(e)),
+                }
+            }
+            let _ = experiment::write_json(&state_path, &state);
+            if let Some(e) = failure {
+                engine.progress(Progress::Done);
+                return Err(e);
+            }
+            if hit {
+                break;
+            }
+        }
+        let verdicts: Vec<bool> = results.into_iter().map(|r| r.unwrap_or(false)).collect();
+        if dd.advance(&verdicts) {
+            curve.push(events_of(dd.kept()).len());
+        }
+    }
+    engine.progress(Progress::Done);
+    let keep = events_of(dd.kept());
+    state.curve = curve.clone();
+    let mcs = candidate(&trace, &keep, &host_start);
+    std::fs::copy(exp.config(), mcs_dir.join("config.toml")).map_err(env)?;
+    experiment::copy_config_files(config.local_files(), &mcs_dir).map_err(env)?;
+    write_trace(&mcs, &mcs_dir.join("trace.jsonl")).map_err(env)?;
+    let mut final_reproduced = 0;
+    for i in 0..opts.final_replays {
+        engine.progress(Progress::FinalReplays { done: i, total: opts.final_replays });
+        let out = mcs_dir.join("final").join((i + 1).to_string());
+        let _ = std::fs::remove_dir_all(&out);
+        if replay::replay_once(engine, &config, &mcs, &out, i + 1).await?.reproduced {
+            final_reproduced += 1;
+        }
+        state.replays += 1;
+    }
+    engine.progress(Progress::Done);
+    let report = Report {
+        violation: violation.fingerprint(),
+        original_inputs: externals.len(),
+        mcs_inputs: keep.len(),
+        replays: state.replays,
+        seconds: started.elapsed().as_secs_f64(),
+        curve,
+        final_replays: opts.final_replays,
+        final_reproduced,
+        budget_exhausted,
+        mcs: mcs.externals().iter().map(|(t, e)| format!("{t} ms: {}", e.describe())).collect(),
+    };
+    experiment::write_json(&state_path, &state).map_err(env)?;
+    experiment::write_json(&mcs_dir.join("report.json"), &report).map_err(env)?;
+    Ok(report)
+}
+
+/// Replays `cand` up to `replays` times (run directories numbered from
+/// `first`), stopping at the first reproduction: (reproduced, replays used).
+pub async fn reproduces(engine: &Engine, config: &Config, run: CandidateRun) -> Verdict {
+    let CandidateRun { trace: mut cand, mcs_dir, first_run: first, replays, peek } = run;
+    let mcs_dir = mcs_dir.as_path();
+    let mut used = 0u64;
+    let out = mcs_dir.join("runs").join(format!("{first}-peek"));
+    match peek {
+        PeekMode::Off => {}
+        PeekMode::Dry => {
+            // PEEK by a dry run: replay the candidate's inputs alone (no waits),
+            // and wait in the real replays for what they caused, not for what the
+            // original run's other inputs caused.
+            let _ = std::fs::remove_dir_all(&out);
+            let dry = Trace {
+                header: cand.header.clone(),
+                records: cand.records.iter().filter(|r| r.internal.is_none()).cloned().collect(),
+            };
+            let r = replay::replay_once(engine, config, &dry, &out, first).await?;
+            used += 1;
+            let observed = Trace::load(&r.trace).map_err(|e| RunError::Environment(e.to_string()))?;
+            let _ = std::fs::remove_dir_all(&out);
+            if r.reproduced {
+                return Ok((true, used));
+            }
+            cand = peeked(&cand, &observed);
+        }
+        PeekMode::Prefix | PeekMode::Checkpoints => {
+            let p = peek_once(engine, config, &cand, &out, peek).await?;
+            let _ = std::fs::remove_dir_all(&out);
+            used += u64::from(p.runs);
+            cand = peeked(&cand, &p.observed);
+        }
+    }
+    for k in 0..replays {
+        let n = first + k;
+        let out = mcs_dir.join("runs").join(n.to_string());
+        let _ = std::fs::remove_dir_all(&out);
+        let r = replay::replay_once(engine, config, &cand, &out, n).await?;
+        let _ = std::fs::remove_dir_all(&out);
+        if r.reproduced {
+            return Ok((true, used + k as u64 + 1));
+        }
+    }
+    Ok((false, used + replays as u64))
+}
+
+/// PEEK by prefix replay or with checkpoints, falling back from the latter
+/// to the former (saying why, once per engine).
+async fn peek_once(
+    engine: &Engine,
+    config: &Config,
+    cand: &Trace,
+    out: &Path,
+    mode: PeekMode,
+) -> Result<crate::peek::Peek, RunError> {
+    if mode == PeekMode::Checkpoints {
+        match crate::peek::by_checkpoints(engine, config, cand, out).await {
+            Ok(p) => return Ok(p),
+            Err(crate::peek::PeekError::Run(e)) => return Err(e),
+            Err(crate::peek::PeekError::Refused(why)) => {
+                engine.notice_once(NoticeKind::PeekFallback, format!("PEEK falls back to prefix replay: {why}"))
+            }
+        }
+    }
+    crate::peek::by_prefix(engine, config, cand, out).await
+}
+
+/// The candidate with, after each input, the internal events a PEEK of it
+/// (a dry run, or `crate::peek`) observed after that input, instead of the
+/// original run's.
+fn peeked(cand: &Trace, dry: &Trace) -> Trace {
+    // The dry run's internal events, by how many inputs preceded them.
+    let mut segments: Vec<Vec<sts_trace::Record>> = vec![Vec::new()];
+    for r in &dry.records {
+        if r.external.is_some() {
+            segments.push(Vec::new());
+        } else if r.internal.is_some() {
+            segments.last_mut().expect("never empty").push(r.clone());
+        }
+    }
+    let mut records = Vec::new();
+    let mut seg = segments.into_iter();
+    records.extend(seg.next().unwrap_or_default());
+    for r in &cand.records {
+        if r.external.is_some() {
+            records.push(r.clone());
+            records.extend(seg.next().unwrap_or_default());
+        } else if r.violation.is_some() {
+            records.push(r.clone());
+        }
+    }
+    Trace { header: cand.header.clone(), records }
+}
+
+fn write_trace(t: &Trace, path: &Path) -> std::io::Result<()> {
+    let mut text = serde_json::to_string(&t.header).map_err(std::io::Error::other)?;
+    text.push('\n');
+    for (i, r) in t.records.iter().enumerate() {
+        let mut r = r.clone();
+        r.seq = i as u64 + 1;
+        text.push_str(&serde_json::to_string(&r).map_err(std::io::Error::other)?);
+        text.push('\n');
+    }
+    experiment::write_atomic(path, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_trace::Port;
+
+    #[test]
+    fn ddmin_finds_a_one_minimal_subset() {
+        // Fails when units 3 and 7 are both present.
+        let mut tests = 0;
+        let kept = ddmin(
+            10,
+            |cands| {
+                tests += cands.len();
+                cands.iter().map(|c| c.contains(&3) && c.contains(&7)).collect()
+            },
+            |_| {},
+        );
+        assert_eq!(kept, vec![3, 7]);
+        assert!(tests < 60, "{tests} tests");
+        let kept = ddmin(8, |cands| cands.iter().map(|c| c.contains(&5)).collect(), |_| {});
+        assert_eq!(kept, vec![5]);
+        let kept = ddmin(6, |cands| cands.iter().map(|c| c.len() == 6).collect(), |_| {});
+        assert_eq!(kept.len(), 6, "nothing can go");
+    }
+
+    #[test]
+    fn peek_puts_what_the_dry_run_saw_after_each_input() {
+        use sts_trace::{Header, Internal, Record};
+        let rec = |seq, external: Option<External>, internal: Option<&str>| Record {
+            seq,
+            t_ms: seq,
+            external,
+            internal: internal.map(|l| Internal::Log { controller: "c0".into(), line: l.into(), fp: l.into() }),
+            violation: None,
+            line: 0,
+        };
+        let ping = |s: &str| Some(External::Ping { src: s.into(), dst: "h9".into() });
+        let cand = Trace {
+            header: Header::new(None),
+            records: vec![
+                rec(1, None, Some("orig-start")),
+                rec(2, ping("h1"), None),
+                rec(3, None, Some("orig-after-1")),
+                rec(4, ping("h2"), None),
+            ],
+        };
+        let dry = Trace {
+            header: Header::new(None),
+            records: vec![
+                rec(1, None, Some("hello")),
+                rec(2, ping("h1"), None),
+                rec(3, None, Some("a")),
+                rec(4, None, Some("b")),
+                rec(5, ping("h2"), None),
+                rec(6, None, Some("c")),
+            ],
+        };
+        let lines: Vec<String> = peeked(&cand, &dry)
+            .records
+            .iter()
+            .map(|r| match (&r.external, &r.internal) {
+                (Some(e), _) => e.describe(),
+                (_, Some(Internal::Log { line, .. })) => line.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(lines, ["hello", "ping h1 -> h9", "a", "b", "ping h2 -> h9", "c"]);
+    }
+
+    #[test]
+    fn failures_go_with_their_recoveries() {
+        let p = |s, n| Port { switch: s, port: n };
+        let es = [
+            External::LinkDown { a: p(1, 2), b: p(2, 2) },
+            External::Ping { src: "h1".into(), dst: "h2".into() },
+            External::LinkUp { a: p(1, 2), b: p(2, 2) },
+            External::DataplaneDrop { a: p(2, 3), b: p(3, 2) },
+            External::DataplaneDropEnd { a: p(2, 3), b: p(3, 2) },
+        ];
+        let refs: Vec<&External> = es.iter().collect();
+        assert_eq!(units(&refs), vec![vec![0, 2], vec![1], vec![3, 4]]);
+    }
+
+    #[test]
+    fn removed_migrations_never_make_a_host_jump() {
+        let t = Trace {
+            header: sts_trace::Header::new(None),
+            records: [(1, 3, 1), (2, 1, 2), (3, 2, 3)]
+                .iter()
+                .map(|&(seq, from, to)| sts_trace::Record {
+                    seq,
+                    t_ms: seq,
+                    external: Some(External::HostMigrate { host: "h3".into(), from, to }),
+                    internal: None,
+                    violation: None,
+                    line: 0,
+                })
+                .collect(),
+        };
+        let start = BTreeMap::from([("h3".to_string(), 3u64)]);
+        let c = candidate(&t, &BTreeSet::from([0, 2]), &start);
+        let moves: Vec<(u64, u64)> = c
+            .externals()
+            .iter()
+            .map(|(_, e)| match e {
+                External::HostMigrate { from, to, .. } => (*from, *to),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(moves, vec![(3, 1), (1, 3)], "the third move starts where the first left h3");
+        let c = candidate(&t, &BTreeSet::from([1, 2]), &start);
+        let times: Vec<u64> = c.externals().iter().map(|(t, _)| *t).collect();
+        assert_eq!(times, vec![1, 2], "the pause before the first kept input is the original's");
+    }
+}

@@ -1,0 +1,155 @@
+//! What the invariant checker needs to know beyond the forwarding state:
+//! which controllers are alive, which switches lost their controllers, what
+//! the dataplane and the controllers' logs said since the last check.
+
+use std::collections::BTreeSet;
+
+use sts_invariants::check::{ControllerState, Facts};
+use sts_invariants::{Persistence, Violation};
+use sts_mocknet::DataplaneEvent;
+
+use crate::config::Config;
+use crate::controller::Controller;
+use crate::netrun::NetRunner;
+use crate::session::Session;
+use sts_trace::{self as trace, Internal, MsgType};
+
+/// The name a controller goes by in violations and traces: `c0`, `c1` ... in
+/// config order.
+pub fn controller_name(index: usize) -> String {
+    format!("c{index}")
+}
+
+/// Gathers the facts for one check of a session. `dataplane` and
+/// `log_lines` are what happened since the previous check (the caller also
+/// records them).
+pub fn facts(session: &mut Session, dataplane: Vec<DataplaneEvent>, log_lines: Vec<(String, String)>) -> Facts {
+    facts_of(&session.runner, &mut session.controllers, &session.crashed, dataplane, log_lines)
+}
+
+/// The same from the parts: controllers in `crashed` were crashed on purpose
+/// (a fuzzer input) and are not liveness failures.
+pub fn facts_of(
+    runner: &NetRunner,
+    controllers: &mut [Controller],
+    crashed: &BTreeSet<usize>,
+    dataplane: Vec<DataplaneEvent>,
+    log_lines: Vec<(String, String)>,
+) -> Facts {
+    Facts {
+        controllers: controllers
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| !crashed.contains(i))
+            .map(|(i, c)| ControllerState { name: controller_name(i), alive: c.is_alive() })
+            .collect(),
+        disconnected: runner.disconnected(),
+        dataplane,
+        log_lines,
+    }
+}
+
+/// Everything observed since the last drain, taken out of the runner and the
+/// controllers: internal events for the trace (with their times), and the
+/// raw material of the next check.
+pub struct Drained {
+    pub internal: Vec<(u64, Internal)>,
+    pub dataplane: Vec<DataplaneEvent>,
+    pub log_lines: Vec<(String, String)>,
+}
+
+/// Takes the interposer's log (keepalives left out), the controllers' output
+/// lines and the dataplane's reports.
+pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
+    let now = runner.clock.now();
+    let mut internal = Vec::new();
+    for r in runner.interposer.take_log() {
+        if matches!(r.msg_type, "echo_request" | "echo_reply") {
+            continue;
+        }
+        let e = Internal::Openflow {
+            dpid: r.channel.dpid,
+            controller: r.channel.controller,
+            dir: r.dir.into(),
+            msg: MsgType::recorded(r.msg_type),
+            fp: r.fingerprint(),
+            raw: Some(r.raw.clone()),
+        };
+        internal.push((r.time_ms, e));
+    }
+    let mut log_lines = Vec::new();
+    for (i, c) in controllers.iter().enumerate() {
+        for l in c.take_log_lines() {
+            log_lines.push((controller_name(i), l.line.clone()));
+            internal.push((now, Internal::Log { controller: controller_name(i), line: l.line, fp: l.fingerprint }));
+        }
+    }
+    let dataplane = std::mem::take(&mut runner.net.events);
+    for e in &dataplane {
+        internal.push((now, Internal::dataplane(e)));
+    }
+    internal.sort_by_key(|(t, _)| *t);
+    Drained { internal, dataplane, log_lines }
+}
+
+/// Checks invariants on a schedule and tracks persistence (fuzz and replay).
+pub struct Monitor {
+    checker: sts_invariants::Checker,
+    persistence: Persistence,
+    every_ms: u64,
+    next_ms: u64,
+    dataplane: Vec<sts_mocknet::DataplaneEvent>,
+    log_lines: Vec<(String, String)>,
+    /// Fingerprints of the violations present at the last check.
+    pub current: Vec<String>,
+}
+
+impl Monitor {
+    pub fn new(config: &Config, now: u64) -> Monitor {
+        Monitor {
+            checker: config.checker(),
+            persistence: Persistence::new(config.invariants.persist_ms),
+            every_ms: config.invariants.check_every_ms,
+            next_ms: now,
+            dataplane: Vec::new(),
+            log_lines: Vec::new(),
+            current: Vec::new(),
+        }
+    }
+
+    /// Writes what happened since the last call into the trace (do this
+    /// before writing an external event, so the trace's order is the order
+    /// things happened in).
+    pub fn record(
+        &mut self,
+        session: &mut Session,
+        writer: &mut trace::Writer,
+    ) -> std::io::Result<Vec<trace::Internal>> {
+        let drained = drain(&mut session.runner, &session.controllers);
+        let mut out = Vec::with_capacity(drained.internal.len());
+        for (t, e) in drained.internal {
+            writer.internal(t, e.clone())?;
+            out.push(e);
+        }
+        self.dataplane.extend(drained.dataplane);
+        self.log_lines.extend(drained.log_lines);
+        Ok(out)
+    }
+
+    /// Records, then checks the invariants if a check is due. Returns the
+    /// first persistent violation.
+    pub fn observe(&mut self, session: &mut Session, writer: &mut trace::Writer) -> std::io::Result<Option<Violation>> {
+        self.record(session, writer)?;
+        session.clock_notices();
+        let now = session.runner.clock.now();
+        if now < self.next_ms {
+            return Ok(None);
+        }
+        self.next_ms = now + self.every_ms;
+        let facts = facts(session, std::mem::take(&mut self.dataplane), std::mem::take(&mut self.log_lines));
+        let report = self.checker.check(&session.runner.net, &facts);
+        self.current = report.violations.iter().map(Violation::fingerprint).collect();
+        let persistent = self.persistence.observe(now, &report.violations);
+        Ok(persistent.into_iter().next())
+    }
+}

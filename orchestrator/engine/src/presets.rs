@@ -1,0 +1,95 @@
+//! Ready-made [`ControllerSpec`]s for the real controllers `scripts/setup`
+//! installs: os-ken apps, faucet and ovs-testcontroller.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::controller::ControllerSpec;
+
+/// Where `scripts/setup` put the controllers: `$STS_LOCAL`, or `.local` at the
+/// root of the workspace sts was built from.
+pub fn local_dir() -> PathBuf {
+    std::env::var_os("STS_LOCAL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.local"))
+}
+
+fn spec(
+    name: &str,
+    command: Vec<String>,
+    env: Vec<(&str, &str)>,
+    config: Option<PathBuf>,
+    timeout_s: u64,
+) -> ControllerSpec {
+    ControllerSpec {
+        name: name.into(),
+        command,
+        env: env.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+        config,
+        start_timeout: Duration::from_secs(timeout_s),
+    }
+}
+
+/// os-ken running `apps` (module names such as `os_ken.app.simple_switch_13`).
+pub fn os_ken(apps: &[&str]) -> ControllerSpec {
+    os_ken_with(&[], apps)
+}
+
+/// os-ken with extra options (such as `--observe-links`, or `--wsapi-port
+/// {aux_port}` for the REST API) before its apps.
+pub fn os_ken_with(options: &[&str], apps: &[&str]) -> ControllerSpec {
+    let manager = local_dir().join("osken/bin/osken-manager");
+    let mut cmd = vec![
+        manager.display().to_string(),
+        "--ofp-listen-host".into(),
+        "{address}".into(),
+        "--ofp-tcp-listen-port".into(),
+        "{port}".into(),
+    ];
+    cmd.extend(options.iter().map(|a| a.to_string()));
+    cmd.extend(apps.iter().map(|a| a.to_string()));
+    spec("os-ken", cmd, vec![], None, 30)
+}
+
+/// Open vSwitch's test controller (a learning switch), with extra arguments
+/// such as `-O OpenFlow13`. One process serves at most 16 switches (its
+/// `MAX_SWITCHES`); larger networks need several.
+pub fn ovs_testcontroller(extra: &[&str]) -> ControllerSpec {
+    // Its control socket defaults to /var/run/openvswitch, which may not exist.
+    let mut cmd = vec!["ovs-testcontroller".to_string(), "--unixctl={run_dir}/ovs-testcontroller-{port}.ctl".into()];
+    cmd.extend(extra.iter().map(|a| a.to_string()));
+    cmd.push("ptcp:{port}:{address}".into());
+    spec("ovs-testcontroller", cmd, vec![], None, 10)
+}
+
+/// faucet with the given `faucet.yaml`; logs go beside the config file.
+pub fn faucet(config: &Path) -> ControllerSpec {
+    let dir = config.parent().unwrap_or(Path::new(".")).display().to_string();
+    let bin = local_dir().join("faucet/bin/faucet");
+    let log = format!("{dir}/faucet.log");
+    let exc = format!("{dir}/faucet_exception.log");
+    let mut s = spec(
+        "faucet",
+        vec![
+            bin.display().to_string(),
+            "--ryu-ofp-tcp-listen-port".into(),
+            "{port}".into(),
+            "--ryu-ofp-listen-host".into(),
+            "{address}".into(),
+        ],
+        vec![
+            ("FAUCET_CONFIG", "{config}"),
+            ("FAUCET_PROMETHEUS_ADDR", "127.0.0.1"),
+            ("FAUCET_PROMETHEUS_PORT", "{aux_port}"),
+            ("PYTHONHASHSEED", "0"),
+        ],
+        Some(config.to_owned()),
+        60,
+    );
+    // faucet execs `osken-manager` by name: its venv's bin must come first on PATH.
+    let path = std::env::var("PATH").unwrap_or_default();
+    s.env.push(("PATH".into(), format!("{}:{path}", local_dir().join("faucet/bin").display())));
+    s.env.push(("FAUCET_LOG".into(), log));
+    s.env.push(("FAUCET_EXCEPTION_LOG".into(), exc));
+    s
+}

@@ -1,0 +1,451 @@
+//! `sts replay`: run a recorded trace's external events again, against fresh
+//! controllers and a fresh network, and see whether its violation comes back.
+//!
+//! As the research did it (brief §6): each external event is injected at the
+//! recorded spacing from the previous one, but not before the internal events
+//! that preceded it in the original run (its happens-before predecessors,
+//! matched by fingerprint) have been seen again, and not later than the
+//! expected time plus epsilon if some never come. Internal events that are new
+//! pass through. Keepalives are never waited on (they are not recorded).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+use sts_invariants::Violation;
+use sts_mocknet::Network;
+
+use sts_trace::dir::{self as experiment, Experiment};
+use sts_trace::{self as trace, External, Header, Trace};
+
+use crate::config::Config;
+use crate::inputs;
+use crate::observe::Monitor;
+use crate::session::{self, RunError, Session};
+use crate::{Engine, NoticeKind, Progress};
+
+/// How long replay waits in one slice while watching for expected events.
+const SLICE_MS: u64 = 10;
+
+/// Where a replay first differed from the original.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Divergence {
+    /// The first original internal event (trace seq and key) not seen again.
+    pub first_missing: Option<(u64, String)>,
+    /// The first replayed internal event the original did not have.
+    pub first_unexpected: Option<String>,
+}
+
+/// The outcome of one replay.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayResult {
+    pub run: u32,
+    pub reproduced: bool,
+    /// The persistent violation this replay found, if any.
+    pub violation: Option<Violation>,
+    /// External events injected.
+    pub injected: usize,
+    /// External events injected after waiting the full epsilon for
+    /// predecessors that never came.
+    pub timeouts: usize,
+    pub divergence: Divergence,
+    pub trace: PathBuf,
+    /// On virtual time: how much of it ran in how much real time.
+    pub clock: Option<String>,
+}
+
+/// Expected-minus-observed counts of internal events by key.
+#[derive(Default)]
+struct Balance {
+    counts: HashMap<String, i64>,
+    /// Keys with a positive count (expected and not yet seen).
+    missing: usize,
+}
+
+impl Balance {
+    fn expect(&mut self, key: &str) {
+        let c = self.counts.entry(key.to_string()).or_default();
+        *c += 1;
+        if *c == 1 {
+            self.missing += 1;
+        }
+    }
+
+    fn see(&mut self, key: &str) {
+        let c = self.counts.entry(key.to_string()).or_default();
+        if *c == 1 {
+            self.missing -= 1;
+        }
+        *c -= 1;
+    }
+}
+
+/// Checks a trace against a config before anything is started: every
+/// external event must fit the network. Errors name the trace line.
+pub fn validate(config: &Config, trace: &Trace, path: &Path) -> Result<(), RunError> {
+    let net = Network::new(&config.topology(), config.network.openflow.wire());
+    for r in &trace.records {
+        if let Some(e) = &r.external {
+            inputs::validate(
+                &net,
+                config.controllers.len(),
+                &config.relays.iter().map(|r| r.name.clone()).collect::<Vec<_>>(),
+                e,
+            )
+            .map_err(|m| RunError::BadInput(format!("{}:{}: external: {m}", path.display(), r.line)))?;
+        }
+    }
+    Ok(())
+}
+
+/// What one [`Replayer::step`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Injected the external event at this index of the trace's external
+    /// events (its record's `seq` in the original trace given too).
+    Injected { index: usize, seq: u64 },
+    /// The wanted violation showed up while waiting: nothing more is
+    /// injected.
+    Reproduced,
+    /// Every external event has been injected.
+    End,
+}
+
+/// A replay that can be driven one external event at a time (the console
+/// steps it; [`replay_once`] runs it through).
+pub struct Replayer<'t> {
+    config: Config,
+    trace: &'t Trace,
+    session: Session,
+    writer: trace::Writer,
+    monitor: Monitor,
+    wanted: Option<String>,
+    balance: Balance,
+    observed: Vec<String>,
+    found: Option<Violation>,
+    injected: usize,
+    timeouts: usize,
+    last_orig: Option<u64>,
+    last_injected: u64,
+    /// Records of the original consumed into `balance` so far.
+    pending: usize,
+    /// (time, record index) of each external event.
+    externals: Vec<(u64, usize)>,
+    next: usize,
+    stopped: bool,
+    trace_path: PathBuf,
+    run: u32,
+    out: PathBuf,
+}
+
+impl<'t> Replayer<'t> {
+    /// Brings up fresh controllers and a fresh network for a replay of
+    /// `trace`, writing the new trace and logs into `out`.
+    pub async fn start(
+        engine: &Engine,
+        config: &Config,
+        trace: &'t Trace,
+        out: &Path,
+        run: u32,
+    ) -> Result<Replayer<'t>, RunError> {
+        // The recorded run's dates, served back to the controllers.
+        let mut config = config.clone();
+        config.time.wall_epoch_ns = trace.header.wall_epoch_ns;
+        let session = session::start(engine, &config, &out.join("logs")).await?;
+        let trace_path = out.join("trace.jsonl");
+        let header = Header { wall_epoch_ns: session.wall_epoch_ns, ..Header::new(trace.header.seed) };
+        let writer = trace::Writer::create(&trace_path, &header)
+            .map_err(|e| RunError::Environment(format!("{}: {e}", out.display())))?;
+        let monitor = Monitor::new(&config, session.runner.clock.now());
+        let externals =
+            trace.records.iter().enumerate().filter(|(_, r)| r.external.is_some()).map(|(i, r)| (r.t_ms, i)).collect();
+        Ok(Replayer {
+            wanted: trace.violation().map(Violation::fingerprint),
+            config,
+            trace,
+            session,
+            writer,
+            monitor,
+            balance: Balance::default(),
+            observed: Vec::new(),
+            found: None,
+            injected: 0,
+            timeouts: 0,
+            last_orig: None,
+            last_injected: 0,
+            pending: 0,
+            externals,
+            next: 0,
+            stopped: false,
+            trace_path,
+            run,
+            out: out.to_owned(),
+        })
+    }
+
+    fn env(&self) -> impl Fn(std::io::Error) -> RunError + '_ {
+        move |e| RunError::Environment(format!("{}: {e}", self.out.display()))
+    }
+
+    /// The running system (network, controllers, clock).
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The running system, to act on by hand between steps.
+    pub fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+
+    /// The index (among the trace's external events) of the next one to
+    /// inject, and how many there are.
+    pub fn position(&self) -> (usize, usize) {
+        (self.next, self.externals.len())
+    }
+
+    /// The next external event to inject, if any.
+    pub fn upcoming(&self) -> Option<&'t External> {
+        let trace: &'t Trace = self.trace;
+        self.externals.get(self.next).and_then(|&(_, i)| trace.records[i].external.as_ref())
+    }
+
+    /// The persistent violation found so far, if any.
+    pub fn violation(&self) -> Option<&Violation> {
+        self.found.as_ref()
+    }
+
+    /// Fingerprints of the violations present at the last check.
+    pub fn current_violations(&self) -> &[String] {
+        &self.monitor.current
+    }
+
+    fn see(&mut self, events: Vec<sts_trace::Internal>) {
+        for e in events {
+            if let Some(k) = e.key() {
+                self.balance.see(&k);
+                self.observed.push(k);
+            }
+        }
+    }
+
+    /// Runs for `ms` and observes: true when the wanted violation (or,
+    /// without one, any persistent violation) has been found.
+    async fn slice(&mut self, ms: u64) -> Result<bool, RunError> {
+        self.session.runner.run_for(Duration::from_millis(ms)).await;
+        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
+        self.see(recorded);
+        let Some(v) = self.monitor.observe(&mut self.session, &mut self.writer).map_err(self.env())? else {
+            return Ok(false);
+        };
+        let hit = self.wanted.as_ref().is_none_or(|w| *w == v.fingerprint());
+        if hit || self.found.is_none() {
+            self.found = Some(v);
+        }
+        Ok(hit)
+    }
+
+    /// Waits for the next external event's happens-before predecessors (or
+    /// its time plus epsilon) and injects it.
+    pub async fn step(&mut self) -> Result<Step, RunError> {
+        if self.stopped {
+            return Ok(Step::Reproduced);
+        }
+        let Some(&(orig_t, index)) = self.externals.get(self.next) else { return Ok(Step::End) };
+        // Everything recorded before this event is its happens-before set.
+        while self.pending < index {
+            if let Some(k) = self.trace.records[self.pending].internal.as_ref().and_then(|i| i.key()) {
+                self.balance.expect(&k);
+            }
+            self.pending += 1;
+        }
+        self.pending = index + 1;
+        let epsilon = self.config.interpose.epsilon_ms;
+        let target = match self.last_orig {
+            None => orig_t,
+            Some(prev) => self.last_injected + orig_t.saturating_sub(prev),
+        };
+        loop {
+            let now = self.session.runner.clock.now();
+            if now >= target && self.balance.missing == 0 {
+                break;
+            }
+            if now >= target + epsilon {
+                self.timeouts += 1;
+                break;
+            }
+            if self.slice(SLICE_MS.min((target + epsilon).saturating_sub(now)).max(1)).await? && self.wanted.is_some() {
+                self.stopped = true;
+                return Ok(Step::Reproduced);
+            }
+        }
+        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
+        self.see(recorded);
+        let now = self.session.runner.clock.now();
+        let trace: &'t Trace = self.trace;
+        let r = &trace.records[index];
+        let e = r.external.as_ref().expect("an external record");
+        self.writer.external(now, e.clone()).map_err(self.env())?;
+        inputs::apply(&mut self.session, e).await.map_err(RunError::BadInput)?;
+        self.injected += 1;
+        self.last_orig = Some(orig_t);
+        self.last_injected = now;
+        self.next += 1;
+        Ok(Step::Injected { index: self.next - 1, seq: r.seq })
+    }
+
+    /// Steps until `stop` says so after a step, the violation shows up, or
+    /// the inputs run out; returns the last step.
+    pub async fn run_until(&mut self, mut stop: impl FnMut(&Replayer<'t>, &Step) -> bool) -> Result<Step, RunError> {
+        loop {
+            let step = self.step().await?;
+            if !matches!(step, Step::Injected { .. }) || stop(self, &step) {
+                return Ok(step);
+            }
+        }
+    }
+
+    /// After the last input: waits as long as the original took to show its
+    /// violation, plus the persistence threshold, a check and epsilon; then
+    /// writes the violation and compares the runs.
+    pub async fn finish(mut self) -> Result<ReplayResult, RunError> {
+        let epsilon = self.config.interpose.epsilon_ms;
+        let tail = match (self.trace.records.iter().find(|r| r.violation.is_some()), self.externals.last()) {
+            (Some(v), Some((t, _))) => v.t_ms.saturating_sub(*t),
+            _ => 0,
+        };
+        let inv = &self.config.invariants;
+        let until = self.session.runner.clock.now() + tail + inv.persist_ms + inv.check_every_ms + epsilon;
+        let wanted = self.wanted.clone();
+        let mut reproduced = self.found.as_ref().is_some_and(|v| wanted.as_ref().is_none_or(|w| *w == v.fingerprint()));
+        while !reproduced && self.session.runner.clock.now() < until {
+            reproduced = self.slice(SLICE_MS).await? && self.found.is_some();
+        }
+        if let Some(v) = &self.found {
+            let now = self.session.runner.clock.now();
+            self.writer.violation(now, v.clone()).map_err(self.env())?;
+        }
+        self.session.clock_notices();
+        let divergence = diverge(self.trace, &self.observed);
+        let clock = self.session.runner.clock.summary();
+        Ok(ReplayResult {
+            run: self.run,
+            reproduced,
+            violation: self.found,
+            injected: self.injected,
+            timeouts: self.timeouts,
+            divergence,
+            trace: self.trace_path,
+            clock,
+        })
+    }
+}
+
+/// Replays `trace` once, writing the new trace and logs into `out`.
+pub async fn replay_once(
+    engine: &Engine,
+    config: &Config,
+    trace: &Trace,
+    out: &Path,
+    run: u32,
+) -> Result<ReplayResult, RunError> {
+    let mut r = Replayer::start(engine, config, trace, out, run).await?;
+    r.run_until(|_, _| false).await?;
+    r.finish().await
+}
+
+/// The first original internal event not seen again, and the first replayed
+/// one the original did not have (both by key, as multisets in order).
+fn diverge(trace: &Trace, observed: &[String]) -> Divergence {
+    let original: Vec<(u64, String)> = trace
+        .records
+        .iter()
+        .take_while(|r| r.violation.is_none())
+        .filter_map(|r| r.internal.as_ref().and_then(|i| i.key()).map(|k| (r.seq, k)))
+        .collect();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for k in observed {
+        *seen.entry(k).or_default() += 1;
+    }
+    let mut first_missing = None;
+    for (seq, k) in &original {
+        match seen.get_mut(k.as_str()) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => {
+                first_missing = Some((*seq, k.clone()));
+                break;
+            }
+        }
+    }
+    let mut had: HashMap<&str, usize> = HashMap::new();
+    for (_, k) in &original {
+        *had.entry(k).or_default() += 1;
+    }
+    let mut first_unexpected = None;
+    for k in observed {
+        match had.get_mut(k.as_str()) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => {
+                first_unexpected = Some(k.clone());
+                break;
+            }
+        }
+    }
+    Divergence { first_missing, first_unexpected }
+}
+
+/// The summary `sts replay` writes to `DIR/replays/summary.json`.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub violation: Option<String>,
+    pub runs: Vec<ReplayResult>,
+    pub reproduced: usize,
+    /// False for a trace without internal events (written by hand, or by a
+    /// tool that records only inputs): divergence means little then.
+    #[serde(skip)]
+    pub has_internals: bool,
+}
+
+/// Loads an experiment directory for replay: its config and its trace,
+/// checked against each other (errors name the file and line).
+pub fn load(dir: &Path) -> Result<(Experiment, Config, Trace), RunError> {
+    let exp = Experiment::open(dir);
+    let config = Config::load(&exp.config())?;
+    let trace = Trace::load(&exp.trace()).map_err(|e| RunError::BadInput(e.to_string()))?;
+    validate(&config, &trace, &exp.trace())?;
+    Ok((exp, config, trace))
+}
+
+/// `sts replay`: replays the experiment in `dir` `repeat` times (into
+/// `DIR/replays/N/`, numbered after those already there), calling `each`
+/// after every run, and writes `DIR/replays/summary.json`.
+pub async fn run(
+    engine: &Engine,
+    dir: &Path,
+    repeat: u32,
+    mut each: impl FnMut(&ReplayResult),
+) -> Result<Summary, RunError> {
+    let (exp, config, trace) = load(dir)?;
+    let wanted = trace.violation().map(Violation::fingerprint);
+    let first_free = (1..).find(|n| !exp.replay(*n).exists()).unwrap_or(1);
+    let mut runs = Vec::new();
+    for i in 0..repeat.max(1) {
+        let n = first_free + i;
+        engine.progress(Progress::Replay { run: i + 1, of: repeat.max(1) });
+        let r = replay_once(engine, &config, &trace, &exp.replay(n), n).await?;
+        each(&r);
+        runs.push(r);
+    }
+    engine.progress(Progress::Done);
+    let reproduced = runs.iter().filter(|r| r.reproduced).count();
+    let summary = Summary {
+        violation: wanted,
+        reproduced,
+        runs,
+        has_internals: trace.records.iter().any(|r| r.internal.is_some()),
+    };
+    if let Err(e) = experiment::write_json(&dir.join("replays").join("summary.json"), &summary) {
+        engine.notice(NoticeKind::Info, format!("cannot write the replay summary: {e}"));
+    }
+    Ok(summary)
+}

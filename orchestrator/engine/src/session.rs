@@ -1,0 +1,257 @@
+//! Bringing an experiment up: start the config's controllers, build the mock
+//! network, connect every switch, and wait for the handshakes. Shared by
+//! `pingall`, `fuzz` and `replay`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use sts_mocknet::Network;
+use sts_proxy::relay::Relay;
+
+use crate::clock::{Clock, VirtualTime};
+use crate::config::Config;
+use crate::controller::{Controller, ControllerSpec};
+use crate::netrun::{NetRunner, Settle};
+
+/// Why a run could not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{0}")]
+    Environment(String),
+}
+
+impl RunError {
+    /// True when the input (config, trace, arguments) is at fault rather
+    /// than the environment.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, RunError::Config(_) | RunError::BadInput(_))
+    }
+}
+
+/// A running experiment: the controllers and the network connected to them.
+pub struct Session {
+    pub runner: NetRunner,
+    pub controllers: Vec<Controller>,
+    pub run_dir: PathBuf,
+    specs: Vec<ControllerSpec>,
+    logs: Vec<PathBuf>,
+    /// Controllers crashed on purpose (a fuzzer input), not yet restarted.
+    pub crashed: BTreeSet<usize>,
+    /// The controller-to-controller relays (`[[relays]]`), by name.
+    pub relays: BTreeMap<String, Relay>,
+    /// On virtual time: the run's wall-clock date when its clock was made
+    /// (ns since the Unix epoch), for the trace header.
+    pub wall_epoch_ns: Option<u64>,
+    /// The engine this run belongs to (its notices, its zygotes).
+    pub engine: crate::Engine,
+}
+
+impl Session {
+    /// Controller failure: SIGKILL to its process group. Its switches see
+    /// their connections close.
+    pub fn crash_controller(&mut self, i: usize) -> Result<(), String> {
+        let c = self.controllers.get_mut(i).ok_or_else(|| format!("no controller c{i}"))?;
+        c.kill();
+        self.runner.controller_down(c.addr());
+        self.crashed.insert(i);
+        self.expect_controllers();
+        Ok(())
+    }
+
+    /// Controller recovery: start it again on the same address, and connect
+    /// every live switch to it again.
+    pub async fn restart_controller(&mut self, i: usize) -> Result<(), String> {
+        if !self.crashed.contains(&i) {
+            return Ok(());
+        }
+        let (mut spec, log) = (self.specs[i].clone(), self.logs[i].clone());
+        if let Some(vt) = self.runner.clock.virtual_time() {
+            spec = crate::snapshot::on_virtual_time(&spec, vt).map_err(|e| e.to_string())?;
+        }
+        let addr = self.controllers[i].addr();
+        let ctl = tokio::task::spawn_blocking(move || Controller::start(&spec, addr, &log))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("controller c{i} did not come back: {e}"))?;
+        self.controllers[i] = ctl;
+        self.crashed.remove(&i);
+        self.expect_controllers();
+        self.runner.reconnect_controller(addr).await.map_err(|e| e.to_string())
+    }
+}
+
+impl Session {
+    /// Tells virtual time which controller processes the run has now.
+    pub(crate) fn expect_controllers(&self) {
+        if let Some(vt) = self.runner.clock.virtual_time() {
+            vt.expect(self.controllers.iter().map(Controller::pid));
+        }
+    }
+
+    /// Passes on what the clock found worth saying (once per engine): a
+    /// controller that started a second thread keeps the run on real time.
+    pub fn clock_notices(&self) {
+        if let Some(pid) = self.runner.clock.virtual_time().and_then(|vt| vt.threaded()) {
+            self.engine.notice_once(
+                crate::NoticeKind::ThreadedController,
+                format!("controller process {pid} started a second thread; virtual time follows single-threaded controllers only, so this run continues on real time"),
+            );
+        }
+    }
+}
+
+/// Starts a controller: a fresh copy forked from its pristine snapshot when
+/// `snapshot` is asked for and the controller allows it, else a new process;
+/// on `clock`'s virtual time if given.
+fn start_controller(
+    engine: &crate::Engine,
+    spec: &ControllerSpec,
+    log: &Path,
+    snapshot: bool,
+    clock: Option<&VirtualTime>,
+) -> Result<Controller, RunError> {
+    if snapshot {
+        match crate::snapshot::fork_or_start(engine, spec, log, clock) {
+            Ok(c) => return Ok(c),
+            Err(e @ crate::snapshot::SnapshotError::Refused(_)) => {
+                tracing::warn!("{}: {e}; starting it without snapshots", spec.name);
+            }
+            Err(e @ crate::snapshot::SnapshotError::NoShim(_)) => {
+                engine.notice_once(crate::NoticeKind::NoShim, format!("{e}; starting controllers as new processes"));
+            }
+            Err(e) => return Err(RunError::Environment(format!("{}: snapshot: {e}", spec.name))),
+        }
+    }
+    let spec = match clock.map(|vt| crate::snapshot::on_virtual_time(spec, vt)) {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => {
+            // The controller cannot attach: time will never jump (see `VirtualTime::expect`).
+            engine.notice_once(crate::NoticeKind::ShimCannotAttach, format!("{e}; this run stays on real time"));
+            spec.clone()
+        }
+        None => spec.clone(),
+    };
+    Controller::start_on_free_port(&spec, log).map_err(|e| RunError::Environment(e.to_string()))
+}
+
+/// Starts the controllers (logs in `run_dir`), connects the network, and
+/// waits until every connection finished its handshake and the controllers
+/// were quiet per the config's `[pingall]` settle times.
+pub async fn start(engine: &crate::Engine, config: &Config, run_dir: &Path) -> Result<Session, RunError> {
+    start_with(engine, config, run_dir, config.settle()).await
+}
+
+/// [`start`] with settle times of the caller's.
+pub async fn start_with(
+    engine: &crate::Engine,
+    config: &Config,
+    run_dir: &Path,
+    settle: Settle,
+) -> Result<Session, RunError> {
+    std::fs::create_dir_all(run_dir)
+        .map_err(|e| RunError::Environment(format!("cannot create {}: {e}", run_dir.display())))?;
+    let mut specs = config
+        .controller_specs(run_dir)
+        .map_err(|e| RunError::Environment(format!("cannot write controller files: {e}")))?;
+    // Relays first: controllers name their addresses ({relay:NAME}).
+    let mut relays = BTreeMap::new();
+    for r in &config.relays {
+        let to = r.to.parse().map_err(|e| RunError::BadInput(format!("relay {}: {e}", r.name)))?;
+        let relay = Relay::start("127.0.0.1:0".parse().expect("a valid address"), to)
+            .await
+            .map_err(|e| RunError::Environment(format!("relay {}: cannot listen: {e}", r.name)))?;
+        let addr = relay.addr().to_string();
+        for spec in &mut specs {
+            spec.command.iter_mut().for_each(|a| *a = a.replace(&r.placeholder(), &addr));
+            spec.env.iter_mut().for_each(|(_, v)| *v = v.replace(&r.placeholder(), &addr));
+        }
+        relays.insert(r.name.clone(), relay);
+    }
+    let virtual_time = match config.virtual_time() {
+        true => Some(
+            VirtualTime::create()
+                .map_err(|e| RunError::Environment(format!("cannot create the virtual clock: {e}")))?,
+        ),
+        false => None,
+    };
+    // Before any controller reads it: the date a replay serves back.
+    if let (Some(vt), Some(epoch)) = (&virtual_time, config.time.wall_epoch_ns) {
+        vt.serve_wall_clock(epoch);
+    }
+    let wall_epoch_ns = virtual_time.as_ref().map(|vt| vt.wall_ns());
+    let mut controllers = Vec::new();
+    let mut addrs = Vec::new();
+    let mut logs = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let log = run_dir.join(format!("controller-{i}-{}.log", spec.name));
+        logs.push(log.clone());
+        tracing::info!("starting controller {i} ({}), log {}", spec.name, log.display());
+        let spec = spec.clone();
+        let snapshot = config.controllers[i].snapshot();
+        let vt = virtual_time.clone();
+        let eng = engine.clone();
+        let ctl = tokio::task::spawn_blocking(move || start_controller(&eng, &spec, &log, snapshot, vt.as_deref()))
+            .await
+            .map_err(|e| RunError::Environment(e.to_string()))??;
+        addrs.push(ctl.addr());
+        controllers.push(ctl);
+    }
+    let topo = config.topology();
+    let mut net = Network::new(&topo, config.network.openflow.wire());
+    if let Some(cap) = config.network.table_capacity {
+        net.switches.values_mut().for_each(|s| s.table_capacity = cap);
+    }
+    net.switches
+        .values_mut()
+        .for_each(|s| s.buffers = sts_mocknet::switch::PacketBuffers::new(config.network.packet_buffers));
+    let clock = match &virtual_time {
+        Some(vt) => {
+            vt.expect(controllers.iter().map(Controller::pid));
+            Clock::start_virtual(vt.clone())
+        }
+        None => Clock::start(),
+    };
+    let mut runner = NetRunner::connect(net, &addrs, clock).await.map_err(|e| RunError::Environment(e.to_string()))?;
+    runner.interposer.whitelist = config.interpose.whitelist.iter().cloned().collect();
+    let total = runner.connection_count() as u64;
+    let mut reported = u64::MAX;
+    runner
+        .settle_with(settle, |r| {
+            let done = r.handshakes.len() as u64;
+            if done != reported {
+                reported = done;
+                engine.progress(crate::Progress::Handshakes { done, total });
+            }
+        })
+        .await;
+    engine.progress(crate::Progress::Done);
+    let done = runner.handshakes.len();
+    if done < total as usize {
+        let mut why = format!(
+            "only {done} of {total} switch connections completed the OpenFlow handshake (waited {} ms)",
+            runner.clock.now()
+        );
+        for issue in runner.issues.iter().take(5) {
+            why.push_str(&format!("\n  switch {} / controller {}: {}", issue.dpid, issue.controller, issue.what));
+        }
+        for c in &controllers {
+            why.push_str(&format!("\n  last log lines of the controller on {}:\n{}", c.addr(), c.log_tail(10)));
+        }
+        return Err(RunError::Environment(why));
+    }
+    Ok(Session {
+        runner,
+        controllers,
+        run_dir: run_dir.to_owned(),
+        specs,
+        logs,
+        crashed: BTreeSet::new(),
+        relays,
+        wall_epoch_ns,
+        engine: engine.clone(),
+    })
+}

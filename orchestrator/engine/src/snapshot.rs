@@ -1,0 +1,344 @@
+//! Pristine controller snapshots (issue 8, brief §7): a controller started
+//! once with the `sts-shim` library preloaded parks itself, ready and
+//! quiescent, as a *zygote*; every run then gets a fresh copy forked from it
+//! in milliseconds instead of starting the process again (os-ken takes
+//! seconds to import).
+//!
+//! The shim's side of the protocol is in `shim/src/lib.rs`. Here:
+//! [`Zygote::start`] starts the controller with `LD_PRELOAD` and
+//! `STS_SHIM_SOCKET`, waits for `ready PID` (or `refuse ...`, for a
+//! multi-threaded process); [`Zygote::fork`] sends `fork` with the child's
+//! stdout, stderr and a report pipe, and adopts the child as a
+//! [`Controller`] on the port the child reports (each child listens on a port
+//! of its own, so copies can run side by side).
+//!
+//! Zygotes live in their [`crate::Engine`]'s [`ZygotePool`], one per
+//! controller command ([`fork_or_start`]), until the engine is dropped; each
+//! also dies with sts (PDEATHSIG, like every controller), and each child dies
+//! with its zygote.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, IoSlice, Write};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+
+use crate::controller::{Controller, ControllerSpec};
+
+/// Why a snapshot could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The shim library is not where sts looks for it.
+    #[error("the snapshot shim libsts_shim.so is missing (looked in {0} and around it); build it with `cargo build --release -p sts-shim` (scripts/setup does), or set STS_SHIM")]
+    NoShim(PathBuf),
+    /// The controller could not be started or forked.
+    #[error("{0}")]
+    Start(String),
+    /// Not now: the controller has bytes to read (a checkpoint; try again
+    /// once it has read them).
+    #[error("{0}")]
+    Busy(String),
+    /// The shim refused to snapshot this controller (e.g. several threads).
+    #[error("the controller cannot be snapshotted: {0}")]
+    Refused(String),
+}
+
+/// Where the shim library is: `$STS_SHIM`, or `libsts_shim.so` next to the
+/// running program (`cargo build`), in `deps/` beside it (`cargo test` leaves
+/// it there), or one directory up (for test binaries, which live in `deps/`).
+pub fn shim_path() -> Result<PathBuf, SnapshotError> {
+    if let Some(p) = std::env::var_os("STS_SHIM") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| SnapshotError::Start(format!("cannot find sts itself: {e}")))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [
+        dir.join("libsts_shim.so"),
+        dir.join("deps/libsts_shim.so"),
+        dir.parent().unwrap_or(dir).join("libsts_shim.so"),
+    ];
+    candidates.iter().find(|p| p.exists()).cloned().ok_or_else(|| SnapshotError::NoShim(dir.to_owned()))
+}
+
+/// A fresh path for a zygote's control socket. In the temporary directory,
+/// not next to the logs: a Unix socket path must fit in 108 bytes, and
+/// experiment directories can be deep.
+fn control_socket_path() -> PathBuf {
+    // Random, not counted: jobs in one process share no counter.
+    let n: u64 = rand::random();
+    std::env::temp_dir().join(format!("sts-shim-{}-{n:016x}.sock", std::process::id()))
+}
+
+/// `spec` with the shim preloaded (before any library the environment
+/// already preloads).
+pub fn with_shim(spec: &ControllerSpec) -> Result<ControllerSpec, SnapshotError> {
+    let shim = shim_path()?;
+    let mut spec = spec.clone();
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(existing) if !existing.is_empty() => format!("{}:{existing}", shim.display()),
+        _ => shim.display().to_string(),
+    };
+    spec.env.push(("LD_PRELOAD".into(), preload));
+    Ok(spec)
+}
+
+/// `spec` started with the shim on the virtual time of `clock` (a new
+/// process, not a snapshot).
+pub fn on_virtual_time(
+    spec: &ControllerSpec,
+    clock: &crate::clock::VirtualTime,
+) -> Result<ControllerSpec, SnapshotError> {
+    let mut spec = with_shim(spec)?;
+    spec.env.push(("STS_CLOCK".into(), clock.path()));
+    Ok(spec)
+}
+
+/// A controller parked by the shim, ready to be forked.
+pub struct Zygote {
+    /// The parked process itself (killed, with its children, on drop).
+    process: Controller,
+    control: BufReader<UnixStream>,
+    name: String,
+    forks: u64,
+}
+
+impl Zygote {
+    /// Starts `spec` with the shim and waits until it has parked.
+    pub fn start(spec: &ControllerSpec, log_path: &Path) -> Result<Zygote, SnapshotError> {
+        let socket = control_socket_path();
+        let _ = std::fs::remove_file(&socket);
+        let listener =
+            UnixListener::bind(&socket).map_err(|e| SnapshotError::Start(format!("{}: {e}", socket.display())))?;
+        let mut spec = with_shim(spec)?;
+        spec.env.push(("STS_SHIM_SOCKET".into(), socket.display().to_string()));
+        let mut process =
+            Controller::start_on_free_port(&spec, log_path).map_err(|e| SnapshotError::Start(e.to_string()))?;
+        // The shim connects at the controller's first wait after it listens.
+        listener.set_nonblocking(true).map_err(|e| SnapshotError::Start(e.to_string()))?;
+        let deadline = Instant::now() + spec.start_timeout;
+        let stream = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(SnapshotError::Start(e.to_string())),
+            }
+            if !process.is_alive() {
+                return Err(SnapshotError::Start(format!(
+                    "{} exited before parking; last log lines:\n{}",
+                    spec.name,
+                    process.log_tail(10)
+                )));
+            }
+            if Instant::now() >= deadline {
+                return Err(SnapshotError::Start(format!(
+                    "{} listens but never reached a wait the shim could park in (is it preloadable?)",
+                    spec.name
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let _ = std::fs::remove_file(&socket);
+        stream.set_nonblocking(false).map_err(|e| SnapshotError::Start(e.to_string()))?;
+        stream.set_read_timeout(Some(spec.start_timeout)).map_err(|e| SnapshotError::Start(e.to_string()))?;
+        let mut control = BufReader::new(stream);
+        let mut line = String::new();
+        control.read_line(&mut line).map_err(|e| SnapshotError::Start(format!("reading the shim's greeting: {e}")))?;
+        match line.split_whitespace().next() {
+            Some("ready") => Ok(Zygote { process, control, name: spec.name.clone(), forks: 0 }),
+            Some("refuse") => Err(SnapshotError::Refused(line.trim()["refuse".len()..].trim().to_string())),
+            _ => Err(SnapshotError::Start(format!("unexpected greeting from the shim: {:?}", line.trim()))),
+        }
+    }
+
+    /// The zygote's own address (children listen elsewhere).
+    pub fn addr(&self) -> SocketAddr {
+        self.process.addr()
+    }
+
+    /// Forks a fresh copy whose output goes to `log_path`, on the virtual
+    /// time of `clock` if given (the copy maps that clock page).
+    pub fn fork(
+        &mut self,
+        log_path: &Path,
+        clock: Option<&crate::clock::VirtualTime>,
+    ) -> Result<Controller, SnapshotError> {
+        let err =
+            |what: &str, e: &dyn std::fmt::Display| SnapshotError::Start(format!("forking {}: {what}: {e}", self.name));
+        let output = CopyOutput::new().map_err(|e| err("pipe", &e))?;
+        let mut fds = output.theirs().to_vec();
+        // Only the OpenFlow listener moves; side services keep their ports.
+        let mut command = format!("fork {}", self.process.addr().port());
+        // A copy on virtual time also gets a control socket, for checkpoints.
+        let mut shim = None;
+        if let Some(c) = clock {
+            let (ours, theirs) = UnixStream::pair().map_err(|e| err("socketpair", &e))?;
+            fds.push(c.fd());
+            fds.push(theirs.as_raw_fd());
+            command.push_str(" clock control");
+            shim = Some((ours, theirs));
+        }
+        command.push('\n');
+        let iov = [IoSlice::new(command.as_bytes())];
+        let cmsg = [ControlMessage::ScmRights(&fds)];
+        sendmsg::<()>(self.control.get_ref().as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
+            .map_err(|e| err("sending the command", &e))?;
+        let shim = shim.map(|(ours, _theirs)| ours);
+        let mut line = String::new();
+        self.control.read_line(&mut line).map_err(|e| err("reading the reply", &e))?;
+        let pid: u32 = match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["forked", pid] => pid.parse().map_err(|e| err("the reply", &e))?,
+            _ => return Err(err("the shim said", &line.trim())),
+        };
+        self.forks += 1;
+        output
+            .adopt(&self.name, pid, self.process.addr(), self.process.aux_port(), log_path, shim)
+            .map_err(|e| err("the child", &e))
+    }
+
+    /// How many copies this zygote has forked.
+    pub fn forks(&self) -> u64 {
+        self.forks
+    }
+}
+
+/// The pipes a new copy (forked from a zygote or resumed from a checkpoint)
+/// gets for its stdout, its stderr and its report, and what sts does with
+/// them once the copy exists.
+pub(crate) struct CopyOutput {
+    out: (OwnedFd, OwnedFd),
+    err: (OwnedFd, OwnedFd),
+    report: (OwnedFd, OwnedFd),
+}
+
+impl CopyOutput {
+    pub(crate) fn new() -> nix::Result<CopyOutput> {
+        let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+        Ok(CopyOutput { out: pipe()?, err: pipe()?, report: pipe()? })
+    }
+
+    /// The copy's ends, to send with the command: stdout, stderr, report.
+    pub(crate) fn theirs(&self) -> [std::os::fd::RawFd; 3] {
+        [self.out.1.as_raw_fd(), self.err.1.as_raw_fd(), self.report.1.as_raw_fd()]
+    }
+
+    /// Once copy `pid` exists: reads its report, finds the port it now
+    /// listens on instead of `listen`'s, and adopts it as a [`Controller`]
+    /// logging to `log_path`.
+    pub(crate) fn adopt(
+        self,
+        name: &str,
+        pid: u32,
+        listen: SocketAddr,
+        aux_port: u16,
+        log_path: &Path,
+        shim: Option<UnixStream>,
+    ) -> Result<Controller, String> {
+        let CopyOutput { out, err, report } = self;
+        drop((out.1, err.1, report.1));
+        let ports = read_report(report.0, Duration::from_secs(10)).map_err(|e| format!("its report: {e}"))?;
+        let Some(&(_, port)) = ports.iter().find(|(old, _)| *old == listen.port()) else {
+            return Err(format!("its report: no new port for {} in {ports:?}", listen.port()));
+        };
+        let addr = SocketAddr::new(listen.ip(), port);
+        Controller::adopt_forked(name, pid, addr, aux_port, log_path, File::from(out.0), File::from(err.0), shim)
+            .map_err(|e| format!("adopting it (log {}): {e}", log_path.display()))
+    }
+}
+
+/// Reads `port OLD NEW` lines until `ok`.
+fn read_report(from: OwnedFd, within: Duration) -> Result<Vec<(u16, u16)>, String> {
+    let deadline = Instant::now() + within;
+    let mut text = String::new();
+    let mut file = File::from(from);
+    loop {
+        let mut fds = [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&file), nix::poll::PollFlags::POLLIN)];
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("no report within {within:?} (so far: {text:?})"));
+        }
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)).map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 512];
+        let n = std::io::Read::read(&mut file, &mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(format!("the child ended its report early: {text:?}"));
+        }
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if text.lines().any(|l| l == "ok") {
+            break;
+        }
+    }
+    let mut ports = Vec::new();
+    for l in text.lines() {
+        match l.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["port", old, new] => ports.push((
+                old.parse().map_err(|_| format!("bad line {l:?}"))?,
+                new.parse().map_err(|_| format!("bad line {l:?}"))?,
+            )),
+            ["ok"] => {}
+            _ if l.starts_with("error") => return Err(l.to_string()),
+            _ => {}
+        }
+    }
+    Ok(ports)
+}
+
+/// An engine's zygotes, by controller command. Dropping the pool kills them
+/// (and so their copies).
+#[derive(Default)]
+pub struct ZygotePool {
+    zygotes: HashMap<String, Zygote>,
+}
+
+impl ZygotePool {
+    /// How many zygotes are parked.
+    pub fn len(&self) -> usize {
+        self.zygotes.len()
+    }
+
+    /// True when none is.
+    pub fn is_empty(&self) -> bool {
+        self.zygotes.is_empty()
+    }
+}
+
+fn key(spec: &ControllerSpec) -> String {
+    format!("{:?} {:?}", spec.command, spec.env)
+}
+
+/// A fresh copy of `spec` with its output in `log_path` (on `clock`'s virtual
+/// time, if given): forked from `engine`'s zygote for the same command,
+/// started (once) if there is none.
+pub fn fork_or_start(
+    engine: &crate::Engine,
+    spec: &ControllerSpec,
+    log_path: &Path,
+    clock: Option<&crate::clock::VirtualTime>,
+) -> Result<Controller, SnapshotError> {
+    let mut pool = engine.zygotes();
+    let k = key(spec);
+    if !pool.zygotes.contains_key(&k) {
+        let zlog = log_path.with_file_name(format!(
+            "{}-zygote.log",
+            log_path.file_stem().and_then(|s| s.to_str()).unwrap_or("controller")
+        ));
+        let z = Zygote::start(spec, &zlog)?;
+        tracing::info!("{}: zygote parked (pid {}, log {})", spec.name, z.process.pid(), zlog.display());
+        pool.zygotes.insert(k.clone(), z);
+    }
+    let z = pool.zygotes.get_mut(&k).expect("just inserted");
+    z.fork(log_path, clock)
+}
+
+impl Drop for Zygote {
+    fn drop(&mut self) {
+        // Closing the control socket ends the zygote; kill it anyway.
+        let _ = self.control.get_mut().flush();
+        self.process.kill();
+    }
+}

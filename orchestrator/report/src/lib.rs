@@ -1,0 +1,160 @@
+//! `sts-report`: what sts's results look like to people. Text for the
+//! terminal and Markdown for experiment directories, rendered from the
+//! engine's result types and the trace; nothing here runs anything.
+//!
+//! (JUnit, pcap and the HTML space-time view will live here too.)
+
+use std::path::Path;
+
+use sts_engine::minimize;
+use sts_engine::pingall::Matrix;
+use sts_engine::replay::ReplayResult;
+use sts_invariants::Violation;
+use sts_mocknet::DataplaneEvent;
+
+/// Mininet-style rendering of a pingall: one line per source host, `X` for
+/// a miss, then the totals.
+pub fn matrix(m: &Matrix) -> String {
+    let mut s = String::from("*** Ping: testing ping reachability\n");
+    for (i, h) in m.hosts.iter().enumerate() {
+        s.push_str(&format!("{h} ->"));
+        for (j, g) in m.hosts.iter().enumerate() {
+            if i != j {
+                s.push(' ');
+                s.push_str(if m.reached[i][j] { g } else { "X" });
+            }
+        }
+        s.push('\n');
+    }
+    let (r, t) = m.counts();
+    let dropped = (100 * (t - r)).checked_div(t).unwrap_or(0);
+    s.push_str(&format!("*** Results: {dropped}% dropped ({r}/{t} received)\n"));
+    s
+}
+
+/// One line per dataplane report (loops, storms, fault drops).
+pub fn dataplane_event(e: &DataplaneEvent) -> String {
+    match e {
+        DataplaneEvent::HopLimit { dpid, in_port, summary } if *in_port == sts_proxy::wire::v13::port::CONTROLLER => {
+            format!("forwarding loop: a frame ({summary}) went back and forth between switch {dpid} and its controller until it exceeded the hop limit")
+        }
+        DataplaneEvent::HopLimit { dpid, in_port, summary } => {
+            format!("forwarding loop: a frame ({summary}) exceeded the hop limit at switch {dpid} port {in_port}")
+        }
+        DataplaneEvent::StepBudget { deliveries } => {
+            format!("broadcast storm: one injection caused over {deliveries} deliveries")
+        }
+        DataplaneEvent::FaultDrop { at } => format!("a frame was dropped by the fault on the link at {at:?}"),
+    }
+}
+
+/// A violation with its witness: the summary, the header from its source,
+/// each hop with the rule it matched, and how it ended.
+pub fn violation(v: &Violation) -> String {
+    let mut s = format!("{}\n", v.summary);
+    if let Some(w) = &v.witness {
+        s.push_str(&format!("  witness from {}: {}\n", w.from, w.header));
+        for hop in &w.path {
+            s.push_str(&format!("    {hop}\n"));
+        }
+        s.push_str(&format!("  then it {}\n", w.end));
+    }
+    s
+}
+
+/// What one replay found, and where it first diverged from the original
+/// (`has_internals`: whether the original recorded internal events at all).
+pub fn replay_run(r: &ReplayResult, has_internals: bool) -> String {
+    let what = match (&r.violation, r.reproduced) {
+        (Some(v), true) => format!("reproduced: {}", v.summary),
+        (Some(v), false) => format!("not reproduced; found instead: {}", v.fingerprint()),
+        (None, _) => "not reproduced".to_string(),
+    };
+    let mut s = format!("replay {}: {what} ({} inputs, {} waits timed out)\n", r.run, r.injected, r.timeouts);
+    if let Some(clock) = &r.clock {
+        s.push_str(&format!("  {clock}\n"));
+    }
+    if let Some((seq, k)) = &r.divergence.first_missing {
+        s.push_str(&format!("  first missing: seq {seq}: {}\n", shorten(k)));
+    }
+    if let Some(k) = r.divergence.first_unexpected.as_ref().filter(|_| has_internals) {
+        s.push_str(&format!("  first unexpected: {}\n", shorten(k)));
+    }
+    s
+}
+
+/// The terminal summary of a minimization.
+pub fn mcs_summary(r: &minimize::Report) -> String {
+    let mut s = format!(
+        "MCS: {} of {} inputs ({} replays, {:.0} s); reproduces {}/{}{}\n",
+        r.mcs_inputs,
+        r.original_inputs,
+        r.replays,
+        r.seconds,
+        r.final_reproduced,
+        r.final_replays,
+        if r.budget_exhausted { "; budget exhausted: not 1-minimal" } else { "" }
+    );
+    for e in &r.mcs {
+        s.push_str(&format!("  {e}\n"));
+    }
+    s
+}
+
+/// `mcs/report.md`: the minimization as Markdown.
+pub fn mcs_markdown(r: &minimize::Report) -> String {
+    let mut s = format!("# Minimal causal sequence for `{}`\n\n", r.violation);
+    s.push_str("| original inputs | MCS inputs | replays | time | MCS reproduces |\n|---|---|---|---|---|\n");
+    s.push_str(&format!(
+        "| {} | {} | {} | {:.0} s | {}/{} |\n\n",
+        r.original_inputs, r.mcs_inputs, r.replays, r.seconds, r.final_reproduced, r.final_replays
+    ));
+    if r.budget_exhausted {
+        s.push_str("The time budget ran out: the sequence is smaller but not proven 1-minimal.\n\n");
+    }
+    s.push_str(&format!(
+        "Inputs left after each reduction: {}\n\n## The sequence\n\n",
+        r.curve.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" → ")
+    ));
+    for e in &r.mcs {
+        s.push_str(&format!("1. {e}\n"));
+    }
+    s
+}
+
+/// Writes `mcs/report.md` next to the engine's `report.json` (atomically).
+pub fn write_mcs_markdown(mcs_dir: &Path, r: &minimize::Report) -> std::io::Result<()> {
+    sts_trace::dir::write_atomic(&mcs_dir.join("report.md"), mcs_markdown(r).as_bytes())
+}
+
+/// `s`, cut to 160 characters with an ellipsis.
+pub fn shorten(s: &str) -> String {
+    if s.chars().count() > 160 {
+        format!("{}...", s.chars().take(160).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_matrix_marks_misses_and_counts() {
+        let m = Matrix {
+            hosts: vec!["h1".into(), "h2".into(), "h3".into()],
+            reached: vec![vec![false, true, true], vec![true, false, false], vec![true, true, false]],
+        };
+        assert_eq!(matrix(&m), "*** Ping: testing ping reachability\nh1 -> h2 h3\nh2 -> h1 X\nh3 -> h1 h2\n*** Results: 16% dropped (5/6 received)\n");
+        let empty = Matrix { hosts: vec![], reached: vec![] };
+        assert!(matrix(&empty).ends_with("0% dropped (0/0 received)\n"));
+    }
+
+    #[test]
+    fn long_keys_are_cut() {
+        assert_eq!(shorten("abc"), "abc");
+        let long = "x".repeat(200);
+        assert_eq!(shorten(&long).chars().count(), 163);
+    }
+}

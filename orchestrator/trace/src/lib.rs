@@ -1,0 +1,605 @@
+//! `sts-trace`: what happened in a run, and where it is kept.
+//!
+//! - this module: the event vocabulary ([`External`], [`Internal`]) and the
+//!   trace format, versioned JSON Lines (`docs/trace-format.md`), with a
+//!   line-by-line [`Writer`] and a checked reader ([`Trace::load`]);
+//! - [`dir`]: experiment directories (config, meta, trace, logs, violation),
+//!   written atomically.
+//!
+//! The first line is a [`Header`]; every other line is one [`Record`]: an
+//! external event sts injected, an internal event it observed (an OpenFlow
+//! message, a controller log line, a dataplane report), or a violation. Records
+//! carry a sequence number that orders everything, and the run's clock in
+//! milliseconds. Other tools may write traces too: only the header and the
+//! external events are required for replay.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use sts_invariants::Violation;
+use sts_mocknet::{DataplaneEvent, Endpoint};
+use sts_proxy::wire::Fingerprint;
+
+pub mod dir;
+
+/// The `format` value of a trace's header.
+pub const FORMAT: &str = "sts-trace";
+/// The newest trace version this sts reads and the one it writes. Version 2
+/// keeps each OpenFlow message's bytes and types dataplane reports; version
+/// 1 traces still load.
+pub const VERSION: u32 = 2;
+
+/// The first line of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    pub format: String,
+    pub version: u32,
+    /// The fuzzer's seed (absent for hand-written traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The sts version that wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sts: Option<String>,
+    /// On virtual time: the run's wall-clock date when its clock was made
+    /// (ns since the Unix epoch); a replay on virtual time serves the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_epoch_ns: Option<u64>,
+}
+
+impl Header {
+    /// A header for a trace this sts writes.
+    pub fn new(seed: Option<u64>) -> Header {
+        Header {
+            format: FORMAT.into(),
+            version: VERSION,
+            seed,
+            sts: Some(env!("CARGO_PKG_VERSION").into()),
+            wall_epoch_ns: None,
+        }
+    }
+}
+
+/// One switch port: the end of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Port {
+    pub switch: u64,
+    pub port: u32,
+}
+
+/// Something sts does to the system. Hosts go by name (`h1`), switches by
+/// datapath id, links by both of their ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum External {
+    /// `src` pings `dst` (ARP first if needed).
+    Ping { src: String, dst: String },
+    /// A switch-to-switch link fails: both ports go down, PORT_STATUS to the controllers.
+    LinkDown { a: Port, b: Port },
+    /// A failed link recovers.
+    LinkUp { a: Port, b: Port },
+    /// A host moves: its old port goes down, it is plugged into `to`.
+    HostMigrate { host: String, from: u64, to: u64 },
+    /// A link starts dropping every frame (no port change: the controller is not told).
+    DataplaneDrop { a: Port, b: Port },
+    /// A dropping link heals.
+    DataplaneDropEnd { a: Port, b: Port },
+    /// A link starts delaying every frame by `ms`.
+    DataplaneDelay { a: Port, b: Port, ms: u64 },
+    /// A delaying link is prompt again.
+    DataplaneDelayEnd { a: Port, b: Port },
+    /// A switch crashes: control connections close, its links go down, its flow tables are lost.
+    SwitchDown { switch: u64 },
+    /// A failed switch comes back: links up, it connects to its controllers again.
+    SwitchUp { switch: u64 },
+    /// Messages from the controllers to a switch are held `ms` in the proxy (keepalives pass).
+    ControlDelay { switch: u64, ms: u64 },
+    /// Messages to the switch flow promptly again.
+    ControlDelayEnd { switch: u64 },
+    /// A controller process is killed (SIGKILL); `controller` is `c0`, `c1` ... in config order.
+    ControllerCrash { controller: String },
+    /// A crashed controller starts again on the same address; the switches reconnect.
+    ControllerRestart { controller: String },
+    /// The controller-to-controller relay `relay` (config `[[relays]]`) is
+    /// blocked: its peers are partitioned.
+    Partition { relay: String },
+    /// The partition ends: what waited crosses, in order.
+    PartitionHeal { relay: String },
+}
+
+impl External {
+    /// A short name for progress lines and reports.
+    pub fn describe(&self) -> String {
+        let link = |a: &Port, b: &Port| format!("s{}:{}-s{}:{}", a.switch, a.port, b.switch, b.port);
+        match self {
+            External::Ping { src, dst } => format!("ping {src} -> {dst}"),
+            External::LinkDown { a, b } => format!("link down {}", link(a, b)),
+            External::LinkUp { a, b } => format!("link up {}", link(a, b)),
+            External::HostMigrate { host, from, to } => format!("migrate {host} s{from} -> s{to}"),
+            External::DataplaneDrop { a, b } => format!("dataplane drop {}", link(a, b)),
+            External::DataplaneDropEnd { a, b } => format!("dataplane drop ends {}", link(a, b)),
+            External::DataplaneDelay { a, b, ms } => format!("dataplane delay {ms} ms {}", link(a, b)),
+            External::DataplaneDelayEnd { a, b } => format!("dataplane delay ends {}", link(a, b)),
+            External::SwitchDown { switch } => format!("switch s{switch} fails"),
+            External::SwitchUp { switch } => format!("switch s{switch} recovers"),
+            External::Partition { relay } => format!("partition {relay}"),
+            External::PartitionHeal { relay } => format!("partition {relay} heals"),
+            External::ControlDelay { switch, ms } => format!("control messages to s{switch} delayed {ms} ms"),
+            External::ControlDelayEnd { switch } => format!("control delay to s{switch} ends"),
+            External::ControllerCrash { controller } => format!("controller {controller} crashes"),
+            External::ControllerRestart { controller } => format!("controller {controller} restarts"),
+        }
+    }
+}
+
+/// Which way an OpenFlow message travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// From a switch to a controller (PACKET_IN, FEATURES_REPLY ...).
+    ToController,
+    /// From a controller to a switch (FLOW_MOD, PACKET_OUT ...).
+    ToSwitch,
+}
+
+impl Direction {
+    /// The name traces use: `to_controller` or `to_switch`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::ToController => "to_controller",
+            Direction::ToSwitch => "to_switch",
+        }
+    }
+}
+
+impl From<sts_proxy::interpose::Direction> for Direction {
+    fn from(d: sts_proxy::interpose::Direction) -> Direction {
+        match d {
+            sts_proxy::interpose::Direction::SwitchToController => Direction::ToController,
+            sts_proxy::interpose::Direction::ControllerToSwitch => Direction::ToSwitch,
+        }
+    }
+}
+
+/// An OpenFlow message type by its recorded name (`packet_in`, `flow_mod`
+/// ...): one of the names of OpenFlow 1.0 and 1.3, or `unknown`. A trace
+/// naming any other type does not load.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MsgType(&'static str);
+
+impl MsgType {
+    /// The type called `name`, if OpenFlow 1.0 or 1.3 has one (or `unknown`).
+    pub fn from_name(name: &str) -> Option<MsgType> {
+        // An immutable table, built once: the names never change.
+        static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        let names = NAMES.get_or_init(|| {
+            let mut all = sts_proxy::wire::type_names();
+            all.push("unknown");
+            all
+        });
+        names.iter().find(|n| **n == name).copied().map(MsgType)
+    }
+
+    /// The type the interposer recorded: a name from
+    /// [`sts_proxy::wire::type_name`], which only gives known names.
+    pub fn recorded(name: &'static str) -> MsgType {
+        debug_assert!(MsgType::from_name(name).is_some(), "{name} is a recorded type name");
+        MsgType(name)
+    }
+
+    /// The recorded name.
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl std::fmt::Debug for MsgType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::fmt::Display for MsgType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl PartialEq<&str> for MsgType {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<str> for MsgType {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl Serialize for MsgType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for MsgType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MsgType, D::Error> {
+        let name = String::deserialize(d)?;
+        MsgType::from_name(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!("msg: {name:?} is not an OpenFlow 1.0 or 1.3 message type"))
+        })
+    }
+}
+
+/// What the dataplane reported by itself: a loop, a storm, a frame lost to a
+/// fault.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DataplaneReport {
+    /// A frame crossed more switches than the hop limit (or bounced between
+    /// a switch and its controller): a forwarding loop.
+    Loop { dpid: u64, in_port: u32, summary: String },
+    /// One injection caused more deliveries than the step budget: a storm.
+    Storm { deliveries: usize },
+    /// A frame was lost to a dataplane drop fault on the link at `at`
+    /// (`s1:2`, or a host name's index `host 0`).
+    FaultDrop { at: String },
+}
+
+impl From<&DataplaneEvent> for DataplaneReport {
+    fn from(e: &DataplaneEvent) -> DataplaneReport {
+        match e {
+            DataplaneEvent::HopLimit { dpid, in_port, summary } => {
+                DataplaneReport::Loop { dpid: *dpid, in_port: *in_port, summary: summary.clone() }
+            }
+            DataplaneEvent::StepBudget { deliveries } => DataplaneReport::Storm { deliveries: *deliveries },
+            DataplaneEvent::FaultDrop { at } => DataplaneReport::FaultDrop {
+                at: match at {
+                    Endpoint::Switch { dpid, port } => format!("s{dpid}:{port}"),
+                    Endpoint::Host(i) => format!("host {i}"),
+                },
+            },
+        }
+    }
+}
+
+/// Something the system did by itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Internal {
+    /// An OpenFlow message between a switch and a controller.
+    Openflow {
+        dpid: u64,
+        /// The controller's index in config order.
+        controller: usize,
+        dir: Direction,
+        msg: MsgType,
+        /// The functionally-equivalent view (volatile values masked).
+        fp: Fingerprint,
+        /// The message's bytes as they crossed the proxy (hex in the file;
+        /// absent in version-1 traces).
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "hex_bytes")]
+        raw: Option<Bytes>,
+    },
+    /// A controller's stdout or stderr line.
+    Log { controller: String, line: String, fp: String },
+    /// The dataplane saw a loop or a storm, or dropped a frame by fault
+    /// (version 2).
+    Dataplane(DataplaneReportField),
+}
+
+/// A dataplane record's body: typed in version 2, a description in
+/// version-1 traces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum DataplaneReportField {
+    Typed(DataplaneReport),
+    /// A version-1 trace's `what` (the report's debug rendering).
+    Legacy {
+        what: String,
+    },
+}
+
+impl DataplaneReportField {
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        match self {
+            DataplaneReportField::Typed(DataplaneReport::Loop { dpid, in_port, summary }) => {
+                format!("forwarding loop at s{dpid} port {in_port}: {summary}")
+            }
+            DataplaneReportField::Typed(DataplaneReport::Storm { deliveries }) => {
+                format!("broadcast storm: over {deliveries} deliveries")
+            }
+            DataplaneReportField::Typed(DataplaneReport::FaultDrop { at }) => {
+                format!("frame dropped by the fault at {at}")
+            }
+            DataplaneReportField::Legacy { what } => what.clone(),
+        }
+    }
+}
+
+impl Internal {
+    /// What replay matches on: the kind, the channel and the fingerprint.
+    pub fn key(&self) -> Option<String> {
+        match self {
+            Internal::Openflow { dpid, controller, dir, fp, .. } => {
+                Some(format!("of {dpid} {controller} {} {fp}", dir.as_str()))
+            }
+            Internal::Log { controller, fp, .. } => Some(format!("log {controller} {fp}")),
+            Internal::Dataplane { .. } => None,
+        }
+    }
+
+    /// A dataplane record from the network's report.
+    pub fn dataplane(e: &DataplaneEvent) -> Internal {
+        Internal::Dataplane(DataplaneReportField::Typed(e.into()))
+    }
+}
+
+/// Optional bytes as lowercase hex.
+mod hex_bytes {
+    use bytes::Bytes;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &Option<Bytes>, s: S) -> Result<S::Ok, S::Error> {
+        match b {
+            Some(b) => sts_proxy::wire::hex_bytes::serialize(b, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
+        let text = String::deserialize(d)?;
+        sts_proxy::wire::hex_bytes::parse(&text).map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
+/// One line after the header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    pub seq: u64,
+    /// Milliseconds on the run's clock.
+    pub t_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<External>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub internal: Option<Internal>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub violation: Option<Violation>,
+    /// The line it was read from (0 when not read from a file).
+    #[serde(skip)]
+    pub line: usize,
+}
+
+/// Writes a trace line by line, each line in one `write` call, so a run
+/// killed half-way leaves every line written so far whole and readable.
+pub struct Writer {
+    out: File,
+    next_seq: u64,
+    last_t: u64,
+    path: PathBuf,
+}
+
+impl Writer {
+    /// Creates `path` and writes the header.
+    pub fn create(path: &Path, header: &Header) -> std::io::Result<Writer> {
+        let mut w = Writer { out: File::create(path)?, next_seq: 1, last_t: 0, path: path.to_owned() };
+        w.line(&serde_json::to_string(header).map_err(std::io::Error::other)?)?;
+        Ok(w)
+    }
+
+    fn line(&mut self, s: &str) -> std::io::Result<()> {
+        let mut line = String::with_capacity(s.len() + 1);
+        line.push_str(s);
+        line.push('\n');
+        self.out.write_all(line.as_bytes())
+    }
+
+    fn record(
+        &mut self,
+        t_ms: u64,
+        external: Option<External>,
+        internal: Option<Internal>,
+        violation: Option<Violation>,
+    ) -> std::io::Result<u64> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        // Times never go back, even if a caller's clock readings interleave.
+        let t_ms = t_ms.max(self.last_t);
+        self.last_t = t_ms;
+        let r = Record { seq, t_ms, external, internal, violation, line: 0 };
+        self.line(&serde_json::to_string(&r).map_err(std::io::Error::other)?)?;
+        Ok(seq)
+    }
+
+    /// Appends an external event; returns its sequence number.
+    pub fn external(&mut self, t_ms: u64, e: External) -> std::io::Result<u64> {
+        self.record(t_ms, Some(e), None, None)
+    }
+
+    /// Appends an internal event.
+    pub fn internal(&mut self, t_ms: u64, e: Internal) -> std::io::Result<u64> {
+        self.record(t_ms, None, Some(e), None)
+    }
+
+    /// Appends a violation.
+    pub fn violation(&mut self, t_ms: u64, v: Violation) -> std::io::Result<u64> {
+        self.record(t_ms, None, None, Some(v))
+    }
+
+    /// Where the trace is being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A trace that cannot be used: names the file, the line and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}:{line}: {message}")]
+pub struct TraceError {
+    pub path: PathBuf,
+    pub line: usize,
+    pub message: String,
+}
+
+/// A whole trace in memory.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub header: Header,
+    pub records: Vec<Record>,
+}
+
+impl Trace {
+    /// Reads and validates a trace file.
+    pub fn load(path: &Path) -> Result<Trace, TraceError> {
+        let err = |line: usize, message: String| TraceError { path: path.to_owned(), line, message };
+        let file = File::open(path).map_err(|e| err(0, format!("cannot read: {e}")))?;
+        let mut lines = BufReader::new(file).lines().enumerate();
+        let Some((_, first)) = lines.next() else {
+            return Err(err(1, "empty file: a trace starts with its header line".into()));
+        };
+        let first = first.map_err(|e| err(1, format!("cannot read: {e}")))?;
+        let header: Header = serde_json::from_str(&first).map_err(|e| err(1, format!("header: {e}")))?;
+        if header.format != FORMAT {
+            return Err(err(1, format!("header.format: expected \"{FORMAT}\", found {:?}", header.format)));
+        }
+        if header.version == 0 {
+            return Err(err(1, "header.version: 0 is not a trace version (versions start at 1)".into()));
+        }
+        if header.version > VERSION {
+            return Err(err(
+                1,
+                format!(
+                    "header.version: this trace is version {}, newer than this sts reads ({VERSION}); upgrade sts",
+                    header.version
+                ),
+            ));
+        }
+        let mut records = Vec::new();
+        let mut last_seq = 0;
+        let mut last_t = 0;
+        for (i, line) in lines {
+            let n = i + 1;
+            let line = line.map_err(|e| err(n, format!("cannot read: {e}")))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let mut r: Record = serde_json::from_str(&line).map_err(|e| {
+                let hint = if e.is_eof() { " (the line is cut short: was the run killed while writing?)" } else { "" };
+                err(n, format!("{e}{hint}"))
+            })?;
+            let kinds = r.external.is_some() as u8 + r.internal.is_some() as u8 + r.violation.is_some() as u8;
+            if kinds != 1 {
+                return Err(err(n, "a record holds exactly one of external, internal, violation".into()));
+            }
+            if r.seq <= last_seq {
+                return Err(err(n, format!("seq: {} does not increase (previous {last_seq})", r.seq)));
+            }
+            if r.t_ms < last_t {
+                return Err(err(n, format!("t_ms: {} goes back in time (previous {last_t})", r.t_ms)));
+            }
+            last_seq = r.seq;
+            last_t = r.t_ms;
+            r.line = n;
+            records.push(r);
+        }
+        Ok(Trace { header, records })
+    }
+
+    /// The external events, in order, with their times.
+    pub fn externals(&self) -> Vec<(u64, &External)> {
+        self.records.iter().filter_map(|r| r.external.as_ref().map(|e| (r.t_ms, e))).collect()
+    }
+
+    /// The first violation recorded, if any.
+    pub fn violation(&self) -> Option<&Violation> {
+        self.records.iter().find_map(|r| r.violation.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(i: usize, text: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("sts-trace-test-{}-{i}.jsonl", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn writes_and_reads_back() {
+        let p = std::env::temp_dir().join(format!("sts-trace-rt-{}.jsonl", std::process::id()));
+        let mut w = Writer::create(&p, &Header::new(Some(7))).unwrap();
+        w.external(10, External::Ping { src: "h1".into(), dst: "h2".into() }).unwrap();
+        let fp = Fingerprint(r#"{"packet_in":{}}"#.to_string());
+        let raw = Some(Bytes::from_static(&[1, 10, 0, 8, 0, 0, 0, 7]));
+        let msg = MsgType::from_name("packet_in").unwrap();
+        w.internal(
+            12,
+            Internal::Openflow { dpid: 1, controller: 0, dir: Direction::ToController, msg, fp, raw: raw.clone() },
+        )
+        .unwrap();
+        w.internal(12, Internal::dataplane(&DataplaneEvent::StepBudget { deliveries: 9 })).unwrap();
+        w.external(11, External::Ping { src: "h2".into(), dst: "h1".into() }).unwrap();
+        drop(w);
+        let t = Trace::load(&p).unwrap();
+        assert_eq!(t.header.seed, Some(7));
+        assert_eq!(t.header.version, VERSION);
+        assert_eq!(t.records.len(), 4);
+        assert_eq!(t.externals().len(), 2);
+        assert!(
+            matches!(&t.records[1].internal, Some(Internal::Openflow { raw: r, msg, .. }) if *r == raw && *msg == "packet_in"),
+            "the bytes come back"
+        );
+        let storm = Internal::Dataplane(DataplaneReportField::Typed(DataplaneReport::Storm { deliveries: 9 }));
+        assert_eq!(t.records[2].internal.as_ref(), Some(&storm));
+        assert_eq!(t.records[3].t_ms, 12, "a late clock reading is clamped, never going back");
+    }
+
+    #[test]
+    fn version_1_traces_still_load() {
+        let text = concat!(
+            r#"{"format":"sts-trace","version":1,"seed":3}"#,
+            "\n",
+            r#"{"seq":1,"t_ms":5,"internal":{"type":"openflow","dpid":1,"controller":0,"dir":"to_switch","msg":"flow_mod","fp":"of1/flow_mod {}"}}"#,
+            "\n",
+            r#"{"seq":2,"t_ms":6,"internal":{"type":"dataplane","what":"StepBudget { deliveries: 100001 }"}}"#,
+            "\n",
+            r#"{"seq":3,"t_ms":7,"external":{"type":"ping","src":"h1","dst":"h2"}}"#,
+            "\n"
+        );
+        let t = Trace::load(&write(100, text)).unwrap();
+        assert_eq!(t.header.version, 1);
+        assert!(matches!(&t.records[0].internal, Some(Internal::Openflow { dir: Direction::ToSwitch, raw: None, .. })));
+        assert!(matches!(&t.records[1].internal, Some(Internal::Dataplane(DataplaneReportField::Legacy { .. }))));
+        assert_eq!(t.records[0].internal.as_ref().and_then(Internal::key).unwrap(), "of 1 0 to_switch of1/flow_mod {}");
+    }
+
+    #[test]
+    fn bad_traces_name_the_line_and_field() {
+        let h = r#"{"format":"sts-trace","version":1}"#;
+        let cases = [
+            (String::new(), ":1: empty file"),
+            (r#"{"format":"sts-trace","version":9}"#.to_string(), "newer than this sts"),
+            (r#"{"format":"pcap","version":1}"#.to_string(), "header.format"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\""), ":2: EOF"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"teleport\"}}}}"), "unknown variant `teleport`"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\"}}}}"), "missing field `dst`"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"internal\":{{\"type\":\"openflow\",\"dpid\":1,\"controller\":0,\"dir\":\"up\",\"msg\":\"flow_mod\",\"fp\":\"x\"}}}}"), "unknown variant `up`"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"internal\":{{\"type\":\"openflow\",\"dpid\":1,\"controller\":0,\"dir\":\"to_switch\",\"msg\":\"flow_smod\",\"fp\":\"x\"}}}}"), "not an OpenFlow"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"internal\":{{\"type\":\"openflow\",\"dpid\":1,\"controller\":0,\"dir\":\"to_switch\",\"msg\":\"flow_mod\",\"fp\":\"x\",\"raw\":\"0g\"}}}}"), "hex"),
+            (format!("{h}\n{{\"seq\":2,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}}}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}}}"), ":3: seq"),
+        ];
+        for (i, (text, want)) in cases.into_iter().enumerate() {
+            let p = write(i, &text);
+            let e = Trace::load(&p).expect_err(&text).to_string();
+            assert!(e.contains(want), "{e:?} should contain {want:?}");
+        }
+    }
+}

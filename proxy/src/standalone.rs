@@ -1,0 +1,301 @@
+//! `sts proxy`: interposition between real switches (Open vSwitch in a QA
+//! testbed, say) and a controller.
+//!
+//! Each switch that connects to `listen` gets its own connection to the
+//! controller; both directions are framed, recorded and relayed through one
+//! shared [`Interposer`]. Channels are numbered by connection order (the
+//! channel's `dpid` field is that number: the proxy does not parse FEATURES
+//! to learn datapath ids). With a [`Recording`], every message is appended to a
+//! JSON Lines file: a header line, then one event per line (a [`Recorded`] plus
+//! its fingerprint). A recorder thread fingerprints and writes, off the relay's
+//! path, and flushes whenever it has caught up, so a killed proxy leaves a
+//! readable file that lacks at most what was queued. The queue is bounded
+//! ([`RECORDER_BACKLOG`] batches): beyond it the relay waits for the recorder.
+//!
+//! A fault policy ([`parse_policy`]: `--drop TYPE`, `--delay TYPE=MS`) applies
+//! to every channel; echo messages always pass. Every direction of a channel
+//! is written by its own writer task, fed in order by the relay and, for
+//! delayed messages, by a ticker, so a delay keeps the connection's order (what
+//! follows a delayed message waits behind it).
+//!
+//! The proxy reads no clock of its own: the caller passes a [`Now`] (sts
+//! passes its run clock), so time is read in one place only.
+//!
+//! [`Recorded`]: crate::interpose::Recorded
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use crate::interpose::{Action, ChannelId, Direction, Interposer, Recorded, Rule};
+use crate::wire::OfpCodec;
+use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::FramedRead;
+
+/// Milliseconds since the proxy started, from the caller's clock.
+pub type Now = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// Batches the recorder may trail the relay by before the relay waits.
+pub const RECORDER_BACKLOG: usize = 1024;
+
+/// The first line of a recording.
+pub const RECORDING_HEADER: &str = r#"{"format":"sts-openflow-recording","version":1}"#;
+
+/// Where recorded events go: a recorder thread writing a JSON Lines file.
+#[derive(Clone)]
+pub struct Recording {
+    tx: std::sync::mpsc::SyncSender<Vec<Recorded>>,
+    written: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Recording {
+    /// Events written to the file so far (the recorder may trail the relay).
+    pub fn written(&self) -> u64 {
+        self.written.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// The recorder thread; [`RecorderHandle::finish`] waits until every event
+/// sent to it is written.
+pub struct RecorderHandle {
+    thread: std::thread::JoinHandle<std::io::Result<u64>>,
+}
+
+impl RecorderHandle {
+    /// Waits for the recorder to write everything (all [`Recording`] clones
+    /// must be dropped first) and returns how many events it wrote.
+    pub fn finish(self) -> std::io::Result<u64> {
+        self.thread.join().map_err(|_| std::io::Error::other("the recorder thread panicked"))?
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    #[serde(flatten)]
+    event: &'a Recorded,
+    fingerprint: crate::wire::Fingerprint,
+}
+
+/// Creates `path` with the recording header and starts the recorder thread.
+pub fn record_to(path: &Path) -> std::io::Result<(Recording, RecorderHandle)> {
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "{RECORDING_HEADER}")?;
+    w.flush()?;
+    // Bounded: when the recorder falls this far behind, the relay waits for it
+    // (backpressure) rather than queueing without limit. Nothing is dropped.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Recorded>>(RECORDER_BACKLOG);
+    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let shared_counter = counter.clone();
+    let thread = std::thread::Builder::new().name("sts-recorder".into()).spawn(move || {
+        let mut written = 0u64;
+        while let Ok(batch) = rx.recv() {
+            let mut next = Some(batch);
+            while let Some(events) = next {
+                for e in &events {
+                    serde_json::to_writer(&mut w, &Line { event: e, fingerprint: e.fingerprint() })?;
+                    w.write_all(b"\n")?;
+                    written += 1;
+                }
+                shared_counter.store(written, std::sync::atomic::Ordering::Relaxed);
+                next = rx.try_recv().ok();
+            }
+            w.flush()?; // caught up: make everything so far readable
+        }
+        w.flush()?;
+        Ok(written)
+    })?;
+    Ok((Recording { tx, written: counter }, RecorderHandle { thread }))
+}
+
+struct Shared {
+    interposer: Interposer,
+    record: Option<Recording>,
+    now: Now,
+    /// The writer task of each channel direction.
+    writers: std::collections::HashMap<(ChannelId, Direction), tokio::sync::mpsc::Sender<bytes::Bytes>>,
+}
+
+/// Batches a writer task may trail its relay by.
+const WRITER_BACKLOG: usize = 256;
+
+/// Parses a fault policy from `--drop TYPE` and `--delay TYPE=MS` values
+/// (message type names as recorded: `flow_mod`, `packet_in` ...).
+pub fn parse_policy(drop: &[String], delay: &[String]) -> Result<Vec<Rule>, String> {
+    let known = crate::wire::type_names();
+    let check = |flag: &str, t: &str| {
+        if known.contains(&t) {
+            Ok(t.to_string())
+        } else {
+            Err(format!("--{flag} {t:?}: unknown message type (known: {})", known.join(", ")))
+        }
+    };
+    let mut rules = Vec::new();
+    for t in drop {
+        rules.push(Rule { dir: None, dpid: None, msg_type: Some(check("drop", t)?), action: Action::Drop });
+    }
+    for d in delay {
+        let (t, ms) = d.split_once('=').ok_or_else(|| format!("--delay {d:?}: expected TYPE=MS, e.g. flow_mod=200"))?;
+        let ms: u64 = ms.parse().map_err(|_| format!("--delay {d:?}: {ms:?} is not a number of milliseconds"))?;
+        rules.push(Rule { dir: None, dpid: None, msg_type: Some(check("delay", t)?), action: Action::Delay(ms) });
+    }
+    Ok(rules)
+}
+
+impl Shared {
+    /// Records a message and returns the bytes to forward now, on this
+    /// channel direction (a message only ever releases its own queue).
+    /// Records stay in the interposer's log until `flush_records`.
+    fn pass(&mut self, channel: ChannelId, dir: Direction, frame: crate::wire::Frame) -> Vec<bytes::Bytes> {
+        let now = (self.now)();
+        let out = self.interposer.on_message(channel, dir, frame, now);
+        out.into_iter().filter(|d| d.channel == channel && d.dir == dir).map(|d| d.frame.bytes().clone()).collect()
+    }
+}
+
+impl Shared {
+    /// Hands the events recorded so far to the recorder thread.
+    fn flush_records(&mut self) {
+        let events = self.interposer.take_log();
+        match &self.record {
+            Some(r) if !events.is_empty() => {
+                let _ = r.tx.send(events);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Binds `listen` and relays every switch connection to `controller` until
+/// the task is dropped, with message times from `now`. Reports the bound
+/// address through `ready`.
+pub async fn run(
+    listen: SocketAddr,
+    controller: SocketAddr,
+    record: Option<Recording>,
+    policy: Vec<Rule>,
+    now: Now,
+    ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
+) -> std::io::Result<()> {
+    let listener = TcpListener::bind(listen).await?;
+    let delays = policy.iter().any(|r| matches!(r.action, Action::Delay(_)));
+    let mut interposer = Interposer::default();
+    interposer.rules = policy;
+    let shared = Arc::new(Mutex::new(Shared { interposer, record, now, writers: Default::default() }));
+    if delays {
+        tokio::spawn(deliver_due(shared.clone()));
+    }
+    if let Some(tx) = ready {
+        let _ = tx.send(listener.local_addr()?);
+    }
+    let mut next = 0u64;
+    loop {
+        let (switch, peer) = listener.accept().await?;
+        let channel = ChannelId { dpid: next, controller: 0 };
+        next += 1;
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let ctl = match TcpStream::connect(controller).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("switch {peer}: cannot reach the controller at {controller}: {e}");
+                    return;
+                }
+            };
+            let _ = switch.set_nodelay(true);
+            let _ = ctl.set_nodelay(true);
+            let (sr, sw) = switch.into_split();
+            let (cr, cw) = ctl.into_split();
+            let up_writer = writer(cw, channel, Direction::SwitchToController, &shared);
+            let down_writer = writer(sw, channel, Direction::ControllerToSwitch, &shared);
+            let up = pump(sr, up_writer, channel, Direction::SwitchToController, shared.clone());
+            let down = pump(cr, down_writer, channel, Direction::ControllerToSwitch, shared.clone());
+            // When either side closes, the whole channel ends.
+            tokio::select! {
+                r = up => if let Err(e) = r { tracing::info!("channel {}: {e}", channel.dpid) },
+                r = down => if let Err(e) = r { tracing::info!("channel {}: {e}", channel.dpid) },
+            }
+            if let Ok(mut shared) = shared.lock() {
+                shared.writers.retain(|(c, _), _| *c != channel);
+            }
+        });
+    }
+}
+
+/// Starts the writer task of one channel direction and registers it.
+fn writer(
+    mut to: impl AsyncWrite + Unpin + Send + 'static,
+    channel: ChannelId,
+    dir: Direction,
+    shared: &Arc<Mutex<Shared>>,
+) -> tokio::sync::mpsc::Sender<bytes::Bytes> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(WRITER_BACKLOG);
+    if let Ok(mut shared) = shared.lock() {
+        shared.writers.insert((channel, dir), tx.clone());
+    }
+    tokio::spawn(async move {
+        while let Some(b) = rx.recv().await {
+            if to.write_all(&b).await.is_err() {
+                return;
+            }
+        }
+    });
+    tx
+}
+
+/// Delivers delayed messages when they fall due, through their writers.
+async fn deliver_due(shared: Arc<Mutex<Shared>>) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        let due: Vec<(tokio::sync::mpsc::Sender<bytes::Bytes>, bytes::Bytes)> = {
+            let Ok(mut shared) = shared.lock() else { return };
+            let now = (shared.now)();
+            let delivered = shared.interposer.due(now);
+            delivered
+                .into_iter()
+                .filter_map(|d| shared.writers.get(&(d.channel, d.dir)).map(|w| (w.clone(), d.frame.bytes().clone())))
+                .collect()
+        };
+        for (w, b) in due {
+            let _ = w.send(b).await;
+        }
+    }
+}
+
+/// Relays one direction. Frames already buffered are taken as a batch (one
+/// lock, one hand-off to the recorder, one write); a lone frame goes at once.
+async fn pump(
+    from: impl AsyncRead + Unpin,
+    to: tokio::sync::mpsc::Sender<bytes::Bytes>,
+    channel: ChannelId,
+    dir: Direction,
+    shared: Arc<Mutex<Shared>>,
+) -> Result<(), String> {
+    let mut batches = FramedRead::new(from, OfpCodec).ready_chunks(256);
+    while let Some(batch) = batches.next().await {
+        let mut out = Vec::with_capacity(1 << 12);
+        let mut failure = None;
+        {
+            let mut shared = shared.lock().map_err(|_| "recorder lock poisoned".to_string())?;
+            for frame in batch {
+                match frame {
+                    Ok(frame) => shared.pass(channel, dir, frame).iter().for_each(|b| out.extend_from_slice(b)),
+                    Err(e) => {
+                        failure = Some(format!("bad framing ({dir:?}): {e}"));
+                        break;
+                    }
+                }
+            }
+            shared.flush_records();
+        }
+        if !out.is_empty() {
+            to.send(bytes::Bytes::from(out)).await.map_err(|_| format!("{dir:?}: the peer closed"))?;
+        }
+        if let Some(f) = failure {
+            return Err(f);
+        }
+    }
+    Ok(())
+}
