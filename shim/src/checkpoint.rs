@@ -35,10 +35,10 @@ use std::sync::atomic::{AtomicI32, Ordering};
 static CONTROL: AtomicI32 = AtomicI32::new(-1);
 
 /// Makes `fd` this process's control socket (closing any previous one).
-pub unsafe fn set_control(fd: RawFd) {
+pub fn set_control(fd: RawFd) {
     let old = CONTROL.swap(fd, Ordering::AcqRel);
     if old >= 0 && old != fd {
-        real!("close", unsafe extern "C" fn(c_int) -> c_int)(old);
+        crate::close_ours(&[old]);
     }
 }
 
@@ -54,16 +54,17 @@ fn reply(fd: RawFd, line: &str) {
 }
 
 fn close_all(fds: &[RawFd]) {
-    for &fd in fds {
-        // SAFETY: the descriptors came with a command and are ours.
-        unsafe { real!("close", unsafe extern "C" fn(c_int) -> c_int)(fd) };
-    }
+    crate::close_ours(fds);
 }
 
 /// Handles a command waiting on the control socket, if any. Called between
 /// the chunks of a virtual wait; returns true if something happened that
 /// changes the process's identity (it is now a resumed copy: a new pid and a
 /// new clock slot), so the caller re-reads its slot.
+///
+/// # Safety
+///
+/// The process must have a single thread (a checkpoint forks).
 pub unsafe fn poll() -> bool {
     let fd = CONTROL.load(Ordering::Acquire);
     if fd < 0 {
@@ -79,7 +80,8 @@ pub unsafe fn poll() -> bool {
         crate::Received::Command(c, f) => (c, f),
     };
     match command.split_whitespace().next() {
-        Some("checkpoint") if fds.len() == 1 => checkpoint(fd, fds[0]),
+        // SAFETY: single-threaded, this function's contract.
+        Some("checkpoint") if fds.len() == 1 => unsafe { checkpoint(fd, fds[0]) },
         _ => {
             close_all(&fds);
             reply(
@@ -96,21 +98,24 @@ pub unsafe fn poll() -> bool {
 }
 
 /// Connected TCP sockets: (descriptor, local port, peer port).
-unsafe fn connected_tcp_sockets() -> Vec<(RawFd, u16, u16)> {
+fn connected_tcp_sockets() -> Vec<(RawFd, u16, u16)> {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return Vec::new() };
     let mut fds: Vec<RawFd> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
     fds.sort_unstable();
     let mut out = Vec::new();
     for fd in fds {
-        let mut st: libc::stat = std::mem::zeroed();
-        if libc::fstat(fd, &mut st) != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
-            continue;
-        }
-        let mut ty: c_int = 0;
-        let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
-        if libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut ty as *mut c_int).cast(), &mut len) != 0
-            || ty != libc::SOCK_STREAM
-        {
+        // SAFETY: stat is a plain C struct, valid all zero; fstat and
+        // getsockopt only write into our own values, within their sizes.
+        let stream_socket = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            let mut ty: c_int = 0;
+            let mut len = std::mem::size_of::<c_int>() as libc::socklen_t;
+            libc::fstat(fd, &mut st) == 0
+                && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
+                && libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut ty as *mut c_int).cast(), &mut len) == 0
+                && ty == libc::SOCK_STREAM
+        };
+        if !stream_socket {
             continue;
         }
         let (Some(local), Some(peer)) = (crate::socket_port(fd, false), crate::socket_port(fd, true)) else { continue };
@@ -121,32 +126,42 @@ unsafe fn connected_tcp_sockets() -> Vec<(RawFd, u16, u16)> {
 
 /// Forks a holder that keeps this state; replies with its pid and the
 /// connections sts must replace on resume.
+///
+/// # Safety
+///
+/// The process must have a single thread (it forks).
 unsafe fn checkpoint(control: RawFd, holder_control: RawFd) -> bool {
     let conns = connected_tcp_sockets();
     // Bytes waiting in a connection would be lost to every copy resumed on a
     // fresh socket: the point is not quiescent after all. sts tries again.
     for &(fd, _, _) in &conns {
         let mut waiting: c_int = 0;
-        if libc::ioctl(fd, libc::FIONREAD, &mut waiting) == 0 && waiting > 0 {
+        // SAFETY: FIONREAD writes one c_int, ours.
+        if unsafe { libc::ioctl(fd, libc::FIONREAD, &mut waiting) } == 0 && waiting > 0 {
             close_all(&[holder_control]);
             reply(control, &format!("busy {fd} {waiting}"));
             return false;
         }
     }
-    let pid = libc::fork();
+    // SAFETY: single-threaded (this function's contract), so the holder is a
+    // whole copy of the process.
+    let pid = unsafe { libc::fork() };
     if pid == 0 {
         // The holder: not part of the copy's group (sts kills that), and
         // not commanded through the copy's socket.
-        libc::setpgid(0, 0);
+        // SAFETY: setpgid on ourselves has no memory effects.
+        unsafe { libc::setpgid(0, 0) };
         set_control(-1);
-        hold(holder_control);
+        // SAFETY: the holder is single-threaded too (a fork copies one thread).
+        unsafe { hold(holder_control) };
         // Only a resumed copy gets here.
         return true;
     }
     // The holder leaves the copy's group itself too, but may not have run yet
     // when sts kills the copy's group: both sides set it, whoever runs first.
     if pid > 0 {
-        libc::setpgid(pid, pid);
+        // SAFETY: setpgid on our own child has no memory effects.
+        unsafe { libc::setpgid(pid, pid) };
     }
     close_all(&[holder_control]);
     if pid < 0 {
@@ -160,13 +175,20 @@ unsafe fn checkpoint(control: RawFd, holder_control: RawFd) -> bool {
 
 /// The holder: serves `resume` until its socket closes. Returns only in a
 /// resumed copy.
+///
+/// # Safety
+///
+/// The process must have a single thread (it forks copies).
 unsafe fn hold(control: RawFd) {
-    let holder = libc::getpid();
+    // SAFETY: getpid has no preconditions.
+    let holder = unsafe { libc::getpid() };
     let old_chld = crate::reap_children_automatically();
     loop {
         let (command, fds) = match crate::receive(control, 0) {
             crate::Received::Command(c, f) => (c, f),
-            _ => libc::_exit(0),
+            // SAFETY: sts dropped the checkpoint: the holder ends, with
+            // nothing to flush.
+            _ => unsafe { libc::_exit(0) },
         };
         let words: Vec<&str> = command.split_whitespace().collect();
         let port: Option<u16> = words.get(1).and_then(|p| p.parse().ok());
@@ -189,10 +211,13 @@ unsafe fn hold(control: RawFd) {
             );
             continue;
         }
-        let pid = libc::fork();
+        // SAFETY: single-threaded (this function's contract).
+        let pid = unsafe { libc::fork() };
         if pid == 0 {
-            libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut());
-            real!("close", unsafe extern "C" fn(c_int) -> c_int)(control);
+            // SAFETY: restoring the disposition saved by
+            // `reap_children_automatically`, a valid sigaction.
+            unsafe { libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut()) };
+            close_all(&[control]);
             let sockets: Vec<(RawFd, RawFd)> = targets.iter().copied().zip(fds[5..].iter().copied()).collect();
             let child = crate::Child {
                 parent: holder,
@@ -203,11 +228,14 @@ unsafe fn hold(control: RawFd) {
                 control: Some(fds[4]),
                 only_port: Some(port),
             };
-            crate::become_child(child, &sockets);
+            // SAFETY: a freshly forked copy, resumed on the sockets sts sent.
+            unsafe { crate::become_child(child, &sockets) };
             return;
         }
         if pid > 0 {
-            libc::setpgid(pid, pid); // as in `checkpoint`: no window in the holder's group
+            // As in `checkpoint`: no window in the holder's group.
+            // SAFETY: setpgid on our own child has no memory effects.
+            unsafe { libc::setpgid(pid, pid) };
         }
         close_all(&fds);
         let line =
@@ -218,27 +246,36 @@ unsafe fn hold(control: RawFd) {
 
 /// Puts fresh socket `fresh` in place of descriptor `target`, keeping the
 /// descriptor's flags (non-blocking, close-on-exec) as the controller set them.
+///
+/// # Safety
+///
+/// `target` must be a connection of this process's to replace (a copy being
+/// resumed), and `fresh` a socket sts sent for it.
 pub unsafe fn replace_socket(target: RawFd, fresh: RawFd, report: &mut std::fs::File) {
-    let flags = libc::fcntl(target, libc::F_GETFL);
-    let fd_flags = libc::fcntl(target, libc::F_GETFD);
-    if libc::dup2(fresh, target) < 0 {
-        let _ = writeln!(report, "error socket {target}: {}", std::io::Error::last_os_error());
-    } else {
-        if flags >= 0 {
-            libc::fcntl(target, libc::F_SETFL, flags);
+    // SAFETY: descriptor calls on `target` (ours to replace: this function's
+    // contract) and `fresh` (ours), with pointers to our own values.
+    unsafe {
+        let flags = libc::fcntl(target, libc::F_GETFL);
+        let fd_flags = libc::fcntl(target, libc::F_GETFD);
+        if libc::dup2(fresh, target) < 0 {
+            let _ = writeln!(report, "error socket {target}: {}", std::io::Error::last_os_error());
+        } else {
+            if flags >= 0 {
+                libc::fcntl(target, libc::F_SETFL, flags);
+            }
+            if fd_flags >= 0 {
+                libc::fcntl(target, libc::F_SETFD, fd_flags);
+            }
+            // Latency matters more than batching between sts and a controller.
+            let one: c_int = 1;
+            libc::setsockopt(
+                target,
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                (&one as *const c_int).cast(),
+                std::mem::size_of::<c_int>() as libc::socklen_t,
+            );
         }
-        if fd_flags >= 0 {
-            libc::fcntl(target, libc::F_SETFD, fd_flags);
-        }
-        // Latency matters more than batching between sts and a controller.
-        let one: c_int = 1;
-        libc::setsockopt(
-            target,
-            libc::IPPROTO_TCP,
-            libc::TCP_NODELAY,
-            (&one as *const c_int).cast(),
-            std::mem::size_of::<c_int>() as libc::socklen_t,
-        );
+        real!("close", unsafe extern "C" fn(c_int) -> c_int)(fresh);
     }
-    real!("close", unsafe extern "C" fn(c_int) -> c_int)(fresh);
 }

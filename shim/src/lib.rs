@@ -35,15 +35,27 @@
 //!   that run's virtual time.
 //!
 //! The zygote never returns from its wait: it is parked for good.
+//!
+//! # Safety
+//!
+//! Every exported function (`listen`, `epoll_wait`, `clock_gettime` ...)
+//! replaces the libc function of the same name and has exactly its
+//! contract: the controller calls it as it would call libc, and the shim
+//! passes the caller's pointers on unchanged (or reads them only where libc
+//! would). Inside, every `unsafe` block says why it is sound; unsafe
+//! operations in `unsafe fn`s need blocks of their own
+//! (`unsafe_op_in_unsafe_fn`), so none hides in a function body.
 
+// The exported hooks' contract is libc's, stated once above.
 #![allow(clippy::missing_safety_doc)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void, CStr};
 use std::io::Write;
 use std::os::unix::io::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 /// Listening sockets and epoll interest lists, as the controller made them.
@@ -62,28 +74,47 @@ const ARMED: u8 = 2;
 const DONE: u8 = 3;
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-/// The next definition of `name` after this library (libc's).
-unsafe fn next(name: &CStr) -> *mut c_void {
-    let f = libc::dlsym(libc::RTLD_NEXT, name.as_ptr());
+/// The next definition of `name` after this library (libc's); aborts the
+/// process if there is none (without it nothing can work).
+fn next(name: &CStr) -> *mut c_void {
+    // SAFETY: `name` is a valid C string; RTLD_NEXT is a valid handle.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
     if f.is_null() {
-        // Without the real function nothing can work; say so and stop.
         let msg = b"sts-shim: a libc function is missing\n";
-        libc::write(2, msg.as_ptr().cast(), msg.len());
-        libc::abort();
+        // SAFETY: writing a valid buffer to stderr, then ending the process.
+        unsafe {
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::abort();
+        }
     }
     f
 }
 
+/// The cached address of libc's `name` (NUL-terminated), looked up on first
+/// use.
+fn resolve(cache: &AtomicPtr<c_void>, name: &'static str) -> *mut c_void {
+    let mut p = cache.load(Ordering::Relaxed);
+    if p.is_null() {
+        let Ok(name) = CStr::from_bytes_with_nul(name.as_bytes()) else { return next(c"(a bad name)") };
+        p = next(name);
+        cache.store(p, Ordering::Relaxed);
+    }
+    p
+}
+
+/// libc's definition of `$name`, as a function pointer of type `$ty` (the C
+/// signature of `$name`). Looked up once, then cached.
 macro_rules! real {
     ($name:literal, $ty:ty) => {{
         static PTR: std::sync::atomic::AtomicPtr<std::ffi::c_void> =
             std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
-        let mut p = PTR.load(std::sync::atomic::Ordering::Relaxed);
-        if p.is_null() {
-            p = $crate::next(std::ffi::CStr::from_bytes_with_nul_unchecked(concat!($name, "\0").as_bytes()));
-            PTR.store(p, std::sync::atomic::Ordering::Relaxed);
-        }
-        std::mem::transmute::<*mut std::ffi::c_void, $ty>(p)
+        let p = $crate::resolve(&PTR, concat!($name, "\0"));
+        // (Used inside unsafe blocks too, where this block is redundant.)
+        #[allow(unused_unsafe)]
+        // SAFETY: `p` is libc's non-null definition of `$name` (`next` aborts
+        // otherwise), and every use names `$name`'s C signature as `$ty`.
+        let f = unsafe { std::mem::transmute::<*mut std::ffi::c_void, $ty>(p) };
+        f
     }};
 }
 
@@ -107,7 +138,8 @@ fn tracked() -> std::sync::MutexGuard<'static, Tracked> {
 
 #[no_mangle]
 pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
-    let r = real!("listen", unsafe extern "C" fn(c_int, c_int) -> c_int)(fd, backlog);
+    // SAFETY: libc's listen, with the caller's arguments.
+    let r = unsafe { real!("listen", unsafe extern "C" fn(c_int, c_int) -> c_int)(fd, backlog) };
     if r == 0 {
         let mut t = tracked();
         if !t.listening.contains(&fd) {
@@ -119,7 +151,8 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
-    let fd = real!("epoll_create", unsafe extern "C" fn(c_int) -> c_int)(size);
+    // SAFETY: libc's epoll_create, with the caller's argument.
+    let fd = unsafe { real!("epoll_create", unsafe extern "C" fn(c_int) -> c_int)(size) };
     if fd >= 0 {
         tracked().epolls.insert(fd, BTreeMap::new());
     }
@@ -128,7 +161,8 @@ pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_create1(flags: c_int) -> c_int {
-    let fd = real!("epoll_create1", unsafe extern "C" fn(c_int) -> c_int)(flags);
+    // SAFETY: libc's epoll_create1, with the caller's argument.
+    let fd = unsafe { real!("epoll_create1", unsafe extern "C" fn(c_int) -> c_int)(flags) };
     if fd >= 0 {
         tracked().epolls.insert(fd, BTreeMap::new());
     }
@@ -137,15 +171,16 @@ pub unsafe extern "C" fn epoll_create1(flags: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_ctl(epfd: c_int, op: c_int, fd: c_int, event: *mut libc::epoll_event) -> c_int {
-    let r = real!("epoll_ctl", unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int)(
-        epfd, op, fd, event,
-    );
+    type EpollCtl = unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int;
+    // SAFETY: libc's epoll_ctl, with the caller's arguments.
+    let r = unsafe { real!("epoll_ctl", EpollCtl)(epfd, op, fd, event) };
     if r == 0 {
         let mut t = tracked();
         let list = t.epolls.entry(epfd).or_default();
         match op {
             libc::EPOLL_CTL_ADD | libc::EPOLL_CTL_MOD if !event.is_null() => {
-                list.insert(fd, *event);
+                // SAFETY: epoll_ctl just read this non-null event successfully.
+                list.insert(fd, unsafe { *event });
             }
             libc::EPOLL_CTL_DEL => {
                 list.remove(&fd);
@@ -168,14 +203,17 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
             l.remove(&fd);
         });
     }
-    real!("close", unsafe extern "C" fn(c_int) -> c_int)(fd)
+    // SAFETY: libc's close, with the caller's argument.
+    unsafe { real!("close", unsafe extern "C" fn(c_int) -> c_int)(fd) }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_wait(epfd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int {
     at_wait();
     let real = real!("epoll_wait", unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int);
-    vtime::wait(vtime::from_ms(timeout), |chunk| real(epfd, events, max, vtime::to_ms(chunk)))
+    // SAFETY: libc's epoll_wait with the caller's buffer and size; only the
+    // timeout is ours.
+    vtime::wait(vtime::from_ms(timeout), |chunk| unsafe { real(epfd, events, max, vtime::to_ms(chunk)) })
 }
 
 #[no_mangle]
@@ -191,14 +229,18 @@ pub unsafe extern "C" fn epoll_pwait(
         "epoll_pwait",
         unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int
     );
-    vtime::wait(vtime::from_ms(timeout), |chunk| real(epfd, events, max, vtime::to_ms(chunk), mask))
+    // SAFETY: libc's epoll_pwait with the caller's buffer, size and mask;
+    // only the timeout is ours.
+    vtime::wait(vtime::from_ms(timeout), |chunk| unsafe { real(epfd, events, max, vtime::to_ms(chunk), mask) })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int {
     at_wait();
     let real = real!("poll", unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int);
-    vtime::wait(vtime::from_ms(timeout), |chunk| real(fds, n, vtime::to_ms(chunk)))
+    // SAFETY: libc's poll with the caller's array and length; only the
+    // timeout is ours.
+    vtime::wait(vtime::from_ms(timeout), |chunk| unsafe { real(fds, n, vtime::to_ms(chunk)) })
 }
 
 #[no_mangle]
@@ -213,9 +255,15 @@ pub unsafe extern "C" fn ppoll(
         "ppoll",
         unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, *const libc::timespec, *const libc::sigset_t) -> c_int
     );
-    vtime::wait(vtime::from_timespec(timeout), |chunk| match chunk {
-        Some(ns) => real(fds, n, &vtime::timespec_of(ns), mask),
-        None => real(fds, n, std::ptr::null(), mask),
+    // SAFETY: a non-null timeout points to a timespec (ppoll's contract).
+    let want = unsafe { vtime::from_timespec(timeout) };
+    // SAFETY: libc's ppoll with the caller's array, length and mask, and a
+    // timeout of ours that lives through the call.
+    vtime::wait(want, |chunk| unsafe {
+        match chunk {
+            Some(ns) => real(fds, n, &vtime::timespec_of(ns), mask),
+            None => real(fds, n, std::ptr::null(), mask),
+        }
     })
 }
 
@@ -239,28 +287,33 @@ pub unsafe extern "C" fn select(
         ) -> c_int
     );
     // A select that times out clears its sets: each chunk starts from the originals.
-    let saved = [r, w, e].map(|set| (!set.is_null()).then(|| *set));
-    let want = vtime::from_timeval(timeout);
+    // SAFETY: non-null set pointers point to fd_sets (select's contract).
+    let saved = [r, w, e].map(|set| (!set.is_null()).then(|| unsafe { *set }));
+    // SAFETY: a non-null timeout points to a timeval (select's contract).
+    let want = unsafe { vtime::from_timeval(timeout) };
     let result = vtime::wait(want, |chunk| {
         for (set, copy) in [r, w, e].into_iter().zip(saved) {
             if let Some(copy) = copy {
-                *set = copy;
+                // SAFETY: `set` is one of the caller's non-null fd_sets.
+                unsafe { *set = copy };
             }
         }
         let mut tv = chunk.map(|ns| libc::timeval {
             tv_sec: (ns / 1_000_000_000) as libc::time_t,
             tv_usec: (ns % 1_000_000_000 / 1000) as libc::suseconds_t,
         });
-        real(n, r, w, e, tv.as_mut().map_or(std::ptr::null_mut(), |t| t as *mut libc::timeval))
+        // SAFETY: libc's select with the caller's sets and a timeout of ours.
+        unsafe { real(n, r, w, e, tv.as_mut().map_or(std::ptr::null_mut(), |t| t as *mut libc::timeval)) }
     });
     if result == 0 && !timeout.is_null() {
-        *timeout = libc::timeval { tv_sec: 0, tv_usec: 0 };
+        // SAFETY: the caller's non-null timeval; select zeroes it on timeout.
+        unsafe { *timeout = libc::timeval { tv_sec: 0, tv_usec: 0 } };
     }
     result
 }
 
 /// Called on every wait: becomes the zygote at the first one after a listen.
-unsafe fn at_wait() {
+fn at_wait() {
     let state = match STATE.load(Ordering::Relaxed) {
         UNKNOWN => {
             let s = if std::env::var_os("STS_SHIM_SOCKET").is_some() { ARMED } else { INERT };
@@ -282,23 +335,32 @@ unsafe fn at_wait() {
         let _ = writeln!(control, "refuse threads={threads}");
         return;
     }
-    if writeln!(control, "ready {}", libc::getpid()).is_err() {
+    // SAFETY: getpid has no preconditions.
+    if writeln!(control, "ready {}", unsafe { libc::getpid() }).is_err() {
         return;
     }
-    zygote(control);
+    // SAFETY: the process has one thread (checked just above), as `zygote` needs.
+    unsafe { zygote(control) };
 }
 
 /// Serves `fork` commands until sts closes the control socket, then exits.
 /// Returns only in a child.
+///
+/// # Safety
+///
+/// The process must have a single thread: each `fork` copies only the
+/// calling one.
 unsafe fn zygote(mut control: UnixStream) {
-    let zygote_pid = libc::getpid();
+    // SAFETY: getpid has no preconditions.
+    let zygote_pid = unsafe { libc::getpid() };
     let old_chld = reap_children_automatically();
     loop {
-        let Received::Command(command, fds) = receive(control.as_raw_fd(), 0) else { libc::_exit(0) };
+        let Received::Command(command, fds) = receive(control.as_raw_fd(), 0) else {
+            // SAFETY: sts let go of the zygote: it ends, with nothing to flush.
+            unsafe { libc::_exit(0) }
+        };
         let Some(child) = parse_fork(zygote_pid, &command, &fds) else {
-            fds.iter().for_each(|&fd| {
-                libc::close(fd);
-            });
+            close_ours(&fds);
             let _ = writeln!(
                 control,
                 "error expected `fork PORT [clock] [control]` with 3 descriptors and one per option, got {:?} with {}",
@@ -307,39 +369,54 @@ unsafe fn zygote(mut control: UnixStream) {
             );
             continue;
         };
-        let pid = libc::fork();
+        // SAFETY: single-threaded (this function's contract), so the child is
+        // a whole copy of the process.
+        let pid = unsafe { libc::fork() };
         if pid == 0 {
-            libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut());
-            let control_fd = control.as_raw_fd();
-            std::mem::forget(control);
-            libc::close(control_fd);
-            become_child(child, &[]);
+            // SAFETY: restoring the disposition saved by
+            // `reap_children_automatically`, a valid sigaction.
+            unsafe { libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut()) };
+            // The child must not hold the zygote's control socket: only the
+            // zygote talks on it.
+            drop(control);
+            // SAFETY: a freshly forked copy, as `become_child` needs.
+            unsafe { become_child(child, &[]) };
             return;
         }
         if pid > 0 {
             // The child leaves the zygote's group itself too; setting it here
             // as well leaves no window in which killing the group takes it.
-            libc::setpgid(pid, pid);
+            // SAFETY: setpgid on our own child has no memory effects.
+            unsafe { libc::setpgid(pid, pid) };
         }
-        fds.iter().for_each(|&fd| {
-            libc::close(fd);
-        });
+        close_ours(&fds);
         let reply =
             if pid < 0 { format!("error fork: {}", std::io::Error::last_os_error()) } else { format!("forked {pid}") };
         if writeln!(control, "{reply}").is_err() {
-            libc::_exit(0);
+            // SAFETY: sts is gone: the zygote ends, with nothing to flush.
+            unsafe { libc::_exit(0) };
         }
+    }
+}
+
+/// Closes descriptors that came with a command (they are ours alone).
+fn close_ours(fds: &[RawFd]) {
+    for &fd in fds {
+        // SAFETY: received with SCM_RIGHTS, so owned by nobody else here;
+        // closing through libc keeps the shim's own tracking out of it.
+        unsafe { real!("close", unsafe extern "C" fn(c_int) -> c_int)(fd) };
     }
 }
 
 /// Lets the kernel reap this process's children (a zygote's copies, a
 /// holder's resumed copies: sts watches them by pid). Returns the old
 /// SIGCHLD disposition, for the children to put back.
-unsafe fn reap_children_automatically() -> libc::sigaction {
-    let mut old: libc::sigaction = std::mem::zeroed();
-    let mut ignore: libc::sigaction = std::mem::zeroed();
+fn reap_children_automatically() -> libc::sigaction {
+    // SAFETY: sigaction is a plain C struct, valid all zero.
+    let (mut old, mut ignore): (libc::sigaction, libc::sigaction) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
     ignore.sa_sigaction = libc::SIG_IGN;
-    libc::sigaction(libc::SIGCHLD, &ignore, &mut old);
+    // SAFETY: both pointers are to live sigactions of ours.
+    unsafe { libc::sigaction(libc::SIGCHLD, &ignore, &mut old) };
     old
 }
 
@@ -382,16 +459,18 @@ enum Received {
 }
 
 /// Reads one command line and the descriptors that came with it.
-unsafe fn receive(fd: RawFd, flags: c_int) -> Received {
+fn receive(fd: RawFd, flags: c_int) -> Received {
     let mut buf = [0u8; 1024];
     let mut cmsg = [0u8; 512];
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    let mut msg: libc::msghdr = std::mem::zeroed();
+    // SAFETY: msghdr is a plain C struct, valid all zero.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = cmsg.as_mut_ptr().cast();
     msg.msg_controllen = cmsg.len() as _;
-    let n = libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | flags);
+    // SAFETY: `msg` describes our own live buffers, with their true lengths.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | flags) };
     if n < 0 {
         let e = std::io::Error::last_os_error().raw_os_error();
         if e == Some(libc::EAGAIN) || e == Some(libc::EINTR) {
@@ -403,14 +482,19 @@ unsafe fn receive(fd: RawFd, flags: c_int) -> Received {
         return Received::Closed;
     }
     let mut fds = Vec::new();
-    let mut c = libc::CMSG_FIRSTHDR(&msg);
-    while !c.is_null() {
-        if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-            let data = libc::CMSG_DATA(c) as *const RawFd;
-            let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
-            fds.extend((0..count).map(|i| std::ptr::read_unaligned(data.add(i))));
+    // SAFETY: the CMSG macros walk the control buffer recvmsg filled, within
+    // the length it set; each header they return is inside it, and an
+    // SCM_RIGHTS payload holds `count` descriptors (possibly unaligned).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c) as *const RawFd;
+                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                fds.extend((0..count).map(|i| std::ptr::read_unaligned(data.add(i))));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
         }
-        c = libc::CMSG_NXTHDR(&msg, c);
     }
     Received::Command(String::from_utf8_lossy(&buf[..n as usize]).into_owned(), fds)
 }
@@ -431,30 +515,45 @@ struct Child {
 /// Makes a forked child independent of its parent and its siblings; with
 /// `sockets` (target, fresh), puts each fresh socket in place of its target
 /// descriptor (a copy resumed from a checkpoint).
+///
+/// # Safety
+///
+/// Only in a freshly forked copy: it takes over standard output, and
+/// replaces listeners, epoll instances and (with `sockets`) connections under
+/// the controller's descriptor numbers.
 unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)]) {
-    libc::setpgid(0, 0);
-    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-    if libc::getppid() != child.parent {
-        libc::_exit(1); // the parent died before PDEATHSIG was set
+    // SAFETY: process-level calls with plain arguments; the descriptors in
+    // `child` came with the command and are this copy's to use and close.
+    unsafe {
+        libc::setpgid(0, 0);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != child.parent {
+            libc::_exit(1); // the parent died before PDEATHSIG was set
+        }
+        libc::dup2(child.stdout, 1);
+        libc::dup2(child.stderr, 2);
+        libc::close(child.stdout);
+        libc::close(child.stderr);
     }
-    libc::dup2(child.stdout, 1);
-    libc::dup2(child.stderr, 2);
-    libc::close(child.stdout);
-    libc::close(child.stderr);
-    let mut report = std::fs::File::from_raw_fd(child.report);
+    // SAFETY: the report pipe came with the command: this File owns it.
+    let mut report = unsafe { std::fs::File::from_raw_fd(child.report) };
     if let Some(clock) = child.clock {
         if let Err(e) = vtime::attach_fd(clock) {
             let _ = writeln!(report, "error clock page: {e}");
         }
-        libc::close(clock);
+        close_ours(&[clock]);
     }
     checkpoint::set_control(child.control.unwrap_or(-1));
     for &(target, fresh) in sockets {
-        checkpoint::replace_socket(target, fresh, &mut report);
+        // SAFETY: a resumed copy (this function's contract) replacing a
+        // connection sts listed, with the fresh socket it sent for it.
+        unsafe { checkpoint::replace_socket(target, fresh, &mut report) };
     }
     let listening = tracked().listening.clone();
     for fd in listening {
-        match fresh_listener(fd, child.only_port) {
+        // SAFETY: a fresh copy (this function's contract) replacing its own
+        // listener.
+        match unsafe { fresh_listener(fd, child.only_port) } {
             Ok(Some((old, new))) => {
                 let _ = writeln!(report, "port {old} {new}");
             }
@@ -467,121 +566,137 @@ unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)]) {
     let epolls: Vec<(RawFd, Vec<(RawFd, libc::epoll_event)>)> =
         tracked().epolls.iter().map(|(&e, l)| (e, l.iter().map(|(&f, &ev)| (f, ev)).collect())).collect();
     for (epfd, list) in epolls {
-        if let Err(e) = rebuild_epoll(epfd, &list) {
+        // SAFETY: a fresh copy (this function's contract) rebuilding its own
+        // epoll instance.
+        if let Err(e) = unsafe { rebuild_epoll(epfd, &list) } {
             let _ = writeln!(report, "error epoll {epfd}: {e}");
         }
     }
     let _ = writeln!(report, "ok");
 }
 
-/// The local (or, with `peer`, the remote) port of a TCP socket over IP.
-unsafe fn socket_port(fd: RawFd, peer: bool) -> Option<u16> {
-    let mut addr: libc::sockaddr_storage = std::mem::zeroed();
+/// The port of an IPv4 or IPv6 socket address (`None` for other families).
+fn port_of(addr: &libc::sockaddr_storage) -> Option<u16> {
+    // SAFETY: sockaddr_storage is large and aligned enough for every
+    // address type, and `ss_family` says which one it holds.
+    unsafe {
+        match addr.ss_family as c_int {
+            libc::AF_INET => Some(u16::from_be((*(addr as *const _ as *const libc::sockaddr_in)).sin_port)),
+            libc::AF_INET6 => Some(u16::from_be((*(addr as *const _ as *const libc::sockaddr_in6)).sin6_port)),
+            _ => None,
+        }
+    }
+}
+
+/// The local (or, with `peer`, the remote) address of socket `fd`.
+fn socket_addr(fd: RawFd, peer: bool) -> std::io::Result<(libc::sockaddr_storage, libc::socklen_t)> {
+    // SAFETY: sockaddr_storage is a plain C struct, valid all zero.
+    let mut addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     let get = if peer { libc::getpeername } else { libc::getsockname };
-    if get(fd, (&mut addr as *mut libc::sockaddr_storage).cast(), &mut len) != 0 {
-        return None;
+    // SAFETY: `addr` and `len` are ours, `len` its true size.
+    if unsafe { get(fd, (&mut addr as *mut libc::sockaddr_storage).cast(), &mut len) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
-    match addr.ss_family as c_int {
-        libc::AF_INET => {
-            Some(u16::from_be((*(&addr as *const libc::sockaddr_storage as *const libc::sockaddr_in)).sin_port))
-        }
-        libc::AF_INET6 => {
-            Some(u16::from_be((*(&addr as *const libc::sockaddr_storage as *const libc::sockaddr_in6)).sin6_port))
-        }
-        _ => None,
-    }
+    Ok((addr, len))
+}
+
+/// The local (or, with `peer`, the remote) port of a TCP socket over IP.
+fn socket_port(fd: RawFd, peer: bool) -> Option<u16> {
+    socket_addr(fd, peer).ok().and_then(|(addr, _)| port_of(&addr))
 }
 
 /// Replaces TCP listening socket `fd` by a fresh one on the same address and
 /// a new port, keeping the descriptor number and its flags. Returns the old
 /// and new ports (`None` for sockets that are not TCP over IP, or not on
 /// `only_port` when given).
+///
+/// # Safety
+///
+/// `fd` must be this process's own listener to replace (a fresh copy's).
 unsafe fn fresh_listener(fd: RawFd, only_port: Option<u16>) -> std::io::Result<Option<(u16, u16)>> {
     let last = std::io::Error::last_os_error;
-    let mut addr: libc::sockaddr_storage = std::mem::zeroed();
-    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    if libc::getsockname(fd, (&mut addr as *mut libc::sockaddr_storage).cast(), &mut len) != 0 {
-        return Err(last());
-    }
+    let (mut addr, len) = socket_addr(fd, false)?;
     let family = addr.ss_family as c_int;
-    if family != libc::AF_INET && family != libc::AF_INET6 {
-        return Ok(None);
-    }
-    let port_of = |a: &libc::sockaddr_storage| -> u16 {
-        if a.ss_family as c_int == libc::AF_INET {
-            u16::from_be((*(a as *const libc::sockaddr_storage as *const libc::sockaddr_in)).sin_port)
-        } else {
-            u16::from_be((*(a as *const libc::sockaddr_storage as *const libc::sockaddr_in6)).sin6_port)
-        }
-    };
-    let old_port = port_of(&addr);
+    let Some(old_port) = port_of(&addr) else { return Ok(None) };
     if only_port.is_some_and(|p| p != old_port) {
         return Ok(None);
     }
-    if family == libc::AF_INET {
-        (*(&mut addr as *mut libc::sockaddr_storage as *mut libc::sockaddr_in)).sin_port = 0;
-    } else {
-        (*(&mut addr as *mut libc::sockaddr_storage as *mut libc::sockaddr_in6)).sin6_port = 0;
+    // SAFETY: `ss_family` says which address type `addr` holds, and
+    // sockaddr_storage fits and aligns every one.
+    unsafe {
+        if family == libc::AF_INET {
+            (*(&mut addr as *mut libc::sockaddr_storage as *mut libc::sockaddr_in)).sin_port = 0;
+        } else {
+            (*(&mut addr as *mut libc::sockaddr_storage as *mut libc::sockaddr_in6)).sin6_port = 0;
+        }
     }
-    let new = libc::socket(family, libc::SOCK_STREAM, 0);
-    if new < 0 {
-        return Err(last());
+    // SAFETY: socket calls on a socket of ours (`new`) with pointers to our
+    // own values and their true sizes; `fd` is ours to replace (this
+    // function's contract), and keeps its flags.
+    unsafe {
+        let new = libc::socket(family, libc::SOCK_STREAM, 0);
+        if new < 0 {
+            return Err(last());
+        }
+        let one: c_int = 1;
+        libc::setsockopt(
+            new,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const c_int).cast(),
+            std::mem::size_of::<c_int>() as libc::socklen_t,
+        );
+        if libc::bind(new, (&addr as *const libc::sockaddr_storage).cast(), len) != 0 {
+            let e = last();
+            libc::close(new);
+            return Err(e);
+        }
+        if real!("listen", unsafe extern "C" fn(c_int, c_int) -> c_int)(new, 128) != 0 {
+            let e = last();
+            libc::close(new);
+            return Err(e);
+        }
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        let fd_flags = libc::fcntl(fd, libc::F_GETFD);
+        let bound = socket_addr(new, false);
+        if libc::dup2(new, fd) < 0 {
+            let e = last();
+            libc::close(new);
+            return Err(e);
+        }
+        real!("close", unsafe extern "C" fn(c_int) -> c_int)(new);
+        libc::fcntl(fd, libc::F_SETFL, flags);
+        libc::fcntl(fd, libc::F_SETFD, fd_flags);
+        Ok(Some((old_port, bound.ok().and_then(|(b, _)| port_of(&b)).unwrap_or(0))))
     }
-    let one: c_int = 1;
-    libc::setsockopt(
-        new,
-        libc::SOL_SOCKET,
-        libc::SO_REUSEADDR,
-        (&one as *const c_int).cast(),
-        std::mem::size_of::<c_int>() as libc::socklen_t,
-    );
-    if libc::bind(new, (&addr as *const libc::sockaddr_storage).cast(), len) != 0 {
-        let e = last();
-        libc::close(new);
-        return Err(e);
-    }
-    if real!("listen", unsafe extern "C" fn(c_int, c_int) -> c_int)(new, 128) != 0 {
-        let e = last();
-        libc::close(new);
-        return Err(e);
-    }
-    let flags = libc::fcntl(fd, libc::F_GETFL);
-    let fd_flags = libc::fcntl(fd, libc::F_GETFD);
-    let mut bound: libc::sockaddr_storage = std::mem::zeroed();
-    let mut blen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    libc::getsockname(new, (&mut bound as *mut libc::sockaddr_storage).cast(), &mut blen);
-    if libc::dup2(new, fd) < 0 {
-        let e = last();
-        libc::close(new);
-        return Err(e);
-    }
-    real!("close", unsafe extern "C" fn(c_int) -> c_int)(new);
-    libc::fcntl(fd, libc::F_SETFL, flags);
-    libc::fcntl(fd, libc::F_SETFD, fd_flags);
-    Ok(Some((old_port, port_of(&bound))))
 }
 
 /// Gives descriptor `epfd` a new epoll instance with the same interest list.
+///
+/// # Safety
+///
+/// `epfd` must be this process's own epoll instance to replace (a fresh
+/// copy's).
 unsafe fn rebuild_epoll(epfd: RawFd, list: &[(RawFd, libc::epoll_event)]) -> std::io::Result<()> {
-    let fresh = real!("epoll_create1", unsafe extern "C" fn(c_int) -> c_int)(libc::EPOLL_CLOEXEC);
-    if fresh < 0 {
-        return Err(std::io::Error::last_os_error());
+    type EpollCtl = unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int;
+    // SAFETY: epoll calls on an instance of ours (`fresh`) with events of
+    // ours; `epfd` is ours to replace (this function's contract).
+    unsafe {
+        let fresh = real!("epoll_create1", unsafe extern "C" fn(c_int) -> c_int)(libc::EPOLL_CLOEXEC);
+        if fresh < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        for &(fd, mut ev) in list {
+            // A descriptor closed since its registration simply fails here.
+            real!("epoll_ctl", EpollCtl)(fresh, libc::EPOLL_CTL_ADD, fd, &mut ev);
+        }
+        let fd_flags = libc::fcntl(epfd, libc::F_GETFD);
+        if libc::dup2(fresh, epfd) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        real!("close", unsafe extern "C" fn(c_int) -> c_int)(fresh);
+        libc::fcntl(epfd, libc::F_SETFD, fd_flags);
     }
-    for &(fd, mut ev) in list {
-        // A descriptor closed since its registration simply fails here.
-        real!("epoll_ctl", unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int)(
-            fresh,
-            libc::EPOLL_CTL_ADD,
-            fd,
-            &mut ev,
-        );
-    }
-    let fd_flags = libc::fcntl(epfd, libc::F_GETFD);
-    if libc::dup2(fresh, epfd) < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    real!("close", unsafe extern "C" fn(c_int) -> c_int)(fresh);
-    libc::fcntl(epfd, libc::F_SETFD, fd_flags);
     Ok(())
 }

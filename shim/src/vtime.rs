@@ -41,41 +41,56 @@ fn slot() -> Option<Slot<'static>> {
 
 /// Maps the clock page open on `fd` and takes a slot for this process.
 /// Replaces a page attached before (a forked child leaves its zygote's).
-pub unsafe fn attach_fd(fd: c_int) -> Result<(), &'static str> {
-    let p = libc::mmap(
-        std::ptr::null_mut(),
-        sts_clockpage::BYTES,
-        libc::PROT_READ | libc::PROT_WRITE,
-        libc::MAP_SHARED,
-        fd,
-        0,
-    );
+pub fn attach_fd(fd: c_int) -> Result<(), &'static str> {
+    // SAFETY: a fresh shared mapping of BYTES bytes; the kernel picks where.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            sts_clockpage::BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
     if p == libc::MAP_FAILED {
         return Err("cannot map the clock page");
     }
-    let page = Page::from_ptr(p.cast());
+    // SAFETY: `p` is the mapping just made, BYTES long, and nothing else in
+    // this process knows it yet (it is unmapped only on the failures below).
+    let unmap = || unsafe { libc::munmap(p, sts_clockpage::BYTES) };
+    // SAFETY: `p` maps BYTES bytes, page-aligned: a page's whole layout.
+    let page = unsafe { Page::from_ptr(p.cast()) };
     if !page.is_valid() {
-        libc::munmap(p, sts_clockpage::BYTES);
+        unmap();
         return Err("the clock page is not initialised");
     }
-    let pid = libc::getpid() as u64;
-    let Some((index, _)) = page.claim(pid, |other| libc::kill(other as libc::pid_t, 0) != 0) else {
-        libc::munmap(p, sts_clockpage::BYTES);
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u64;
+    // SAFETY: kill with signal 0 sends nothing; it only asks whether a
+    // process exists.
+    let gone = |other: u64| unsafe { libc::kill(other as libc::pid_t, 0) } != 0;
+    let Some((index, _)) = page.claim(pid, gone) else {
+        unmap();
         return Err("the clock page has no free slot");
     };
     let old = PAGE.swap(p.cast(), Ordering::AcqRel);
     SLOT.store(index, Ordering::Release);
     if !old.is_null() {
-        libc::munmap(old.cast(), sts_clockpage::BYTES);
+        // SAFETY: the previous page, mapped by an earlier attach and no
+        // longer published (swapped out above). This process has one thread
+        // when it attaches (at load, or in a fresh copy), so no reader holds it.
+        unsafe { libc::munmap(old.cast(), sts_clockpage::BYTES) };
     }
     Ok(())
 }
 
 /// Attaches the page named by `STS_CLOCK`, if set (at library load).
-pub unsafe fn attach_from_env() {
+pub fn attach_from_env() {
     let Some(path) = std::env::var_os("STS_CLOCK") else { return };
     let Ok(c) = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str())) else { return };
-    let fd = libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+    // SAFETY: `c` is a valid C string.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
     if fd < 0 {
         report("sts-shim: cannot open the clock page named by STS_CLOCK; running on real time\n");
         return;
@@ -85,7 +100,8 @@ pub unsafe fn attach_from_env() {
         report(e);
         report("; running on real time\n");
     }
-    real!("close", unsafe extern "C" fn(c_int) -> c_int)(fd);
+    // SAFETY: the descriptor opened above, ours; the mapping outlives it.
+    unsafe { real!("close", unsafe extern "C" fn(c_int) -> c_int)(fd) };
 }
 
 fn report(s: &str) {
@@ -130,18 +146,21 @@ pub fn timespec_of(ns: u64) -> libc::timespec {
 }
 
 /// Virtual nanoseconds on `clock` (real plus the offset).
-unsafe fn now_ns(clock: libc::clockid_t) -> u64 {
+fn now_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    real!("clock_gettime", ClockGettime)(clock, &mut ts);
+    // SAFETY: libc's clock_gettime writing into our own timespec.
+    unsafe { real!("clock_gettime", ClockGettime)(clock, &mut ts) };
     page().map_or(ns_of(&ts), |p| shifted(&p, clock, ns_of(&ts)))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn clock_gettime(clock: libc::clockid_t, ts: *mut libc::timespec) -> c_int {
-    let r = real!("clock_gettime", ClockGettime)(clock, ts);
+    // SAFETY: libc's clock_gettime with the caller's arguments.
+    let r = unsafe { real!("clock_gettime", ClockGettime)(clock, ts) };
     if r == 0 && !ts.is_null() && is_virtual(clock) {
         if let Some(p) = page() {
-            *ts = timespec_of(shifted(&p, clock, ns_of(&*ts)));
+            // SAFETY: the caller's timespec, which clock_gettime just filled.
+            unsafe { *ts = timespec_of(shifted(&p, clock, ns_of(&*ts))) };
         }
     }
     r
@@ -149,15 +168,17 @@ pub unsafe extern "C" fn clock_gettime(clock: libc::clockid_t, ts: *mut libc::ti
 
 #[no_mangle]
 pub unsafe extern "C" fn gettimeofday(tv: *mut libc::timeval, tz: *mut c_void) -> c_int {
-    let r = real!("gettimeofday", unsafe extern "C" fn(*mut libc::timeval, *mut c_void) -> c_int)(tv, tz);
+    // SAFETY: libc's gettimeofday with the caller's arguments.
+    let r = unsafe { real!("gettimeofday", unsafe extern "C" fn(*mut libc::timeval, *mut c_void) -> c_int)(tv, tz) };
     if r == 0 && !tv.is_null() {
         if let Some(p) = page() {
-            let real_ns = ((*tv).tv_sec.max(0) as u64)
-                .saturating_mul(1_000_000_000)
-                .saturating_add((*tv).tv_usec.max(0) as u64 * 1000);
+            // SAFETY: the caller's timeval, which gettimeofday just filled.
+            let tv = unsafe { &mut *tv };
+            let real_ns =
+                (tv.tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(tv.tv_usec.max(0) as u64 * 1000);
             let us = p.shift_wall(real_ns) / 1000;
-            (*tv).tv_sec = (us / 1_000_000) as libc::time_t;
-            (*tv).tv_usec = (us % 1_000_000) as libc::suseconds_t;
+            tv.tv_sec = (us / 1_000_000) as libc::time_t;
+            tv.tv_usec = (us % 1_000_000) as libc::suseconds_t;
         }
     }
     r
@@ -167,7 +188,8 @@ pub unsafe extern "C" fn gettimeofday(tv: *mut libc::timeval, tz: *mut c_void) -
 pub unsafe extern "C" fn time(t: *mut libc::time_t) -> libc::time_t {
     let secs = (now_ns(libc::CLOCK_REALTIME) / 1_000_000_000) as libc::time_t;
     if !t.is_null() {
-        *t = secs;
+        // SAFETY: the caller's non-null time_t (time's contract).
+        unsafe { *t = secs };
     }
     secs
 }
@@ -183,14 +205,24 @@ pub fn to_ms(chunk: Option<u64>) -> c_int {
 }
 
 /// A timeout as a timespec pointer gives it (null: none).
+///
+/// # Safety
+///
+/// `ts` is null or points to a timespec.
 pub unsafe fn from_timespec(ts: *const libc::timespec) -> Option<u64> {
-    (!ts.is_null()).then(|| ns_of(&*ts))
+    // SAFETY: non-null, so a timespec (this function's contract).
+    (!ts.is_null()).then(|| ns_of(unsafe { &*ts }))
 }
 
 /// A timeout as a timeval pointer gives it (null: none).
+///
+/// # Safety
+///
+/// `tv` is null or points to a timeval.
 pub unsafe fn from_timeval(tv: *const libc::timeval) -> Option<u64> {
-    (!tv.is_null()).then(|| {
-        ((*tv).tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add((*tv).tv_usec.max(0) as u64 * 1000)
+    // SAFETY: non-null, so a timeval (this function's contract).
+    (!tv.is_null()).then(|| unsafe { &*tv }).map(|tv| {
+        (tv.tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(tv.tv_usec.max(0) as u64 * 1000)
     })
 }
 
@@ -198,8 +230,9 @@ pub unsafe fn from_timeval(tv: *const libc::timeval) -> Option<u64> {
 /// of at most `chunk` nanoseconds (`None`: no timeout) and returns what the
 /// call returns; 0 means it timed out. Returns the first non-zero result, or
 /// 0 once the virtual deadline has passed. A zero timeout (a poll) and a
-/// process without a page wait for real, unchanged.
-pub unsafe fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) -> c_int) -> c_int {
+/// process without a page wait for real, unchanged. Between chunks a copy
+/// sts may command handles its commands ([`crate::checkpoint::poll`]).
+pub fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) -> c_int) -> c_int {
     let Some(mut slot) = slot() else { return real_wait(timeout) };
     if timeout == Some(0) || THREADED.load(Ordering::Relaxed) {
         return real_wait(Some(0));
@@ -225,7 +258,9 @@ pub unsafe fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) 
             slot.woke();
             return r;
         }
-        if commanded && crate::checkpoint::poll() {
+        // SAFETY: only a copy sts forked gets a control socket, and a copy
+        // that turned multi-threaded returned above (THREADED).
+        if commanded && unsafe { crate::checkpoint::poll() } {
             // Now a copy resumed from a checkpoint: a process of its own,
             // with a slot of its own, still in the same wait.
             if let Some(s) = self::slot() {
@@ -237,7 +272,7 @@ pub unsafe fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) 
 }
 
 /// Virtual nanoseconds left until `deadline_ns` on the virtual `clock`.
-pub unsafe fn left_until(clock: libc::clockid_t, deadline_ns: u64) -> u64 {
+pub fn left_until(clock: libc::clockid_t, deadline_ns: u64) -> u64 {
     deadline_ns.saturating_sub(now_ns(clock))
 }
 
@@ -245,16 +280,20 @@ pub unsafe fn left_until(clock: libc::clockid_t, deadline_ns: u64) -> u64 {
 pub unsafe extern "C" fn nanosleep(req: *const libc::timespec, rem: *mut libc::timespec) -> c_int {
     let real = real!("nanosleep", unsafe extern "C" fn(*const libc::timespec, *mut libc::timespec) -> c_int);
     if slot().is_none() || req.is_null() {
-        return real(req, rem);
+        // SAFETY: libc's nanosleep with the caller's arguments.
+        return unsafe { real(req, rem) };
     }
-    let want = ns_of(&*req);
+    // SAFETY: the caller's non-null request (nanosleep's contract).
+    let want = ns_of(unsafe { &*req });
     let end = now_ns(libc::CLOCK_MONOTONIC).saturating_add(want);
     let r = wait(Some(want), |chunk| {
         let ts = timespec_of(chunk.unwrap_or(0));
-        real(&ts, std::ptr::null_mut())
+        // SAFETY: libc's nanosleep with a request of ours.
+        unsafe { real(&ts, std::ptr::null_mut()) }
     });
     if r != 0 && !rem.is_null() {
-        *rem = timespec_of(left_until(libc::CLOCK_MONOTONIC, end));
+        // SAFETY: the caller's non-null remainder (nanosleep's contract).
+        unsafe { *rem = timespec_of(left_until(libc::CLOCK_MONOTONIC, end)) };
     }
     r
 }
@@ -271,17 +310,22 @@ pub unsafe extern "C" fn clock_nanosleep(
         unsafe extern "C" fn(libc::clockid_t, c_int, *const libc::timespec, *mut libc::timespec) -> c_int
     );
     if slot().is_none() || req.is_null() || !is_virtual(clock) {
-        return real(clock, flags, req, rem);
+        // SAFETY: libc's clock_nanosleep with the caller's arguments.
+        return unsafe { real(clock, flags, req, rem) };
     }
-    let want = if flags & libc::TIMER_ABSTIME != 0 { left_until(clock, ns_of(&*req)) } else { ns_of(&*req) };
+    // SAFETY: the caller's non-null request (clock_nanosleep's contract).
+    let req = ns_of(unsafe { &*req });
+    let want = if flags & libc::TIMER_ABSTIME != 0 { left_until(clock, req) } else { req };
     let end = now_ns(libc::CLOCK_MONOTONIC).saturating_add(want);
     // Returns 0 or an error number (EINTR), as clock_nanosleep does.
     let r = wait(Some(want), |chunk| {
         let ts = timespec_of(chunk.unwrap_or(0));
-        real(libc::CLOCK_MONOTONIC, 0, &ts, std::ptr::null_mut())
+        // SAFETY: libc's clock_nanosleep with a request of ours.
+        unsafe { real(libc::CLOCK_MONOTONIC, 0, &ts, std::ptr::null_mut()) }
     });
     if r != 0 && flags & libc::TIMER_ABSTIME == 0 && !rem.is_null() {
-        *rem = timespec_of(left_until(libc::CLOCK_MONOTONIC, end));
+        // SAFETY: the caller's non-null remainder (clock_nanosleep's contract).
+        unsafe { *rem = timespec_of(left_until(libc::CLOCK_MONOTONIC, end)) };
     }
     r
 }
@@ -302,7 +346,8 @@ pub unsafe extern "C" fn pthread_create(
         extern "C" fn(*mut c_void) -> *mut c_void,
         *mut c_void,
     ) -> c_int;
-    let r = real!("pthread_create", Create)(thread, attr, start, arg);
+    // SAFETY: libc's pthread_create with the caller's arguments.
+    let r = unsafe { real!("pthread_create", Create)(thread, attr, start, arg) };
     if r == 0 {
         if let Some(s) = slot() {
             if !THREADED.swap(true, Ordering::Relaxed) {
