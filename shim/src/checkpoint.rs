@@ -145,7 +145,7 @@ unsafe fn checkpoint(control: RawFd, holder_control: RawFd) -> bool {
     }
     // SAFETY: single-threaded (this function's contract), so the holder is a
     // whole copy of the process.
-    let pid = unsafe { libc::fork() };
+    let pid = unsafe { crate::shim_fork() };
     if pid == 0 {
         // The holder: not part of the copy's group (sts kills that), and
         // not commanded through the copy's socket.
@@ -212,7 +212,7 @@ unsafe fn hold(control: RawFd) {
             continue;
         }
         // SAFETY: single-threaded (this function's contract).
-        let pid = unsafe { libc::fork() };
+        let pid = unsafe { crate::shim_fork() };
         if pid == 0 {
             // SAFETY: restoring the disposition saved by
             // `reap_children_automatically`, a valid sigaction.

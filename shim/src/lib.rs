@@ -55,7 +55,7 @@ use std::ffi::{c_int, c_void, CStr};
 use std::io::Write;
 use std::os::unix::io::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 /// Listening sockets and epoll interest lists, as the controller made them.
@@ -121,12 +121,15 @@ macro_rules! real {
 mod checkpoint;
 mod vtime;
 
-/// Runs at load: attaches the clock page named by `STS_CLOCK`, if any.
+/// Runs at load: attaches the clock page named by `STS_CLOCK`, if any, and
+/// makes every child the process forks leave its parent's clock slot.
 #[used]
 #[link_section = ".init_array"]
 static AT_LOAD: unsafe extern "C" fn() = {
     unsafe extern "C" fn at_load() {
         vtime::attach_from_env();
+        // SAFETY: registering a handler that only stores to an atomic.
+        unsafe { libc::pthread_atfork(None, None, Some(vtime::slot_for_child)) };
     }
     at_load
 };
@@ -312,6 +315,28 @@ pub unsafe extern "C" fn select(
     result
 }
 
+/// Set while the shim itself forks (a zygote's copy, a checkpoint's holder,
+/// a resumed copy): those children attach a clock slot themselves, or none.
+static SHIM_FORK: AtomicBool = AtomicBool::new(false);
+
+/// `fork` for the shim's own children (see [`SHIM_FORK`]).
+///
+/// # Safety
+///
+/// As `fork`: the process must have a single thread.
+unsafe fn shim_fork() -> libc::pid_t {
+    SHIM_FORK.store(true, Ordering::Release);
+    // SAFETY: single-threaded, this function's contract.
+    let pid = unsafe { libc::fork() };
+    SHIM_FORK.store(false, Ordering::Release);
+    pid
+}
+
+/// True in a child the shim itself forked, until it clears the flag.
+fn forked_by_shim() -> bool {
+    SHIM_FORK.load(Ordering::Acquire)
+}
+
 /// Called on every wait: becomes the zygote at the first one after a listen.
 fn at_wait() {
     let state = match STATE.load(Ordering::Relaxed) {
@@ -371,7 +396,7 @@ unsafe fn zygote(mut control: UnixStream) {
         };
         // SAFETY: single-threaded (this function's contract), so the child is
         // a whole copy of the process.
-        let pid = unsafe { libc::fork() };
+        let pid = unsafe { shim_fork() };
         if pid == 0 {
             // SAFETY: restoring the disposition saved by
             // `reap_children_automatically`, a valid sigaction.

@@ -39,6 +39,27 @@ fn slot() -> Option<Slot<'static>> {
     page().filter(|_| i != usize::MAX).map(|p| p.slot(i))
 }
 
+/// In a child just forked (a `pthread_atfork` handler). The slot is the
+/// parent's: a child writing its own waits into it would make the parent
+/// look idle while it works (or skip its timers). A child the controller
+/// forks takes a slot of its own, so sts waits for it like for any process
+/// of the run; a child the shim forks (a zygote's copy, a holder) attaches
+/// one itself, or none.
+pub extern "C" fn slot_for_child() {
+    SLOT.store(usize::MAX, Ordering::Release);
+    if crate::forked_by_shim() {
+        return;
+    }
+    if let Some(p) = page() {
+        // SAFETY: getpid has no preconditions; kill with signal 0 sends nothing.
+        let pid = unsafe { libc::getpid() } as u64;
+        let gone = |other: u64| unsafe { libc::kill(other as libc::pid_t, 0) } != 0;
+        if let Some((index, _)) = p.claim(pid, gone) {
+            SLOT.store(index, Ordering::Release);
+        }
+    }
+}
+
 /// Maps the clock page open on `fd` and takes a slot for this process.
 /// Replaces a page attached before (a forked child leaves its zygote's).
 pub fn attach_fd(fd: c_int) -> Result<(), &'static str> {

@@ -109,6 +109,11 @@ def case_events(case, extra, rng):
         events = [ping(*rng.choice([(1, 2), (2, 1)])) for _ in range(extra)]
         events.append(ping(3, 4))
         return events, {"invariant": "blackhole", "elements": ["h1", "h3"], "summary": "h3's route did not fit in table 1"}, 2
+    if case == "blocked_from_start":
+        # Three hosts on a line; every IPv4 frame is dropped from the start.
+        # The optimal sequence is empty: no input causes the blackhole.
+        events = [ping(*rng.sample([1, 2, 3], 2)) for _ in range(extra)]
+        return events, {"invariant": "blackhole", "elements": ["h2", "h1"], "summary": "IPv4 dropped by the default-deny rule"}, 0
     raise SystemExit("unknown case %r" % case)
 
 

@@ -81,6 +81,54 @@ fn a_new_process_reads_virtual_time_and_its_timers_fire_in_order() {
     ctl.kill();
 }
 
+/// A controller that forks a helper process: the child gets a clock slot of
+/// its own. (It used to inherit its parent's and write its own 30 s waits
+/// into it, so time jumped past the parent's 5 s timers: found while looking
+/// for issue 17's stall, fixed in the shim's `pthread_atfork` handler.)
+#[test]
+fn a_controllers_child_process_never_hides_its_timers() {
+    let d = dir("child");
+    let vt = VirtualTime::create().unwrap();
+    let clock = Clock::start_virtual(vt.clone());
+    let mut spec = timers_spec();
+    spec.command.push("--child".into());
+    let spec = snapshot::on_virtual_time(&spec, &vt).unwrap();
+    let mut ctl = Controller::start_on_free_port(&spec, &d.join("timers.log")).unwrap();
+    vt.expect([ctl.pid()]);
+    ticks_follow_virtual_time(&clock, &vt, &d.join("timers.log"));
+    assert_eq!(vt.attached(), 2, "the controller and its child each have a slot");
+    ctl.kill();
+}
+
+/// A controller process that dies mid-run stops holding time back, and the
+/// clock says so once (sessions turn it into a notice naming the controller).
+#[test]
+fn a_controller_that_dies_is_noticed_once() {
+    let d = dir("dies");
+    let vt = VirtualTime::create().unwrap();
+    let clock = Clock::start_virtual(vt.clone());
+    let jumps = d.join("jumps.jsonl");
+    vt.log_jumps_to(&jumps).unwrap();
+    let spec = snapshot::on_virtual_time(&timers_spec(), &vt).unwrap();
+    let mut ctl = Controller::start_on_free_port(&spec, &d.join("timers.log")).unwrap();
+    let pid = ctl.pid();
+    vt.expect([pid]);
+    while !std::fs::read_to_string(d.join("timers.log")).unwrap_or_default().contains("tick 1") {
+        clock.jump_if_idle(clock.now() + 60_000, 0);
+        std::thread::sleep(Duration::from_micros(300));
+    }
+    // (Helpers that attached on the way may have left: `python3` can be a
+    // wrapper script, and every process it runs loads the shim.)
+    assert!(!vt.take_departed().contains(&u64::from(pid)), "alive");
+    ctl.kill();
+    clock.jump_if_idle(clock.now() + 60_000, 0);
+    assert_eq!(vt.take_departed(), vec![u64::from(pid)]);
+    assert!(vt.take_departed().is_empty(), "said once");
+    let log = std::fs::read_to_string(&jumps).unwrap();
+    assert!(log.contains(&format!("process {pid} is gone")), "{log}");
+    assert!(log.lines().any(|l| l.contains("\"processes\"")), "jumps are logged: {log}");
+}
+
 #[test]
 fn a_forked_copy_gets_the_runs_virtual_time() {
     let d = dir("fork");

@@ -16,7 +16,8 @@ pub struct Cli {
 }
 
 const EXIT_CODES: &str = "Exit codes: 0 success / nothing found, 1 violation found or not all reachable, \
-2 bad input (config, trace, arguments), 3 environment failure (controller did not start, port taken).";
+2 bad input (config, trace, arguments), 3 environment failure (controller did not start, port taken), \
+4 (fuzz) a violation present before the first input.";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
@@ -37,12 +38,20 @@ pub enum Command {
         out: PathBuf,
     },
     /// Replay a recorded trace and report how often its violation reproduces.
+    ///
+    /// Exit code: 1 when the violation reproduced in some run, 0 when in none;
+    /// with --expect, 0 when the expectation held and 1 when it did not (for CI).
     Replay {
         /// Experiment directory holding the trace.
         dir: PathBuf,
         /// Number of replays.
         #[arg(long, default_value_t = 1)]
         repeat: u32,
+        /// What a CI check expects: `reproduce` (the bug is still there: some
+        /// run reproduces it) or `vanish` (it is fixed: no run does). Exit 0
+        /// when that holds, 1 when not.
+        #[arg(long, value_parser = ["reproduce", "vanish"])]
+        expect: Option<String>,
     },
     /// Delta-debug a failing trace down to a minimal causal sequence (written to DIR/mcs/).
     ///

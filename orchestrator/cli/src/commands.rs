@@ -22,7 +22,7 @@ pub fn run(cli: Cli) -> u8 {
     let code = match &cmd {
         Command::Pingall { config } => pingall(&engine, config),
         Command::Fuzz { config, out } => fuzz(&engine, config, out),
-        Command::Replay { dir, repeat } => replay(&engine, dir, *repeat),
+        Command::Replay { dir, repeat, expect } => replay(&engine, dir, *repeat, expect.as_deref()),
         Command::Minimize { dir, replays, jobs, budget, final_replays, peek } => {
             let peek = PeekMode::from_name(peek).unwrap_or(PeekMode::Off);
             let opts = minimize::Options {
@@ -83,13 +83,25 @@ fn pingall(engine: &Engine, config_path: &Path) -> u8 {
         Err(code) => return code,
     };
     let run_dir = std::env::temp_dir().join(format!("sts-pingall-{}", std::process::id()));
-    let run = match block_on("pingall", pingall::run(engine, &config, &run_dir)) {
+    let mut run = match block_on("pingall", pingall::run(engine, &config, &run_dir)) {
         Ok(r) => r,
         Err(code) => return code,
     };
     print!("{}", sts_report::matrix(&run.matrix));
+    for (i, c) in run.controllers.iter_mut().enumerate() {
+        if !c.is_alive() {
+            eprintln!(
+                "sts pingall: controller c{i} ({}) is no longer running; last log lines:\n{}",
+                c.name(),
+                c.log_tail(10)
+            );
+        }
+    }
     for e in run.runner.net.events.iter().take(5) {
         eprintln!("dataplane: {}", sts_report::dataplane_event(e));
+    }
+    for issue in run.runner.issues.iter().take(5) {
+        eprintln!("control channel: switch {} / controller c{}: {}", issue.dpid, issue.controller, issue.what);
     }
     if let Some(line) = run.runner.clock.summary() {
         eprintln!("{line}");
@@ -125,6 +137,12 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path) -> u8 {
         eprintln!("{clock}");
     }
     match o.violation {
+        Some(v) if o.present_from_start => {
+            print!("violation present before the first input (no input caused it): {}", sts_report::violation(&v));
+            println!("fingerprint: {}", v.fingerprint());
+            println!("trace: {}", exp.trace().display());
+            exit::PRESENT_FROM_START
+        }
         Some(v) => {
             print!("violation after {} steps ({} inputs): {}", o.steps, o.inputs, sts_report::violation(&v));
             println!("fingerprint: {}", v.fingerprint());
@@ -143,7 +161,7 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path) -> u8 {
     }
 }
 
-fn replay(engine: &Engine, dir: &Path, repeat: u32) -> u8 {
+fn replay(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>) -> u8 {
     // Checked before anything starts, so a broken trace costs nothing.
     let (_, _, trace) = match replay::load(dir) {
         Ok(x) => x,
@@ -175,7 +193,19 @@ fn replay(engine: &Engine, dir: &Path, repeat: u32) -> u8 {
         summary.runs.len(),
         wanted.as_deref().unwrap_or("any violation")
     );
-    exit::found(summary.reproduced > 0)
+    let reproduced = summary.reproduced > 0;
+    match expect {
+        Some(want) => {
+            let held = (want == "reproduce") == reproduced;
+            println!("expected it to {want}: {}", if held { "it did" } else { "it did not" });
+            if held {
+                exit::OK
+            } else {
+                exit::VIOLATION
+            }
+        }
+        None => exit::found(reproduced),
+    }
 }
 
 fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u8 {

@@ -3,7 +3,8 @@
 //! 0 success or nothing found; 1 a violation found (or not every pair
 //! reachable); 2 bad input (config, trace, arguments), with a message naming
 //! file, line and field; 3 the environment failed (a controller did not
-//! start, a port was taken).
+//! start, a port was taken); 4 (fuzz) a violation present before the first
+//! input: the network was never healthy, so no input caused it.
 
 use sts_engine::RunError;
 
@@ -11,6 +12,7 @@ pub const OK: u8 = 0;
 pub const VIOLATION: u8 = 1;
 pub const BAD_INPUT: u8 = 2;
 pub const ENVIRONMENT: u8 = 3;
+pub const PRESENT_FROM_START: u8 = 4;
 
 /// The exit code of a job that failed.
 pub fn of_error(e: &RunError) -> u8 {

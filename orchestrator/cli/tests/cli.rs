@@ -160,4 +160,13 @@ fn replaying_a_hand_written_trace_reports_no_divergence_noise() {
     assert!(err.contains("records no internal events"), "{err}");
     assert!(!out.contains("first unexpected"), "{out}");
     assert!(out.contains("replay 1: not reproduced (1 inputs") && out.contains("virtual time: "), "{out}");
+    // For CI: the expectation decides the exit code.
+    let (code, out, err) = sts(&["replay", dir.to_str().unwrap(), "--expect", "vanish"]);
+    assert_eq!(code, 0, "nothing reproduced, as expected\n{out}\n{err}");
+    assert!(out.contains("expected it to vanish: it did"), "{out}");
+    let (code, out, _) = sts(&["replay", dir.to_str().unwrap(), "--expect", "reproduce"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("expected it to reproduce: it did not"), "{out}");
+    let (code, _, err) = sts(&["replay", dir.to_str().unwrap(), "--expect", "maybe"]);
+    assert_eq!(code, 2, "{err}");
 }

@@ -80,6 +80,8 @@ pub fn checkpoint(controller: &mut Controller) -> Result<Checkpoint, SnapshotErr
     let (Some("checkpointed"), Some(pid)) = (words.next(), words.next().and_then(|p| p.parse::<i32>().ok())) else {
         return Err(err(&name, "the shim said", &line.trim()));
     };
+    // The holder is a fork: it holds this controller's output pipes open.
+    controller.mark_checkpointed();
     let mut connections = Vec::new();
     for w in words {
         let parts: Vec<&str> = w.split(':').collect();

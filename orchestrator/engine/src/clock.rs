@@ -7,6 +7,7 @@
 //! controllers through a clock page, which sts raises to the next timer
 //! whenever the whole run is idle.
 
+use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -127,6 +128,39 @@ struct IdleWatch {
     looks: u32,
 }
 
+/// One controller process as the idle test saw it (for the jump log).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ProcessLook {
+    pub pid: u64,
+    /// What its slot said: `waiting`, `busy`, `threaded`.
+    pub slot: &'static str,
+    /// Its wait's deadline, in virtual ns from the look (`None`: no timeout;
+    /// negative: already due).
+    pub deadline_in_ns: Option<i64>,
+    /// Its scheduler state (`/proc/PID/stat`: `S` sleeping, `R` runnable ...).
+    pub sched: char,
+    /// Returns from waits so far.
+    pub wakes: u64,
+}
+
+/// One jump of virtual time, as the jump log records it: from and to, what
+/// sts itself was waiting for, and every controller process.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Jump {
+    /// Jumps so far in this run, this one included.
+    pub n: u64,
+    /// Virtual ms since the clock page was made.
+    pub from_ms: f64,
+    pub to_ms: f64,
+    /// Real ms since the clock page was made.
+    pub real_ms: f64,
+    /// How far ahead sts's own next deadline was (virtual ms).
+    pub sts_deadline_in_ms: f64,
+    /// sts's own activity counter (messages moved, events handled).
+    pub sts_activity: u64,
+    pub processes: Vec<ProcessLook>,
+}
+
 /// Virtual time for one run: a clock page in shared memory (a memfd) that the
 /// run's controller processes map through the shim.
 pub struct VirtualTime {
@@ -139,6 +173,15 @@ pub struct VirtualTime {
     jumps: AtomicU64,
     /// The first controller process seen multi-threaded (0: none yet).
     threaded: AtomicU64,
+    /// The processes as the last look saw them (the jump log's material).
+    last_look: Mutex<Vec<ProcessLook>>,
+    /// Attached processes found gone (dead, or a zombie) since the last
+    /// [`VirtualTime::take_departed`]: time no longer waits for them.
+    departed: Mutex<Vec<u64>>,
+    /// Where jumps are logged, when asked (`[time] jump_log`).
+    jump_log: Mutex<Option<std::io::BufWriter<std::fs::File>>>,
+    /// Virtual and real monotonic ns when the page was made.
+    created: (u64, u64),
 }
 
 // SAFETY: the page is shared memory only ever accessed through atomics.
@@ -172,6 +215,11 @@ impl VirtualTime {
             watch: Mutex::new(IdleWatch { seen: Vec::new(), activity: 0, since: Instant::now(), looks: 0 }),
             jumps: AtomicU64::new(0),
             threaded: AtomicU64::new(0),
+            last_look: Mutex::new(Vec::new()),
+            departed: Mutex::new(Vec::new()),
+            jump_log: Mutex::new(None),
+            // A fresh page has a zero offset: virtual time is real time.
+            created: (real_monotonic_ns(), real_monotonic_ns()),
         };
         vt.page().init();
         Ok(Arc::new(vt))
@@ -235,6 +283,19 @@ impl VirtualTime {
         Some(self.threaded.load(Ordering::Relaxed)).filter(|&p| p != 0)
     }
 
+    /// The attached processes found gone since the last call (each once).
+    pub fn take_departed(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.departed.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Writes every jump from now on into `path` (JSON Lines: one [`Jump`]
+    /// a line, flushed as written), besides the debug-level log.
+    pub fn log_jumps_to(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let file = std::fs::File::create(path)?;
+        *self.jump_log.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::io::BufWriter::new(file));
+        Ok(())
+    }
+
     /// How many times time jumped.
     pub fn jumps(&self) -> u64 {
         self.jumps.load(Ordering::Relaxed)
@@ -282,6 +343,7 @@ impl VirtualTime {
         let now = self.now_ns();
         let mut earliest = target_ns;
         let mut seen = Vec::new();
+        let mut looks = Vec::new();
         let mut busy = false;
         for slot in page.slots() {
             let pid = slot.pid();
@@ -291,6 +353,8 @@ impl VirtualTime {
             let state = process_state(pid);
             if state.is_none_or(|s| s == 'Z' || s == 'X') {
                 slot.release(pid);
+                self.departed.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+                self.note(&format!("process {pid} is gone; time no longer waits for it"));
                 continue;
             }
             if slot.state() == THREADED {
@@ -304,8 +368,21 @@ impl VirtualTime {
             if deadline != NO_DEADLINE {
                 earliest = earliest.min(deadline);
             }
-            seen.push((pid, slot.activity()));
+            let wakes = slot.activity();
+            seen.push((pid, wakes));
+            looks.push(ProcessLook {
+                pid,
+                slot: match slot.state() {
+                    WAITING => "waiting",
+                    THREADED => "threaded",
+                    _ => "busy",
+                },
+                deadline_in_ns: (deadline != NO_DEADLINE).then(|| deadline as i64 - now as i64),
+                sched: state.unwrap_or('?'),
+                wakes,
+            });
         }
+        *self.last_look.lock().unwrap_or_else(|e| e.into_inner()) = looks;
         let missing = self
             .expected
             .lock()
@@ -332,11 +409,59 @@ impl VirtualTime {
             return false;
         }
         self.page().advance(earliest - now);
-        self.jumps.fetch_add(1, Ordering::Relaxed);
+        let n = self.jumps.fetch_add(1, Ordering::Relaxed) + 1;
+        self.log_jump(n, now, earliest, target_ns, activity);
         // No new quiet spell is needed for the next jump: a process whose
         // deadline this jump reached blocks it until it has woken (and its
         // activity changed), and whatever sts does next counts as activity.
         true
+    }
+}
+
+impl VirtualTime {
+    /// Records something that bears on time (not a jump: a process gone, a
+    /// connection closed) in the jump log, and at debug level.
+    pub fn note(&self, what: &str) {
+        tracing::debug!("{what}");
+        let mut log = self.jump_log.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = log.as_mut() {
+            let line = serde_json::json!({
+                "event": what,
+                "at_ms": self.now_ns().saturating_sub(self.created.0) as f64 / 1e6,
+                "real_ms": real_monotonic_ns().saturating_sub(self.created.1) as f64 / 1e6,
+            });
+            let _ = writeln!(w, "{line}").and_then(|()| w.flush());
+        }
+    }
+
+    /// Records jump `n` from `from_ns` to `to_ns` (virtual): at debug level,
+    /// and in the jump log when there is one.
+    fn log_jump(&self, n: u64, from_ns: u64, to_ns: u64, target_ns: u64, activity: u64) {
+        let mut log = self.jump_log.lock().unwrap_or_else(|e| e.into_inner());
+        if log.is_none() && !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
+        let ms = |ns: u64, since: u64| ns.saturating_sub(since) as f64 / 1e6;
+        let jump = Jump {
+            n,
+            from_ms: ms(from_ns, self.created.0),
+            to_ms: ms(to_ns, self.created.0),
+            real_ms: ms(real_monotonic_ns(), self.created.1),
+            sts_deadline_in_ms: ms(target_ns, from_ns),
+            sts_activity: activity,
+            processes: self.last_look.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        };
+        tracing::debug!("jump {n}: {:.1} -> {:.1} ms; processes {:?}", jump.from_ms, jump.to_ms, jump.processes);
+        if let Some(w) = log.as_mut() {
+            let written = serde_json::to_writer(&mut *w, &jump).map_err(std::io::Error::other).and_then(|()| {
+                w.write_all(b"\n")?;
+                w.flush()
+            });
+            if let Err(e) = written {
+                tracing::warn!("the jump log stops: {e}");
+                *log = None;
+            }
+        }
     }
 }
 

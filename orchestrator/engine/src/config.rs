@@ -135,6 +135,11 @@ pub struct TimeConfig {
     /// dates the recorded run's controllers saw.
     #[serde(skip)]
     pub wall_epoch_ns: Option<u64>,
+    /// On virtual time: write every jump (from, to, what every controller
+    /// process and sts were doing) into `jumps.jsonl` next to the
+    /// controller logs (`docs/virtual-time.md`). Off by default; the same
+    /// goes to the debug log (`RUST_LOG=sts_engine::clock=debug`).
+    pub jump_log: bool,
 }
 
 /// The `[fuzz]` table.

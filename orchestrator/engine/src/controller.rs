@@ -155,6 +155,9 @@ pub struct Controller {
     /// The shim's control socket in this process, for checkpoints (a copy
     /// forked on virtual time; `crate::snapshot::Checkpoint`).
     shim: Option<std::os::unix::net::UnixStream>,
+    /// A checkpoint was taken: its holder (a fork) shares this process's
+    /// output pipes, so they do not close when this process dies.
+    checkpointed: bool,
 }
 
 impl Controller {
@@ -224,6 +227,7 @@ impl Controller {
             lines,
             readers_done,
             shim: None,
+            checkpointed: false,
         };
         ctl.wait_listening(spec.start_timeout)?;
         Ok(ctl)
@@ -259,6 +263,7 @@ impl Controller {
             lines,
             readers_done,
             shim,
+            checkpointed: false,
         })
     }
 
@@ -287,12 +292,8 @@ impl Controller {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.process.exited() {
-                // Let the copying threads write the last lines before quoting them
-                // (bounded: a grandchild may still hold the pipes open).
-                let until = Instant::now() + Duration::from_secs(1);
-                while self.readers_done.load(std::sync::atomic::Ordering::Acquire) < 2 && Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
+                // Let the copying threads write the last lines before quoting them.
+                self.drain_output(Duration::from_secs(1));
                 return Err(StartError::Exited {
                     name: self.name.clone(),
                     addr: self.addr,
@@ -360,11 +361,30 @@ impl Controller {
     pub fn kill(&mut self) {
         self.process.kill();
     }
+
+    /// Marks that a checkpoint holder shares this process's output pipes.
+    pub(crate) fn mark_checkpointed(&mut self) {
+        self.checkpointed = true;
+    }
+
+    fn drain_output(&self, within: Duration) {
+        let until = Instant::now() + within;
+        while self.readers_done.load(std::sync::atomic::Ordering::Acquire) < 2 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
 }
 
 impl Drop for Controller {
     fn drop(&mut self) {
         self.kill();
+        // Let the copying threads write what it printed last (they end when
+        // the pipes close), so a log read after the run, even after sts
+        // exits, has every line. Not when a checkpoint holder shares the
+        // pipes: they stay open as long as it lives.
+        if !self.checkpointed {
+            self.drain_output(Duration::from_millis(500));
+        }
     }
 }
 

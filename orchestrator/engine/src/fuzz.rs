@@ -27,6 +27,9 @@ pub struct FuzzOutcome {
     pub inputs: usize,
     /// On virtual time: how much of it ran in how much real time.
     pub clock: Option<String>,
+    /// The violation persisted before the first input (the network was
+    /// never healthy): no input caused it.
+    pub present_from_start: bool,
 }
 
 /// Creates the experiment directory `out` for a fuzz run of `config` (read
@@ -65,9 +68,19 @@ pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<F
     let f = &config.fuzz;
     let mut inputs = 0;
     let mut last = None;
-    let mut found = None;
     let mut steps = 0;
+    // Before any input: a violation that persists now is no input's doing.
+    let mut found = None;
+    let until = s.runner.clock.now() + config.invariants.persist_ms + config.invariants.check_every_ms;
+    while s.runner.clock.now() < until && found.is_none() {
+        s.runner.run_for(Duration::from_millis(config.invariants.check_every_ms.min(f.step_ms))).await;
+        found = monitor.observe(&mut s, &mut writer).map_err(env)?;
+    }
+    let present_from_start = found.is_some();
     for step in 0..f.steps {
+        if found.is_some() {
+            break;
+        }
         steps = step + 1;
         for e in fuzzer.step(&s.runner.net) {
             // What earlier inputs caused goes into the trace before this one.
@@ -105,5 +118,5 @@ pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<F
     }
     s.clock_notices();
     let clock = s.runner.clock.summary();
-    Ok(FuzzOutcome { violation: found, steps, inputs, clock })
+    Ok(FuzzOutcome { violation: found, steps, inputs, clock, present_from_start })
 }

@@ -257,6 +257,10 @@ pub struct Report {
     pub final_replays: u32,
     pub final_reproduced: usize,
     pub budget_exhausted: bool,
+    /// The violation shows up with no input at all (the empty sequence,
+    /// tried first, reproduces it): the network was never healthy.
+    #[serde(default)]
+    pub present_without_inputs: bool,
     pub mcs: Vec<String>,
 }
 
@@ -379,7 +383,32 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     let mut run_no = 0u32;
     let mut curve = vec![externals.len()];
     let jobs = opts.jobs.max(1) as usize;
-    let mut dd = Ddmin::new(groups.len());
+    // The empty sequence first: a violation present without any input is not
+    // caused by any of them, and ddmin (which never tries it) would name one.
+    let present_without_inputs = match state.tested.get(&key(&[])) {
+        Some(&known) => known,
+        None => {
+            let trace = candidate(&trace, &BTreeSet::new(), &host_start);
+            let run = CandidateRun {
+                trace,
+                mcs_dir: mcs_dir.clone(),
+                first_run: 1,
+                replays: opts.replays.max(1),
+                peek: PeekMode::Off,
+            };
+            run_no += opts.replays.max(1);
+            let verdict = executor.test(engine, &config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
+            let (ok, n) = verdict?;
+            state.replays += n;
+            state.tested.insert(key(&[]), ok);
+            let _ = experiment::write_json(&state_path, &state);
+            ok
+        }
+    };
+    if present_without_inputs {
+        engine.notice(NoticeKind::Info, "the violation is present without any input: the empty sequence reproduces it");
+    }
+    let mut dd = Ddmin::new(if present_without_inputs { 0 } else { groups.len() });
     'rounds: while !dd.is_done() {
         let cands = dd.candidates().to_vec();
         let mut results: Vec<Option<bool>> = cands.iter().map(|c| state.tested.get(&key(c)).copied()).collect();
@@ -470,6 +499,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         final_replays: opts.final_replays,
         final_reproduced,
         budget_exhausted,
+        present_without_inputs,
         mcs: mcs.externals().iter().map(|(t, e)| format!("{t} ms: {}", e.describe())).collect(),
     };
     experiment::write_json(&state_path, &state).map_err(env)?;

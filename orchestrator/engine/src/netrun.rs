@@ -441,6 +441,9 @@ impl NetRunner {
                 if let Some(sw) = self.net.switches.get_mut(&dpid) {
                     sw.forget_connection(conn);
                 }
+                if let Some(vt) = self.clock.virtual_time() {
+                    vt.note(&format!("switch {dpid} / controller {conn}: connection closed: {why}"));
+                }
                 self.issues.push(ConnIssue { dpid, controller: conn, what: why });
             }
         }

@@ -56,6 +56,8 @@ pub enum NoticeKind {
     /// A controller process started a second thread: the run continues on
     /// real time.
     ThreadedController,
+    /// A controller process exited during a run when no input asked for it.
+    ControllerExited,
     /// PEEK with checkpoints fell back to prefix replay.
     PeekFallback,
     /// A minimization resumed from its saved state.

@@ -46,17 +46,16 @@ pub use crate::session::RunError;
 /// Runs a pingall from a loaded config, keeping controller logs in `run_dir`.
 pub async fn run(engine: &Engine, config: &Config, run_dir: &Path) -> Result<PingallRun, RunError> {
     let p = &config.pingall;
-    let s = session::start(engine, config, run_dir).await?;
+    let mut s = session::start(engine, config, run_dir).await?;
     s.clock_notices();
-    let Session { mut runner, controllers, .. } = s;
-    let n = runner.net.hosts.len();
-    for h in &mut runner.net.hosts {
+    let n = s.runner.net.hosts.len();
+    for h in &mut s.runner.net.hosts {
         h.ping_payload = p.payload_bytes;
     }
     let total = (n * n.saturating_sub(1)) as u64;
     engine.notice(
         crate::NoticeKind::Info,
-        format!("{} switch connections up; pinging {total} host pairs", runner.handshakes.len()),
+        format!("{} switch connections up; pinging {total} host pairs", s.runner.handshakes.len()),
     );
     let mut done = 0;
 
@@ -67,7 +66,7 @@ pub async fn run(engine: &Engine, config: &Config, run_dir: &Path) -> Result<Pin
                 continue;
             }
             for _ in 0..p.attempts.max(1) {
-                if runner.ping(i, j, p.ping_timeout_ms).await {
+                if s.runner.ping(i, j, p.ping_timeout_ms).await {
                     *cell = true;
                     break;
                 }
@@ -77,6 +76,8 @@ pub async fn run(engine: &Engine, config: &Config, run_dir: &Path) -> Result<Pin
         }
     }
     engine.progress(Progress::Done);
+    s.clock_notices();
+    let Session { runner, controllers, .. } = s;
     for sw in runner.net.switches.values() {
         tracing::debug!("{}", sw.describe());
     }

@@ -30,6 +30,10 @@ fn spec(
     }
 }
 
+/// A Python controller that dies of a fatal signal (SIGSEGV, SIGABRT ...)
+/// writes its Python stack into its log instead of vanishing without a word.
+const PYTHON_FAULTS: (&str, &str) = ("PYTHONFAULTHANDLER", "1");
+
 /// os-ken running `apps` (module names such as `os_ken.app.simple_switch_13`).
 pub fn os_ken(apps: &[&str]) -> ControllerSpec {
     os_ken_with(&[], apps)
@@ -48,7 +52,7 @@ pub fn os_ken_with(options: &[&str], apps: &[&str]) -> ControllerSpec {
     ];
     cmd.extend(options.iter().map(|a| a.to_string()));
     cmd.extend(apps.iter().map(|a| a.to_string()));
-    spec("os-ken", cmd, vec![], None, 30)
+    spec("os-ken", cmd, vec![PYTHON_FAULTS], None, 30)
 }
 
 /// Open vSwitch's test controller (a learning switch), with extra arguments
@@ -82,6 +86,7 @@ pub fn faucet(config: &Path) -> ControllerSpec {
             ("FAUCET_PROMETHEUS_ADDR", "127.0.0.1"),
             ("FAUCET_PROMETHEUS_PORT", "{aux_port}"),
             ("PYTHONHASHSEED", "0"),
+            PYTHON_FAULTS,
         ],
         Some(config.to_owned()),
         60,

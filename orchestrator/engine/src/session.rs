@@ -95,7 +95,21 @@ impl Session {
     /// Passes on what the clock found worth saying (once per engine): a
     /// controller that started a second thread keeps the run on real time.
     pub fn clock_notices(&self) {
-        if let Some(pid) = self.runner.clock.virtual_time().and_then(|vt| vt.threaded()) {
+        let Some(vt) = self.runner.clock.virtual_time() else { return };
+        for pid in vt.take_departed() {
+            let Some(i) = self.controllers.iter().position(|c| u64::from(c.pid()) == pid) else { continue };
+            if self.crashed.contains(&i) {
+                continue; // crashed on purpose (an input)
+            }
+            self.engine.notice(
+                crate::NoticeKind::ControllerExited,
+                format!(
+                    "controller c{i} (pid {pid}) exited during the run; time no longer waits for it (last log lines:\n{})",
+                    self.controllers[i].log_tail(5)
+                ),
+            );
+        }
+        if let Some(pid) = vt.threaded() {
             self.engine.notice_once(
                 crate::NoticeKind::ThreadedController,
                 format!("controller process {pid} started a second thread; virtual time follows single-threaded controllers only, so this run continues on real time"),
@@ -181,6 +195,10 @@ pub async fn start_with(
     // Before any controller reads it: the date a replay serves back.
     if let (Some(vt), Some(epoch)) = (&virtual_time, config.time.wall_epoch_ns) {
         vt.serve_wall_clock(epoch);
+    }
+    if let Some(vt) = virtual_time.as_ref().filter(|_| config.time.jump_log) {
+        let path = run_dir.join("jumps.jsonl");
+        vt.log_jumps_to(&path).map_err(|e| RunError::Environment(format!("{}: {e}", path.display())))?;
     }
     let wall_epoch_ns = virtual_time.as_ref().map(|vt| vt.wall_ns());
     let mut controllers = Vec::new();

@@ -95,6 +95,9 @@ pub fn mcs_summary(r: &minimize::Report) -> String {
         r.final_replays,
         if r.budget_exhausted { "; budget exhausted: not 1-minimal" } else { "" }
     );
+    if r.present_without_inputs {
+        s.push_str("  (none: the violation is present without any input; the network was never healthy)\n");
+    }
     for e in &r.mcs {
         s.push_str(&format!("  {e}\n"));
     }
@@ -116,6 +119,9 @@ pub fn mcs_markdown(r: &minimize::Report) -> String {
         "Inputs left after each reduction: {}\n\n## The sequence\n\n",
         r.curve.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" → ")
     ));
+    if r.present_without_inputs {
+        s.push_str("No input: the violation is present without any (the empty sequence, tried first, reproduces it). The network was never healthy.\n");
+    }
     for e in &r.mcs {
         s.push_str(&format!("1. {e}\n"));
     }
