@@ -77,3 +77,18 @@ fn stale_routes_minimizes_to_the_link_failure_with_peek_by_checkpoints() {
     let (checkpointed, refused) = engine.peek_counts();
     assert!(checkpointed > 0 && refused == 0, "{checkpointed} candidates peeked with checkpoints, {refused} refused");
 }
+
+/// A violation present before any input (an unconfigured default-deny
+/// firewall): the empty sequence is tried first and reproduces it, so the
+/// MCS is empty and the report says so, instead of naming an input.
+#[test]
+fn a_violation_present_from_the_start_has_an_empty_mcs() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (dir, optimal) = make_case("blocked_from_start", 8, "start");
+    assert_eq!(optimal, 0);
+    let opts = Options { replays: 1, jobs: 2, peek: PeekMode::Off, budget_s: None, final_replays: 1 };
+    let r = rt.block_on(minimize::run(sts_e2e::engine(), &dir, &opts)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.present_without_inputs, "{r:?}");
+    assert_eq!(r.mcs_inputs, 0, "{:?}", r.mcs);
+    assert_eq!(r.final_reproduced, 1);
+}

@@ -170,3 +170,38 @@ fn replaying_a_hand_written_trace_reports_no_divergence_noise() {
     let (code, _, err) = sts(&["replay", dir.to_str().unwrap(), "--expect", "maybe"]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// A relative experiment directory works with every controller kind (an
+/// ovs-testcontroller run used to fail: its control socket path, relative,
+/// went under /var/run/openvswitch), for fuzz and then minimize.
+#[test]
+fn a_relative_experiment_directory_fuzzes_and_minimizes_with_ovs_testcontroller() {
+    let cwd = std::env::temp_dir().join(format!("sts-cli-{}-relative", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cwd);
+    std::fs::create_dir_all(&cwd).unwrap();
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fuzz-ovs-mesh.toml");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_sts")).args(args).current_dir(&cwd).output().expect("run sts");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, out) = run(&["fuzz", "--config", config.to_str().unwrap(), "--out", "rel/dir"]);
+    assert_eq!(code, 1, "the mesh's loop is found\n{out}");
+    let (code, out) = run(&["minimize", "rel/dir", "--final-replays", "1"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(cwd.join("rel/dir/mcs/report.json").exists(), "{out}");
+}
+
+/// A config naming an app file that does not exist is bad input: exit 2,
+/// naming the config's line and field, and no experiment directory is left.
+#[test]
+fn a_missing_app_file_is_bad_input_and_leaves_nothing_behind() {
+    let config = write("missing-app.toml", "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"os-ken\"\napps = [\"no_such_app.py\"]\n");
+    let out = std::env::temp_dir().join(format!("sts-cli-{}-missing-app-out", std::process::id()));
+    let (code, _, err) = sts(&["fuzz", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("missing-app.toml: line 7: controllers[0].apps: \"no_such_app.py\": no such file"), "{err}");
+    assert!(!out.exists(), "no partial experiment directory");
+}

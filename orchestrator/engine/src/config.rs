@@ -463,9 +463,26 @@ impl Config {
         let err = |message: String| ConfigError { path: origin.to_owned(), message };
         let mut config: Config = toml::from_str(text).map_err(|e| err(describe_toml_error(text, &e)))?;
         config.base_dir = origin.parent().map(Path::to_path_buf).unwrap_or_default();
-        config.load_topology_file().map_err(err)?;
+        config.load_topology_file().map_err(|m| err(at_line_of(text, "file", m)))?;
         config.validate().map_err(err)?;
+        config.check_app_files(text).map_err(err)?;
         Ok(config)
+    }
+
+    /// Every `.py` app a controller names exists (relative to the config):
+    /// a missing one is the config's fault, found before anything starts.
+    fn check_app_files(&self, text: &str) -> Result<(), String> {
+        for (i, c) in self.controllers.iter().enumerate() {
+            for app in c.apps.iter().filter(|a| a.ends_with(".py")) {
+                let path = self.base_dir.join(app);
+                if !path.is_file() {
+                    let shown = std::path::absolute(&path).unwrap_or(path);
+                    let what = format!("controllers[{i}].apps: {app:?}: no such file (looked for {})", shown.display());
+                    return Err(at_line_of(text, &format!("{app:?}"), what));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Reads and parses `network.file` for `topology = "file"`.
@@ -750,6 +767,15 @@ pub fn faucet_yaml(topo: &Topology) -> String {
 }
 
 /// toml's error, with the offending line quoted.
+/// `message` prefixed with the number of the first line of `text` that holds
+/// `needle` (`line N: ...`, as TOML errors are), or as it is.
+fn at_line_of(text: &str, needle: &str, message: String) -> String {
+    match text.lines().position(|l| l.contains(needle) && !l.trim_start().starts_with('#')) {
+        Some(i) => format!("line {}: {message}", i + 1),
+        None => message,
+    }
+}
+
 fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
     let Some(span) = e.span() else { return e.message().to_string() };
     let line = text[..span.start].matches('\n').count() + 1;

@@ -170,7 +170,11 @@ impl Controller {
             move |source| StartError::Io { name, context, source }
         };
         let aux_port = free_local_addr().map(|a| a.port()).unwrap_or(0);
-        let run_dir = log_path.parent().unwrap_or(Path::new(".")).display().to_string();
+        // Absolute: programs resolve a relative path against their own idea of
+        // a base (ovs-testcontroller puts a relative --unixctl under
+        // /var/run/openvswitch).
+        let run_dir = log_path.parent().unwrap_or(Path::new("."));
+        let run_dir = std::path::absolute(run_dir).unwrap_or_else(|_| run_dir.to_owned()).display().to_string();
         let fill = |s: &str| {
             let mut s = s
                 .replace("{port}", &addr.port().to_string())

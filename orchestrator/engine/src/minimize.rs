@@ -261,7 +261,28 @@ pub struct Report {
     /// tried first, reproduces it): the network was never healthy.
     #[serde(default)]
     pub present_without_inputs: bool,
+    /// The MCS's inputs, each with its place in the original trace.
+    #[serde(default)]
+    pub events: Vec<McsEvent>,
+    /// The violation as the first reproducing final replay saw it, with its
+    /// witness (absent when none reproduced).
+    #[serde(default)]
+    pub observed: Option<Violation>,
+    /// The inputs as one line each (`T ms: input`, replay times).
     pub mcs: Vec<String>,
+}
+
+/// One input of the MCS.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct McsEvent {
+    /// Its `seq` in the original trace.
+    pub seq: u64,
+    /// When the original run injected it.
+    pub original_t_ms: u64,
+    /// When the MCS's replays inject it: the original times, less the pause
+    /// the removed inputs before the first kept one took.
+    pub t_ms: u64,
+    pub input: String,
 }
 
 fn key(c: &[usize]) -> String {
@@ -479,16 +500,40 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     experiment::copy_config_files(config.local_files(), &mcs_dir).map_err(env)?;
     write_trace(&mcs, &mcs_dir.join("trace.jsonl")).map_err(env)?;
     let mut final_reproduced = 0;
+    // The violation as the MCS's own replays saw it (its witness shows the
+    // rules the MCS installs, not the original run's).
+    let mut observed: Option<Violation> = None;
     for i in 0..opts.final_replays {
         engine.progress(Progress::FinalReplays { done: i, total: opts.final_replays });
         let out = mcs_dir.join("final").join((i + 1).to_string());
         let _ = std::fs::remove_dir_all(&out);
-        if replay::replay_once(engine, &config, &mcs, &out, i + 1).await?.reproduced {
+        let r = replay::replay_once(engine, &config, &mcs, &out, i + 1).await?;
+        if r.reproduced {
             final_reproduced += 1;
+            observed = observed.or(r.violation);
         }
         state.replays += 1;
     }
     engine.progress(Progress::Done);
+    if let Some(v) = &observed {
+        let mut seen = mcs.clone();
+        seen.records.iter_mut().filter(|r| r.violation.is_some()).for_each(|r| r.violation = Some(v.clone()));
+        write_trace(&seen, &mcs_dir.join("trace.jsonl")).map_err(env)?;
+    }
+    let original_t: BTreeMap<u64, u64> = trace.records.iter().map(|r| (r.seq, r.t_ms)).collect();
+    let events = mcs
+        .records
+        .iter()
+        .filter_map(|r| {
+            let e = r.external.as_ref()?;
+            Some(McsEvent {
+                seq: r.seq,
+                original_t_ms: original_t.get(&r.seq).copied().unwrap_or(r.t_ms),
+                t_ms: r.t_ms,
+                input: e.describe(),
+            })
+        })
+        .collect();
     let report = Report {
         violation: violation.fingerprint(),
         original_inputs: externals.len(),
@@ -500,6 +545,8 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         final_reproduced,
         budget_exhausted,
         present_without_inputs,
+        events,
+        observed,
         mcs: mcs.externals().iter().map(|(t, e)| format!("{t} ms: {}", e.describe())).collect(),
     };
     experiment::write_json(&state_path, &state).map_err(env)?;

@@ -122,8 +122,26 @@ pub fn mcs_markdown(r: &minimize::Report) -> String {
     if r.present_without_inputs {
         s.push_str("No input: the violation is present without any (the empty sequence, tried first, reproduces it). The network was never healthy.\n");
     }
-    for e in &r.mcs {
-        s.push_str(&format!("1. {e}\n"));
+    if r.events.is_empty() {
+        for e in &r.mcs {
+            s.push_str(&format!("1. {e}\n"));
+        }
+    } else {
+        s.push_str("| # | seq in the original trace | original time | replayed at | input |\n|---|---|---|---|---|\n");
+        for (i, e) in r.events.iter().enumerate() {
+            s.push_str(&format!("| {} | {} | {} ms | {} ms | {} |\n", i + 1, e.seq, e.original_t_ms, e.t_ms, e.input));
+        }
+        s.push_str(
+            "\nReplays inject each input at its original time, less the pause the removed inputs before the first kept one took.\n",
+        );
+    }
+    match &r.observed {
+        Some(v) => {
+            s.push_str("\n## The violation, as the sequence's own replays saw it\n\n```\n");
+            s.push_str(&violation(v));
+            s.push_str("```\n");
+        }
+        None => s.push_str("\nNo final replay reproduced the violation.\n"),
     }
     s
 }
