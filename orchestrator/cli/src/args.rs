@@ -44,8 +44,8 @@ pub enum Command {
     Replay {
         /// Experiment directory holding the trace.
         dir: PathBuf,
-        /// Number of replays.
-        #[arg(long, default_value_t = 1)]
+        /// Number of replays (at least 1).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         repeat: u32,
         /// What a CI check expects: `reproduce` (the bug is still there: some
         /// run reproduces it) or `vanish` (it is fixed: no run does). Exit 0

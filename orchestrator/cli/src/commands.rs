@@ -66,8 +66,8 @@ fn block_on<T>(name: &str, job: impl Future<Output = Result<T, RunError>>) -> Re
 
 /// Loads a config, or says why not (exit 2).
 fn load_config(name: &str, path: &Path) -> Result<(Config, String), u8> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        eprintln!("sts {name}: {}: cannot read: {e}", path.display());
+    let text = sts_engine::config::read_text_file(path).map_err(|e| {
+        eprintln!("sts {name}: {}: {e}", path.display());
         exit::BAD_INPUT
     })?;
     let config = Config::from_toml(&text, path).map_err(|e| {
@@ -163,7 +163,7 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path) -> u8 {
 
 fn replay(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>) -> u8 {
     // Checked before anything starts, so a broken trace costs nothing.
-    let (_, _, trace) = match replay::load(dir) {
+    let (exp, config, trace) = match replay::load(dir) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("sts replay: {e}");
@@ -182,7 +182,9 @@ fn replay(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>) -> u8 
     }
     let summary = match block_on(
         "replay",
-        replay::run(engine, dir, repeat, |r| print!("{}", sts_report::replay_run(r, has_internals))),
+        replay::run_loaded(engine, &exp, &config, &trace, repeat, |r| {
+            print!("{}", sts_report::replay_run(r, has_internals))
+        }),
     ) {
         Ok(s) => s,
         Err(code) => return code,

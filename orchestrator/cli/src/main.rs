@@ -10,11 +10,18 @@ mod progress;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    // Diagnostics go to stderr, filtered by RUST_LOG (e.g. RUST_LOG=sts=debug).
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    // Diagnostics go to stderr: warnings alone, plainly, by default; with
+    // RUST_LOG, whatever it asks for, with times and sources.
+    match tracing_subscriber::EnvFilter::try_from_default_env() {
+        Ok(filter) => tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init(),
+        Err(_) => tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+            .without_time()
+            .with_target(false)
+            .with_ansi(false)
+            .with_writer(std::io::stderr)
+            .init(),
+    }
     if let Err(e) = sts_engine::controller::raise_fd_limit() {
         tracing::warn!("cannot raise the open-file limit: {e}");
     }

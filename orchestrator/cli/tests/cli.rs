@@ -55,7 +55,12 @@ fn a_bad_trace_exits_2_naming_file_line_and_field() {
     };
     let cases = [
         ("newer", r#"{"format":"sts-trace","version":3}"#.to_string(), "trace.jsonl:1: header.version"),
-        ("truncated", format!("{h}\n{}\n{}", ping(1, "h2"), &ping(2, "h2")[..30]), "trace.jsonl:3: EOF"),
+        // A cut line before the last is an error (the last one alone is dropped with a warning).
+        (
+            "truncated",
+            format!("{h}\n{}\n{}\n{}", ping(1, "h2"), &ping(2, "h2")[..30], ping(3, "h2")),
+            "trace.jsonl:3: EOF",
+        ),
         (
             "unknown-event",
             format!("{h}\n{}", r#"{"seq":1,"t_ms":0,"external":{"type":"teleport"}}"#),
@@ -204,4 +209,33 @@ fn a_missing_app_file_is_bad_input_and_leaves_nothing_behind() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("missing-app.toml: line 7: controllers[0].apps: \"no_such_app.py\": no such file"), "{err}");
     assert!(!out.exists(), "no partial experiment directory");
+}
+
+/// Arguments that cannot mean anything are bad input (exit 2), said before
+/// anything runs: no replay at all, an output "directory" that is a file.
+#[test]
+fn meaningless_arguments_are_bad_input() {
+    let (code, _, err) = sts(&["replay", "/nonexistent", "--repeat", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--repeat"), "{err}");
+    let file = write("out-is-a-file", "not a directory\n");
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fuzz-ovs-mesh.toml");
+    let (code, _, err) = sts(&["fuzz", "--config", config.to_str().unwrap(), "--out", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not a directory"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory\n", "left as it was");
+}
+
+/// A trace whose last line was cut (a run killed while writing it) still
+/// replays: the lines before it are good, and sts says what it dropped.
+#[test]
+fn a_trace_cut_in_its_last_line_replays_the_rest_with_a_warning() {
+    let h = r#"{"format":"sts-trace","version":2}"#;
+    let good = r#"{"seq":1,"t_ms":0,"external":{"type":"ping","src":"h1","dst":"h2"}}"#;
+    let dir = experiment("cut-last", &format!("{h}\n{good}\n{{\"seq\":2,\"t_ms\":5,\"exter"));
+    let (code, out, err) = sts(&["replay", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("trace.jsonl:3: the last line is cut short") && err.contains("using the 1 records"), "{err}");
+    assert_eq!(err.matches("cut short").count(), 1, "said once: {err}");
+    assert!(out.contains("replay 1: not reproduced (1 inputs"), "{out}");
 }

@@ -444,8 +444,7 @@ pub struct ConfigError {
 impl Config {
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError { path: path.to_owned(), message: format!("cannot read: {e}") })?;
+        let text = read_text_file(path).map_err(|message| ConfigError { path: path.to_owned(), message })?;
         Config::from_toml(&text, path)
     }
 
@@ -494,8 +493,7 @@ impl Config {
             }
             (TopologyKind::File, Some(file)) => {
                 let path = self.base_dir.join(file);
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("network.file: {}: cannot read: {e}", path.display()))?;
+                let text = read_text_file(&path).map_err(|e| format!("network.file: {}: {e}", path.display()))?;
                 let topo = Topology::parse(&text).map_err(|e| match e.line {
                     0 => format!("network.file: {}: {}", path.display(), e.message),
                     line => format!("network.file: {}:{line}: {}", path.display(), e.message),
@@ -767,6 +765,32 @@ pub fn faucet_yaml(topo: &Topology) -> String {
 }
 
 /// toml's error, with the offending line quoted.
+/// The largest config or topology file sts reads (a fat-tree of 10,000
+/// switches takes well under a megabyte).
+pub const MAX_TEXT_FILE: u64 = 16 << 20;
+
+/// Reads a config or topology file: a regular file (not a device, a FIFO or a
+/// directory, which could block or never end) of at most [`MAX_TEXT_FILE`]
+/// bytes, in UTF-8. Errors say which of these it is not.
+pub fn read_text_file(path: &Path) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err("cannot read: not a regular file".into());
+    }
+    if meta.len() > MAX_TEXT_FILE {
+        return Err(format!(
+            "cannot read: {} bytes, more than the {MAX_TEXT_FILE} a config or topology may have",
+            meta.len()
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        format!("line {line}: not UTF-8 text (byte {at})")
+    })
+}
+
 /// `message` prefixed with the number of the first line of `text` that holds
 /// `needle` (`line N: ...`, as TOML errors are), or as it is.
 fn at_line_of(text: &str, needle: &str, message: String) -> String {
@@ -902,6 +926,17 @@ mod tests {
                 .to_string();
             assert!(e.contains("more than 1000000 switches"), "{e}");
         }
+    }
+
+    #[test]
+    fn only_small_regular_utf8_files_are_read() {
+        assert!(read_text_file(Path::new("/dev/zero")).unwrap_err().contains("not a regular file"));
+        assert!(read_text_file(&std::env::temp_dir()).unwrap_err().contains("not a regular file"));
+        let p = std::env::temp_dir().join(format!("sts-config-latin1-{}.toml", std::process::id()));
+        std::fs::write(&p, b"[network]\ntopology = \"linear\"\n# caf\xe9\n").unwrap();
+        assert_eq!(read_text_file(&p).unwrap_err(), "line 3: not UTF-8 text (byte 35)");
+        let e = Config::load(&p).unwrap_err().to_string();
+        assert!(e.contains("sts-config-latin1") && e.contains("line 3"), "{e}");
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub struct FuzzOutcome {
 /// from `config_text`): the config as written, and the files it names.
 pub fn create_experiment(config: &Config, config_text: &str, out: &Path) -> Result<Experiment, RunError> {
     let exp = Experiment::create(out, config_text).map_err(|e| match e {
-        e @ CreateError::Exists(_) => RunError::BadInput(e.to_string()),
+        e @ (CreateError::Exists(_) | CreateError::NotADirectory(_)) => RunError::BadInput(e.to_string()),
         e => RunError::Environment(e.to_string()),
     })?;
     experiment::copy_config_files(config.local_files(), &exp.dir)

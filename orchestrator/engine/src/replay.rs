@@ -423,16 +423,29 @@ pub async fn run(
     engine: &Engine,
     dir: &Path,
     repeat: u32,
-    mut each: impl FnMut(&ReplayResult),
+    each: impl FnMut(&ReplayResult),
 ) -> Result<Summary, RunError> {
     let (exp, config, trace) = load(dir)?;
+    run_loaded(engine, &exp, &config, &trace, repeat, each).await
+}
+
+/// [`run`] on an experiment already [`load`]ed.
+pub async fn run_loaded(
+    engine: &Engine,
+    exp: &Experiment,
+    config: &Config,
+    trace: &Trace,
+    repeat: u32,
+    mut each: impl FnMut(&ReplayResult),
+) -> Result<Summary, RunError> {
+    let dir = exp.dir.as_path();
     let wanted = trace.violation().map(Violation::fingerprint);
     let first_free = (1..).find(|n| !exp.replay(*n).exists()).unwrap_or(1);
     let mut runs = Vec::new();
     for i in 0..repeat.max(1) {
         let n = first_free + i;
         engine.progress(Progress::Replay { run: i + 1, of: repeat.max(1) });
-        let r = replay_once(engine, &config, &trace, &exp.replay(n), n).await?;
+        let r = replay_once(engine, config, trace, &exp.replay(n), n).await?;
         each(&r);
         runs.push(r);
     }

@@ -21,8 +21,12 @@ use serde::Serialize;
 /// Writes `bytes` to `path` atomically.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("{}.tmp", path.extension().and_then(|e| e.to_str()).unwrap_or("")));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    // A failed write (a full disk) leaves neither a cut file nor its .tmp.
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Writes `value` as pretty JSON to `path` atomically.
@@ -42,6 +46,8 @@ pub struct Experiment {
 pub enum CreateError {
     #[error("{0}: already holds an experiment (trace.jsonl); choose another --out or remove it")]
     Exists(PathBuf),
+    #[error("{0}: exists and is not a directory; choose another --out")]
+    NotADirectory(PathBuf),
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),
 }
@@ -71,6 +77,9 @@ impl Experiment {
     /// Creates `dir` for a new run and writes the config text into it.
     pub fn create(dir: &Path, config_text: &str) -> Result<Experiment, CreateError> {
         let io = |e| CreateError::Io(dir.to_owned(), e);
+        if dir.exists() && !dir.is_dir() {
+            return Err(CreateError::NotADirectory(dir.to_owned()));
+        }
         if dir.join("trace.jsonl").exists() {
             return Err(CreateError::Exists(dir.to_owned()));
         }

@@ -458,8 +458,14 @@ impl Trace {
     /// Reads and validates a trace file.
     pub fn load(path: &Path) -> Result<Trace, TraceError> {
         let err = |line: usize, message: String| TraceError { path: path.to_owned(), line, message };
+        // A trace is a file: not a device, a FIFO or a directory (reading
+        // /dev/zero would never end).
+        let meta = std::fs::metadata(path).map_err(|e| err(0, format!("cannot read: {e}")))?;
+        if !meta.is_file() {
+            return Err(err(0, "not a regular file (a trace is a file of JSON Lines)".into()));
+        }
         let file = File::open(path).map_err(|e| err(0, format!("cannot read: {e}")))?;
-        let mut lines = BufReader::new(file).lines().enumerate();
+        let mut lines = BufReader::new(file).lines().enumerate().peekable();
         let Some((_, first)) = lines.next() else {
             return Err(err(1, "empty file: a trace starts with its header line".into()));
         };
@@ -483,16 +489,29 @@ impl Trace {
         let mut records = Vec::new();
         let mut last_seq = 0;
         let mut last_t = 0;
-        for (i, line) in lines {
+        while let Some((i, line)) = lines.next() {
             let n = i + 1;
             let line = line.map_err(|e| err(n, format!("cannot read: {e}")))?;
             if line.trim().is_empty() {
                 continue;
             }
-            let mut r: Record = serde_json::from_str(&line).map_err(|e| {
-                let hint = if e.is_eof() { " (the line is cut short: was the run killed while writing?)" } else { "" };
-                err(n, format!("{e}{hint}"))
-            })?;
+            let mut r: Record = match serde_json::from_str(&line) {
+                Ok(r) => r,
+                // The last line cut short (a run killed, or a disk full, while
+                // writing it): every line before it is good; keep those.
+                Err(e) if e.is_eof() && lines.peek().is_none() => {
+                    tracing::warn!(
+                        "{}:{n}: the last line is cut short (was the run killed while writing?); using the {} records before it",
+                        path.display(),
+                        records.len()
+                    );
+                    break;
+                }
+                Err(e) => {
+                    let hint = if e.is_eof() { " (the line is cut short)" } else { "" };
+                    return Err(err(n, format!("{e}{hint}")));
+                }
+            };
             let kinds = r.external.is_some() as u8 + r.internal.is_some() as u8 + r.violation.is_some() as u8;
             if kinds != 1 {
                 return Err(err(n, "a record holds exactly one of external, internal, violation".into()));
@@ -563,6 +582,23 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_last_line_is_dropped_and_the_rest_kept() {
+        let h = r#"{"format":"sts-trace","version":2}"#;
+        let good = r#"{"seq":1,"t_ms":0,"external":{"type":"ping","src":"h1","dst":"h2"}}"#;
+        let p = write(101, &format!("{h}\n{good}\n{{\"seq\":2,\"t_ms\":5,\"exter"));
+        let t = Trace::load(&p).expect("the lines before the cut one");
+        assert_eq!(t.records.len(), 1);
+    }
+
+    #[test]
+    fn only_regular_files_are_traces() {
+        let e = Trace::load(Path::new("/dev/zero")).expect_err("a device").to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = Trace::load(&std::env::temp_dir()).expect_err("a directory").to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
     fn version_1_traces_still_load() {
         let text = concat!(
             r#"{"format":"sts-trace","version":1,"seed":3}"#,
@@ -588,7 +624,7 @@ mod tests {
             (String::new(), ":1: empty file"),
             (r#"{"format":"sts-trace","version":9}"#.to_string(), "newer than this sts"),
             (r#"{"format":"pcap","version":1}"#.to_string(), "header.format"),
-            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\""), ":2: EOF"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\"\n{{\"seq\":2,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}}}"), ":2: EOF"),
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"teleport\"}}}}"), "unknown variant `teleport`"),
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\"}}}}"), "missing field `dst`"),
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"internal\":{{\"type\":\"openflow\",\"dpid\":1,\"controller\":0,\"dir\":\"up\",\"msg\":\"flow_mod\",\"fp\":\"x\"}}}}"), "unknown variant `up`"),
