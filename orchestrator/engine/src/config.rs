@@ -77,6 +77,7 @@
 //! virtual = true        # run controllers and network on virtual time: when all is idle,
 //!                       # time jumps to the next timer (docs/virtual-time.md);
 //!                       # default true, false if a controller is `command`
+//! jump_log = false      # write every jump into jumps.jsonl beside the controller logs
 //!
 //! [interpose]
 //! epsilon_ms = 200      # replay: extra wait for an expected internal event

@@ -387,6 +387,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     let mcs_dir = dir.join("mcs");
     let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", mcs_dir.display()));
     std::fs::create_dir_all(&mcs_dir).map_err(env)?;
+    let _lock = Lock::take(&mcs_dir.join("lock"))?;
     let state_path = mcs_dir.join("state.json");
     let mut state: State =
         std::fs::read_to_string(&state_path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
@@ -554,6 +555,48 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     Ok(report)
 }
 
+/// `mcs/lock`: one minimization of a directory at a time. Holds this
+/// process's pid; removed when dropped. A lock whose process is gone (a
+/// killed sts) is taken over.
+struct Lock(PathBuf);
+
+impl Lock {
+    fn take(path: &Path) -> Result<Lock, RunError> {
+        let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", path.display()));
+        let me = std::process::id();
+        for _ in 0..2 {
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+                Ok(mut f) => {
+                    std::io::Write::write_all(&mut f, format!("{me}\n").as_bytes()).map_err(env)?;
+                    return Ok(Lock(path.to_owned()));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let holder = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse::<i32>().ok());
+                    let alive = holder.is_some_and(|pid| {
+                        pid as u32 != me && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+                    });
+                    if let (true, Some(pid)) = (alive, holder) {
+                        return Err(RunError::BadInput(format!(
+                            "{}: this directory is being minimized by another sts (pid {pid}); wait for it, or stop it",
+                            path.parent().and_then(Path::parent).unwrap_or(path).display()
+                        )));
+                    }
+                    // Left by a process that is gone: take it over.
+                    let _ = std::fs::remove_file(path);
+                }
+                Err(e) => return Err(env(e)),
+            }
+        }
+        Err(RunError::Environment(format!("{}: cannot take the lock", path.display())))
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Replays `cand` up to `replays` times (run directories numbered from
 /// `first`), stopping at the first reproduction: (reproduced, replays used).
 pub async fn reproduces(engine: &Engine, config: &Config, run: CandidateRun) -> Verdict {
@@ -665,6 +708,28 @@ fn write_trace(t: &Trace, path: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use sts_trace::Port;
+
+    #[test]
+    fn one_minimization_of_a_directory_at_a_time() {
+        let dir = std::env::temp_dir().join(format!("sts-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lock");
+        let first = Lock::take(&path).unwrap();
+        // Another live process holds it (pid 1 is always there).
+        drop(first);
+        std::fs::write(&path, "1\n").unwrap();
+        let e = Lock::take(&path).err().expect("in use").to_string();
+        assert!(e.contains("being minimized by another sts (pid 1)"), "{e}");
+        // A lock left by a process that is gone is taken over.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_pid = gone.id();
+        gone.wait().unwrap();
+        std::fs::write(&path, format!("{gone_pid}\n")).unwrap();
+        let taken = Lock::take(&path).expect("a stale lock is taken over");
+        assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), std::process::id().to_string());
+        drop(taken);
+        assert!(!path.exists(), "released");
+    }
 
     #[test]
     fn ddmin_finds_a_one_minimal_subset() {

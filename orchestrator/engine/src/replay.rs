@@ -406,6 +406,21 @@ pub struct Summary {
     pub has_internals: bool,
 }
 
+/// Creates the first `replays/N` after `after` that does not exist yet, and
+/// returns its N.
+fn claim_run_dir(exp: &Experiment, after: u32) -> Result<u32, RunError> {
+    let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", exp.dir.join("replays").display()));
+    std::fs::create_dir_all(exp.dir.join("replays")).map_err(env)?;
+    for n in after + 1.. {
+        match std::fs::create_dir(exp.replay(n)) {
+            Ok(()) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(env(e)),
+        }
+    }
+    unreachable!("u32 run numbers run out")
+}
+
 /// Loads an experiment directory for replay: its config and its trace,
 /// checked against each other (errors name the file and line).
 pub fn load(dir: &Path) -> Result<(Experiment, Config, Trace), RunError> {
@@ -440,10 +455,12 @@ pub async fn run_loaded(
 ) -> Result<Summary, RunError> {
     let dir = exp.dir.as_path();
     let wanted = trace.violation().map(Violation::fingerprint);
-    let first_free = (1..).find(|n| !exp.replay(*n).exists()).unwrap_or(1);
     let mut runs = Vec::new();
+    let mut n = 0;
     for i in 0..repeat.max(1) {
-        let n = first_free + i;
+        // Claim the next free replays/N atomically: replays of one directory
+        // running at once never share one.
+        n = claim_run_dir(exp, n)?;
         engine.progress(Progress::Replay { run: i + 1, of: repeat.max(1) });
         let r = replay_once(engine, config, trace, &exp.replay(n), n).await?;
         each(&r);
