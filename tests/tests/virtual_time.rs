@@ -69,14 +69,23 @@ fn ticks_follow_virtual_time(clock: &Clock, vt: &VirtualTime, log: &Path) {
     assert!(vt.offset() >= Duration::from_secs(30), "virtual time is only {:?} ahead", vt.offset());
 }
 
+/// The stand-in started as a new process on a fresh virtual clock (with
+/// `extra` arguments), logging into `d/timers.log`.
+fn timers_on_virtual_time(d: &Path, extra: &[&str]) -> (std::sync::Arc<VirtualTime>, Clock, Controller) {
+    let vt = VirtualTime::create().unwrap();
+    let clock = Clock::start_virtual(vt.clone());
+    let mut spec = timers_spec();
+    spec.command.extend(extra.iter().map(|a| a.to_string()));
+    let spec = snapshot::on_virtual_time(&spec, &vt).unwrap();
+    let ctl = Controller::start_on_free_port(&spec, &d.join("timers.log")).unwrap();
+    vt.expect([ctl.pid()]);
+    (vt, clock, ctl)
+}
+
 #[test]
 fn a_new_process_reads_virtual_time_and_its_timers_fire_in_order() {
     let d = dir("process");
-    let vt = VirtualTime::create().unwrap();
-    let clock = Clock::start_virtual(vt.clone());
-    let spec = snapshot::on_virtual_time(&timers_spec(), &vt).unwrap();
-    let mut ctl = Controller::start_on_free_port(&spec, &d.join("timers.log")).unwrap();
-    vt.expect([ctl.pid()]);
+    let (vt, clock, mut ctl) = timers_on_virtual_time(&d, &[]);
     ticks_follow_virtual_time(&clock, &vt, &d.join("timers.log"));
     ctl.kill();
 }
@@ -88,13 +97,7 @@ fn a_new_process_reads_virtual_time_and_its_timers_fire_in_order() {
 #[test]
 fn a_controllers_child_process_never_hides_its_timers() {
     let d = dir("child");
-    let vt = VirtualTime::create().unwrap();
-    let clock = Clock::start_virtual(vt.clone());
-    let mut spec = timers_spec();
-    spec.command.push("--child".into());
-    let spec = snapshot::on_virtual_time(&spec, &vt).unwrap();
-    let mut ctl = Controller::start_on_free_port(&spec, &d.join("timers.log")).unwrap();
-    vt.expect([ctl.pid()]);
+    let (vt, clock, mut ctl) = timers_on_virtual_time(&d, &["--child"]);
     ticks_follow_virtual_time(&clock, &vt, &d.join("timers.log"));
     assert_eq!(vt.attached(), 2, "the controller and its child each have a slot");
     ctl.kill();
@@ -105,14 +108,10 @@ fn a_controllers_child_process_never_hides_its_timers() {
 #[test]
 fn a_controller_that_dies_is_noticed_once() {
     let d = dir("dies");
-    let vt = VirtualTime::create().unwrap();
-    let clock = Clock::start_virtual(vt.clone());
+    let (vt, clock, mut ctl) = timers_on_virtual_time(&d, &[]);
     let jumps = d.join("jumps.jsonl");
     vt.log_jumps_to(&jumps).unwrap();
-    let spec = snapshot::on_virtual_time(&timers_spec(), &vt).unwrap();
-    let mut ctl = Controller::start_on_free_port(&spec, &d.join("timers.log")).unwrap();
     let pid = ctl.pid();
-    vt.expect([pid]);
     while !std::fs::read_to_string(d.join("timers.log")).unwrap_or_default().contains("tick 1") {
         clock.jump_if_idle(clock.now() + 60_000, 0);
         std::thread::sleep(Duration::from_micros(300));
