@@ -27,6 +27,7 @@ fn timers_spec() -> ControllerSpec {
         env: vec![],
         config: None,
         start_timeout: Duration::from_secs(20),
+        guard_group: false,
     }
 }
 

@@ -79,6 +79,18 @@ fn sigkill_of_sts_leaves_no_controller_behind() {
     sigkill_mid_pingall_leaves_nothing("processes", config, 3);
 }
 
+/// A `command` controller behind a wrapper shell that does not `exec`: the
+/// real controller is the shell's child. SIGKILL of sts takes it down too
+/// (its process group is watched from outside; issue 19).
+#[test]
+fn sigkill_of_sts_leaves_no_grandchild_of_a_wrapper_behind() {
+    let config = "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.0\"\n\n\
+         [[controllers]]\nkind = \"command\"\n\
+         command = [\"sh\", \"-c\", \"ovs-testcontroller --unixctl={run_dir}/wrapped.ctl ptcp:{port}:{address}; true\"]\n\n\
+         [pingall]\nmin_wait_ms = 60000\nsettle_ms = 60000\n\n[time]\nvirtual = false\n";
+    sigkill_mid_pingall_leaves_nothing("wrapper", config, 2);
+}
+
 /// With snapshots, each controller is a parked zygote plus the copies forked
 /// from it; SIGKILL of sts takes down zygotes and copies alike.
 #[test]

@@ -736,6 +736,8 @@ impl Config {
                         env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                         config: None,
                         start_timeout: Duration::from_secs(30),
+                        // A command may be a wrapper that does not exec.
+                        guard_group: true,
                     },
                 };
                 if let Some(ms) = c.start_timeout_ms {

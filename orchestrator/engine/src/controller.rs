@@ -35,6 +35,12 @@ pub struct ControllerSpec {
     pub config: Option<PathBuf>,
     /// How long to wait for the listening socket.
     pub start_timeout: Duration,
+    /// The program may run the controller as a child of its own (a wrapper
+    /// script that does not `exec`): a guard outside sts kills its whole
+    /// process group when sts goes, however sts goes (even SIGKILL, which
+    /// only takes the direct child down through PDEATHSIG). On for `command`
+    /// controllers; the presets exec their controllers directly.
+    pub guard_group: bool,
 }
 
 /// Why a controller could not be started.
@@ -158,6 +164,36 @@ pub struct Controller {
     /// A checkpoint was taken: its holder (a fork) shares this process's
     /// output pipes, so they do not close when this process dies.
     checkpointed: bool,
+    /// Kills the process group if sts goes first (`ControllerSpec::guard_group`).
+    guard: Option<GroupGuard>,
+}
+
+/// Watches a controller's process group from outside sts: a `sh` blocked
+/// reading a pipe whose only writer is sts. When sts exits, however it
+/// exits, the kernel closes the pipe, the read returns, and the guard kills
+/// the group, grandchildren included.
+struct GroupGuard {
+    shell: Child,
+}
+
+impl GroupGuard {
+    fn start(pgid: u32) -> std::io::Result<GroupGuard> {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("read _; kill -9 -{pgid} 2>/dev/null"))
+            // The pipe's write end stays in sts (close-on-exec: no other child holds it).
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        Ok(GroupGuard { shell: spawn_from_long_lived_thread(cmd)? })
+    }
+
+    /// Stands the guard down (sts kills the group itself).
+    fn dismiss(&mut self) {
+        let _ = self.shell.kill();
+        let _ = self.shell.wait();
+    }
 }
 
 impl Controller {
@@ -207,6 +243,10 @@ impl Controller {
             program,
             source,
         })?;
+        let guard = match spec.guard_group {
+            true => Some(GroupGuard::start(child.id()).map_err(io_err("starting its process-group guard".into()))?),
+            false => None,
+        };
         // Each output line goes to the log file and becomes a LogLine event.
         let (tx, lines) = std::sync::mpsc::sync_channel(MAX_UNREAD_LINES);
         let readers_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -232,6 +272,7 @@ impl Controller {
             readers_done,
             shim: None,
             checkpointed: false,
+            guard,
         };
         ctl.wait_listening(spec.start_timeout)?;
         Ok(ctl)
@@ -268,6 +309,7 @@ impl Controller {
             readers_done,
             shim,
             checkpointed: false,
+            guard: None,
         })
     }
 
@@ -363,6 +405,10 @@ impl Controller {
 
     /// SIGKILLs the process group and reaps the process.
     pub fn kill(&mut self) {
+        // The guard first: it must not outlive the group it names.
+        if let Some(g) = self.guard.as_mut() {
+            g.dismiss();
+        }
         self.process.kill();
     }
 
@@ -512,6 +558,7 @@ mod tests {
             env: vec![],
             config: None,
             start_timeout: Duration::from_secs(5),
+            guard_group: false,
         };
         let dir = std::env::temp_dir().join(format!("sts-ctl-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -534,6 +581,7 @@ mod tests {
             env: vec![],
             config: None,
             start_timeout: Duration::from_secs(10),
+            guard_group: false,
         };
         let log = std::env::temp_dir().join(format!("sts-outlive-{}.log", std::process::id()));
         let addr = free_local_addr().unwrap();
@@ -556,6 +604,7 @@ mod tests {
             env: vec![],
             config: None,
             start_timeout: Duration::from_secs(10),
+            guard_group: false,
         };
         let log = std::env::temp_dir().join(format!("sts-chatty-{}.log", std::process::id()));
         let ctl = Controller::start(&spec, free_local_addr().unwrap(), &log).unwrap();
@@ -592,6 +641,7 @@ mod tests {
             env: vec![],
             config: None,
             start_timeout: Duration::from_secs(1),
+            guard_group: false,
         };
         let log = std::env::temp_dir().join(format!("sts-ghost-{}.log", std::process::id()));
         let err = Controller::start(&spec, free_local_addr().unwrap(), &log).err().unwrap();

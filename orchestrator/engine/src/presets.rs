@@ -27,6 +27,7 @@ fn spec(
         env: env.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
         config,
         start_timeout: Duration::from_secs(timeout_s),
+        guard_group: false,
     }
 }
 
