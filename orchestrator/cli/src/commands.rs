@@ -18,7 +18,8 @@ use crate::progress::Terminal;
 pub fn run(cli: Cli) -> u8 {
     let cmd = cli.command;
     let name = cmd.name();
-    let engine = Engine::new(Arc::new(Terminal::new()));
+    let terminal = Arc::new(Terminal::new());
+    let engine = Engine::new(terminal.clone());
     let code = match &cmd {
         Command::Pingall { config } => pingall(&engine, config),
         Command::Fuzz { config, out } => fuzz(&engine, config, out),
@@ -45,6 +46,7 @@ pub fn run(cli: Cli) -> u8 {
             exit::BAD_INPUT
         }
     };
+    terminal.finish();
     // Zygotes (and their copies) go before the process does.
     engine.shutdown();
     code

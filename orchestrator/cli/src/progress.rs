@@ -22,6 +22,14 @@ pub struct Terminal {
 struct State {
     bar: Option<(&'static str, ProgressBar)>,
     last_line: Option<Instant>,
+    /// The job phase under way (fuzzing, minimizing ...), if any.
+    outer: Option<&'static str>,
+}
+
+/// Phases that run sessions of their own: the handshakes of those sessions
+/// are theirs, and must not take the job's place on screen.
+fn is_outer(phase: &str) -> bool {
+    matches!(phase, "fuzzing" | "replaying" | "minimizing" | "final replays")
 }
 
 impl Terminal {
@@ -91,10 +99,26 @@ fn eta(original: usize, left: usize, elapsed_s: f64) -> Option<f64> {
     Some(elapsed_s / done * to_go)
 }
 
+impl Terminal {
+    /// Clears whatever bar is left (a job that ended in an error).
+    pub fn finish(&self) {
+        self.progress(&Progress::Done);
+    }
+}
+
 impl Observer for Terminal {
     fn progress(&self, p: &Progress) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let name = phase(p);
+        if is_outer(name) {
+            st.outer = Some(name);
+        }
+        // A session's handshakes inside a job: the job's own line stays.
+        if matches!(p, Progress::Handshakes { .. }) && st.outer.is_some() {
+            return;
+        }
         if *p == Progress::Done {
+            st.outer = None;
             if let Some((_, bar)) = st.bar.take() {
                 bar.finish_and_clear();
             }
@@ -107,7 +131,6 @@ impl Observer for Terminal {
             }
             return;
         }
-        let name = phase(p);
         if st.bar.as_ref().is_none_or(|(n, _)| *n != name) {
             if let Some((_, old)) = st.bar.take() {
                 old.finish_and_clear();
@@ -118,7 +141,7 @@ impl Observer for Terminal {
                         .unwrap_or_else(|_| ProgressStyle::default_bar()),
                 ),
                 None => ProgressBar::new_spinner().with_style(
-                    ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+                    ProgressStyle::with_template("{spinner} {msg}")
                         .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                 ),
             };

@@ -101,7 +101,9 @@ impl Session {
             if self.crashed.contains(&i) {
                 continue; // crashed on purpose (an input)
             }
-            self.engine.notice(
+            // Once per engine: in a minimization whose bug is a crash, every
+            // candidate that reproduces it would say it again.
+            self.engine.notice_once(
                 crate::NoticeKind::ControllerExited,
                 format!(
                     "controller c{i} (pid {pid}) exited during the run; time no longer waits for it (last log lines:\n{})",
@@ -246,7 +248,8 @@ pub async fn start_with(
             }
         })
         .await;
-    engine.progress(crate::Progress::Done);
+    // No `Done`: the job's next phase (pings, fuzzing) takes the screen, and
+    // inside a job (a minimization's replays) the handshakes are the job's.
     let done = runner.handshakes.len();
     if done < total as usize {
         let mut why = format!(
