@@ -85,20 +85,11 @@ fn pingall(engine: &Engine, config_path: &Path) -> u8 {
         Err(code) => return code,
     };
     let run_dir = std::env::temp_dir().join(format!("sts-pingall-{}", std::process::id()));
-    let mut run = match block_on("pingall", pingall::run(engine, &config, &run_dir)) {
+    let run = match block_on("pingall", pingall::run(engine, &config, &run_dir)) {
         Ok(r) => r,
         Err(code) => return code,
     };
     print!("{}", sts_report::matrix(&run.matrix));
-    for (i, c) in run.controllers.iter_mut().enumerate() {
-        if !c.is_alive() {
-            eprintln!(
-                "sts pingall: controller c{i} ({}) is no longer running; last log lines:\n{}",
-                c.name(),
-                c.log_tail(10)
-            );
-        }
-    }
     for e in run.runner.net.events.iter().take(5) {
         eprintln!("dataplane: {}", sts_report::dataplane_event(e));
     }

@@ -44,6 +44,25 @@ pub fn create_experiment(config: &Config, config_text: &str, out: &Path) -> Resu
     Ok(exp)
 }
 
+/// Runs without inputs for as long as a violation takes to count as
+/// persistent (plus a check), observing; the first that does.
+async fn persisting(
+    config: &Config,
+    s: &mut session::Session,
+    monitor: &mut Monitor,
+    writer: &mut trace::Writer,
+) -> std::io::Result<Option<Violation>> {
+    let every = config.invariants.check_every_ms.min(config.fuzz.step_ms);
+    let until = s.runner.clock.now() + config.invariants.persist_ms + config.invariants.check_every_ms;
+    while s.runner.clock.now() < until {
+        s.runner.run_for(Duration::from_millis(every)).await;
+        if let Some(v) = monitor.observe(s, writer)? {
+            return Ok(Some(v));
+        }
+    }
+    Ok(None)
+}
+
 /// Runs a fuzz session into `exp`.
 pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunError> {
     let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", exp.dir.display()));
@@ -70,12 +89,7 @@ pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<F
     let mut last = None;
     let mut steps = 0;
     // Before any input: a violation that persists now is no input's doing.
-    let mut found = None;
-    let until = s.runner.clock.now() + config.invariants.persist_ms + config.invariants.check_every_ms;
-    while s.runner.clock.now() < until && found.is_none() {
-        s.runner.run_for(Duration::from_millis(config.invariants.check_every_ms.min(f.step_ms))).await;
-        found = monitor.observe(&mut s, &mut writer).map_err(env)?;
-    }
+    let mut found = persisting(config, &mut s, &mut monitor, &mut writer).await.map_err(env)?;
     let present_from_start = found.is_some();
     for step in 0..f.steps {
         if found.is_some() {
@@ -105,11 +119,7 @@ pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<F
     }
     // A violation that appeared near the end gets its chance to persist.
     if found.is_none() {
-        let until = s.runner.clock.now() + config.invariants.persist_ms + config.invariants.check_every_ms;
-        while s.runner.clock.now() < until && found.is_none() {
-            s.runner.run_for(Duration::from_millis(config.invariants.check_every_ms.min(f.step_ms))).await;
-            found = monitor.observe(&mut s, &mut writer).map_err(env)?;
-        }
+        found = persisting(config, &mut s, &mut monitor, &mut writer).await.map_err(env)?;
     }
     engine.progress(Progress::Done);
     if let Some(v) = &found {

@@ -414,7 +414,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
             let run = CandidateRun {
                 trace,
                 mcs_dir: mcs_dir.clone(),
-                first_run: 1,
+                first_run: run_no + 1,
                 replays: opts.replays.max(1),
                 peek: PeekMode::Off,
             };

@@ -77,6 +77,16 @@ pub async fn run(engine: &Engine, config: &Config, run_dir: &Path) -> Result<Pin
     }
     engine.progress(Progress::Done);
     s.clock_notices();
+    // On real time too: a controller gone leaves every ping unanswered.
+    for (i, c) in s.controllers.iter_mut().enumerate() {
+        if !s.crashed.contains(&i) && !c.is_alive() {
+            // The same kind as the clock's notice: a controller is named once.
+            engine.notice_once(
+                crate::NoticeKind::ControllerExited,
+                format!("controller c{i} ({}) is no longer running; last log lines:\n{}", c.name(), c.log_tail(10)),
+            );
+        }
+    }
     let Session { runner, controllers, .. } = s;
     for sw in runner.net.switches.values() {
         tracing::debug!("{}", sw.describe());

@@ -229,6 +229,12 @@ impl<'t> Replayer<'t> {
         }
     }
 
+    /// Whether `v` is the violation this replay looks for (without one in
+    /// the trace, any persistent violation is).
+    fn is_wanted(&self, v: &Violation) -> bool {
+        self.wanted.as_ref().is_none_or(|w| *w == v.fingerprint())
+    }
+
     /// Runs for `ms` and observes: true when the wanted violation (or,
     /// without one, any persistent violation) has been found.
     async fn slice(&mut self, ms: u64) -> Result<bool, RunError> {
@@ -238,7 +244,7 @@ impl<'t> Replayer<'t> {
         let Some(v) = self.monitor.observe(&mut self.session, &mut self.writer).map_err(self.env())? else {
             return Ok(false);
         };
-        let hit = self.wanted.as_ref().is_none_or(|w| *w == v.fingerprint());
+        let hit = self.is_wanted(&v);
         if hit || self.found.is_none() {
             self.found = Some(v);
         }
@@ -316,8 +322,7 @@ impl<'t> Replayer<'t> {
         };
         let inv = &self.config.invariants;
         let until = self.session.runner.clock.now() + tail + inv.persist_ms + inv.check_every_ms + epsilon;
-        let wanted = self.wanted.clone();
-        let mut reproduced = self.found.as_ref().is_some_and(|v| wanted.as_ref().is_none_or(|w| *w == v.fingerprint()));
+        let mut reproduced = self.found.as_ref().is_some_and(|v| self.is_wanted(v));
         while !reproduced && self.session.runner.clock.now() < until {
             reproduced = self.slice(SLICE_MS).await? && self.found.is_some();
         }
@@ -400,10 +405,6 @@ pub struct Summary {
     pub violation: Option<String>,
     pub runs: Vec<ReplayResult>,
     pub reproduced: usize,
-    /// False for a trace without internal events (written by hand, or by a
-    /// tool that records only inputs): divergence means little then.
-    #[serde(skip)]
-    pub has_internals: bool,
 }
 
 /// Creates the first `replays/N` after `after` that does not exist yet, and
@@ -468,12 +469,7 @@ pub async fn run_loaded(
     }
     engine.progress(Progress::Done);
     let reproduced = runs.iter().filter(|r| r.reproduced).count();
-    let summary = Summary {
-        violation: wanted,
-        reproduced,
-        runs,
-        has_internals: trace.records.iter().any(|r| r.internal.is_some()),
-    };
+    let summary = Summary { violation: wanted, reproduced, runs };
     if let Err(e) = experiment::write_json(&dir.join("replays").join("summary.json"), &summary) {
         engine.notice(NoticeKind::Info, format!("cannot write the replay summary: {e}"));
     }
