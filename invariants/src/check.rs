@@ -34,7 +34,8 @@ use sts_mocknet::packet::{mac_int, ETH_ARP, ETH_IPV4};
 
 use crate::by_class::ByClass;
 use crate::header::{s, Cube, Shape, Ternary, PRESENT};
-use crate::walk::{hops, Model, Node, Outcome, Terminal, Walker};
+use crate::identity::{error_culprit, rule_signature};
+use crate::walk::{hops, DropReason, Model, Node, Outcome, Terminal, Walker};
 
 /// Header classes the class engine holds at most before the check falls
 /// back to per-source walks (it also stops at 2^28 classes × switches).
@@ -114,6 +115,11 @@ pub struct Violation {
     pub summary: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub witness: Option<Witness>,
+    /// What causes it, where that can be found (see [`crate::identity`]):
+    /// `s3 table 0: a match-all rule of priority 100`,
+    /// `KeyError at app.py:42 in port_status`. Older traces have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<String>,
 }
 
 impl Violation {
@@ -529,6 +535,7 @@ impl Checker {
                             elements: vec![na, nb],
                             summary,
                             witness: None,
+                            culprit: Some("no live path".into()),
                         });
                     }
                 }
@@ -540,6 +547,7 @@ impl Checker {
                 report.violations.push(Violation {
                     invariant: Invariant::Liveness,
                     elements: vec![c.name.clone()],
+                    culprit: Some(format!("{} is not running", c.name)),
                     summary,
                     witness: None,
                 });
@@ -549,6 +557,7 @@ impl Checker {
                 report.violations.push(Violation {
                     invariant: Invariant::Liveness,
                     elements: vec![sw(d)],
+                    culprit: Some(format!("{} has no controller connection", sw(d))),
                     summary,
                     witness: None,
                 });
@@ -556,14 +565,18 @@ impl Checker {
         }
         if on(Invariant::ControllerErrors) {
             let mut seen = BTreeSet::new();
-            for (name, line) in &facts.log_lines {
+            for (i, (name, line)) in facts.log_lines.iter().enumerate() {
                 if self.error_patterns.iter().any(|p| line.contains(p.as_str())) && seen.insert(name.clone()) {
                     let summary = format!("controller {name} logged an error: {}", line.trim());
+                    // The traceback follows the first error line.
+                    let own: Vec<&str> =
+                        facts.log_lines[i..].iter().filter(|(n, _)| n == name).map(|(_, l)| l.as_str()).collect();
                     report.violations.push(Violation {
                         invariant: Invariant::ControllerErrors,
                         elements: vec![name.clone()],
                         summary,
                         witness: None,
+                        culprit: error_culprit(&own),
                     });
                 }
             }
@@ -710,6 +723,7 @@ impl Checker {
                         elements: names(),
                         summary,
                         witness: Some(witness(net, a, &h, t)),
+                        culprit: forwarding_culprit(net, t),
                     });
                 }
             }
@@ -737,7 +751,13 @@ impl Checker {
                 let invariant = if on(Invariant::Blackhole) { Invariant::Blackhole } else { Invariant::Reachability };
                 let end = describe_end(net, t);
                 let summary = format!("{} -> {}: {} {}", net.hosts[a].name, net.hosts[b].name, h, end);
-                out.push(Violation { invariant, elements: names(), summary, witness: Some(witness(net, a, &h, t)) });
+                out.push(Violation {
+                    invariant,
+                    elements: names(),
+                    summary,
+                    witness: Some(witness(net, a, &h, t)),
+                    culprit: forwarding_culprit(net, t),
+                });
             }
         }
     }
@@ -766,7 +786,13 @@ fn loop_violation(net: &Network, a: usize, t: &Terminal, cycle: &[u64]) -> Optio
     let h = t.origin.witness()?;
     let names: Vec<String> = cycle.iter().map(|&d| sw(d)).collect();
     let summary = format!("forwarding loop through {} for {}", names.join(", "), h);
-    Some(Violation { invariant: Invariant::Loop, elements: names, summary, witness: Some(witness(net, a, &h, t)) })
+    Some(Violation {
+        invariant: Invariant::Loop,
+        elements: names,
+        summary,
+        witness: Some(witness(net, a, &h, t)),
+        culprit: None,
+    })
 }
 
 fn describe_end(net: &Network, t: &Terminal) -> String {
@@ -779,6 +805,34 @@ fn describe_end(net: &Network, t: &Terminal) -> String {
         }
         Outcome::Unmodelled { what } => format!("meets {what}"),
     }
+}
+
+/// What made a copy end where it should not: the switch, the table and the
+/// rule that decided its fate ([`rule_signature`]), or, where no rule did,
+/// that fate (no rule matched, the port does not receive, a link fault).
+/// Not the fate a rule gave it: one stale rule drops one host's traffic and
+/// sends another's back out of its ingress port, and it is one bug. `None`
+/// for a copy that never reached a switch.
+fn forwarding_culprit(net: &Network, t: &Terminal) -> Option<String> {
+    let last = t.path.as_ref()?;
+    let at = sw(last.dpid);
+    let rule = last.rules.last().and_then(|r| {
+        let entry = net.switches.get(&r.dpid)?.tables.get(r.table as usize)?.entries().get(r.index)?;
+        Some(format!("{at} table {}: {}", r.table, rule_signature(entry)))
+    });
+    Some(match (&t.outcome, rule) {
+        (Outcome::Dropped { reason: DropReason::TableMiss { table }, .. }, _) => {
+            format!("{at} table {table}: no rule matches")
+        }
+        (Outcome::Dropped { reason: DropReason::NotReceived, .. }, _) => {
+            format!("{at} port {} does not receive", last.in_port)
+        }
+        (Outcome::Dropped { reason: DropReason::LinkFault { port }, .. }, _) => {
+            format!("{at} port {port}: a link drop fault")
+        }
+        (_, Some(rule)) => rule,
+        (_, None) => format!("{at}: {}", describe_end(net, t)),
+    })
 }
 
 fn witness(net: &Network, from: usize, h: &crate::header::Header, t: &Terminal) -> Witness {
@@ -806,12 +860,14 @@ fn observed_loop(events: &[DataplaneEvent]) -> Option<Violation> {
             elements: vec![sw(*dpid)],
             summary: format!("the dataplane saw a frame exceed the hop limit at {}: {summary}", sw(*dpid)),
             witness: None,
+            culprit: None,
         }),
         DataplaneEvent::StepBudget { deliveries } => Some(Violation {
             invariant: Invariant::Loop,
             elements: vec![],
             summary: format!("a packet storm: one injection caused more than {deliveries} deliveries"),
             witness: None,
+            culprit: None,
         }),
         DataplaneEvent::FaultDrop { .. } => None,
     })

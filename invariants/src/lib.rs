@@ -8,6 +8,7 @@
 //!   source (the fast path when nothing rewrites headers);
 //! - [`check`]: the invariants (loops, blackholes, reachability, isolation,
 //!   liveness, controller errors) and their violations with witnesses;
+//! - [`identity`]: bug identity (victim, culprit) and the levels of sameness;
 //! - [`persist`]: transient versus persistent violations;
 //! - [`testnet`]: generated networks with realistic routing (benchmarks, tests).
 
@@ -15,9 +16,11 @@ mod by_class;
 pub mod check;
 pub mod classes;
 pub mod header;
+pub mod identity;
 pub mod persist;
 pub mod testnet;
 pub mod walk;
 
 pub use check::{Checker, Engine, Incremental, Invariant, Violation};
+pub use identity::Same;
 pub use persist::Persistence;

@@ -2,7 +2,8 @@
 """Writes one bug-suite case as an experiment directory: the case's config
 and a trace whose external events are the case's known minimal causal
 sequence (MCS) hidden among EXTRA extraneous inputs, with the violation the
-MCS causes as the trace's last record.
+MCS causes as the trace's last record: its victim and its culprit (what
+causes it, as sts names it: the same bug is the same culprit).
 
     tests/suite/make_trace.py CASE EXTRA SEED OUTDIR
 
@@ -46,7 +47,7 @@ def case_events(case, extra, rng):
         mcs.append({"type": "host_migrate", "host": "h4", "from": 1, "to": 3})
         after = [ping(*rng.choice([(1, 2), (2, 1)])) for _ in range(extra - before)]
         events = noise + mcs[:1] + after + [ping(1, 3)]
-        return events, {"invariant": "liveness", "elements": ["c0"], "summary": "controller c0 is not running"}, 2
+        return events, {"invariant": "liveness", "elements": ["c0"], "culprit": "c0 is not running", "summary": "controller c0 is not running"}, 2
     if case == "link_state_corruption":
         # Needs: a link down, then up. Noise: pings and dataplane faults (no port change).
         l12 = (port(1, 2), port(2, 2))
@@ -63,7 +64,7 @@ def case_events(case, extra, rng):
         at = rng.randrange(len(events) // 3, len(events))
         a, b = rng.choice([l12, l23])
         events[at:at] = [link("link_down", a, b), link("link_up", a, b)]
-        return events, {"invariant": "controller-errors", "elements": ["c0"], "summary": "KeyError on port up"}, 2
+        return events, {"invariant": "controller-errors", "elements": ["c0"], "culprit": "KeyError at app.py:26 in on_port_status", "summary": "KeyError on port up"}, 2
     if case == "overlapping_modules":
         # h1 h2 h3 on s1 s2 s3, h4 on s1. Needs: IPv4 to h2 seen at s2. Then
         # every IPv4 frame h2 sends meets the overlapping rule on its own
@@ -72,7 +73,7 @@ def case_events(case, extra, rng):
         # h1 <-> h3 flows; sts minimize found the single ping, and it is right.)
         events = [ping(*rng.choice([(1, 3), (3, 1), (4, 3), (3, 4), (1, 4), (4, 1)])) for _ in range(extra)]
         events.append(ping(4, 2))
-        return events, {"invariant": "blackhole", "elements": ["h2", "h1"], "summary": "IPv4 at s2 goes to h2's port"}, 1
+        return events, {"invariant": "blackhole", "elements": ["h2", "h1"], "culprit": "s2 table 0: a rule of priority 10 on eth_type", "summary": "IPv4 at s2 goes to h2's port"}, 1
     if case == "handshake_race":
         # Needs: s2 reconnects, then a packet-in at s2 within half a second.
         events = [ping(*rng.sample([1, 2, 3], 2)) for _ in range(extra)]
@@ -83,7 +84,7 @@ def case_events(case, extra, rng):
         # Pings right after the reconnection would join the race: keep them away.
         for i in range(at + 3, min(at + 6, len(timed))):
             timed[i] = (timed[i][0], 600 if i == at + 3 else STEP_MS)
-        return timed, {"invariant": "controller-errors", "elements": ["c0"], "summary": "KeyError in the handshake window"}, 3
+        return timed, {"invariant": "controller-errors", "elements": ["c0"], "culprit": "KeyError at app.py:25 in table", "summary": "KeyError in the handshake window"}, 3
     if case == "stale_routes":
         # The ring s1-s2-s3-s4. Needs: link s1-s2 down for good. Noise: pings,
         # and quick flaps of the other links (back before anything persists).
@@ -100,7 +101,7 @@ def case_events(case, extra, rng):
         at = rng.randrange(len(timed) // 2, len(timed) + 1)
         # Flaps after the failure would cut the ring in two: only pings follow it.
         timed = timed[:at] + [(link("link_down", a, b), STEP_MS)] + [(e, g) for e, g in timed[at:] if e["type"] == "ping"]
-        return timed, {"invariant": "blackhole", "elements": ["h2", "h1"], "summary": "routes over the failed link s1-s2"}, 1
+        return timed, {"invariant": "blackhole", "elements": ["h2", "h1"], "culprit": "s2 table 0: a rule of priority 10 on eth_dst", "summary": "routes over the failed link s1-s2"}, 1
     if case == "ignored_table_full":
         # One switch, five hosts, four entries per table; the app learns hosts
         # from ARP. Noise: pings between h1 and h2 only (two hosts learned:
@@ -108,12 +109,38 @@ def case_events(case, extra, rng):
         # third host learned, and its table-1 entry does not fit.
         events = [ping(*rng.choice([(1, 2), (2, 1)])) for _ in range(extra)]
         events.append(ping(3, 4))
-        return events, {"invariant": "blackhole", "elements": ["h1", "h3"], "summary": "h3's route did not fit in table 1"}, 2
+        return events, {"invariant": "blackhole", "elements": ["h1", "h3"], "culprit": "s1 table 1: no rule matches", "summary": "h3's route did not fit in table 1"}, 2
     if case == "blocked_from_start":
         # Three hosts on a line; every IPv4 frame is dropped from the start.
         # The optimal sequence is empty: no input causes the blackhole.
         events = [ping(*rng.sample([1, 2, 3], 2)) for _ in range(extra)]
-        return events, {"invariant": "blackhole", "elements": ["h2", "h1"], "summary": "IPv4 dropped by the default-deny rule"}, 0
+        return events, {"invariant": "blackhole", "elements": ["h2", "h1"], "culprit": "s2 table 0: a rule of priority 100 on eth_type", "summary": "IPv4 dropped by the default-deny rule"}, 0
+    if case == "several_victims":
+        # The line s1-s2-s3. Needs: s2 reconnecting twice (its third
+        # connection installs a drop-everything rule). Every host crossing s2
+        # is then a victim; h2 is one only if s1 learned where h2 is before,
+        # so a ping between h1 and h2 comes first, and the trace's violation
+        # names h2. Keeping that ping (victim h2) is not needed for the bug.
+        events = [ping(*rng.sample([1, 2], 2))] + [ping(*rng.sample([1, 2, 3], 2)) for _ in range(extra - 1)]
+        at = rng.randrange(max(1, len(events) // 3), len(events))
+        flaps = [{"type": "switch_down", "switch": 2}, {"type": "switch_up", "switch": 2}] * 2
+        events[at:at] = flaps
+        culprit = "s2 table 0: a match-all rule of priority 100"
+        return events, {"invariant": "blackhole", "elements": ["h1", "h2"], "culprit": culprit,
+                        "summary": "everything crossing s2 dropped after its third connection"}, 4
+    if case == "two_bugs_one_victim":
+        # The line s1-s2-s3. The bug of the trace: s3 reconnects, and the app
+        # pins a drop rule for h2 at s1. Also in the trace, earlier (in the
+        # half delta debugging tries first): h2 moving to s3, the app's other
+        # bug (stale routes), which starves h2 too.
+        events = [ping(*rng.sample([1, 2, 3], 2)) for _ in range(extra)]
+        at = rng.randrange(len(events) // 2 + 1, len(events))
+        events[at:at] = [{"type": "switch_down", "switch": 3}, {"type": "switch_up", "switch": 3}]
+        earlier = rng.randrange(len(events) // 8, len(events) // 3)
+        events[earlier:earlier] = [{"type": "host_migrate", "host": "h2", "from": 2, "to": 3}]
+        culprit = "s1 table 0: a rule of priority 50 on eth_dst"
+        return events, {"invariant": "blackhole", "elements": ["h1", "h2"], "culprit": culprit,
+                        "summary": "h2 quarantined at s1 after s3 reconnected"}, 2
     raise SystemExit("unknown case %r" % case)
 
 

@@ -92,8 +92,7 @@ fn minimizing_the_hand_written_trace_keeps_the_migration_and_one_ping_and_resume
     for f in ["config.toml", "trace.jsonl"] {
         std::fs::copy(src.join(f), dir.join(f)).unwrap();
     }
-    let opts =
-        Options { replays: 1, jobs: 2, peek: sts_engine::minimize::PeekMode::Off, budget_s: None, final_replays: 2 };
+    let opts = Options { jobs: 2, final_replays: 2, ..Options::default() };
     let r = rt().block_on(minimize::run(sts_e2e::engine(), &dir, &opts)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((r.original_inputs, r.mcs_inputs), (4, 2), "{r:?}");
     assert!(r.mcs.iter().any(|e| e.contains("migrate h3")), "{:?}", r.mcs);

@@ -96,7 +96,7 @@ fn host_migration_under_simple_switch_13_is_a_persistent_blackhole() {
 
     // h3 moves from s3 to s1; the controller hears PORT_STATUS on both.
     r.runner.migrate_host(2, 1);
-    let mut persistence = Persistence::new(1000);
+    let mut persistence = Persistence::new(1000, sts_invariants::Same::Culprit);
     let mut persistent = Vec::new();
     for _ in 0..4 {
         rt.block_on(r.runner.run_for(Duration::from_millis(500)));
@@ -113,5 +113,12 @@ fn host_migration_under_simple_switch_13_is_a_persistent_blackhole() {
     let w = hole.witness.as_ref().expect("a witness");
     assert!(w.header.contains("00:00:00:00:00:03"), "the witness is addressed to h3: {w:?}");
     assert!(w.end.contains("dropped at s3"), "dropped at h3's old switch: {w:?}");
+    // The culprit: simple_switch_13's learned rule for h3 at s3 (priority 1,
+    // matching in_port, eth_src and eth_dst), still pointing at the port h3 left.
+    assert_eq!(
+        hole.culprit.as_deref(),
+        Some("s3 table 0: a rule of priority 1 on eth_dst,eth_src,in_port"),
+        "{hole:#?}"
+    );
     assert!(w.path.iter().any(|h| h.starts_with("s3 ")), "{w:?}");
 }

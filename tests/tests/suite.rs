@@ -8,6 +8,7 @@ use std::process::Command;
 
 use sts_engine::minimize::{self, Options, PeekMode};
 use sts_engine::Engine;
+use sts_invariants::Same;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
@@ -33,7 +34,7 @@ fn make_case(case: &str, extra: u32, tag: &str) -> (PathBuf, usize) {
 /// optimal size and replays.
 async fn minimizes_to_optimal(engine: &Engine, case: &str, peek: PeekMode) {
     let (dir, optimal) = make_case(case, 8, &format!("{peek:?}"));
-    let r = minimize::run(engine, &dir, &Options { replays: 1, jobs: 2, peek, budget_s: None, final_replays: 1 })
+    let r = minimize::run(engine, &dir, &Options { jobs: 2, peek, final_replays: 1, ..Options::default() })
         .await
         .unwrap_or_else(|e| panic!("{case}: {e}"));
     assert!(r.original_inputs > optimal, "{case}: the trace holds extraneous inputs");
@@ -86,9 +87,43 @@ fn a_violation_present_from_the_start_has_an_empty_mcs() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (dir, optimal) = make_case("blocked_from_start", 8, "start");
     assert_eq!(optimal, 0);
-    let opts = Options { replays: 1, jobs: 2, peek: PeekMode::Off, budget_s: None, final_replays: 1 };
+    let opts = Options { jobs: 2, final_replays: 1, ..Options::default() };
     let r = rt.block_on(minimize::run(sts_e2e::engine(), &dir, &opts)).unwrap_or_else(|e| panic!("{e}"));
     assert!(r.present_without_inputs, "{r:?}");
     assert_eq!(r.mcs_inputs, 0, "{:?}", r.mcs);
     assert_eq!(r.final_reproduced, 1);
+}
+
+/// Bug identity. A bug with several victims: by culprit (the default) its
+/// MCS is the switch's reconnections and no traffic; by victim, a ping is
+/// kept only so that h2 stays the victim. Two bugs sharing a victim: by
+/// culprit the minimization stays on the trace's bug (the pinned rule); by
+/// victim it swaps it for the simpler one (stale routes), and the report
+/// says the culprit changed.
+#[test]
+fn culprits_keep_the_bug_victims_do_not() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let engine = sts_e2e::engine();
+    let minimize = |case: &str, same: Same| {
+        let (dir, optimal) = make_case(case, 8, same.name());
+        let opts = Options { jobs: 2, final_replays: 1, same: Some(same), ..Options::default() };
+        let r = rt.block_on(minimize::run(engine, &dir, &opts)).unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(r.final_reproduced, 1, "{case} by {same}: the MCS replays");
+        (r, optimal)
+    };
+
+    let (r, optimal) = minimize("several_victims", Same::Culprit);
+    assert_eq!(r.mcs_inputs, optimal, "{:?}", r.mcs);
+    assert!(r.mcs.iter().all(|e| !e.contains("ping")), "no traffic kept: {:?}", r.mcs);
+    assert_eq!(r.same_culprit, Some(true), "{:?}", r.observed);
+    let (r, optimal) = minimize("several_victims", Same::Victim);
+    assert!(r.mcs_inputs > optimal && r.mcs.iter().any(|e| e.contains("ping")), "by victim: {:?}", r.mcs);
+
+    let (r, optimal) = minimize("two_bugs_one_victim", Same::Culprit);
+    assert_eq!(r.mcs_inputs, optimal, "{:?}", r.mcs);
+    assert!(r.mcs.iter().all(|e| e.contains("switch s3")), "the reconnection of s3: {:?}", r.mcs);
+    assert_eq!(r.same_culprit, Some(true), "{:?}", r.observed);
+    let (r, _) = minimize("two_bugs_one_victim", Same::Victim);
+    assert!(r.mcs.iter().any(|e| e.contains("migrate h2")), "by victim, the simpler bug: {:?}", r.mcs);
+    assert_eq!(r.same_culprit, Some(false), "the report names the swap: {:?}", r.observed);
 }

@@ -52,6 +52,11 @@ pub enum Command {
         /// when that holds, 1 when not.
         #[arg(long, value_parser = ["reproduce", "vanish"])]
         expect: Option<String>,
+        /// When a replay's violation is the original's: `culprit` (the same cause, whoever the victim),
+        /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
+        /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).
+        #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
+        same: Option<String>,
     },
     /// Delta-debug a failing trace down to a minimal causal sequence (written to DIR/mcs/).
     ///
@@ -77,6 +82,11 @@ pub enum Command {
         /// rollback per input (needs virtual time; falls back to `prefix`).
         #[arg(long, default_value = "off", value_parser = ["off", "on", "prefix", "checkpoints"])]
         peek: String,
+        /// When a candidate's violation is the original's: `culprit` (the same cause, whoever the victim),
+        /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
+        /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).
+        #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
+        same: Option<String>,
     },
     /// Step through a trace interactively (OFRewind-style).
     Console {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use sts_engine::config::Config;
 use sts_engine::minimize::{self, PeekMode};
 use sts_engine::{fuzz, pingall, replay, Engine, RunError};
+use sts_invariants::Same;
 
 use crate::args::{Cli, Command};
 use crate::exit;
@@ -23,8 +24,10 @@ pub fn run(cli: Cli) -> u8 {
     let code = match &cmd {
         Command::Pingall { config } => pingall(&engine, config),
         Command::Fuzz { config, out } => fuzz(&engine, config, out),
-        Command::Replay { dir, repeat, expect } => replay(&engine, dir, *repeat, expect.as_deref()),
-        Command::Minimize { dir, replays, jobs, budget, final_replays, peek } => {
+        Command::Replay { dir, repeat, expect, same } => {
+            replay(&engine, dir, *repeat, expect.as_deref(), same.as_deref().and_then(|s| s.parse().ok()))
+        }
+        Command::Minimize { dir, replays, jobs, budget, final_replays, peek, same } => {
             let peek = PeekMode::from_name(peek).unwrap_or(PeekMode::Off);
             let opts = minimize::Options {
                 replays: *replays,
@@ -32,6 +35,7 @@ pub fn run(cli: Cli) -> u8 {
                 peek,
                 budget_s: *budget,
                 final_replays: *final_replays,
+                same: same.as_deref().and_then(|s| s.parse().ok()),
             };
             minimize(&engine, dir, &opts)
         }
@@ -132,13 +136,11 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path) -> u8 {
     match o.violation {
         Some(v) if o.present_from_start => {
             print!("violation present before the first input (no input caused it): {}", sts_report::violation(&v));
-            println!("fingerprint: {}", v.fingerprint());
             println!("trace: {}", exp.trace().display());
             exit::PRESENT_FROM_START
         }
         Some(v) => {
             print!("violation after {} steps ({} inputs): {}", o.steps, o.inputs, sts_report::violation(&v));
-            println!("fingerprint: {}", v.fingerprint());
             println!("trace: {}", exp.trace().display());
             exit::VIOLATION
         }
@@ -154,18 +156,22 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path) -> u8 {
     }
 }
 
-fn replay(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>) -> u8 {
+fn replay(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>, same: Option<Same>) -> u8 {
     // Checked before anything starts, so a broken trace costs nothing.
-    let (exp, config, trace) = match replay::load(dir) {
+    let (exp, mut config, trace) = match replay::load(dir) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("sts replay: {e}");
             return exit::of_error(&e);
         }
     };
-    let wanted = trace.violation().map(|v| v.fingerprint());
+    if let Some(same) = same {
+        config.invariants.same = same;
+    }
+    let same = config.invariants.same;
+    let wanted = trace.violation().map(|v| v.identity(same));
     eprintln!(
-        "sts replay: {} external events, looking for {}; {repeat} run(s)",
+        "sts replay: {} external events, looking for {} (same {same}); {repeat} run(s)",
         trace.externals().len(),
         wanted.as_deref().unwrap_or("any persistent violation")
     );

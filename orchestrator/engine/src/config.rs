@@ -71,6 +71,8 @@
 //! check = ["loop", "blackhole", "liveness"]   # see docs/invariants.md
 //! check_every_ms = 500  # how often the checker runs
 //! persist_ms = 1000     # a violation counts once it lasts this long
+//! same = "culprit"      # when two violations are the same bug: kind, culprit
+//!                       # (default), victim or exact (docs/invariants.md)
 //! isolation = [["h1", "h2"]]   # host pairs that must not communicate
 //!
 //! [time]
@@ -257,6 +259,9 @@ pub struct InvariantsConfig {
     pub check_every_ms: u64,
     pub persist_ms: u64,
     pub isolation: Vec<(String, String)>,
+    /// When two violations are the same bug (persistence, replays,
+    /// minimization; `sts minimize --same` overrides it).
+    pub same: sts_invariants::Same,
 }
 
 impl Default for InvariantsConfig {
@@ -266,6 +271,7 @@ impl Default for InvariantsConfig {
             check_every_ms: 500,
             persist_ms: 1_000,
             isolation: vec![],
+            same: sts_invariants::Same::default(),
         }
     }
 }

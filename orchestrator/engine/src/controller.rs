@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use sts_invariants::identity::mask_numbers;
 
 /// How to start one controller: a command template and its environment.
 ///
@@ -72,32 +73,6 @@ pub struct LogLine {
     /// The line with every token that contains a digit masked (numbers,
     /// addresses, times, ids), so equivalent lines match across runs.
     pub fingerprint: String,
-}
-
-/// Masks numbers: every run of hex digits and `.:x-` that contains a digit
-/// becomes `#` (so `10.0.0.7:4242` and `0x1a` vanish whole, and `sw1` keeps
-/// its stem as `sw#`); everything else is kept.
-pub fn log_fingerprint(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut token = String::new();
-    let flush = |token: &mut String, out: &mut String| {
-        if token.chars().any(|c| c.is_ascii_digit()) {
-            out.push('#');
-        } else {
-            out.push_str(token);
-        }
-        token.clear();
-    };
-    for c in line.chars() {
-        if c.is_ascii_hexdigit() || matches!(c, '.' | ':' | 'x' | '-') {
-            token.push(c);
-        } else {
-            flush(&mut token, &mut out);
-            out.push(c);
-        }
-    }
-    flush(&mut token, &mut out);
-    out
 }
 
 /// How sts holds a controller process.
@@ -459,7 +434,7 @@ fn copy_lines(
             let _ = log.write_all(&buf);
             let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string();
             // Never block the controller on an unread queue: the file has every line.
-            let _ = events.try_send(LogLine { stream, fingerprint: log_fingerprint(&line), line });
+            let _ = events.try_send(LogLine { stream, fingerprint: mask_numbers(&line), line });
             buf.clear();
         }
         done.fetch_add(1, std::sync::atomic::Ordering::Release);
@@ -622,15 +597,6 @@ mod tests {
         let err = lines.iter().find(|l| l.stream == Stream::Stderr).expect("stderr line");
         assert_eq!(err.fingerprint, "error #");
         assert!(ctl.log_tail(5).contains("switch 0x1a connected"));
-    }
-
-    #[test]
-    fn log_fingerprints_keep_words_and_mask_numbers() {
-        assert_eq!(
-            log_fingerprint("DPID 1 (0x1) sw1 L2 learned on Port 2 00:00:00:00:00:01"),
-            "DPID # (#) sw# L# learned on Port # #"
-        );
-        assert_eq!(log_fingerprint("no numbers here"), "no numbers here");
     }
 
     #[test]

@@ -56,7 +56,7 @@ async fn persisting(
     let until = s.runner.clock.now() + config.invariants.persist_ms + config.invariants.check_every_ms;
     while s.runner.clock.now() < until {
         s.runner.run_for(Duration::from_millis(every)).await;
-        if let Some(v) = monitor.observe(s, writer)? {
+        if let Some(v) = monitor.observe(s, writer)?.into_iter().next() {
             return Ok(Some(v));
         }
     }
@@ -105,7 +105,7 @@ pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<F
             inputs += 1;
         }
         s.runner.run_for(Duration::from_millis(f.step_ms)).await;
-        if let Some(v) = monitor.observe(&mut s, &mut writer).map_err(env)? {
+        if let Some(v) = monitor.observe(&mut s, &mut writer).map_err(env)?.into_iter().next() {
             found = Some(v);
             break;
         }

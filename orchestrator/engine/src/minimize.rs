@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
-use sts_invariants::Violation;
+use sts_invariants::{Same, Violation};
 use sts_trace::dir as experiment;
 use sts_trace::{External, Trace};
 
@@ -242,12 +242,24 @@ pub struct State {
     pub tested: BTreeMap<String, bool>,
     pub replays: u64,
     pub curve: Vec<usize>,
+    /// The level of sameness the verdicts were reached at (a resumed
+    /// minimization at another level starts again).
+    #[serde(default)]
+    pub same: Option<Same>,
 }
 
 /// The report written to `DIR/mcs/report.{json,md}`.
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// The original violation's identity at `same`.
     pub violation: String,
+    /// When a replay's violation counted as the original's.
+    pub same: Same,
+    /// What caused the original violation, where known.
+    pub culprit: Option<String>,
+    /// Whether the final replays' violation has the original's culprit
+    /// (`None` when either has none, or no final replay reproduced).
+    pub same_culprit: Option<bool>,
     pub original_inputs: usize,
     pub mcs_inputs: usize,
     pub replays: u64,
@@ -325,6 +337,16 @@ pub struct Options {
     pub peek: PeekMode,
     pub budget_s: Option<u64>,
     pub final_replays: u32,
+    /// When two violations are the same bug; `None`: the config's
+    /// `[invariants] same` (default `culprit`).
+    pub same: Option<Same>,
+}
+
+impl Default for Options {
+    /// What `sts minimize` does without options.
+    fn default() -> Options {
+        Options { replays: 1, jobs: 1, peek: PeekMode::Off, budget_s: None, final_replays: 10, same: None }
+    }
 }
 
 /// One candidate to test: its trace, where its runs go, and how.
@@ -380,7 +402,11 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options) -> Result<Report, 
 
 /// [`run`] with candidates tested by `executor`.
 pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: &Options) -> Result<Report, RunError> {
-    let (exp, config, trace) = replay::load(dir)?;
+    let (exp, mut config, trace) = replay::load(dir)?;
+    if let Some(same) = opts.same {
+        config.invariants.same = same;
+    }
+    let same = config.invariants.same;
     let violation: Violation = trace.violation().cloned().ok_or_else(|| {
         RunError::BadInput(format!("{}: the trace records no violation to minimize for", exp.trace().display()))
     })?;
@@ -391,6 +417,18 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     let state_path = mcs_dir.join("state.json");
     let mut state: State =
         std::fs::read_to_string(&state_path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+    if !state.tested.is_empty() && state.same.is_some_and(|s| s != same) {
+        engine.notice(
+            NoticeKind::Info,
+            format!(
+                "starting again: the {} candidates already tested were judged by {}, not {same}",
+                state.tested.len(),
+                state.same.map_or("?", Same::name)
+            ),
+        );
+        state = State::default();
+    }
+    state.same = Some(same);
     if !state.tested.is_empty() {
         engine.notice(NoticeKind::Resuming, format!("resuming: {} candidates already tested", state.tested.len()));
     }
@@ -535,8 +573,15 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
             })
         })
         .collect();
+    let same_culprit = match (&violation.culprit, observed.as_ref().and_then(|v| v.culprit.as_ref())) {
+        (Some(a), Some(b)) => Some(a == b),
+        _ => None,
+    };
     let report = Report {
-        violation: violation.fingerprint(),
+        violation: violation.identity(same),
+        same,
+        culprit: violation.culprit.clone(),
+        same_culprit,
         original_inputs: externals.len(),
         mcs_inputs: keep.len(),
         replays: state.replays,

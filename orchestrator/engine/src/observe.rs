@@ -102,18 +102,21 @@ pub struct Monitor {
     log_lines: Vec<(String, String)>,
     /// Fingerprints of the violations present at the last check.
     pub current: Vec<String>,
+    /// Controllers whose open traceback was held back at the last check.
+    held_from: BTreeSet<String>,
 }
 
 impl Monitor {
     pub fn new(config: &Config, now: u64) -> Monitor {
         Monitor {
             checker: config.checker(),
-            persistence: Persistence::new(config.invariants.persist_ms),
+            persistence: Persistence::new(config.invariants.persist_ms, config.invariants.same),
             every_ms: config.invariants.check_every_ms,
             next_ms: now,
             dataplane: Vec::new(),
             log_lines: Vec::new(),
             current: Vec::new(),
+            held_from: BTreeSet::new(),
         }
     }
 
@@ -136,20 +139,60 @@ impl Monitor {
         Ok(out)
     }
 
+    /// The log lines for this check. A live controller's traceback that has
+    /// not ended (its exception line not yet read) waits for the next check,
+    /// once: an error's culprit is read from the whole traceback.
+    fn hold_open_tracebacks(&mut self, session: &mut Session) -> Vec<(String, String)> {
+        let mut lines = std::mem::take(&mut self.log_lines);
+        let mut held = Vec::new();
+        let names: BTreeSet<String> = lines.iter().map(|(n, _)| n.clone()).collect();
+        for name in names {
+            let index = (0..session.controllers.len()).find(|&i| controller_name(i) == name);
+            let alive = index.is_some_and(|i| session.controllers[i].is_alive());
+            if !alive || !self.held_from.insert(name.clone()) {
+                continue;
+            }
+            let own: Vec<&str> = lines.iter().filter(|(n, _)| *n == name).map(|(_, l)| l.as_str()).collect();
+            if let Some(start) = sts_invariants::identity::open_traceback(&own) {
+                // The `start`-th line of this controller, and every later one of it.
+                let mut seen = 0;
+                let mut keep = Vec::with_capacity(lines.len());
+                for (n, l) in lines {
+                    if n == name {
+                        seen += 1;
+                        if seen > start {
+                            held.push((n, l));
+                            continue;
+                        }
+                    }
+                    keep.push((n, l));
+                }
+                lines = keep;
+            } else {
+                self.held_from.remove(&name);
+            }
+        }
+        // Held once already: released whatever follows.
+        self.held_from.retain(|n| held.iter().any(|(h, _)| h == n));
+        self.log_lines = held;
+        lines
+    }
+
     /// Records, then checks the invariants if a check is due. Returns the
-    /// first persistent violation.
-    pub fn observe(&mut self, session: &mut Session, writer: &mut trace::Writer) -> std::io::Result<Option<Violation>> {
+    /// persistent violations, most fundamental first
+    /// ([`Persistence::observe`]).
+    pub fn observe(&mut self, session: &mut Session, writer: &mut trace::Writer) -> std::io::Result<Vec<Violation>> {
         self.record(session, writer)?;
         session.clock_notices();
         let now = session.runner.clock.now();
         if now < self.next_ms {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         self.next_ms = now + self.every_ms;
-        let facts = facts(session, std::mem::take(&mut self.dataplane), std::mem::take(&mut self.log_lines));
+        let log_lines = self.hold_open_tracebacks(session);
+        let facts = facts(session, std::mem::take(&mut self.dataplane), log_lines);
         let report = self.checker.check(&session.runner.net, &facts);
         self.current = report.violations.iter().map(Violation::fingerprint).collect();
-        let persistent = self.persistence.observe(now, &report.violations);
-        Ok(persistent.into_iter().next())
+        Ok(self.persistence.observe(now, &report.violations))
     }
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use sts_invariants::Violation;
+use sts_invariants::{Same, Violation};
 use sts_mocknet::Network;
 
 use sts_trace::dir::{self as experiment, Experiment};
@@ -120,7 +120,9 @@ pub struct Replayer<'t> {
     session: Session,
     writer: trace::Writer,
     monitor: Monitor,
-    wanted: Option<String>,
+    /// The original's violation, and when another is the same bug.
+    wanted: Option<Violation>,
+    same: Same,
     balance: Balance,
     observed: Vec<String>,
     found: Option<Violation>,
@@ -161,7 +163,8 @@ impl<'t> Replayer<'t> {
         let externals =
             trace.records.iter().enumerate().filter(|(_, r)| r.external.is_some()).map(|(i, r)| (r.t_ms, i)).collect();
         Ok(Replayer {
-            wanted: trace.violation().map(Violation::fingerprint),
+            wanted: trace.violation().cloned(),
+            same: config.invariants.same,
             config,
             trace,
             session,
@@ -232,7 +235,7 @@ impl<'t> Replayer<'t> {
     /// Whether `v` is the violation this replay looks for (without one in
     /// the trace, any persistent violation is).
     fn is_wanted(&self, v: &Violation) -> bool {
-        self.wanted.as_ref().is_none_or(|w| *w == v.fingerprint())
+        self.wanted.as_ref().is_none_or(|w| w.same_bug(v, self.same))
     }
 
     /// Runs for `ms` and observes: true when the wanted violation (or,
@@ -241,14 +244,17 @@ impl<'t> Replayer<'t> {
         self.session.runner.run_for(Duration::from_millis(ms)).await;
         let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
         self.see(recorded);
-        let Some(v) = self.monitor.observe(&mut self.session, &mut self.writer).map_err(self.env())? else {
-            return Ok(false);
-        };
-        let hit = self.is_wanted(&v);
-        if hit || self.found.is_none() {
-            self.found = Some(v);
+        let persistent = self.monitor.observe(&mut self.session, &mut self.writer).map_err(self.env())?;
+        // Any persistent violation that is the same bug will do (a bug with
+        // several victims may starve another host this time).
+        let hit = persistent.iter().position(|v| self.is_wanted(v));
+        let first = hit.unwrap_or(0);
+        if let Some(v) = persistent.into_iter().nth(first) {
+            if hit.is_some() || self.found.is_none() {
+                self.found = Some(v);
+            }
         }
-        Ok(hit)
+        Ok(hit.is_some())
     }
 
     /// Waits for the next external event's happens-before predecessors (or
@@ -402,7 +408,10 @@ fn diverge(trace: &Trace, observed: &[String]) -> Divergence {
 /// The summary `sts replay` writes to `DIR/replays/summary.json`.
 #[derive(Debug, Serialize)]
 pub struct Summary {
+    /// The wanted violation's identity at `same`.
     pub violation: Option<String>,
+    /// When a replay's violation counted as the original's.
+    pub same: Same,
     pub runs: Vec<ReplayResult>,
     pub reproduced: usize,
 }
@@ -455,7 +464,7 @@ pub async fn run_loaded(
     mut each: impl FnMut(&ReplayResult),
 ) -> Result<Summary, RunError> {
     let dir = exp.dir.as_path();
-    let wanted = trace.violation().map(Violation::fingerprint);
+    let wanted = trace.violation().map(|v| v.identity(config.invariants.same));
     let mut runs = Vec::new();
     let mut n = 0;
     for i in 0..repeat.max(1) {
@@ -469,7 +478,7 @@ pub async fn run_loaded(
     }
     engine.progress(Progress::Done);
     let reproduced = runs.iter().filter(|r| r.reproduced).count();
-    let summary = Summary { violation: wanted, reproduced, runs };
+    let summary = Summary { violation: wanted, same: config.invariants.same, reproduced, runs };
     if let Err(e) = experiment::write_json(&dir.join("replays").join("summary.json"), &summary) {
         engine.notice(NoticeKind::Info, format!("cannot write the replay summary: {e}"));
     }

@@ -49,7 +49,8 @@ pub fn dataplane_event(e: &DataplaneEvent) -> String {
 }
 
 /// A violation with its witness: the summary, the header from its source,
-/// each hop with the rule it matched, and how it ended.
+/// each hop with the rule it matched, and how it ended; then its culprit and
+/// victim.
 pub fn violation(v: &Violation) -> String {
     let mut s = format!("{}\n", v.summary);
     if let Some(w) = &v.witness {
@@ -59,6 +60,10 @@ pub fn violation(v: &Violation) -> String {
         }
         s.push_str(&format!("  then it {}\n", w.end));
     }
+    if let Some(c) = &v.culprit {
+        s.push_str(&format!("culprit: {c}\n"));
+    }
+    s.push_str(&format!("victim: {}\n", v.fingerprint()));
     s
 }
 
@@ -67,7 +72,11 @@ pub fn violation(v: &Violation) -> String {
 pub fn replay_run(r: &ReplayResult, has_internals: bool) -> String {
     let what = match (&r.violation, r.reproduced) {
         (Some(v), true) => format!("reproduced: {}", v.summary),
-        (Some(v), false) => format!("not reproduced; found instead: {}", v.fingerprint()),
+        (Some(v), false) => format!(
+            "not reproduced; found instead: {}{}",
+            v.fingerprint(),
+            v.culprit.as_ref().map_or(String::new(), |c| format!(" (culprit: {c})"))
+        ),
         (None, _) => "not reproduced".to_string(),
     };
     let mut s = format!("replay {}: {what} ({} inputs, {} waits timed out)\n", r.run, r.injected, r.timeouts);
@@ -98,6 +107,13 @@ pub fn mcs_summary(r: &minimize::Report) -> String {
     if r.present_without_inputs {
         s.push_str("  (none: the violation is present without any input; the network was never healthy)\n");
     }
+    s.push_str(&format!("  same bug by {}", r.same));
+    match (&r.culprit, r.same_culprit) {
+        (Some(c), Some(true)) => s.push_str(&format!("; culprit kept: {c}\n")),
+        (Some(c), Some(false)) => s.push_str(&format!("; the original's culprit was {c}, the MCS shows another\n")),
+        (Some(c), None) => s.push_str(&format!("; culprit: {c}\n")),
+        (None, _) => s.push('\n'),
+    }
     for e in &r.mcs {
         s.push_str(&format!("  {e}\n"));
     }
@@ -107,6 +123,25 @@ pub fn mcs_summary(r: &minimize::Report) -> String {
 /// `mcs/report.md`: the minimization as Markdown.
 pub fn mcs_markdown(r: &minimize::Report) -> String {
     let mut s = format!("# Minimal causal sequence for `{}`\n\n", r.violation);
+    s.push_str(&format!(
+        "A candidate reproduced the violation when a replay found the same bug at level `{}` ({}).\n",
+        r.same,
+        match r.same {
+            sts_invariants::Same::Kind => "the same invariant",
+            sts_invariants::Same::Culprit => "the same culprit, whoever the victim",
+            sts_invariants::Same::Victim => "the same victim, whatever the cause",
+            sts_invariants::Same::Exact => "the same culprit and the same elements",
+        }
+    ));
+    if let Some(c) = &r.culprit {
+        s.push_str(&format!("The original's culprit: {c}.\n"));
+    }
+    match r.same_culprit {
+        Some(true) => s.push_str("The sequence's own replays show the same culprit.\n"),
+        Some(false) => s.push_str("**The sequence's own replays show another culprit** (see below).\n"),
+        None => {}
+    }
+    s.push('\n');
     s.push_str("| original inputs | MCS inputs | replays | time | MCS reproduces |\n|---|---|---|---|---|\n");
     s.push_str(&format!(
         "| {} | {} | {} | {:.0} s | {}/{} |\n\n",

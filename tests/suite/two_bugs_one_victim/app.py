@@ -1,0 +1,69 @@
+"""Two bugs, one victim: a pinned rule and stale routes both starve h2.
+
+A proactive router for the line s1-s2-s3 (one host per switch): at each
+connection it installs a route of priority 10 to every host, and answers ARP
+itself. Two bugs:
+
+- **pinned rule** (the one the trace was recorded for): when s3 connects a
+  second time, the app "restores" a quarantine of h2 that was never meant to
+  outlive a test, a rule of priority 50 at s1 that drops everything to h2.
+  Its minimal causal sequence: s3 down, s3 up (2 inputs).
+- **stale routes**: the routes are never recomputed, so when h2 moves from s2
+  to s3, traffic to h2 still goes to its old port. One input: the migration.
+
+Both blackhole h2. A minimizer that only keeps "h2 is the victim" drops the
+reconnection and keeps the migration: it swaps the bug it was given for the
+simpler one. The culprits (s1, priority 50, drops; s2, priority 10, a down
+link) tell them apart.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from os_ken.lib.packet import arp, ethernet, ether_types, packet  # noqa: E402
+
+from common.learning import LearningSwitch, host_ip, host_mac  # noqa: E402
+
+# Port numbers as sts wires the line: port 1 is the host, then the links
+# (1,2) (2,3) in order, each taking the next free port on both ends.
+TOWARDS_HIGHER = {1: 2, 2: 3}  # the port towards s(n+1)
+TOWARDS_LOWER = {2: 2, 3: 2}  # the port towards s(n-1)
+
+
+def route(sw, dst):
+    if sw == dst:
+        return 1
+    return TOWARDS_HIGHER[sw] if dst > sw else TOWARDS_LOWER[sw]
+
+
+class TwoBugsOneVictim(LearningSwitch):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.connections = {}
+        self.datapaths = {}
+
+    def on_switch(self, dp):
+        parser = dp.ofproto_parser
+        self.datapaths[dp.id] = dp
+        n = self.connections.get(dp.id, 0) + 1
+        self.connections[dp.id] = n
+        for h in range(1, 4):
+            self.add_flow(dp, 10, parser.OFPMatch(eth_dst=host_mac(h)), [parser.OFPActionOutput(route(dp.id, h))])
+        s1 = self.datapaths.get(1)
+        if dp.id == 3 and n == 2 and s1 is not None:
+            self.add_flow(s1, 50, s1.ofproto_parser.OFPMatch(eth_dst=host_mac(2)), [])
+
+    def on_packet(self, dp, in_port, eth, pkt):
+        a = pkt.get_protocol(arp.arp)
+        if a is not None and a.opcode == arp.ARP_REQUEST:
+            h = int(a.dst_ip.split(".")[-1])
+            reply = packet.Packet()
+            reply.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP, dst=a.src_mac, src=host_mac(h)))
+            reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=host_mac(h), src_ip=host_ip(h), dst_mac=a.src_mac, dst_ip=a.src_ip))
+            reply.serialize()
+            parser, ofp = dp.ofproto_parser, dp.ofproto
+            dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,
+                                            actions=[parser.OFPActionOutput(in_port)], data=reply.data))
+        return False  # never learn, never flood
