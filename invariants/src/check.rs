@@ -869,6 +869,6 @@ fn observed_loop(events: &[DataplaneEvent]) -> Option<Violation> {
             witness: None,
             culprit: None,
         }),
-        DataplaneEvent::FaultDrop { .. } => None,
+        DataplaneEvent::FaultDrop { .. } | DataplaneEvent::WorkBudget { .. } => None,
     })
 }

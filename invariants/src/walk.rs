@@ -677,6 +677,13 @@ impl<'m, 'n> Walker<'m, 'n> {
             _ => g.buckets.iter().map(|(_, a)| a).collect(),
         };
         for actions in chosen {
+            // Each bucket entered is a step: a group fanning out to itself
+            // multiplies buckets, not hops.
+            self.steps += 1;
+            if self.steps > STEP_BUDGET {
+                self.truncated = true;
+                return;
+            }
             self.actions(at, pkt.clone(), actions, rules, depth + 1);
         }
     }

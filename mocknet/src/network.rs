@@ -24,6 +24,11 @@ pub const CONTROLLER_ROUND_TRIP_MS: Millis = 500;
 /// Frame deliveries one call may process before it reports a storm and stops.
 pub const STEP_BUDGET: usize = 100_000;
 
+/// Bytes of frames in flight one call may hold before it reports a storm and
+/// stops (with [`crate::switch::WORK_BUDGET`] this bounds the dataplane's
+/// memory whatever the flow tables say).
+pub const QUEUE_BYTES_BUDGET: usize = 64 << 20;
+
 /// One end of a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Endpoint {
@@ -63,8 +68,12 @@ pub enum LinkFault {
 pub enum DataplaneEvent {
     /// A frame crossed more than [`HOP_LIMIT`] switches: a forwarding loop.
     HopLimit { dpid: u64, in_port: u32, summary: String },
-    /// A single injection caused more than [`STEP_BUDGET`] deliveries: a storm.
+    /// A single injection caused more than [`STEP_BUDGET`] deliveries, or
+    /// more than [`QUEUE_BYTES_BUDGET`] bytes of frames in flight: a storm.
     StepBudget { deliveries: usize },
+    /// A switch dropped a frame whose actions exceeded
+    /// [`crate::switch::WORK_BUDGET`] (not a loop: one frame's work).
+    WorkBudget { dpid: u64 },
     /// A frame was lost to a [`LinkFault::Drop`] on the link at this switch port
     /// or host.
     FaultDrop { at: Endpoint },
@@ -454,6 +463,7 @@ impl Network {
                     out.push(ToController { dpid, to: Recipient::All, msg });
                 }
                 Output::Emit { port, frame } => self.transmit(Endpoint::Switch { dpid, port }, frame, hops, now, queue),
+                Output::OverBudget => self.events.push(DataplaneEvent::WorkBudget { dpid }),
             }
         }
     }
@@ -507,9 +517,11 @@ impl Network {
         budget: usize,
     ) {
         let mut steps = 0usize;
+        let mut bytes: usize = queue.iter().map(|f| f.frame.len()).sum();
         while let Some(f) = queue.pop_front() {
             steps += 1;
-            if steps > budget {
+            bytes = bytes.saturating_sub(f.frame.len());
+            if steps > budget || bytes > QUEUE_BYTES_BUDGET {
                 self.events.push(DataplaneEvent::StepBudget { deliveries: steps });
                 if let Some(p) = probe.as_deref_mut() {
                     p.looped = true;
@@ -518,30 +530,45 @@ impl Network {
                 return;
             }
             self.frames_delivered += 1;
-            match f.at {
-                Endpoint::Host(i) if probe.is_some() => {
-                    probe.as_deref_mut().expect("checked").delivered.insert(i);
+            let queued = queue.len();
+            self.deliver(f, now, queue, out, probe.as_deref_mut());
+            bytes += queue.range(queued..).map(|f| f.frame.len()).sum::<usize>();
+        }
+    }
+
+    /// One frame arrives where it was going: a host answers it, a switch runs
+    /// it through its pipeline (or the hop limit ends it).
+    fn deliver(
+        &mut self,
+        f: InFlight,
+        now: Millis,
+        queue: &mut VecDeque<InFlight>,
+        out: &mut Vec<ToController>,
+        probe: Option<&mut Probe>,
+    ) {
+        match (f.at, probe) {
+            (Endpoint::Host(i), Some(probe)) => {
+                probe.delivered.insert(i);
+            }
+            (Endpoint::Host(i), None) => {
+                for frame in self.hosts[i].receive(&f.frame) {
+                    self.transmit(Endpoint::Host(i), frame, 0, now, queue);
                 }
-                Endpoint::Host(i) => {
-                    for frame in self.hosts[i].receive(&f.frame) {
-                        self.transmit(Endpoint::Host(i), frame, 0, now, queue);
+            }
+            (Endpoint::Switch { dpid, port }, probe) => {
+                if f.hops >= HOP_LIMIT {
+                    if let Some(p) = probe {
+                        p.looped = true;
                     }
+                    let summary = sts_proxy::wire::packet::PacketSummary::of(&f.frame)
+                        .map(|s| format!("{} -> {} type {:#06x}", s.eth_src, s.eth_dst, s.eth_type))
+                        .unwrap_or_default();
+                    self.events.push(DataplaneEvent::HopLimit { dpid, in_port: port, summary });
+                    return;
                 }
-                Endpoint::Switch { dpid, port } => {
-                    if f.hops >= HOP_LIMIT {
-                        if let Some(p) = probe.as_deref_mut() {
-                            p.looped = true;
-                        }
-                        let summary = sts_proxy::wire::packet::PacketSummary::of(&f.frame)
-                            .map(|s| format!("{} -> {} type {:#06x}", s.eth_src, s.eth_dst, s.eth_type))
-                            .unwrap_or_default();
-                        self.events.push(DataplaneEvent::HopLimit { dpid, in_port: port, summary });
-                        continue;
-                    }
-                    let Some(sw) = self.switches.get_mut(&dpid) else { continue };
-                    let outputs = sw.receive(port, f.frame, now);
-                    self.route(dpid, outputs, f.hops + 1, now, queue, out);
-                }
+                let Some(sw) = self.switches.get_mut(&dpid) else { return };
+                let outputs = sw.receive(port, f.frame, now);
+                self.route(dpid, outputs, f.hops + 1, now, queue, out);
             }
         }
     }

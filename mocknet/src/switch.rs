@@ -32,7 +32,17 @@ pub enum Output {
     ToControllers(Message),
     /// A frame leaving through a port.
     Emit { port: u32, frame: Vec<u8> },
+    /// One frame's actions exceeded [`WORK_BUDGET`]: the rest were dropped.
+    OverBudget,
 }
+
+/// Actions a switch executes, group buckets it enters and copies it emits
+/// for one frame (an arrival, a PACKET_OUT, a released buffer) before it
+/// drops the rest of that frame's work, as Open vSwitch drops a packet whose
+/// translation exceeds its limits. Bounds time and memory whatever rules a
+/// controller installs (a group whose buckets all point back at it, an entry
+/// with thousands of FLOOD outputs).
+pub const WORK_BUDGET: usize = 4096;
 
 /// A switch port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +153,8 @@ pub struct Switch {
     /// Frames sent to the controller truncated, waiting for a PACKET_OUT or
     /// FLOW_MOD that names their buffer id.
     pub buffers: PacketBuffers,
+    /// What is left of [`WORK_BUDGET`] for the frame being processed.
+    work_left: usize,
 }
 
 /// What a switch keeps per controller connection (OpenFlow 1.3).
@@ -266,6 +278,7 @@ impl Switch {
             conns: BTreeMap::new(),
             requester: 0,
             buffers: PacketBuffers::default(),
+            work_left: WORK_BUDGET,
         }
     }
 
@@ -353,14 +366,10 @@ impl Switch {
                     return;
                 };
                 let actions: Vec<Action> = po.actions.iter().map(Action::from_v10).collect();
-                self.run_actions(
-                    &actions,
-                    frame,
-                    flow::port10(po.in_port),
-                    Hit { packet_out: true, ..Hit::default() },
-                    now,
-                    out,
-                );
+                let hit = Hit { packet_out: true, ..Hit::default() };
+                self.budgeted(out, |sw, out| {
+                    sw.run_actions(&actions, frame, flow::port10(po.in_port), hit, now, out);
+                });
             }
             M::PortMod(pm) => self.port_mod(pm.port_no as u32, pm.config, pm.mask, out),
             M::StatsRequest(req) => {
@@ -471,7 +480,10 @@ impl Switch {
                     return;
                 };
                 let actions: Vec<Action> = po.actions.iter().map(Action::from_v13).collect();
-                self.run_actions(&actions, frame, po.in_port, Hit { packet_out: true, ..Hit::default() }, now, out);
+                let hit = Hit { packet_out: true, ..Hit::default() };
+                self.budgeted(out, |sw, out| {
+                    sw.run_actions(&actions, frame, po.in_port, hit, now, out);
+                });
             }
             M::PortMod(pm) => self.port_mod(pm.port_no, pm.config, pm.mask, out),
             M::RoleRequest(r) => {
@@ -766,7 +778,7 @@ impl Switch {
             return;
         }
         match self.buffers.take(buffer_id) {
-            Some((in_port, frame)) => self.pipeline(frame, in_port, 0, now, out),
+            Some((in_port, frame)) => self.budgeted(out, |sw, out| sw.pipeline(frame, in_port, 0, now, out)),
             None => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BUFFER_UNKNOWN, raw))),
         }
     }
@@ -858,8 +870,28 @@ impl Switch {
         }
         p.rx_packets += 1;
         p.rx_bytes += frame.len() as u64;
-        self.pipeline(frame, in_port, 0, now, &mut out);
+        self.budgeted(&mut out, |sw, out| sw.pipeline(frame, in_port, 0, now, out));
         out
+    }
+
+    /// Runs one frame's processing with a fresh [`WORK_BUDGET`]; says so in
+    /// `out` when it ran out.
+    fn budgeted(&mut self, out: &mut Vec<Output>, work: impl FnOnce(&mut Switch, &mut Vec<Output>)) {
+        self.work_left = WORK_BUDGET;
+        work(self, out);
+        if self.work_left == 0 {
+            out.push(Output::OverBudget);
+        }
+        self.work_left = WORK_BUDGET;
+    }
+
+    /// Takes one unit of the frame's work budget; false when none is left.
+    fn spend(&mut self) -> bool {
+        if self.work_left == 0 {
+            return false;
+        }
+        self.work_left -= 1;
+        true
     }
 
     fn pipeline(&mut self, mut frame: Vec<u8>, in_port: u32, first_table: u8, now: Millis, out: &mut Vec<Output>) {
@@ -921,6 +953,9 @@ impl Switch {
         out: &mut Vec<Output>,
     ) -> Vec<u8> {
         for a in actions {
+            if !self.spend() {
+                break;
+            }
             match a {
                 Action::Output { port, max_len } => self.output(*port, *max_len, &frame, in_port, hit, now, out),
                 Action::SetField(f, v) => {
@@ -986,6 +1021,9 @@ impl Switch {
             }
         };
         for actions in chosen {
+            if self.work_left == 0 {
+                break;
+            }
             self.run_actions(actions, frame.to_vec(), in_port, hit, now, out);
         }
     }
@@ -1004,6 +1042,10 @@ impl Switch {
         use v13::port as P;
         let version = self.version;
         let mut emit = |sw: &mut Switch, p: u32| {
+            let live = sw.ports.get(&p).is_some_and(|port| port.is_live());
+            if live && !sw.spend() {
+                return;
+            }
             if let Some(port) = sw.ports.get_mut(&p) {
                 if port.is_live() && port.config & v13::port_config::NO_FWD == 0 {
                     port.tx_packets += 1;

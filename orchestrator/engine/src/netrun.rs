@@ -116,6 +116,12 @@ impl Conn {
     }
 }
 
+/// How long a switch waits for the controller to accept its connection (a
+/// controller that listens but never accepts would otherwise hold sts for
+/// the kernel's SYN retries, two minutes and more). Real time: it bounds
+/// sts's own wait, not anything the controller sees.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Opens one control connection and says HELLO.
 async fn open_conn(
     dpid: u64,
@@ -125,9 +131,21 @@ async fn open_conn(
     in_tx: mpsc::UnboundedSender<Inbound>,
     hello: Bytes,
 ) -> std::io::Result<Conn> {
-    let stream = TcpStream::connect(addr).await.map_err(|e| {
-        std::io::Error::new(e.kind(), format!("switch {dpid} cannot connect to the controller at {addr}: {e}"))
-    })?;
+    let stream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+        Ok(connected) => connected.map_err(|e| {
+            std::io::Error::new(e.kind(), format!("switch {dpid} cannot connect to the controller at {addr}: {e}"))
+        })?,
+        Err(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "switch {dpid} cannot connect to the controller at {addr}: no answer in {} s (it listens but \
+                     does not accept connections)",
+                    CONNECT_TIMEOUT.as_secs()
+                ),
+            ))
+        }
+    };
     stream.set_nodelay(true)?;
     let local_port = stream.local_addr()?.port();
     let (tx, reader) = spawn_connection(stream, dpid, local, epoch, in_tx, Some(hello));

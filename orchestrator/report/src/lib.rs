@@ -45,6 +45,10 @@ pub fn dataplane_event(e: &DataplaneEvent) -> String {
             format!("broadcast storm: one injection caused over {deliveries} deliveries")
         }
         DataplaneEvent::FaultDrop { at } => format!("a frame was dropped by the fault on the link at {at:?}"),
+        DataplaneEvent::WorkBudget { dpid } => format!(
+            "switch {dpid} dropped a frame whose actions exceeded the work budget ({} actions, group buckets and copies)",
+            sts_mocknet::switch::WORK_BUDGET
+        ),
     }
 }
 

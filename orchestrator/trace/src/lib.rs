@@ -248,6 +248,8 @@ pub enum DataplaneReport {
     /// A frame was lost to a dataplane drop fault on the link at `at`
     /// (`s1:2`, or a host name's index `host 0`).
     FaultDrop { at: String },
+    /// A switch dropped a frame whose actions exceeded the work budget.
+    WorkBudget { dpid: u64 },
 }
 
 impl From<&DataplaneEvent> for DataplaneReport {
@@ -257,6 +259,7 @@ impl From<&DataplaneEvent> for DataplaneReport {
                 DataplaneReport::Loop { dpid: *dpid, in_port: *in_port, summary: summary.clone() }
             }
             DataplaneEvent::StepBudget { deliveries } => DataplaneReport::Storm { deliveries: *deliveries },
+            DataplaneEvent::WorkBudget { dpid } => DataplaneReport::WorkBudget { dpid: *dpid },
             DataplaneEvent::FaultDrop { at } => DataplaneReport::FaultDrop {
                 at: match at {
                     Endpoint::Switch { dpid, port } => format!("s{dpid}:{port}"),
@@ -313,6 +316,9 @@ impl DataplaneReportField {
             }
             DataplaneReportField::Typed(DataplaneReport::Storm { deliveries }) => {
                 format!("broadcast storm: over {deliveries} deliveries")
+            }
+            DataplaneReportField::Typed(DataplaneReport::WorkBudget { dpid }) => {
+                format!("s{dpid} dropped a frame whose actions exceeded the work budget")
             }
             DataplaneReportField::Typed(DataplaneReport::FaultDrop { at }) => {
                 format!("frame dropped by the fault at {at}")
