@@ -80,10 +80,16 @@ struct Line<'a> {
 }
 
 /// Creates `path` with the recording header and starts the recorder thread.
+///
+/// The file only ever grows by whole lines: each catch-up is formatted in
+/// memory and appended with one write, and a write that fails (a full disk)
+/// is cut back to the last whole line before the error is returned. A proxy
+/// killed mid-run leaves a file whose every line parses.
 pub fn record_to(path: &Path) -> std::io::Result<(Recording, RecorderHandle)> {
-    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(w, "{RECORDING_HEADER}")?;
-    w.flush()?;
+    let mut file = std::fs::File::create(path)?;
+    let header = format!("{RECORDING_HEADER}\n");
+    file.write_all(header.as_bytes())?;
+    let mut whole = header.len() as u64;
     // Bounded: when the recorder falls this far behind, the relay waits for it
     // (backpressure) rather than queueing without limit. Nothing is dropped.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Recorded>>(RECORDER_BACKLOG);
@@ -91,20 +97,32 @@ pub fn record_to(path: &Path) -> std::io::Result<(Recording, RecorderHandle)> {
     let shared_counter = counter.clone();
     let thread = std::thread::Builder::new().name("sts-recorder".into()).spawn(move || {
         let mut written = 0u64;
+        let mut lines = Vec::with_capacity(1 << 16);
+        let mut append = |lines: &mut Vec<u8>| -> std::io::Result<()> {
+            if let Err(e) = file.write_all(lines) {
+                let _ = file.set_len(whole); // no half line left behind
+                return Err(e);
+            }
+            whole += lines.len() as u64;
+            lines.clear();
+            Ok(())
+        };
         while let Ok(batch) = rx.recv() {
             let mut next = Some(batch);
             while let Some(events) = next {
                 for e in &events {
-                    serde_json::to_writer(&mut w, &Line { event: e, fingerprint: e.fingerprint() })?;
-                    w.write_all(b"\n")?;
+                    serde_json::to_writer(&mut lines, &Line { event: e, fingerprint: e.fingerprint() })?;
+                    lines.push(b'\n');
                     written += 1;
+                }
+                if lines.len() >= 1 << 20 {
+                    append(&mut lines)?;
                 }
                 shared_counter.store(written, std::sync::atomic::Ordering::Relaxed);
                 next = rx.try_recv().ok();
             }
-            w.flush()?; // caught up: make everything so far readable
+            append(&mut lines)?; // caught up: everything so far is in the file
         }
-        w.flush()?;
         Ok(written)
     })?;
     Ok((Recording { tx, written: counter }, RecorderHandle { thread }))
@@ -170,12 +188,16 @@ impl Shared {
 
 /// Binds `listen` and relays every switch connection to `controller` until
 /// the task is dropped, with message times from `now`. Reports the bound
-/// address through `ready`.
+/// address through `ready`. At most `max_switches` switches are relayed at
+/// once (each costs two descriptors): later ones are closed at once, with a
+/// warning, until some leave; a failing `accept` (out of descriptors) is
+/// retried, never fatal.
 pub async fn run(
     listen: SocketAddr,
     controller: SocketAddr,
     record: Option<Recording>,
     policy: Vec<Rule>,
+    max_switches: usize,
     now: Now,
     ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
 ) -> std::io::Result<()> {
@@ -191,12 +213,36 @@ pub async fn run(
         let _ = tx.send(listener.local_addr()?);
     }
     let mut next = 0u64;
+    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut refused = 0u64;
     loop {
-        let (switch, peer) = listener.accept().await?;
+        let (switch, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of descriptors, or a connection reset before it was
+                // taken: wait for some to be freed and go on.
+                tracing::warn!("cannot accept a switch connection: {e}; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if active.load(std::sync::atomic::Ordering::Relaxed) >= max_switches {
+            refused += 1;
+            if refused.is_power_of_two() {
+                tracing::warn!(
+                    "switch {peer} refused: {max_switches} switches are connected already (--max-switches); \
+                     {refused} refused so far"
+                );
+            }
+            drop(switch);
+            continue;
+        }
+        let slot = Slot::take(&active);
         let channel = ChannelId { dpid: next, controller: 0 };
         next += 1;
         let shared = shared.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let ctl = match TcpStream::connect(controller).await {
                 Ok(c) => c,
                 Err(e) => {
@@ -221,6 +267,22 @@ pub async fn run(
                 shared.writers.retain(|(c, _), _| *c != channel);
             }
         });
+    }
+}
+
+/// One relayed switch, counted in `active` while it lives.
+struct Slot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Slot {
+    fn take(active: &Arc<std::sync::atomic::AtomicUsize>) -> Slot {
+        active.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Slot(active.clone())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

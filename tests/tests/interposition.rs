@@ -109,6 +109,7 @@ fn the_standalone_proxy_relays_and_records_a_real_session() {
                 ctl_addr,
                 Some(rec),
                 Vec::new(),
+                64,
                 sts_engine::clock::Clock::start().now_fn(),
                 Some(tx),
             )

@@ -117,6 +117,10 @@ pub enum Command {
         /// connection's order (e.g. flow_mod=200); repeatable.
         #[arg(long, value_name = "TYPE=MS")]
         delay: Vec<String>,
+        /// Switches relayed at once; later ones are refused (closed, with a warning) until some leave.
+        /// Also capped by the open-file limit (two descriptors per switch).
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+        max_switches: u32,
     },
 }
 

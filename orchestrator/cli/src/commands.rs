@@ -39,8 +39,8 @@ pub fn run(cli: Cli) -> u8 {
             };
             minimize(&engine, dir, &opts)
         }
-        Command::Proxy { listen, controller, record, drop, delay } => {
-            proxy(listen, controller, record.as_deref(), drop, delay)
+        Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
+            proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
         }
         Command::Console { .. } | Command::Serve { .. } => {
             eprintln!(
@@ -224,7 +224,14 @@ fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u8 {
     exit::OK
 }
 
-fn proxy(listen: &str, controller: &str, record: Option<&Path>, drop_types: &[String], delay: &[String]) -> u8 {
+fn proxy(
+    listen: &str,
+    controller: &str,
+    record: Option<&Path>,
+    drop_types: &[String],
+    delay: &[String],
+    max_switches: usize,
+) -> u8 {
     use sts_proxy::standalone;
     let policy = match standalone::parse_policy(drop_types, delay) {
         Ok(p) => p,
@@ -264,11 +271,24 @@ fn proxy(listen: &str, controller: &str, record: Option<&Path>, drop_types: &[St
         "sts proxy: switches -> {listen} -> controller {controller}{}",
         record.map_or(String::new(), |p| format!(", recording to {}", p.display()))
     );
+    // Two descriptors per switch, and some to spare for the rest.
+    let fd_limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft as usize);
+    let max_switches = max_switches.min(fd_limit.saturating_sub(64) / 2).max(1);
     let now = sts_engine::clock::Clock::start().now_fn();
     let result = rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (mut term, mut hup) = match (signal(SignalKind::terminate()), signal(SignalKind::hangup())) {
+            (Ok(t), Ok(h)) => (t, h),
+            (Err(e), _) | (_, Err(e)) => return Err(e),
+        };
+        // SIGINT, SIGTERM and SIGHUP all end the proxy the same way: the
+        // recording is finished (every message relayed so far, whole lines).
         tokio::select! {
-            r = standalone::run(listen, controller, recording, policy, now, None) => r,
+            r = standalone::run(listen, controller, recording, policy, max_switches, now, None) => r,
             _ = tokio::signal::ctrl_c() => Ok(()),
+            _ = term.recv() => Ok(()),
+            _ = hup.recv() => Ok(()),
         }
     });
     drop(rt); // ends the relay tasks, and with them every handle on the recording

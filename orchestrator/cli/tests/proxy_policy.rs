@@ -48,6 +48,7 @@ async fn drop_and_delay_rules_apply_and_order_is_kept() {
             ctl_addr,
             None,
             policy,
+            64,
             sts_engine::clock::Clock::start().now_fn(),
             Some(tx),
         )

@@ -83,6 +83,7 @@ fn proxy(target: SocketAddr, rec: Option<sts_proxy::standalone::Recording>) -> S
                     target,
                     rec,
                     Vec::new(),
+                    64,
                     sts_engine::clock::Clock::start().now_fn(),
                     Some(rtx),
                 )
