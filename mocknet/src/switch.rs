@@ -427,7 +427,15 @@ impl Switch {
                         return;
                     }
                 };
-                out.push(Self::reply10(xid, M::StatsReply(v10::StatsReply { flags: 0, body })));
+                let parts = split_reply(body, &|body: &v10::stats::StatsReplyBody| {
+                    let m = M::StatsReply(v10::StatsReply { flags: 0, body: body.clone() });
+                    Message::new(xid, Body::V10(m)).emit().is_ok()
+                });
+                let last = parts.len() - 1;
+                for (i, body) in parts.into_iter().enumerate() {
+                    let flags = if i < last { REPLY_MORE } else { 0 };
+                    out.push(Self::reply10(xid, M::StatsReply(v10::StatsReply { flags, body })));
+                }
             }
             M::QueueGetConfigRequest { port } => {
                 out.push(Self::reply10(xid, M::QueueGetConfigReply { port: *port, queues: vec![] }))
@@ -519,7 +527,17 @@ impl Switch {
                 out.push(Self::reply13(xid, M::QueueGetConfigReply { port: *port, queues: vec![] }))
             }
             M::MultipartRequest(req) => match self.multipart(&req.body, now) {
-                Some(body) => out.push(Self::reply13(xid, M::MultipartReply(v13::MultipartReply { flags: 0, body }))),
+                Some(body) => {
+                    let parts = split_reply(body, &|body: &ReplyBody| {
+                        let m = M::MultipartReply(v13::MultipartReply { flags: 0, body: body.clone() });
+                        Message::new(xid, Body::V13(m)).emit().is_ok()
+                    });
+                    let last = parts.len() - 1;
+                    for (i, body) in parts.into_iter().enumerate() {
+                        let flags = if i < last { REPLY_MORE } else { 0 };
+                        out.push(Self::reply13(xid, M::MultipartReply(v13::MultipartReply { flags, body })));
+                    }
+                }
                 None => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_STAT, raw))),
             },
             M::Experimenter(_) => {
@@ -1210,6 +1228,59 @@ struct Hit {
     /// Groups entered so far: chains deeper than [`MAX_GROUP_DEPTH`] (a group
     /// that reaches itself) drop the frame instead of recursing forever.
     group_depth: u8,
+}
+
+/// OFPMPF_REPLY_MORE (1.3) and OFPSF_REPLY_MORE (1.0): more parts follow.
+const REPLY_MORE: u16 = 1;
+
+/// A statistics or multipart reply body, in one piece or, when its message
+/// would not fit in 65,535 bytes (a thousand flows, a switch with many
+/// ports), cut into parts that each fit, as a real switch sends them (the
+/// caller flags all but the last with REPLY_MORE).
+fn split_reply<B: Splittable>(body: B, fits: &dyn Fn(&B) -> bool) -> Vec<B> {
+    if fits(&body) {
+        return vec![body];
+    }
+    match body.halves() {
+        Ok((a, b)) => {
+            let mut parts = split_reply(a, fits);
+            parts.extend(split_reply(b, fits));
+            parts
+        }
+        // One entry that does not fit alone: the encoder reports it.
+        Err(body) => vec![body],
+    }
+}
+
+/// A reply body made of a list of entries that can be cut in two.
+trait Splittable: Sized {
+    /// The two halves of the list, or the body back when it cannot be cut.
+    fn halves(self) -> Result<(Self, Self), Self>;
+}
+
+macro_rules! halves {
+    ($body:expr, $ty:ident, [$($variant:ident),*]) => {
+        match $body {
+            $($ty::$variant(mut list) if list.len() > 1 => {
+                let back = list.split_off(list.len() / 2);
+                Ok(($ty::$variant(list), $ty::$variant(back)))
+            })*
+            other => Err(other),
+        }
+    };
+}
+
+impl Splittable for ReplyBody {
+    fn halves(self) -> Result<(Self, Self), Self> {
+        halves!(self, ReplyBody, [Flow, Table, PortStats, Queue, Group, GroupDesc, Meter, MeterConfig, PortDesc])
+    }
+}
+
+impl Splittable for v10::stats::StatsReplyBody {
+    fn halves(self) -> Result<(Self, Self), Self> {
+        use v10::stats::StatsReplyBody as B;
+        halves!(self, B, [Flow, Table, Port, Queue])
+    }
 }
 
 /// How deep group actions may chain before the frame is dropped.

@@ -59,13 +59,27 @@ fn node(word: &str, line: usize) -> Result<Node, TopologyFileError> {
         .parse()
         .ok()
         .filter(|&n| n > 0)
-        .ok_or_else(|| err(format!("{word:?}: a node is s<N> (switch) or h<N> (host), N from 1")))?;
+        .ok_or_else(|| err(format!("{}: a node is s<N> (switch) or h<N> (host), N from 1", quote(word))))?;
     match kind {
         "s" if n > MAX_FILE_SWITCHES => Err(err(format!("{word}: switch numbers go up to {MAX_FILE_SWITCHES}"))),
         "s" => Ok(Node::Switch(n)),
         "h" if n > MAX_FILE_SWITCHES => Err(err(format!("{word}: host numbers go up to {MAX_FILE_SWITCHES}"))),
         "h" => Ok(Node::Host(n)),
-        _ => Err(err(format!("{word:?}: a node is s<N> (switch) or h<N> (host), N from 1"))),
+        _ => Err(err(format!("{}: a node is s<N> (switch) or h<N> (host), N from 1", quote(word)))),
+    }
+}
+
+/// Quotes what a line says, at most its first 24 characters up to anything
+/// that cannot be part of a statement or a node name (so a file that is not
+/// a topology at all, say a password file named by mistake or on purpose,
+/// is not echoed into the error).
+fn quote(text: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, ' ' | '_' | '-' | '.' | '#');
+    let shown: String = text.chars().take_while(|&c| safe(c)).take(24).collect();
+    if shown.len() == text.len() {
+        format!("{shown:?}")
+    } else {
+        format!("\"{shown}...\"")
     }
 }
 
@@ -116,10 +130,17 @@ impl Topology {
                     }
                 },
                 ["link", ..] => {
-                    return Err(err(format!("{:?}: a link joins two nodes: `link s1 s2` or `link h1 s1`", raw.trim())))
+                    return Err(err(format!(
+                        "{}: a link joins two nodes: `link s1 s2` or `link h1 s1`",
+                        quote(raw.trim())
+                    )))
                 }
-                ["switch", ..] => return Err(err(format!("{:?}: write one switch per line: `switch s3`", raw.trim()))),
-                [word, ..] => return Err(err(format!("{word:?}: unknown statement (known: link, switch)"))),
+                ["switch", ..] => {
+                    return Err(err(format!("{}: write one switch per line: `switch s3`", quote(raw.trim()))));
+                }
+                [word, ..] => {
+                    return Err(err(format!("{}: unknown statement (known: link, switch)", quote(word))));
+                }
             }
         }
         if max_switch == 0 {
@@ -166,6 +187,14 @@ mod tests {
         let placed: Vec<(&str, u64)> = t.hosts.iter().map(|h| (h.name.as_str(), h.switch)).collect();
         assert_eq!(placed, vec![("h1", 1), ("h2", 1), ("h3", 2)]);
         assert_eq!(t.hosts[2].ip, std::net::Ipv4Addr::new(10, 0, 0, 3));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_topology_is_not_echoed() {
+        let e = Topology::parse("root:x:0:0:secret-hash-here:/root:/bin/bash\n").unwrap_err();
+        assert_eq!(e.line, 1);
+        assert!(!e.message.contains("secret"), "{}", e.message);
+        assert!(e.message.contains("\"root...\": unknown statement"), "{}", e.message);
     }
 
     #[test]

@@ -199,6 +199,30 @@ fn a_relative_experiment_directory_fuzzes_and_minimizes_with_ovs_testcontroller(
     assert!(cwd.join("rel/dir/mcs/report.json").exists(), "{out}");
 }
 
+/// A topology file named with `..` (beside the config's directory, not in
+/// it): the experiment directory gets a copy and points at it, so it replays
+/// from anywhere (it used to name `../topo/...` relative to itself).
+#[test]
+fn a_topology_file_outside_the_config_directory_travels_with_the_experiment() {
+    let root = std::env::temp_dir().join(format!("sts-cli-{}-dotdot", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(root.join("topo")).unwrap();
+    std::fs::create_dir_all(root.join("cfg")).unwrap();
+    std::fs::write(root.join("topo/line.topo"), "link s1 s2\nlink h1 s1\nlink h2 s2\n").unwrap();
+    let config = root.join("cfg/config.toml");
+    std::fs::write(
+        &config,
+        "[network]\ntopology = \"file\"\nfile = \"../topo/line.topo\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n\n[fuzz]\nsteps = 5\n",
+    )
+    .unwrap();
+    let out = root.join("deep/down/exp");
+    let (code, _, err) = sts(&["fuzz", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(matches!(code, 0 | 1), "{err}");
+    assert!(out.join("topology-line.topo").exists(), "the topology file is copied in");
+    let (code, _, err) = sts(&["replay", out.to_str().unwrap()]);
+    assert!(matches!(code, 0 | 1), "the experiment loads and replays: exit {code}\n{err}");
+}
+
 /// A config naming an app file that does not exist is bad input: exit 2,
 /// naming the config's line and field, and no experiment directory is left.
 #[test]

@@ -437,6 +437,10 @@ impl Default for PingallConfig {
 }
 
 /// The largest network a config may describe.
+/// Ports an OpenFlow 1.0 switch can have: its FEATURES_REPLY (at most
+/// 65,535 bytes, a 32-byte header) lists each in 48 bytes.
+pub const MAX_PORTS_10: usize = (65_535 - 32) / 48;
+
 pub const MAX_SWITCHES: u64 = 1_000_000;
 
 /// A config that could not be used: the message names the file, the line and
@@ -470,7 +474,7 @@ impl Config {
         let mut config: Config = toml::from_str(text).map_err(|e| err(describe_toml_error(text, &e)))?;
         config.base_dir = origin.parent().map(Path::to_path_buf).unwrap_or_default();
         config.load_topology_file().map_err(|m| err(at_line_of(text, "file", m)))?;
-        config.validate().map_err(err)?;
+        config.validate().map_err(|m| err(at_field_line(text, m)))?;
         config.check_app_files(text).map_err(err)?;
         Ok(config)
     }
@@ -513,6 +517,42 @@ impl Config {
         }
     }
 
+    /// The config text to keep in an experiment directory, and the files to
+    /// copy beside it ((path in the directory, source)), so that the
+    /// directory loads wherever it is: a topology file named with `..` or an
+    /// absolute path is copied in under its file name and the text points at
+    /// the copy; an app `.py` named with `..` is pointed at by its absolute
+    /// path (copied alone it would lose the modules it imports from beside
+    /// it). The rest of the text is kept as written.
+    pub fn portable(&self, text: &str) -> Result<(String, Vec<(PathBuf, PathBuf)>), String> {
+        let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+        let mut files = self.local_files();
+        let inside = |p: &Path| p.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if let Some(file) = self.network.file.as_deref().map(Path::new).filter(|p| !inside(p)) {
+            // Prefixed: it can be named nothing an experiment directory holds.
+            let name = file
+                .file_name()
+                .map(|n| PathBuf::from(format!("topology-{}", n.to_string_lossy())))
+                .ok_or_else(|| format!("network.file {file:?}: no file name"))?;
+            doc["network"]["file"] = toml_edit::value(name.to_string_lossy().as_ref());
+            files.push((name, self.base_dir.join(file)));
+        }
+        if let Some(controllers) = doc.get_mut("controllers").and_then(|c| c.as_array_of_tables_mut()) {
+            for table in controllers.iter_mut() {
+                let Some(apps) = table.get_mut("apps").and_then(|a| a.as_array_mut()) else { continue };
+                for app in apps.iter_mut() {
+                    let Some(path) = app.as_str().map(PathBuf::from) else { continue };
+                    if path.extension().is_some_and(|e| e == "py") && path.is_relative() && !inside(&path) {
+                        let absolute = std::fs::canonicalize(self.base_dir.join(&path))
+                            .map_err(|e| format!("{}: {e}", path.display()))?;
+                        *app = toml_edit::Value::from(absolute.to_string_lossy().as_ref());
+                    }
+                }
+            }
+        }
+        Ok((doc.to_string(), files))
+    }
+
     /// Files next to the config that a run needs (relative .py apps, the
     /// topology file), as written in the config and as resolved: an
     /// experiment directory keeps a copy of each so it replays on its own.
@@ -546,6 +586,21 @@ impl Config {
         for (i, &s) in n.hosts.iter().flatten().enumerate() {
             if s == 0 || s > switch_count {
                 return Err(format!("network.hosts[{i}] = {s}: no such switch (switches are 1..={switch_count})"));
+            }
+        }
+        if n.openflow == OpenFlowVersion::V10 {
+            // A 1.0 switch lists its ports in its FEATURES_REPLY, one message.
+            let t = self.topology();
+            let mut ports: BTreeMap<u64, usize> = BTreeMap::new();
+            for s in t.hosts.iter().map(|h| h.switch).chain(t.links.iter().flat_map(|&(a, b)| [a, b])) {
+                *ports.entry(s).or_default() += 1;
+            }
+            if let Some((s, count)) = ports.into_iter().find(|&(_, count)| count > MAX_PORTS_10) {
+                return Err(format!(
+                    "network: switch s{s} would have {count} ports; an OpenFlow 1.0 switch describes all its \
+                     ports in one FEATURES_REPLY, which holds at most {MAX_PORTS_10}: use openflow = \"1.3\" \
+                     or fewer hosts per switch"
+                ));
             }
         }
         match n.topology {
@@ -809,13 +864,55 @@ fn at_line_of(text: &str, needle: &str, message: String) -> String {
     }
 }
 
+/// `message` prefixed with the line of the field it starts with
+/// (`network.size: ...`, `fuzz.rates.link_failure = 2: ...`,
+/// `invariants.check[1] = ...`): the field's own line, or, for a field left
+/// out, its table's; as it is when it names no field of `text`.
+fn at_field_line(text: &str, message: String) -> String {
+    let path: String = message.chars().take_while(|c| c.is_ascii_alphanumeric() || "._[]".contains(*c)).collect();
+    match field_line(text, &path) {
+        Some(line) => format!("line {line}: {message}"),
+        None => message,
+    }
+}
+
+/// The line of `path` (`network.size`, `controllers[1].apps`) in `text`, or
+/// of the deepest table on the way that is there.
+fn field_line(text: &str, path: &str) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut item = doc.as_item();
+    let mut span = None;
+    for segment in path.split('.').filter(|s| !s.is_empty()) {
+        let (name, index) = match segment.split_once('[') {
+            Some((name, rest)) => (name, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (segment, None),
+        };
+        let Some(next) = item.get(name) else { break };
+        item = next;
+        if let Some(i) = index {
+            let Some(next) = item.get(i) else { break };
+            item = next;
+        }
+        span = item.span().or_else(|| item.as_table_like().and_then(|_| item.as_table()?.span())).or(span);
+    }
+    let start = span?.start;
+    Some(text[..start].matches('\n').count() + 1)
+}
+
 fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
-    let Some(span) = e.span() else { return e.message().to_string() };
+    // A table or field the config must have, left out: say which.
+    let message = match e.message().strip_prefix("missing field `").and_then(|r| r.strip_suffix('`')) {
+        Some(field @ "network") => {
+            format!("missing field `{field}`: the config needs a [{field}] table (see the top of orchestrator/engine/src/config.rs)")
+        }
+        _ => e.message().to_string(),
+    };
+    let Some(span) = e.span() else { return message };
     let line = text[..span.start].matches('\n').count() + 1;
     match text.lines().nth(line - 1).map(str::trim).filter(|l| !l.is_empty()) {
-        Some(line_text) => format!("line {line}: {} (at `{line_text}`)", e.message()),
+        Some(line_text) => format!("line {line}: {message} (at `{line_text}`)"),
         // A missing table or field has no line of its own.
-        None => e.message().to_string(),
+        None => message,
     }
 }
 
@@ -849,6 +946,67 @@ mod tests {
         assert!(e.contains("line 3") && e.contains("sizee"), "{e}");
         let e = load_str("[network]\ntopology = \"linear\"\n").unwrap_err().to_string();
         assert!(e.contains("controllers"), "{e}");
+    }
+
+    /// More ports on a 1.0 switch than its FEATURES_REPLY can list is the
+    /// config's fault (exit 2), not a handshake that silently fails; the
+    /// limit is where the real encoding stops fitting.
+    #[test]
+    fn a_1_0_switch_with_more_ports_than_its_features_reply_holds_is_refused() {
+        use sts_proxy::wire::{v10, Body, Message, OFP10};
+        let features = |ports: usize| {
+            let mut sw = sts_mocknet::switch::Switch::new(1, OFP10, ports as u32);
+            let req = Message::new(1, Body::V10(v10::Msg::FeaturesRequest));
+            let out = sw.handle(&req.emit().unwrap(), &req, 0);
+            match out.as_slice() {
+                [sts_mocknet::switch::Output::Reply(m)] => m.emit().is_ok(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(features(MAX_PORTS_10), "{MAX_PORTS_10} ports fit");
+        assert!(!features(MAX_PORTS_10 + 1), "one more does not");
+        let hosts = |n: usize| vec!["1"; n].join(", ");
+        let config = |n: usize, of: &str| {
+            format!("[network]\ntopology = \"custom\"\nswitches = 1\nopenflow = \"{of}\"\nhosts = [{}]\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n", hosts(n))
+        };
+        assert!(load_str(&config(MAX_PORTS_10, "1.0")).is_ok());
+        let e = load_str(&config(MAX_PORTS_10 + 1, "1.0")).unwrap_err().to_string();
+        assert!(e.contains("line 1: network: switch s1 would have 1365 ports"), "{e}");
+        assert!(load_str(&config(MAX_PORTS_10 + 1, "1.3")).is_ok(), "1.3 lists ports in multipart replies");
+    }
+
+    /// Errors found after parsing (values out of range, unknown names) name
+    /// their line too, not only their field (they used to name the field alone).
+    #[test]
+    fn validation_errors_name_the_line_of_their_field() {
+        let ctl = "[[controllers]]\nkind = \"ovs-testcontroller\"\n";
+        let cases: &[(String, &str)] = &[
+            (format!("[network]\ntopology = \"fat-tree\"\nsize = 3\n{ctl}"), "line 3: network.size"),
+            (format!("[network]\ntopology = \"linear\"\n{ctl}\n[fuzz]\nstep_ms = 0\n"), "line 7: fuzz.step_ms"),
+            (
+                format!("[network]\ntopology = \"linear\"\n{ctl}[fuzz.rates]\nlink_failure = 2.0\n"),
+                "line 6: fuzz.rates",
+            ),
+            (
+                format!("[network]\ntopology = \"linear\"\n{ctl}[invariants]\ncheck = [\"loop\", \"x\"]\n"),
+                "line 6: invariants.check[1]",
+            ),
+            (
+                format!("[network]\ntopology = \"custom\"\nswitches = 2\nlinks = [[1, 2],\n  [2, 3]]\n{ctl}"),
+                "line 5: network.links[1]",
+            ),
+            (format!("[network]\ntopology = \"linear\"\nsize = 2\nhosts = [1, 5]\n{ctl}"), "line 4: network.hosts[1]"),
+            (
+                format!("[network]\ntopology = \"linear\"\n{ctl}[invariants]\ncheck_every_ms = 0\n"),
+                "line 6: invariants.check_every_ms",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = load_str(text).unwrap_err().to_string();
+            assert!(e.contains(want), "want {want:?} in: {e}\n--- config ---\n{text}");
+        }
+        let e = load_str(ctl).unwrap_err().to_string();
+        assert!(e.contains("needs a [network] table"), "{e}");
     }
 
     #[test]

@@ -35,11 +35,12 @@ pub struct FuzzOutcome {
 /// Creates the experiment directory `out` for a fuzz run of `config` (read
 /// from `config_text`): the config as written, and the files it names.
 pub fn create_experiment(config: &Config, config_text: &str, out: &Path) -> Result<Experiment, RunError> {
-    let exp = Experiment::create(out, config_text).map_err(|e| match e {
+    let (text, files) = config.portable(config_text).map_err(RunError::BadInput)?;
+    let exp = Experiment::create(out, &text).map_err(|e| match e {
         e @ (CreateError::Exists(_) | CreateError::NotADirectory(_)) => RunError::BadInput(e.to_string()),
         e => RunError::Environment(e.to_string()),
     })?;
-    experiment::copy_config_files(config.local_files(), &exp.dir)
+    experiment::copy_config_files(files, &exp.dir)
         .map_err(|e| RunError::Environment(format!("{}: {e}", out.display())))?;
     Ok(exp)
 }
