@@ -27,6 +27,8 @@ use sts_proxy::wire::OFP10;
 
 use crate::header::{s, slot, Cube, Ternary, N, PRESENT};
 
+use sts_mocknet::switch::WORK_BUDGET;
+
 /// How deep group actions may chain (the mock switch's limit).
 const MAX_GROUP_DEPTH: u8 = 8;
 
@@ -352,6 +354,12 @@ pub struct Walker<'m, 'n> {
     /// True if the walk stopped at [`STEP_BUDGET`].
     pub truncated: bool,
     hop: Option<Hop>,
+    /// The (port, rewrites) copies sent out by the rules being applied, the
+    /// innermost from `marks.last()` on. The same copy sent twice ends the
+    /// same way twice, so it is followed once (an entry with 4,000 FLOOD
+    /// outputs is one FLOOD to the analysis).
+    sent: Vec<(u32, Overrides)>,
+    marks: Vec<usize>,
 }
 
 /// What one switch does with a set of packets that every rule treats alike
@@ -386,7 +394,16 @@ impl At<'_> {
 
 impl<'m, 'n> Walker<'m, 'n> {
     pub fn new(model: &'m Model<'n>) -> Walker<'m, 'n> {
-        Walker { model, terminals: Vec::new(), ends: 0, steps: 0, truncated: false, hop: None }
+        Walker {
+            model,
+            terminals: Vec::new(),
+            ends: 0,
+            steps: 0,
+            truncated: false,
+            hop: None,
+            sent: Vec::new(),
+            marks: Vec::new(),
+        }
     }
 
     /// Runs one switch only: `cube` arrives at `dpid` on `in_port`, and
@@ -602,7 +619,19 @@ impl<'m, 'n> Walker<'m, 'n> {
 
     /// Runs actions in order; returns the packets after the last rewrite, or
     /// `None` if the walk ended them (an unmodelled action).
-    fn actions(
+    fn actions(&mut self, at: &At, pkt: Pkt, actions: &[Action], rules: &[RuleRef], group_depth: u8) -> Option<Pkt> {
+        if group_depth > 0 {
+            return self.run_actions(at, pkt, actions, rules, group_depth);
+        }
+        let mark = self.sent.len();
+        self.marks.push(mark);
+        let out = self.run_actions(at, pkt, actions, rules, group_depth);
+        self.marks.pop();
+        self.sent.truncate(mark);
+        out
+    }
+
+    fn run_actions(
         &mut self,
         at: &At,
         mut pkt: Pkt,
@@ -612,7 +641,25 @@ impl<'m, 'n> Walker<'m, 'n> {
     ) -> Option<Pkt> {
         for a in actions {
             match a {
-                Action::Output { port, .. } => self.output(at, pkt.clone(), *port, rules),
+                Action::Output { port, .. } => {
+                    let copy = (*port, pkt.over);
+                    let mark = self.marks.last().copied().unwrap_or(0);
+                    if self.sent[mark..].contains(&copy) {
+                        continue;
+                    }
+                    if self.sent.len() - mark >= WORK_BUDGET {
+                        // The switch drops the rest of such a frame's work.
+                        let node = Self::node(at, rules);
+                        self.end(
+                            pkt,
+                            Outcome::Unmodelled { what: "more copies than a switch makes of one frame" },
+                            Some(node),
+                        );
+                        return None;
+                    }
+                    self.sent.push(copy);
+                    self.output(at, pkt.clone(), *port, rules)
+                }
                 Action::SetField(f, v) => {
                     if let Err(what) = set_field(&mut pkt, *f, *v) {
                         let node = Self::node(at, rules);

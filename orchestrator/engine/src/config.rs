@@ -470,7 +470,10 @@ impl Config {
 
     /// Parses and validates config text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
-        let err = |message: String| ConfigError { path: origin.to_owned(), message };
+        let err = |message: String| ConfigError {
+            path: origin.to_owned(),
+            message: sts_trace::bounded_message(message, 400),
+        };
         let mut config: Config = toml::from_str(text).map_err(|e| err(describe_toml_error(text, &e)))?;
         config.base_dir = origin.parent().map(Path::to_path_buf).unwrap_or_default();
         config.load_topology_file().map_err(|m| err(at_line_of(text, "file", m)))?;

@@ -444,6 +444,19 @@ impl Writer {
     }
 }
 
+/// `message` cut to at most about `max` characters, keeping its start and
+/// its end (where parsers say what they expected): an error that quotes a
+/// hostile input's 100,000-character line stays readable.
+pub fn bounded_message(message: String, max: usize) -> String {
+    let count = message.chars().count();
+    if count <= max {
+        return message;
+    }
+    let head: String = message.chars().take(max / 2).collect();
+    let tail: String = message.chars().skip(count - max / 2).collect();
+    format!("{head} [... {} characters ...] {tail}", count - 2 * (max / 2))
+}
+
 /// A trace that cannot be used: names the file, the line and what is wrong.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}:{line}: {message}")]
@@ -463,7 +476,11 @@ pub struct Trace {
 impl Trace {
     /// Reads and validates a trace file.
     pub fn load(path: &Path) -> Result<Trace, TraceError> {
-        let err = |line: usize, message: String| TraceError { path: path.to_owned(), line, message };
+        let err = |line: usize, message: String| TraceError {
+            path: path.to_owned(),
+            line,
+            message: bounded_message(message, 400),
+        };
         // A trace is a file: not a device, a FIFO or a directory (reading
         // /dev/zero would never end).
         let meta = std::fs::metadata(path).map_err(|e| err(0, format!("cannot read: {e}")))?;
