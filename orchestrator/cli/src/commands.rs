@@ -175,6 +175,7 @@ fn replay(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>, same: 
         trace.externals().len(),
         wanted.as_deref().unwrap_or("any persistent violation")
     );
+    say_commands("replay", &exp.config(), &config);
     let has_internals = trace.records.iter().any(|r| r.internal.is_some());
     if !has_internals {
         eprintln!("sts replay: the trace records no internal events, so divergence is not reported");
@@ -209,7 +210,19 @@ fn replay(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>, same: 
     }
 }
 
+/// An experiment directory's config can name any program as a controller:
+/// replaying a directory someone else wrote runs it. Say so, with the
+/// command, before it runs (docs/reliability.md, "Trust").
+fn say_commands(name: &str, config_path: &Path, config: &Config) {
+    for c in config.controllers.iter().filter(|c| c.kind == sts_engine::config::ControllerKind::Command) {
+        eprintln!("sts {name}: runs `{}` (a command from {})", c.command.join(" "), config_path.display());
+    }
+}
+
 fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u8 {
+    if let Ok(config) = Config::load(&dir.join("config.toml")) {
+        say_commands("minimize", &dir.join("config.toml"), &config);
+    }
     let report = match block_on("minimize", minimize::run(engine, dir, opts)) {
         Ok(r) => r,
         Err(code) => return code,

@@ -436,6 +436,13 @@ fn claim_run_dir(exp: &Experiment, after: u32) -> Result<u32, RunError> {
 pub fn load(dir: &Path) -> Result<(Experiment, Config, Trace), RunError> {
     let exp = Experiment::open(dir);
     let config = Config::load(&exp.config())?;
+    if !exp.trace().exists() && exp.meta().exists() {
+        return Err(RunError::BadInput(format!(
+            "{}: no trace: the run that made this directory ended before its controllers were up, so nothing \
+             was recorded (its config.toml and meta.json are there)",
+            dir.display()
+        )));
+    }
     let trace = Trace::load(&exp.trace()).map_err(|e| RunError::BadInput(e.to_string()))?;
     validate(&config, &trace, &exp.trace())?;
     Ok((exp, config, trace))

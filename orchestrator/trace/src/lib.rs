@@ -457,13 +457,22 @@ pub fn bounded_message(message: String, max: usize) -> String {
     format!("{head} [... {} characters ...] {tail}", count - 2 * (max / 2))
 }
 
-/// A trace that cannot be used: names the file, the line and what is wrong.
+/// A trace that cannot be used: names the file, the line (0: the file as a
+/// whole) and what is wrong.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}:{line}: {message}")]
 pub struct TraceError {
     pub path: PathBuf,
     pub line: usize,
     pub message: String,
+}
+
+impl std::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            0 => write!(f, "{}: {}", self.path.display(), self.message),
+            n => write!(f, "{}:{n}: {}", self.path.display(), self.message),
+        }
+    }
 }
 
 /// A whole trace in memory.
