@@ -223,6 +223,42 @@ fn a_topology_file_outside_the_config_directory_travels_with_the_experiment() {
     assert!(matches!(code, 0 | 1), "the experiment loads and replays: exit {code}\n{err}");
 }
 
+/// A fuzz run killed before its controllers were up leaves its config and
+/// meta.json but no trace: replay says so plainly (it said `trace.jsonl:0`).
+#[test]
+fn a_directory_without_a_trace_is_explained() {
+    let dir = std::env::temp_dir().join(format!("sts-cli-{}-no-trace", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("meta.json"), "{}\n").unwrap();
+    let (code, _, err) = sts(&["replay", dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no trace: the run that made this directory ended before its controllers were up"), "{err}");
+}
+
+/// Replaying a directory runs the programs its config names: sts says
+/// which, before running them.
+#[test]
+fn replay_says_which_commands_the_config_runs() {
+    let dir = experiment(
+        "commands",
+        "{\"format\":\"sts-trace\",\"version\":1}\n{\"seq\":1,\"t_ms\":0,\"external\":{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}\n",
+    );
+    std::fs::write(
+        dir.join("config.toml"),
+        "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"true\", \"{port}\"]\nstart_timeout_ms = 2000\n",
+    )
+    .unwrap();
+    let (code, _, err) = sts(&["replay", dir.to_str().unwrap()]);
+    assert!(err.contains("sts replay: runs `true {port}` (a command from"), "{err}");
+    assert_eq!(code, 3, "the command exits at once: {err}");
+}
+
 /// A config naming an app file that does not exist is bad input: exit 2,
 /// naming the config's line and field, and no experiment directory is left.
 #[test]
