@@ -60,8 +60,8 @@ fn run(session: Session) {
     drop(ctl);
 
     let pcap_path = dir.join("session.pcap");
-    pcap::write(&pcap_path, &sw.log, 40000, addr.port()).unwrap();
-    let theirs = tshark::dissect(&pcap_path, addr.port()).unwrap();
+    pcap::write(&pcap_path, &sw.log).unwrap();
+    let theirs = tshark::dissect(&pcap_path, sts_report::pcap::CONTROLLER_PORT).unwrap();
 
     let mut ours = Vec::new();
     let mut from_controller = Vec::new();

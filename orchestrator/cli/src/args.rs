@@ -88,6 +88,18 @@ pub enum Command {
         #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
         same: Option<String>,
     },
+    /// Write a trace's OpenFlow messages as a pcap, for Wireshark or tshark.
+    ///
+    /// One TCP stream per switch–controller connection, controller port 6653,
+    /// the run's own times. Reads DIR/trace.jsonl, or a replay's or the MCS's
+    /// with DIR/replays/N or DIR/mcs/final/N.
+    Pcap {
+        /// Experiment directory holding the trace.
+        dir: PathBuf,
+        /// Where to write (default DIR/trace.pcap).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Step through a trace interactively (OFRewind-style).
     Console {
         /// Experiment directory holding the trace.
@@ -132,6 +144,7 @@ impl Command {
             Command::Fuzz { .. } => "fuzz",
             Command::Replay { .. } => "replay",
             Command::Minimize { .. } => "minimize",
+            Command::Pcap { .. } => "pcap",
             Command::Console { .. } => "console",
             Command::Serve { .. } => "serve",
             Command::Proxy { .. } => "proxy",

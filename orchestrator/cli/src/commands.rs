@@ -39,6 +39,7 @@ pub fn run(cli: Cli) -> u8 {
             };
             minimize(&engine, dir, &opts)
         }
+        Command::Pcap { dir, out } => pcap(dir, out.as_deref()),
         Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
             proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
         }
@@ -235,6 +236,38 @@ fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u8 {
     print!("{}", sts_report::mcs_summary(&report));
     println!("written to {}", mcs.display());
     exit::OK
+}
+
+fn pcap(dir: &Path, out: Option<&Path>) -> u8 {
+    let path = dir.join("trace.jsonl");
+    let trace = match sts_trace::Trace::load(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sts pcap: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let out = out.map_or_else(|| dir.join("trace.pcap"), Path::to_path_buf);
+    let written = std::fs::File::create(&out)
+        .map(std::io::BufWriter::new)
+        .and_then(|w| sts_report::pcap::write_trace(&trace, w))
+        .and_then(|(written, mut w)| std::io::Write::flush(&mut w).map(|()| written));
+    match written {
+        Ok(w) => {
+            println!("{} OpenFlow messages in {} connections: {}", w.messages, w.connections, out.display());
+            if w.without_bytes > 0 {
+                eprintln!(
+                    "sts pcap: {} messages left out: the trace recorded them without their bytes (trace version 1)",
+                    w.without_bytes
+                );
+            }
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("sts pcap: {}: {e}", out.display());
+            exit::ENVIRONMENT
+        }
+    }
 }
 
 fn proxy(

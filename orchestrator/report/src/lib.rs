@@ -2,7 +2,11 @@
 //! terminal and Markdown for experiment directories, rendered from the
 //! engine's result types and the trace; nothing here runs anything.
 //!
-//! (JUnit, pcap and the HTML space-time view will live here too.)
+//! - [`pcap`]: a trace's OpenFlow messages as a pcap for Wireshark.
+//!
+//! (JUnit and the HTML space-time view will live here too.)
+
+pub mod pcap;
 
 use std::path::Path;
 
