@@ -36,6 +36,9 @@ pub enum Command {
         /// Experiment directory to write (config, seed, trace, logs, violation).
         #[arg(long)]
         out: PathBuf,
+        /// Also write the result as JUnit XML (one test case, failing with the violation), for CI.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Replay a recorded trace and report how often its violation reproduces.
     ///
@@ -57,6 +60,10 @@ pub enum Command {
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).
         #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
         same: Option<String>,
+        /// Also write the result as JUnit XML (one test case per replay: failing when the bug reproduces,
+        /// or, with --expect reproduce, when it does not), for CI.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Delta-debug a failing trace down to a minimal causal sequence (written to DIR/mcs/).
     ///
@@ -87,6 +94,10 @@ pub enum Command {
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).
         #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
         same: Option<String>,
+        /// Also write the result as JUnit XML (one failing test case: the bug, with its minimal causal
+        /// sequence), for CI.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Write a trace's OpenFlow messages as a pcap, for Wireshark or tshark.
     ///

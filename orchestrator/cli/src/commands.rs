@@ -23,11 +23,16 @@ pub fn run(cli: Cli) -> u8 {
     let engine = Engine::new(terminal.clone());
     let code = match &cmd {
         Command::Pingall { config } => pingall(&engine, config),
-        Command::Fuzz { config, out } => fuzz(&engine, config, out),
-        Command::Replay { dir, repeat, expect, same } => {
-            replay(&engine, dir, *repeat, expect.as_deref(), same.as_deref().and_then(|s| s.parse().ok()))
-        }
-        Command::Minimize { dir, replays, jobs, budget, final_replays, peek, same } => {
+        Command::Fuzz { config, out, junit } => fuzz(&engine, config, out, junit.as_deref()),
+        Command::Replay { dir, repeat, expect, same, junit } => replay(
+            &engine,
+            dir,
+            *repeat,
+            expect.as_deref(),
+            same.as_deref().and_then(|s| s.parse().ok()),
+            junit.as_deref(),
+        ),
+        Command::Minimize { dir, replays, jobs, budget, final_replays, peek, same, junit } => {
             let peek = PeekMode::from_name(peek).unwrap_or(PeekMode::Off);
             let opts = minimize::Options {
                 replays: *replays,
@@ -37,7 +42,7 @@ pub fn run(cli: Cli) -> u8 {
                 final_replays: *final_replays,
                 same: same.as_deref().and_then(|s| s.parse().ok()),
             };
-            minimize(&engine, dir, &opts)
+            minimize(&engine, dir, &opts, junit.as_deref())
         }
         Command::Pcap { dir, out } => pcap(dir, out.as_deref()),
         Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
@@ -108,7 +113,16 @@ fn pingall(engine: &Engine, config_path: &Path) -> u8 {
     exit::found(!run.matrix.all_reached())
 }
 
-fn fuzz(engine: &Engine, config_path: &Path, out: &Path) -> u8 {
+/// Writes a JUnit report; a failure to is the environment's (exit 3).
+fn write_junit(name: &str, path: Option<&Path>, report: impl FnOnce() -> quick_junit::Report) -> Result<(), u8> {
+    let Some(path) = path else { return Ok(()) };
+    sts_report::junit::write(path, &report()).map_err(|e| {
+        eprintln!("sts {name}: cannot write the JUnit report {}: {e}", path.display());
+        exit::ENVIRONMENT
+    })
+}
+
+fn fuzz(engine: &Engine, config_path: &Path, out: &Path, junit: Option<&Path>) -> u8 {
     let (config, text) = match load_config("fuzz", config_path) {
         Ok(c) => c,
         Err(code) => return code,
@@ -134,6 +148,11 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path) -> u8 {
     if let Some(clock) = &o.clock {
         eprintln!("{clock}");
     }
+    if let Err(code) =
+        write_junit("fuzz", junit, || sts_report::junit::fuzz(config_path, config.fuzz.seed, &o, &exp.trace()))
+    {
+        return code;
+    }
     match o.violation {
         Some(v) if o.present_from_start => {
             print!("violation present before the first input (no input caused it): {}", sts_report::violation(&v));
@@ -157,7 +176,14 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path) -> u8 {
     }
 }
 
-fn replay(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>, same: Option<Same>) -> u8 {
+fn replay(
+    engine: &Engine,
+    dir: &Path,
+    repeat: u32,
+    expect: Option<&str>,
+    same: Option<Same>,
+    junit: Option<&Path>,
+) -> u8 {
     // Checked before anything starts, so a broken trace costs nothing.
     let (exp, mut config, trace) = match replay::load(dir) {
         Ok(x) => x,
@@ -197,6 +223,11 @@ fn replay(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>, same: 
         wanted.as_deref().unwrap_or("any violation")
     );
     let reproduced = summary.reproduced > 0;
+    if let Err(code) =
+        write_junit("replay", junit, || sts_report::junit::replay(dir, &summary, expect == Some("reproduce")))
+    {
+        return code;
+    }
     match expect {
         Some(want) => {
             let held = (want == "reproduce") == reproduced;
@@ -220,7 +251,7 @@ fn say_commands(name: &str, config_path: &Path, config: &Config) {
     }
 }
 
-fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u8 {
+fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options, junit: Option<&Path>) -> u8 {
     if let Ok(config) = Config::load(&dir.join("config.toml")) {
         say_commands("minimize", &dir.join("config.toml"), &config);
     }
@@ -232,6 +263,9 @@ fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u8 {
     if let Err(e) = sts_report::write_mcs_markdown(&mcs, &report) {
         eprintln!("sts minimize: {}: {e}", mcs.join("report.md").display());
         return exit::ENVIRONMENT;
+    }
+    if let Err(code) = write_junit("minimize", junit, || sts_report::junit::minimize(dir, &report)) {
+        return code;
     }
     print!("{}", sts_report::mcs_summary(&report));
     println!("written to {}", mcs.display());

@@ -2,10 +2,12 @@
 //! terminal and Markdown for experiment directories, rendered from the
 //! engine's result types and the trace; nothing here runs anything.
 //!
-//! - [`pcap`]: a trace's OpenFlow messages as a pcap for Wireshark.
+//! - [`pcap`]: a trace's OpenFlow messages as a pcap for Wireshark;
+//! - [`junit`]: fuzz, replay and minimize results as JUnit XML for CI.
 //!
-//! (JUnit and the HTML space-time view will live here too.)
+//! (The HTML space-time view will live here too.)
 
+pub mod junit;
 pub mod pcap;
 
 use std::path::Path;

@@ -1,0 +1,116 @@
+//! Results as JUnit XML (the Jenkins dialect every CI system reads), written
+//! with `quick-junit`. A bug sts finds is a failing test case whose message
+//! is the violation and whose text is its witness, culprit and, for a
+//! minimization, the minimal causal sequence.
+
+use std::path::Path;
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use sts_engine::fuzz::FuzzOutcome;
+use sts_engine::minimize;
+use sts_engine::replay::Summary;
+use sts_invariants::Violation;
+
+fn failure(v: &Violation, extra: &str) -> TestCaseStatus {
+    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+    if let TestCaseStatus::NonSuccess { message, ty, description, .. } = &mut status {
+        *message = Some(v.summary.clone().into());
+        *ty = Some(v.invariant.name().into());
+        *description = Some(format!("{}{extra}", crate::violation(v)).into());
+    }
+    status
+}
+
+fn case(name: String, classname: &str, status: TestCaseStatus, time: Option<Duration>) -> TestCase {
+    let mut c = TestCase::new(name, status);
+    c.set_classname(classname);
+    if let Some(t) = time {
+        c.set_time(t);
+    }
+    c
+}
+
+/// `sts fuzz`: one test case, failing when a violation was found.
+pub fn fuzz(config: &Path, seed: u64, o: &FuzzOutcome, trace: &Path) -> Report {
+    let name = format!("{} seed {seed}", config.display());
+    let status = match &o.violation {
+        Some(v) => failure(
+            v,
+            &format!(
+                "{}after {} steps ({} inputs); trace: {}\n",
+                if o.present_from_start { "present before the first input; " } else { "" },
+                o.steps,
+                o.inputs,
+                trace.display()
+            ),
+        ),
+        None => TestCaseStatus::success(),
+    };
+    let mut suite = TestSuite::new("sts fuzz");
+    suite.add_test_case(case(name, "sts.fuzz", status, None));
+    let mut report = Report::new("sts");
+    report.add_test_suite(suite);
+    report
+}
+
+/// `sts replay`: one test case per replay. Without an expectation (or
+/// expecting the bug to vanish) a replay that reproduces it fails; expecting
+/// it to reproduce, a replay that does not fails.
+pub fn replay(dir: &Path, s: &Summary, expect_reproduce: bool) -> Report {
+    let mut suite = TestSuite::new(format!("sts replay {}", dir.display()));
+    for r in &s.runs {
+        let status = match (&r.violation, r.reproduced, expect_reproduce) {
+            (Some(v), true, false) => failure(v, &format!("the bug reproduces; trace: {}\n", r.trace.display())),
+            (_, false, true) => {
+                let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                if let TestCaseStatus::NonSuccess { message, .. } = &mut st {
+                    *message =
+                        Some(format!("did not reproduce {}", s.violation.as_deref().unwrap_or("the violation")).into());
+                }
+                st
+            }
+            _ => TestCaseStatus::success(),
+        };
+        suite.add_test_case(case(format!("replay {}", r.run), "sts.replay", status, None));
+    }
+    let mut report = Report::new("sts");
+    report.add_test_suite(suite);
+    report
+}
+
+/// `sts minimize`: one failing test case for the bug, its text the minimal
+/// causal sequence.
+pub fn minimize(dir: &Path, r: &minimize::Report) -> Report {
+    let mcs = if r.mcs.is_empty() {
+        "no input: the violation is present without any\n".to_string()
+    } else {
+        r.mcs.iter().map(|e| format!("  {e}\n")).collect()
+    };
+    let extra = format!(
+        "minimal causal sequence: {} of {} inputs (same bug by {}), reproduces {}/{}\n{mcs}",
+        r.mcs_inputs, r.original_inputs, r.same, r.final_reproduced, r.final_replays
+    );
+    let status = match &r.observed {
+        Some(v) => failure(v, &extra),
+        None => {
+            let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
+            if let TestCaseStatus::NonSuccess { message, description, .. } = &mut st {
+                *message = Some(format!("the sequence did not reproduce {} in its final replays", r.violation).into());
+                *description = Some(extra.into());
+            }
+            st
+        }
+    };
+    let mut suite = TestSuite::new(format!("sts minimize {}", dir.display()));
+    suite.add_test_case(case(r.violation.clone(), "sts.minimize", status, Some(Duration::from_secs_f64(r.seconds))));
+    let mut report = Report::new("sts");
+    report.add_test_suite(suite);
+    report
+}
+
+/// Writes `report` to `path` atomically.
+pub fn write(path: &Path, report: &Report) -> std::io::Result<()> {
+    let xml = report.to_string().map_err(std::io::Error::other)?;
+    sts_trace::dir::write_atomic(path, xml.as_bytes())
+}
