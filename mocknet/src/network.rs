@@ -378,9 +378,25 @@ impl Network {
         } else {
             sw.handle_from(conn, raw, msg, now)
         };
+        // A PACKET_OUT that sends the frame straight back up (output to
+        // CONTROLLER) is the controller talking to itself, not the frame
+        // going round the network: its PACKET_INs count no hop, so a
+        // controller repeating one frame to itself is not called a loop.
+        let to_itself = match &msg.body {
+            Body::V10(v10::Msg::PacketOut(p)) => p
+                .actions
+                .iter()
+                .any(|a| matches!(a, v10::Action::Output { port, .. } if *port == v10::port::CONTROLLER)),
+            Body::V13(v13::Msg::PacketOut(p)) => p
+                .actions
+                .iter()
+                .any(|a| matches!(a, v13::Action::Output { port, .. } if *port == v13::port::CONTROLLER)),
+            _ => false,
+        };
+        let hops = if to_itself { start_hops.saturating_sub(1) } else { start_hops };
         let mut out = Vec::new();
         let mut queue = VecDeque::new();
-        self.route(dpid, outputs, start_hops, now, &mut queue, &mut out);
+        self.route(dpid, outputs, hops, now, &mut queue, &mut out);
         self.run_queue(&mut queue, now, &mut out);
         out
     }
@@ -642,6 +658,33 @@ mod tests {
     fn a_frame_the_controller_resends_periodically_is_not_a_loop() {
         // os-ken's STP root sends the same hello BPDU every 2 s.
         assert!(!controller_relay_reports_loop(2_000));
+    }
+
+    /// A controller sending one frame to itself over and over (PACKET_OUT
+    /// to CONTROLLER, reading nothing) makes no loop in the network; sts
+    /// used to call it one after 32 rounds.
+    #[test]
+    fn a_controller_sending_a_frame_to_itself_is_not_a_loop() {
+        let mut t = Topology::linear(1);
+        t.place_hosts(&[]);
+        let mut net = Network::new(&t, OFP13);
+        let frame = Bytes::from(
+            vec![0xffu8; 6].into_iter().chain([0, 0, 0, 0, 0, 1, 0x88, 0xb5]).chain([0; 46]).collect::<Vec<u8>>(),
+        );
+        for round in 0..100 {
+            let out = Message::new(
+                round as u32,
+                Body::V13(v13::Msg::PacketOut(v13::PacketOut {
+                    buffer_id: v13::NO_BUFFER,
+                    in_port: v13::port::CONTROLLER,
+                    actions: vec![v13::Action::Output { port: v13::port::CONTROLLER, max_len: 0xffff }],
+                    data: frame.clone(),
+                })),
+            );
+            let up = net.handle_controller(1, &out.emit().unwrap(), &out, round);
+            assert_eq!(up.len(), 1, "each comes back as a PACKET_IN");
+        }
+        assert!(net.events.is_empty(), "{:?}", net.events);
     }
 
     fn ping(net: &mut Network, now: Millis) -> (std::net::Ipv4Addr, u16) {
