@@ -111,6 +111,21 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Reports on an experiment: `--shiviz` writes its trace as a ShiViz log (a space-time diagram).
+    ///
+    /// The self-contained HTML report has not landed yet; `--shiviz` writes
+    /// DIR/trace.shiviz (or --out), to open in ShiViz with the regular
+    /// expression it prints.
+    Report {
+        /// Experiment directory holding the trace.
+        dir: PathBuf,
+        /// Write the ShiViz log.
+        #[arg(long)]
+        shiviz: bool,
+        /// Where to write (default DIR/trace.shiviz).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Step through a trace interactively (OFRewind-style).
     Console {
         /// Experiment directory holding the trace.
@@ -156,6 +171,7 @@ impl Command {
             Command::Replay { .. } => "replay",
             Command::Minimize { .. } => "minimize",
             Command::Pcap { .. } => "pcap",
+            Command::Report { .. } => "report",
             Command::Console { .. } => "console",
             Command::Serve { .. } => "serve",
             Command::Proxy { .. } => "proxy",

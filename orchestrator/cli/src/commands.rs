@@ -45,6 +45,7 @@ pub fn run(cli: Cli) -> u8 {
             minimize(&engine, dir, &opts, junit.as_deref())
         }
         Command::Pcap { dir, out } => pcap(dir, out.as_deref()),
+        Command::Report { dir, shiviz, out } => report(dir, *shiviz, out.as_deref()),
         Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
             proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
         }
@@ -270,6 +271,37 @@ fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options, junit: Option
     print!("{}", sts_report::mcs_summary(&report));
     println!("written to {}", mcs.display());
     exit::OK
+}
+
+fn report(dir: &Path, shiviz: bool, out: Option<&Path>) -> u8 {
+    if !shiviz {
+        eprintln!(
+            "sts report: the HTML report has not landed yet; `sts report DIR --shiviz` writes a ShiViz log \
+             (a space-time diagram), `sts pcap DIR` a capture for Wireshark"
+        );
+        return exit::BAD_INPUT;
+    }
+    let trace = match sts_trace::Trace::load(&dir.join("trace.jsonl")) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sts report: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let out = out.map_or_else(|| dir.join("trace.shiviz"), Path::to_path_buf);
+    let written =
+        std::fs::File::create(&out).and_then(|f| sts_report::shiviz::write_trace(&trace, std::io::BufWriter::new(f)));
+    match written {
+        Ok(n) => {
+            println!("{n} events: {}", out.display());
+            println!("open it in ShiViz with the log parsing regular expression: {}", sts_report::shiviz::REGEX);
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("sts report: {}: {e}", out.display());
+            exit::ENVIRONMENT
+        }
+    }
 }
 
 fn pcap(dir: &Path, out: Option<&Path>) -> u8 {

@@ -22,7 +22,7 @@ fn write(name: &str, text: &str) -> std::path::PathBuf {
 fn help_lists_the_contract() {
     let (code, out, _) = sts(&["--help"]);
     assert_eq!(code, 0);
-    for cmd in ["pingall", "fuzz", "replay", "minimize", "pcap", "console", "serve", "proxy"] {
+    for cmd in ["pingall", "fuzz", "replay", "minimize", "pcap", "report", "console", "serve", "proxy"] {
         assert!(out.contains(cmd), "--help lacks {cmd}");
     }
 }

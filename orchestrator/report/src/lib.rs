@@ -3,12 +3,14 @@
 //! engine's result types and the trace; nothing here runs anything.
 //!
 //! - [`pcap`]: a trace's OpenFlow messages as a pcap for Wireshark;
-//! - [`junit`]: fuzz, replay and minimize results as JUnit XML for CI.
+//! - [`junit`]: fuzz, replay and minimize results as JUnit XML for CI;
+//! - [`shiviz`]: a trace as a ShiViz log (a space-time diagram in ShiViz).
 //!
 //! (The HTML space-time view will live here too.)
 
 pub mod junit;
 pub mod pcap;
+pub mod shiviz;
 
 use std::path::Path;
 

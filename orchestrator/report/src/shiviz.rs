@@ -1,0 +1,149 @@
+//! A trace as a ShiViz log, to see a run as a space-time diagram in an
+//! existing visualizer (ShiViz, from the DistributedClocks project).
+//!
+//! One lane ("host" in ShiViz's words) per controller (`c0` ...), per switch
+//! (`s1` ...) and one for sts itself (its inputs and the violation). Each
+//! OpenFlow message is a send on its sender's lane and a receive on the
+//! other's; an input that touches switches or controllers is a message from
+//! `sts` to each of them, so what an input caused follows it in the diagram.
+//! Every event carries a vector clock. The log is pairs of lines, `LANE
+//! {CLOCK}` then the event, which [`REGEX`] parses (paste it into ShiViz's
+//! "log parsing regular expression" box).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use sts_trace::{Direction, External, Internal, Trace};
+
+/// The regular expression ShiViz needs for these logs.
+pub const REGEX: &str = r"(?<host>\S*) (?<clock>{.*})\n(?<event>.*)";
+
+/// The sts lane: inputs and the violation.
+const STS: &str = "sts";
+
+/// Vector clocks, one per lane.
+#[derive(Default)]
+struct Clocks(BTreeMap<String, BTreeMap<String, u64>>);
+
+impl Clocks {
+    /// A local event (or a send) on `lane`: its own entry ticks.
+    fn tick(&mut self, lane: &str) -> String {
+        let clock = self.0.entry(lane.to_string()).or_default();
+        *clock.entry(lane.to_string()).or_default() += 1;
+        serde_json::to_string(clock).expect("a map of counters is JSON")
+    }
+
+    /// A receive on `lane` of what `from` sent at `sent`: merge, then tick.
+    fn receive(&mut self, lane: &str, sent: &BTreeMap<String, u64>) -> String {
+        let clock = self.0.entry(lane.to_string()).or_default();
+        for (k, &v) in sent {
+            let e = clock.entry(k.clone()).or_default();
+            *e = (*e).max(v);
+        }
+        self.tick(lane)
+    }
+
+    fn of(&self, lane: &str) -> BTreeMap<String, u64> {
+        self.0.get(lane).cloned().unwrap_or_default()
+    }
+}
+
+/// The lanes an input acts on directly.
+fn touched(e: &External) -> Vec<String> {
+    let s = |d: u64| format!("s{d}");
+    match e {
+        External::LinkDown { a, b }
+        | External::LinkUp { a, b }
+        | External::DataplaneDrop { a, b }
+        | External::DataplaneDropEnd { a, b }
+        | External::DataplaneDelay { a, b, .. }
+        | External::DataplaneDelayEnd { a, b } => {
+            let mut v = vec![s(a.switch), s(b.switch)];
+            v.dedup();
+            v
+        }
+        External::HostMigrate { from, to, .. } => {
+            let mut v = vec![s(*from), s(*to)];
+            v.dedup();
+            v
+        }
+        External::SwitchDown { switch }
+        | External::SwitchUp { switch }
+        | External::ControlDelay { switch, .. }
+        | External::ControlDelayEnd { switch } => vec![s(*switch)],
+        External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
+            vec![controller.clone()]
+        }
+        External::Ping { .. } | External::Partition { .. } | External::PartitionHeal { .. } => vec![],
+    }
+}
+
+/// Writes `trace` as a ShiViz log into `w`; returns the number of events.
+pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
+    let mut clocks = Clocks::default();
+    let mut events = 0;
+    let mut event = |w: &mut dyn Write, lane: &str, clock: String, text: String| -> std::io::Result<()> {
+        events += 1;
+        // One line per event: newlines in log lines would break the pairs.
+        writeln!(w, "{lane} {clock}\n{}", text.replace(['\n', '\r'], " "))
+    };
+    for r in &trace.records {
+        let t = r.t_ms;
+        if let Some(e) = &r.external {
+            let clock = clocks.tick(STS);
+            event(&mut w, STS, clock, format!("{t} ms: input: {}", e.describe()))?;
+            let sent = clocks.of(STS);
+            for lane in touched(e) {
+                let clock = clocks.receive(&lane, &sent);
+                event(&mut w, &lane, clock, format!("{t} ms: {}", e.describe()))?;
+            }
+        }
+        match &r.internal {
+            Some(Internal::Openflow { dpid, controller, dir, msg, .. }) => {
+                let (sw, ctl) = (format!("s{dpid}"), format!("c{controller}"));
+                let (from, to) = match dir {
+                    Direction::ToController => (sw, ctl),
+                    Direction::ToSwitch => (ctl, sw),
+                };
+                let clock = clocks.tick(&from);
+                event(&mut w, &from, clock, format!("{t} ms: {} to {to}", msg.as_str()))?;
+                let sent = clocks.of(&from);
+                let clock = clocks.receive(&to, &sent);
+                event(&mut w, &to, clock, format!("{t} ms: {} from {from}", msg.as_str()))?;
+            }
+            Some(Internal::Log { controller, line, .. }) => {
+                let clock = clocks.tick(controller);
+                event(&mut w, controller, clock, format!("{t} ms: log: {line}"))?;
+            }
+            Some(Internal::Dataplane(report)) => {
+                let clock = clocks.tick(STS);
+                event(&mut w, STS, clock, format!("{t} ms: dataplane: {}", report.describe()))?;
+            }
+            None => {}
+        }
+        if let Some(v) = &r.violation {
+            let clock = clocks.tick(STS);
+            event(&mut w, STS, clock, format!("{t} ms: violation: {}", v.summary))?;
+        }
+    }
+    w.flush()?;
+    Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receive_knows_everything_its_send_knew() {
+        let mut c = Clocks::default();
+        c.tick("sts");
+        c.tick("c0");
+        let sent = c.of("c0");
+        c.receive("s1", &sent);
+        let s1 = c.of("s1");
+        assert_eq!(s1.get("c0"), Some(&1));
+        assert_eq!(s1.get("s1"), Some(&1));
+        assert_eq!(s1.get("sts"), None, "s1 heard nothing from sts");
+    }
+}
