@@ -111,18 +111,20 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Reports on an experiment: `--shiviz` writes its trace as a ShiViz log (a space-time diagram).
+    /// Write DIR/report/index.html: the run as a space-time diagram (self-contained).
     ///
-    /// The self-contained HTML report has not landed yet; `--shiviz` writes
-    /// DIR/trace.shiviz (or --out), to open in ShiViz with the regular
-    /// expression it prints.
+    /// One lane per controller and switch and one for sts; OpenFlow messages
+    /// as arrows, inputs as dots (the MCS's highlighted when DIR/mcs/ exists),
+    /// the violation in red. `--shiviz` writes DIR/trace.shiviz instead, to
+    /// open in ShiViz with the regular expression it prints. fuzz and minimize
+    /// write the HTML report themselves.
     Report {
         /// Experiment directory holding the trace.
         dir: PathBuf,
-        /// Write the ShiViz log.
+        /// Write the ShiViz log instead of the HTML report.
         #[arg(long)]
         shiviz: bool,
-        /// Where to write (default DIR/trace.shiviz).
+        /// Where to write the ShiViz log (default DIR/trace.shiviz).
         #[arg(long)]
         out: Option<PathBuf>,
     },

@@ -163,6 +163,10 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path, junit: Option<&Path>) -
         Some(v) => {
             print!("violation after {} steps ({} inputs): {}", o.steps, o.inputs, sts_report::violation(&v));
             println!("trace: {}", exp.trace().display());
+            match sts_report::html::write_experiment(&exp.dir) {
+                Ok(path) => println!("space-time diagram: {}", path.display()),
+                Err(e) => eprintln!("sts fuzz: no HTML report: {e}"),
+            }
             exit::VIOLATION
         }
         None => {
@@ -270,16 +274,25 @@ fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options, junit: Option
     }
     print!("{}", sts_report::mcs_summary(&report));
     println!("written to {}", mcs.display());
+    match sts_report::html::write_experiment(dir) {
+        Ok(path) => println!("space-time diagram: {}", path.display()),
+        Err(e) => eprintln!("sts minimize: no HTML report: {e}"),
+    }
     exit::OK
 }
 
 fn report(dir: &Path, shiviz: bool, out: Option<&Path>) -> u8 {
     if !shiviz {
-        eprintln!(
-            "sts report: the HTML report has not landed yet; `sts report DIR --shiviz` writes a ShiViz log \
-             (a space-time diagram), `sts pcap DIR` a capture for Wireshark"
-        );
-        return exit::BAD_INPUT;
+        return match sts_report::html::write_experiment(dir) {
+            Ok(path) => {
+                println!("{}", path.display());
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("sts report: {e}");
+                exit::BAD_INPUT
+            }
+        };
     }
     let trace = match sts_trace::Trace::load(&dir.join("trace.jsonl")) {
         Ok(t) => t,

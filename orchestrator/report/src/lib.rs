@@ -4,10 +4,10 @@
 //!
 //! - [`pcap`]: a trace's OpenFlow messages as a pcap for Wireshark;
 //! - [`junit`]: fuzz, replay and minimize results as JUnit XML for CI;
-//! - [`shiviz`]: a trace as a ShiViz log (a space-time diagram in ShiViz).
-//!
-//! (The HTML space-time view will live here too.)
+//! - [`shiviz`]: a trace as a ShiViz log (a space-time diagram in ShiViz);
+//! - [`html`]: `report/index.html`, a self-contained space-time diagram.
 
+pub mod html;
 pub mod junit;
 pub mod pcap;
 pub mod shiviz;

@@ -1,0 +1,69 @@
+//! The HTML report in a real browser (headless Chromium, installed by
+//! scripts/setup): a fuzzed and minimized experiment's `report/index.html`
+//! has a lane for sts, the controller and every switch, one arrow per
+//! recorded OpenFlow message, the MCS's inputs highlighted and the violation
+//! marked; it renders to a screenshot; its message-type filter hides arrows.
+
+use std::path::Path;
+use std::process::Command;
+
+fn chromium(args: &[&str], page: &Path) -> String {
+    let out = Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium runs (scripts/setup installs it)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn count(dom: &str, needle: &str) -> usize {
+    dom.matches(needle).count()
+}
+
+#[test]
+fn a_minimized_run_renders_as_a_space_time_diagram() {
+    let dir = std::env::temp_dir().join(format!("sts-html-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fuzz-ovs-mesh.toml");
+    let sts = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_sts")).args(args).output().expect("run sts");
+    let fuzz = sts(&["fuzz", "--config", config.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert_eq!(fuzz.status.code(), Some(1), "{}", String::from_utf8_lossy(&fuzz.stderr));
+    assert!(dir.join("report/index.html").exists(), "fuzz writes the report");
+    let min = sts(&["minimize", dir.to_str().unwrap(), "--final-replays", "1"]);
+    assert!(min.status.success(), "{}", String::from_utf8_lossy(&min.stderr));
+    let page = dir.join("report/index.html");
+
+    let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+    let messages = count(&trace, r#""type":"openflow""#);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("mcs/report.json")).unwrap()).unwrap();
+    let mcs_inputs = report["mcs_inputs"].as_u64().unwrap() as usize;
+
+    let dom = chromium(&["--dump-dom"], &page);
+    for lane in ["sts", "c0", "s1", "s2", "s3", "s4"] {
+        assert!(dom.contains(&format!(r#"data-lane="{lane}""#)), "a lane for {lane}");
+    }
+    assert_eq!(count(&dom, r#"<line class="msg "#), messages, "one arrow per OpenFlow message");
+    assert_eq!(count(&dom, r#"<circle class="input mcs""#), mcs_inputs, "the MCS's inputs highlighted");
+    assert!(count(&dom, r#"<circle class="input""#) > mcs_inputs, "the other inputs drawn plainly");
+    assert_eq!(count(&dom, r#"class="violation""#), 1, "the violation marked");
+    assert!(dom.contains(r#"id="mcs""#) && dom.contains("minimal causal sequence: 1 of"), "the MCS said");
+
+    // The filter: a page whose script unticks packet_in hides those arrows.
+    let unticked = std::fs::read_to_string(&page).unwrap().replace(
+        "</script></body>",
+        "document.querySelector('input[data-type=packet_in]').click();\
+         document.body.dataset.hidden=getComputedStyle(document.querySelector('.t-packet_in')).display;</script></body>",
+    );
+    let probe = dir.join("report/probe.html");
+    std::fs::write(&probe, unticked).unwrap();
+    let dom = chromium(&["--dump-dom"], &probe);
+    assert!(dom.contains(r#"data-hidden="none""#), "unticking packet_in hides its arrows");
+
+    let shot = dir.join("report/screenshot.png");
+    chromium(&["--window-size=1100,1400", &format!("--screenshot={}", shot.display())], &page);
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a real picture ({} bytes)", png.len());
+}

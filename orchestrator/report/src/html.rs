@@ -1,0 +1,292 @@
+//! `DIR/report/index.html`: one self-contained page (inline SVG, CSS and a
+//! little JavaScript; nothing fetched) showing a run as a space-time diagram.
+//!
+//! One vertical lane per actor: `sts` (its inputs and the violation), each
+//! controller, each switch. Each trace record is a row, top to bottom in the
+//! trace's order; an OpenFlow message is an arrow from its sender's lane to
+//! its receiver's, an input a dot on the `sts` lane with arrows to what it
+//! touches, a controller's log line a tick on its lane, the violation a red
+//! band. With a minimization in `DIR/mcs/`, the inputs of the minimal causal
+//! sequence are highlighted. Message types can be hidden, the diagram zoomed;
+//! hovering shows an element's record. Past [`MAX_ROWS`] records the page
+//! says it stops drawing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use sts_trace::{Direction, External, Internal, Trace};
+
+/// Records drawn at most; the page says when it stops.
+pub const MAX_ROWS: usize = 20_000;
+
+const ROW: usize = 7;
+const LANE: usize = 90;
+const TOP: usize = 40;
+const LEFT: usize = 60;
+
+/// What a minimization found, as far as the page needs it.
+#[derive(Debug, Default, Clone)]
+pub struct Mcs {
+    /// The original trace's `seq` of each input kept.
+    pub seqs: BTreeSet<u64>,
+    /// One line: "2 of 41 inputs ...".
+    pub summary: String,
+}
+
+impl Mcs {
+    /// Reads `mcs/report.json` (written by `sts minimize`).
+    pub fn from_report_json(text: &str) -> Option<Mcs> {
+        let v: serde_json::Value = serde_json::from_str(text).ok()?;
+        let seqs = v["events"].as_array()?.iter().filter_map(|e| e["seq"].as_u64()).collect();
+        let summary = format!(
+            "minimal causal sequence: {} of {} inputs, reproducing {}/{} ({})",
+            v["mcs_inputs"].as_u64()?,
+            v["original_inputs"].as_u64()?,
+            v["final_reproduced"].as_u64().unwrap_or(0),
+            v["final_replays"].as_u64().unwrap_or(0),
+            v["violation"].as_str().unwrap_or("")
+        );
+        Some(Mcs { seqs, summary })
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The lanes an input acts on.
+fn touched(e: &External) -> Vec<String> {
+    let s = |d: u64| format!("s{d}");
+    match e {
+        External::LinkDown { a, b }
+        | External::LinkUp { a, b }
+        | External::DataplaneDrop { a, b }
+        | External::DataplaneDropEnd { a, b }
+        | External::DataplaneDelay { a, b, .. }
+        | External::DataplaneDelayEnd { a, b } => vec![s(a.switch), s(b.switch)],
+        External::HostMigrate { from, to, .. } => vec![s(*from), s(*to)],
+        External::SwitchDown { switch }
+        | External::SwitchUp { switch }
+        | External::ControlDelay { switch, .. }
+        | External::ControlDelayEnd { switch } => vec![s(*switch)],
+        External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
+            vec![controller.clone()]
+        }
+        External::Ping { .. } | External::Partition { .. } | External::PartitionHeal { .. } => vec![],
+    }
+}
+
+/// The lanes of `trace`, left to right: sts, controllers, switches.
+fn lanes(trace: &Trace) -> Vec<String> {
+    let mut controllers = BTreeSet::new();
+    let mut switches = BTreeSet::new();
+    for r in &trace.records {
+        match &r.internal {
+            Some(Internal::Openflow { dpid, controller, .. }) => {
+                switches.insert(*dpid);
+                controllers.insert(*controller);
+            }
+            Some(Internal::Log { controller, .. }) => {
+                if let Some(n) = controller.strip_prefix('c').and_then(|n| n.parse::<usize>().ok()) {
+                    controllers.insert(n);
+                }
+            }
+            _ => {}
+        }
+        if let Some(e) = &r.external {
+            for lane in touched(e) {
+                if let Some(n) = lane.strip_prefix('s').and_then(|n| n.parse::<u64>().ok()) {
+                    switches.insert(n);
+                }
+            }
+        }
+    }
+    std::iter::once("sts".to_string())
+        .chain(controllers.into_iter().map(|c| format!("c{c}")))
+        .chain(switches.into_iter().map(|s| format!("s{s}")))
+        .collect()
+}
+
+/// The page for `trace` (titled `title`), with the minimization's inputs
+/// highlighted when `mcs` is given.
+pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
+    let lanes = lanes(trace);
+    let x: BTreeMap<&str, usize> = lanes.iter().enumerate().map(|(i, l)| (l.as_str(), LEFT + i * LANE)).collect();
+    let shown = trace.records.len().min(MAX_ROWS);
+    let height = TOP + shown * ROW + 40;
+    let width = LEFT + lanes.len() * LANE;
+    let mut svg = String::with_capacity(shown * 160);
+    let mut types: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut messages = 0usize;
+    let _ = write!(
+        svg,
+        r#"<svg id="diagram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">"#
+    );
+    svg.push_str(
+        r#"<defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="5" markerHeight="5" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="rgb(68,85,102)"/></marker></defs>"#,
+    );
+    for (lane, &lx) in &x {
+        let _ = write!(
+            svg,
+            r#"<line class="lane" data-lane="{lane}" x1="{lx}" y1="{}" x2="{lx}" y2="{height}"/><text class="label" x="{lx}" y="{}">{lane}</text>"#,
+            TOP - 12,
+            TOP - 18
+        );
+    }
+    let mut violation_text = None;
+    for (row, r) in trace.records.iter().take(shown).enumerate() {
+        let y = TOP + row * ROW;
+        let title = |what: &str| format!("<title>seq {} at {} ms: {}</title>", r.seq, r.t_ms, esc(what));
+        if let Some(e) = &r.external {
+            let kept = mcs.is_some_and(|m| m.seqs.contains(&r.seq));
+            let class = if kept { "input mcs" } else { "input" };
+            let what = format!("input: {}{}", e.describe(), if kept { " (in the MCS)" } else { "" });
+            let sx = x["sts"];
+            for lane in touched(e) {
+                if let Some(&tx) = x.get(lane.as_str()) {
+                    let _ = write!(
+                        svg,
+                        r#"<line class="{class}" x1="{sx}" y1="{y}" x2="{tx}" y2="{}" marker-end="url(#arrow)">{}</line>"#,
+                        y + 3,
+                        title(&what)
+                    );
+                }
+            }
+            let _ = write!(svg, r#"<circle class="{class}" cx="{sx}" cy="{y}" r="4">{}</circle>"#, title(&what));
+        }
+        match &r.internal {
+            Some(Internal::Openflow { dpid, controller, dir, msg, .. }) => {
+                let (sw, ctl) = (format!("s{dpid}"), format!("c{controller}"));
+                let (from, to) = match dir {
+                    Direction::ToController => (sw, ctl),
+                    Direction::ToSwitch => (ctl, sw),
+                };
+                let t = msg.as_str();
+                *types.entry(t).or_default() += 1;
+                messages += 1;
+                let _ = write!(
+                    svg,
+                    r#"<line class="msg t-{t}" x1="{}" y1="{y}" x2="{}" y2="{}" marker-end="url(#arrow)">{}</line>"#,
+                    x[from.as_str()],
+                    x[to.as_str()],
+                    y + 3,
+                    title(&format!("{t}: {from} → {to}"))
+                );
+            }
+            Some(Internal::Log { controller, line, .. }) => {
+                if let Some(&cx) = x.get(controller.as_str()) {
+                    let _ = write!(
+                        svg,
+                        r#"<line class="log" x1="{}" y1="{y}" x2="{}" y2="{y}">{}</line>"#,
+                        cx - 5,
+                        cx + 5,
+                        title(&format!("{controller} log: {line}"))
+                    );
+                }
+            }
+            Some(Internal::Dataplane(report)) => {
+                let _ = write!(
+                    svg,
+                    r#"<rect class="dataplane" x="{}" y="{}" width="8" height="5">{}</rect>"#,
+                    x["sts"] - 4,
+                    y - 2,
+                    title(&format!("dataplane: {}", report.describe()))
+                );
+            }
+            None => {}
+        }
+        if let Some(v) = &r.violation {
+            violation_text = Some(crate::violation(v));
+            let _ = write!(
+                svg,
+                r#"<rect class="violation" x="0" y="{}" width="{width}" height="5">{}</rect>"#,
+                y - 2,
+                title(&format!("violation: {}", v.summary))
+            );
+        }
+    }
+    svg.push_str("</svg>");
+
+    let mut html = String::with_capacity(svg.len() + 8192);
+    let _ = write!(
+        html,
+        r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>sts: {t}</title><style>{css}</style></head><body>"#,
+        t = esc(title),
+        css = CSS
+    );
+    let _ = write!(html, "<h1>{}</h1>", esc(title));
+    let _ = write!(
+        html,
+        r#"<p id="counts">{} records, {} OpenFlow messages, {} lanes</p>"#,
+        trace.records.len(),
+        messages,
+        lanes.len()
+    );
+    if trace.records.len() > shown {
+        let _ = write!(
+            html,
+            r#"<p id="truncated" class="warn">Drawing stops after {shown} of {} records (the rest is in the trace).</p>"#,
+            trace.records.len()
+        );
+    }
+    if let Some(v) = &violation_text {
+        let _ = write!(html, r#"<h2>Violation</h2><pre id="violation">{}</pre>"#, esc(v));
+    }
+    if let Some(m) = mcs {
+        let _ = write!(html, r#"<p id="mcs" class="mcs-note">{} (highlighted)</p>"#, esc(&m.summary));
+    }
+    html.push_str(
+        r#"<div id="controls"><button id="zoom-in">zoom in</button><button id="zoom-out">zoom out</button> show:"#,
+    );
+    for (t, n) in &types {
+        let _ = write!(html, r#" <label><input type="checkbox" checked data-type="{t}">{t} ({n})</label>"#);
+    }
+    html.push_str(r#"</div><div id="view">"#);
+    html.push_str(&svg);
+    html.push_str("</div><script>");
+    html.push_str(SCRIPT);
+    html.push_str("</script></body></html>\n");
+    html
+}
+
+const CSS: &str = "body{font:13px system-ui,sans-serif;margin:16px;color:#222}h1{font-size:18px}h2{font-size:15px}\
+pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{color:#b25000;font-weight:bold}\
+#controls{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #ccc;z-index:1}\
+#view{overflow:auto}\
+.lane{stroke:#bbb;stroke-width:1}.label{font:bold 12px sans-serif;text-anchor:middle;fill:#333}\
+.msg{stroke:#456;stroke-width:1}.msg:hover{stroke:#06c;stroke-width:3}\
+.input{stroke:#888;fill:#888;stroke-width:1.5}.input.mcs{stroke:#e07000;fill:#e07000;stroke-width:3}\
+.log{stroke:#9a6;stroke-width:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}";
+
+const SCRIPT: &str = r#"
+(function(){
+  var svg=document.getElementById('diagram'), zoom=1, css=document.createElement('style');
+  document.head.appendChild(css);
+  function hidden(){
+    var rules=[];
+    document.querySelectorAll('#controls input[data-type]').forEach(function(c){
+      if(!c.checked) rules.push('.t-'+c.dataset.type+'{display:none}');
+    });
+    css.textContent=rules.join('');
+  }
+  document.querySelectorAll('#controls input[data-type]').forEach(function(c){c.addEventListener('change',hidden);});
+  var w=+svg.getAttribute('width'), h=+svg.getAttribute('height');
+  function setZoom(z){zoom=Math.max(0.1,Math.min(8,z));svg.setAttribute('width',w*zoom);svg.setAttribute('height',h*zoom);}
+  document.getElementById('zoom-in').onclick=function(){setZoom(zoom*1.5);};
+  document.getElementById('zoom-out').onclick=function(){setZoom(zoom/1.5);};
+})();
+"#;
+
+/// Writes `dir/report/index.html` for the experiment in `dir` (its trace,
+/// and its minimization when `dir/mcs/report.json` exists); returns the path.
+pub fn write_experiment(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    let trace = Trace::load(&dir.join("trace.jsonl")).map_err(|e| e.to_string())?;
+    let mcs = std::fs::read_to_string(dir.join("mcs").join("report.json")).ok().and_then(|t| Mcs::from_report_json(&t));
+    let title = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let out = dir.join("report");
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let path = out.join("index.html");
+    sts_trace::dir::write_atomic(&path, page(&title, &trace, mcs.as_ref()).as_bytes())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
