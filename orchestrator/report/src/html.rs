@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use sts_trace::{Direction, External, Internal, Trace};
 
 /// Records drawn at most; the page says when it stops.
-pub const MAX_ROWS: usize = 20_000;
+pub const MAX_ROWS: usize = 100_000;
 
 const ROW: usize = 7;
 const LANE: usize = 90;
@@ -136,7 +136,9 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
     let mut violation_text = None;
     for (row, r) in trace.records.iter().take(shown).enumerate() {
         let y = TOP + row * ROW;
-        let title = |what: &str| format!("<title>seq {} at {} ms: {}</title>", r.seq, r.t_ms, esc(what));
+        // Shown on hover by the page's script (an attribute, not a <title>
+        // element: half the DOM nodes on a 100,000-record page).
+        let title = |what: &str| format!(r#" data-t="seq {} at {} ms: {}""#, r.seq, r.t_ms, esc(what));
         if let Some(e) = &r.external {
             let kept = mcs.is_some_and(|m| m.seqs.contains(&r.seq));
             let class = if kept { "input mcs" } else { "input" };
@@ -146,13 +148,13 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
                 if let Some(&tx) = x.get(lane.as_str()) {
                     let _ = write!(
                         svg,
-                        r#"<line class="{class}" x1="{sx}" y1="{y}" x2="{tx}" y2="{}" marker-end="url(#arrow)">{}</line>"#,
+                        r#"<line class="{class}" x1="{sx}" y1="{y}" x2="{tx}" y2="{}" marker-end="url(#arrow)"{}/>"#,
                         y + 3,
                         title(&what)
                     );
                 }
             }
-            let _ = write!(svg, r#"<circle class="{class}" cx="{sx}" cy="{y}" r="4">{}</circle>"#, title(&what));
+            let _ = write!(svg, r#"<circle class="{class}" cx="{sx}" cy="{y}" r="4"{}/>"#, title(&what));
         }
         match &r.internal {
             Some(Internal::Openflow { dpid, controller, dir, msg, .. }) => {
@@ -166,7 +168,7 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
                 messages += 1;
                 let _ = write!(
                     svg,
-                    r#"<line class="msg t-{t}" x1="{}" y1="{y}" x2="{}" y2="{}" marker-end="url(#arrow)">{}</line>"#,
+                    r#"<line class="msg t-{t}" x1="{}" y1="{y}" x2="{}" y2="{}" marker-end="url(#arrow)"{}/>"#,
                     x[from.as_str()],
                     x[to.as_str()],
                     y + 3,
@@ -177,7 +179,7 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
                 if let Some(&cx) = x.get(controller.as_str()) {
                     let _ = write!(
                         svg,
-                        r#"<line class="log" x1="{}" y1="{y}" x2="{}" y2="{y}">{}</line>"#,
+                        r#"<line class="log" x1="{}" y1="{y}" x2="{}" y2="{y}"{}/>"#,
                         cx - 5,
                         cx + 5,
                         title(&format!("{controller} log: {line}"))
@@ -187,7 +189,7 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
             Some(Internal::Dataplane(report)) => {
                 let _ = write!(
                     svg,
-                    r#"<rect class="dataplane" x="{}" y="{}" width="8" height="5">{}</rect>"#,
+                    r#"<rect class="dataplane" x="{}" y="{}" width="8" height="5"{}/>"#,
                     x["sts"] - 4,
                     y - 2,
                     title(&format!("dataplane: {}", report.describe()))
@@ -199,7 +201,7 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
             violation_text = Some(crate::violation(v));
             let _ = write!(
                 svg,
-                r#"<rect class="violation" x="0" y="{}" width="{width}" height="5">{}</rect>"#,
+                r#"<rect class="violation" x="0" y="{}" width="{width}" height="5"{}/>"#,
                 y - 2,
                 title(&format!("violation: {}", v.summary))
             );
@@ -241,7 +243,7 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
     for (t, n) in &types {
         let _ = write!(html, r#" <label><input type="checkbox" checked data-type="{t}">{t} ({n})</label>"#);
     }
-    html.push_str(r#"</div><div id="view">"#);
+    html.push_str(r#"</div><div id="tip"></div><div id="view">"#);
     html.push_str(&svg);
     html.push_str("</div><script>");
     html.push_str(SCRIPT);
@@ -256,7 +258,7 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 .lane{stroke:#bbb;stroke-width:1}.label{font:bold 12px sans-serif;text-anchor:middle;fill:#333}\
 .msg{stroke:#456;stroke-width:1}.msg:hover{stroke:#06c;stroke-width:3}\
 .input{stroke:#888;fill:#888;stroke-width:1.5}.input.mcs{stroke:#e07000;fill:#e07000;stroke-width:3}\
-.log{stroke:#9a6;stroke-width:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}";
+.log{stroke:#9a6;stroke-width:2}#tip{position:fixed;right:12px;top:12px;max-width:45%;background:#ffd;border:1px solid #cc9;padding:4px 8px;display:none;z-index:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}";
 
 const SCRIPT: &str = r#"
 (function(){
@@ -272,6 +274,10 @@ const SCRIPT: &str = r#"
   document.querySelectorAll('#controls input[data-type]').forEach(function(c){c.addEventListener('change',hidden);});
   var w=+svg.getAttribute('width'), h=+svg.getAttribute('height');
   function setZoom(z){zoom=Math.max(0.1,Math.min(8,z));svg.setAttribute('width',w*zoom);svg.setAttribute('height',h*zoom);}
+  var tip=document.getElementById('tip');
+  svg.addEventListener('mouseover',function(e){var t=e.target.getAttribute&&e.target.getAttribute('data-t');
+    if(t){tip.textContent=t;tip.style.display='block';}});
+  svg.addEventListener('mouseout',function(){tip.style.display='none';});
   document.getElementById('zoom-in').onclick=function(){setZoom(zoom*1.5);};
   document.getElementById('zoom-out').onclick=function(){setZoom(zoom/1.5);};
 })();
