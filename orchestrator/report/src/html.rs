@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use sts_trace::{Direction, External, Internal, Trace};
+use sts_trace::{Internal, Trace};
 
 /// Records drawn at most; the page says when it stops.
 pub const MAX_ROWS: usize = 100_000;
@@ -54,28 +54,6 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// The lanes an input acts on.
-fn touched(e: &External) -> Vec<String> {
-    let s = |d: u64| format!("s{d}");
-    match e {
-        External::LinkDown { a, b }
-        | External::LinkUp { a, b }
-        | External::DataplaneDrop { a, b }
-        | External::DataplaneDropEnd { a, b }
-        | External::DataplaneDelay { a, b, .. }
-        | External::DataplaneDelayEnd { a, b } => vec![s(a.switch), s(b.switch)],
-        External::HostMigrate { from, to, .. } => vec![s(*from), s(*to)],
-        External::SwitchDown { switch }
-        | External::SwitchUp { switch }
-        | External::ControlDelay { switch, .. }
-        | External::ControlDelayEnd { switch } => vec![s(*switch)],
-        External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
-            vec![controller.clone()]
-        }
-        External::Ping { .. } | External::Partition { .. } | External::PartitionHeal { .. } => vec![],
-    }
-}
-
 /// The lanes of `trace`, left to right: sts, controllers, switches.
 fn lanes(trace: &Trace) -> Vec<String> {
     let mut controllers = BTreeSet::new();
@@ -94,7 +72,7 @@ fn lanes(trace: &Trace) -> Vec<String> {
             _ => {}
         }
         if let Some(e) = &r.external {
-            for lane in touched(e) {
+            for lane in e.touches() {
                 if let Some(n) = lane.strip_prefix('s').and_then(|n| n.parse::<u64>().ok()) {
                     switches.insert(n);
                 }
@@ -144,7 +122,7 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
             let class = if kept { "input mcs" } else { "input" };
             let what = format!("input: {}{}", e.describe(), if kept { " (in the MCS)" } else { "" });
             let sx = x["sts"];
-            for lane in touched(e) {
+            for lane in e.touches() {
                 if let Some(&tx) = x.get(lane.as_str()) {
                     let _ = write!(
                         svg,
@@ -157,12 +135,8 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
             let _ = write!(svg, r#"<circle class="{class}" cx="{sx}" cy="{y}" r="4"{}/>"#, title(&what));
         }
         match &r.internal {
-            Some(Internal::Openflow { dpid, controller, dir, msg, .. }) => {
-                let (sw, ctl) = (format!("s{dpid}"), format!("c{controller}"));
-                let (from, to) = match dir {
-                    Direction::ToController => (sw, ctl),
-                    Direction::ToSwitch => (ctl, sw),
-                };
+            Some(i @ Internal::Openflow { msg, .. }) => {
+                let (from, to) = i.sender_receiver().expect("an OpenFlow message has two ends");
                 let t = msg.as_str();
                 *types.entry(t).or_default() += 1;
                 messages += 1;

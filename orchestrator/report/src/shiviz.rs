@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use sts_trace::{Direction, External, Internal, Trace};
+use sts_trace::{Internal, Trace};
 
 /// The regular expression ShiViz needs for these logs.
 pub const REGEX: &str = r"(?<host>\S*) (?<clock>{.*})\n(?<event>.*)";
@@ -48,36 +48,6 @@ impl Clocks {
     }
 }
 
-/// The lanes an input acts on directly.
-fn touched(e: &External) -> Vec<String> {
-    let s = |d: u64| format!("s{d}");
-    match e {
-        External::LinkDown { a, b }
-        | External::LinkUp { a, b }
-        | External::DataplaneDrop { a, b }
-        | External::DataplaneDropEnd { a, b }
-        | External::DataplaneDelay { a, b, .. }
-        | External::DataplaneDelayEnd { a, b } => {
-            let mut v = vec![s(a.switch), s(b.switch)];
-            v.dedup();
-            v
-        }
-        External::HostMigrate { from, to, .. } => {
-            let mut v = vec![s(*from), s(*to)];
-            v.dedup();
-            v
-        }
-        External::SwitchDown { switch }
-        | External::SwitchUp { switch }
-        | External::ControlDelay { switch, .. }
-        | External::ControlDelayEnd { switch } => vec![s(*switch)],
-        External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
-            vec![controller.clone()]
-        }
-        External::Ping { .. } | External::Partition { .. } | External::PartitionHeal { .. } => vec![],
-    }
-}
-
 /// Writes `trace` as a ShiViz log into `w`; returns the number of events.
 pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
     let mut clocks = Clocks::default();
@@ -93,18 +63,14 @@ pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
             let clock = clocks.tick(STS);
             event(&mut w, STS, clock, format!("{t} ms: input: {}", e.describe()))?;
             let sent = clocks.of(STS);
-            for lane in touched(e) {
+            for lane in e.touches() {
                 let clock = clocks.receive(&lane, &sent);
                 event(&mut w, &lane, clock, format!("{t} ms: {}", e.describe()))?;
             }
         }
         match &r.internal {
-            Some(Internal::Openflow { dpid, controller, dir, msg, .. }) => {
-                let (sw, ctl) = (format!("s{dpid}"), format!("c{controller}"));
-                let (from, to) = match dir {
-                    Direction::ToController => (sw, ctl),
-                    Direction::ToSwitch => (ctl, sw),
-                };
+            Some(i @ Internal::Openflow { msg, .. }) => {
+                let (from, to) = i.sender_receiver().expect("an OpenFlow message has two ends");
                 let clock = clocks.tick(&from);
                 event(&mut w, &from, clock, format!("{t} ms: {} to {to}", msg.as_str()))?;
                 let sent = clocks.of(&from);

@@ -111,6 +111,32 @@ pub enum External {
 }
 
 impl External {
+    /// The switches (`s1`) and controllers (`c0`) the input acts on
+    /// directly, in order, without repeats (a ping and a partition act on
+    /// hosts and relays, none of these).
+    pub fn touches(&self) -> Vec<String> {
+        let s = |d: u64| format!("s{d}");
+        let mut v = match self {
+            External::LinkDown { a, b }
+            | External::LinkUp { a, b }
+            | External::DataplaneDrop { a, b }
+            | External::DataplaneDropEnd { a, b }
+            | External::DataplaneDelay { a, b, .. }
+            | External::DataplaneDelayEnd { a, b } => vec![s(a.switch), s(b.switch)],
+            External::HostMigrate { from, to, .. } => vec![s(*from), s(*to)],
+            External::SwitchDown { switch }
+            | External::SwitchUp { switch }
+            | External::ControlDelay { switch, .. }
+            | External::ControlDelayEnd { switch } => vec![s(*switch)],
+            External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
+                vec![controller.clone()]
+            }
+            External::Ping { .. } | External::Partition { .. } | External::PartitionHeal { .. } => vec![],
+        };
+        v.dedup();
+        v
+    }
+
     /// A short name for progress lines and reports.
     pub fn describe(&self) -> String {
         let link = |a: &Port, b: &Port| format!("s{}:{}-s{}:{}", a.switch, a.port, b.switch, b.port);
@@ -293,6 +319,19 @@ pub enum Internal {
     /// The dataplane saw a loop or a storm, or dropped a frame by fault
     /// (version 2).
     Dataplane(DataplaneReportField),
+}
+
+impl Internal {
+    /// For an OpenFlow message: who sent it and who received it (`s1`,
+    /// `c0`).
+    pub fn sender_receiver(&self) -> Option<(String, String)> {
+        let Internal::Openflow { dpid, controller, dir, .. } = self else { return None };
+        let (sw, ctl) = (format!("s{dpid}"), format!("c{controller}"));
+        Some(match dir {
+            Direction::ToController => (sw, ctl),
+            Direction::ToSwitch => (ctl, sw),
+        })
+    }
 }
 
 /// A dataplane record's body: typed in version 2, a description in

@@ -7,7 +7,7 @@ the hook, the rest is the usual MAC learning (flows with no timeouts).
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from os_ken.lib.packet import ethernet, ether_types, packet
+from os_ken.lib.packet import arp, ethernet, ether_types, packet
 from os_ken.ofproto import ofproto_v1_3
 
 
@@ -19,6 +19,23 @@ def host_mac(i):
 def host_ip(i):
     """The IPv4 address sts gives host h<i>."""
     return "10.0.0.%d" % i
+
+
+def answer_arp(dp, in_port, pkt):
+    """Answers an ARP request for h<N> from the controller (proxy ARP), as
+    proactive routers that never flood do."""
+    a = pkt.get_protocol(arp.arp)
+    if a is None or a.opcode != arp.ARP_REQUEST:
+        return
+    h = int(a.dst_ip.split(".")[-1])
+    reply = packet.Packet()
+    reply.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP, dst=a.src_mac, src=host_mac(h)))
+    reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=host_mac(h), src_ip=host_ip(h),
+                               dst_mac=a.src_mac, dst_ip=a.src_ip))
+    reply.serialize()
+    parser, ofp = dp.ofproto_parser, dp.ofproto
+    dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,
+                                    actions=[parser.OFPActionOutput(in_port)], data=reply.data))
 
 
 class LearningSwitch(app_manager.OSKenApp):

@@ -22,9 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from os_ken.lib.packet import arp, ethernet, ether_types, packet  # noqa: E402
-
-from common.learning import LearningSwitch, host_ip, host_mac  # noqa: E402
+from common.learning import LearningSwitch, answer_arp, host_mac  # noqa: E402
 
 # Port numbers as sts wires the line: port 1 is the host, then the links
 # (1,2) (2,3) in order, each taking the next free port on both ends.
@@ -56,14 +54,5 @@ class TwoBugsOneVictim(LearningSwitch):
             self.add_flow(s1, 50, s1.ofproto_parser.OFPMatch(eth_dst=host_mac(2)), [])
 
     def on_packet(self, dp, in_port, eth, pkt):
-        a = pkt.get_protocol(arp.arp)
-        if a is not None and a.opcode == arp.ARP_REQUEST:
-            h = int(a.dst_ip.split(".")[-1])
-            reply = packet.Packet()
-            reply.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP, dst=a.src_mac, src=host_mac(h)))
-            reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=host_mac(h), src_ip=host_ip(h), dst_mac=a.src_mac, dst_ip=a.src_ip))
-            reply.serialize()
-            parser, ofp = dp.ofproto_parser, dp.ofproto
-            dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,
-                                            actions=[parser.OFPActionOutput(in_port)], data=reply.data))
+        answer_arp(dp, in_port, pkt)
         return False  # never learn, never flood
