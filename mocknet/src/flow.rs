@@ -23,7 +23,8 @@ pub struct FieldMatch {
     pub mask: u128,
 }
 
-fn full_mask(f: Field) -> u128 {
+/// Every bit of `f` (its width in bytes, as an integer mask).
+pub fn full_mask(f: Field) -> u128 {
     let bits = f.width() * 8;
     if bits >= 128 {
         u128::MAX

@@ -128,10 +128,17 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Step through a trace interactively (OFRewind-style).
+    /// Step through a trace interactively with the real controllers (OFRewind-style).
+    ///
+    /// Commands: next [N], continue, where, nodes, links, flows [SWITCH],
+    /// check, help, quit. On a terminal: history and completion; from
+    /// --script FILE or a pipe, one command per line.
     Console {
         /// Experiment directory holding the trace.
         dir: PathBuf,
+        /// Read commands from this file instead of the terminal.
+        #[arg(long)]
+        script: Option<PathBuf>,
     },
     /// HTTP API for batch jobs.
     Serve {

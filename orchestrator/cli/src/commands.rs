@@ -49,7 +49,8 @@ pub fn run(cli: Cli) -> u8 {
         Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
             proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
         }
-        Command::Console { .. } | Command::Serve { .. } => {
+        Command::Console { dir, script } => crate::console::run(&engine, dir, script.as_deref()),
+        Command::Serve { .. } => {
             eprintln!(
                 "sts {name}: not built yet. This subcommand is part of the command-line contract \
                  but its implementation has not landed; see ARCHITECTURE.md for what exists."

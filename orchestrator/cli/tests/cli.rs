@@ -29,7 +29,7 @@ fn help_lists_the_contract() {
 
 #[test]
 fn subcommands_not_built_yet_say_so_and_exit_2() {
-    let (code, _, err) = sts(&["console", "/nonexistent"]);
+    let (code, _, err) = sts(&["serve"]);
     assert_eq!(code, 2);
     assert!(err.contains("not built yet"), "{err}");
 }

@@ -213,6 +213,12 @@ impl<'t> Replayer<'t> {
         self.externals.get(self.next).and_then(|&(_, i)| trace.records[i].external.as_ref())
     }
 
+    /// The input at `index` among the trace's external events.
+    pub fn injected_input(&self, index: usize) -> Option<&'t External> {
+        let trace: &'t Trace = self.trace;
+        self.externals.get(index).and_then(|&(_, i)| trace.records[i].external.as_ref())
+    }
+
     /// The persistent violation found so far, if any.
     pub fn violation(&self) -> Option<&Violation> {
         self.found.as_ref()

@@ -5,8 +5,10 @@
 //! - [`pcap`]: a trace's OpenFlow messages as a pcap for Wireshark;
 //! - [`junit`]: fuzz, replay and minimize results as JUnit XML for CI;
 //! - [`shiviz`]: a trace as a ShiViz log (a space-time diagram in ShiViz);
-//! - [`html`]: `report/index.html`, a self-contained space-time diagram.
+//! - [`html`]: `report/index.html`, a self-contained space-time diagram;
+//! - [`flows`]: flow tables in `ovs-ofctl dump-flows` style.
 
+pub mod flows;
 pub mod html;
 pub mod junit;
 pub mod pcap;

@@ -1,0 +1,307 @@
+//! `sts console DIR`: step through a recorded trace with the real
+//! controllers, one input at a time, and look at the network between steps.
+//!
+//! The replay is the engine's [`Replayer`]; this module only reads commands
+//! (rustyline on a terminal: history, completion of commands and switch
+//! names; plain lines from `--script FILE` or a pipe, echoed after the
+//! prompt) and prints what the network looks like. Each session is a replay
+//! written to `DIR/console/N/` (its trace and controller logs).
+
+use std::collections::VecDeque;
+use std::io::IsTerminal;
+use std::path::Path;
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::validate::Validator;
+use rustyline::{Editor, Helper};
+use sts_engine::replay::{self, Replayer, Step};
+use sts_engine::{observe, Engine};
+
+use crate::exit;
+
+/// Commands, their arguments and what they do (`help`).
+const COMMANDS: &[(&str, &str, &str)] = &[
+    ("next", "[N]", "inject the next N inputs (default 1), waiting for what preceded each, as a replay does"),
+    ("continue", "", "inject inputs until the violation shows up or the trace ends"),
+    ("where", "", "position in the trace, virtual time, the next input"),
+    ("nodes", "", "switches, hosts and controllers"),
+    ("links", "", "switch-to-switch and host links, up or down"),
+    ("flows", "[SWITCH]", "flow tables in ovs-ofctl dump-flows style (every switch, or one: s3)"),
+    ("check", "", "run the invariant checker now; print the violations with witness and culprit"),
+    ("help", "[COMMAND]", "this list, or one command"),
+    ("quit", "", "end the session (Ctrl-D too); the replay's trace stays in DIR/console/N"),
+];
+
+/// Completion of command names and switch names.
+struct Complete {
+    switches: Vec<String>,
+}
+
+impl Completer for Complete {
+    type Candidate = Pair;
+
+    fn complete(&self, line: &str, pos: usize, _: &rustyline::Context<'_>) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let head = &line[..pos];
+        let start = head.rfind(' ').map_or(0, |i| i + 1);
+        let word = &head[start..];
+        let pool: Vec<String> =
+            if start == 0 { COMMANDS.iter().map(|(c, _, _)| c.to_string()).collect() } else { self.switches.clone() };
+        let found = pool
+            .into_iter()
+            .filter(|c| c.starts_with(word))
+            .map(|c| Pair { display: c.clone(), replacement: c })
+            .collect();
+        Ok((start, found))
+    }
+}
+
+impl Hinter for Complete {
+    type Hint = String;
+}
+impl Highlighter for Complete {}
+impl Validator for Complete {}
+impl Helper for Complete {}
+
+/// Where commands come from.
+enum Input {
+    Terminal(Box<Editor<Complete, rustyline::history::DefaultHistory>>),
+    Lines(VecDeque<String>),
+}
+
+impl Input {
+    /// The next command; `None` at the end (Ctrl-D, end of script).
+    fn next(&mut self) -> Option<String> {
+        match self {
+            Input::Terminal(ed) => loop {
+                match ed.readline("sts> ") {
+                    Ok(line) => {
+                        let _ = ed.add_history_entry(line.as_str());
+                        return Some(line);
+                    }
+                    Err(ReadlineError::Interrupted) => {
+                        println!("(Ctrl-C: type quit or press Ctrl-D to end the session)");
+                    }
+                    Err(_) => return None,
+                }
+            },
+            Input::Lines(lines) => {
+                let line = lines.pop_front()?;
+                println!("sts> {line}");
+                Some(line)
+            }
+        }
+    }
+}
+
+/// `sts console DIR [--script FILE]`.
+pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
+    let (exp, config, trace) = match replay::load(dir) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("sts console: {e}");
+            return exit::of_error(&e);
+        }
+    };
+    let mut input = match script {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(text) => Input::Lines(text.lines().map(str::to_string).collect()),
+            Err(e) => {
+                eprintln!("sts console: {}: {e}", path.display());
+                return exit::BAD_INPUT;
+            }
+        },
+        None if !std::io::stdin().is_terminal() => {
+            let text = std::io::read_to_string(std::io::stdin()).unwrap_or_default();
+            Input::Lines(text.lines().map(str::to_string).collect())
+        }
+        None => {
+            let mut ed = match Editor::new() {
+                Ok(ed) => ed,
+                Err(e) => {
+                    eprintln!("sts console: cannot open the terminal: {e}");
+                    return exit::ENVIRONMENT;
+                }
+            };
+            let switches = config.topology().switches.iter().map(|s| format!("s{s}")).collect();
+            ed.set_helper(Some(Complete { switches }));
+            Input::Terminal(Box::new(ed))
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sts console: cannot start the runtime: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    let base = dir.join("console");
+    let n = (1..).find(|n| !base.join(n.to_string()).exists()).unwrap_or(1);
+    let out = base.join(n.to_string());
+    eprintln!("sts console: starting the controllers; this session's replay goes to {}", out.display());
+    let mut replayer = match rt.block_on(Replayer::start(engine, &config, &trace, &out, n)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sts console: {e}");
+            return exit::of_error(&e);
+        }
+    };
+    // The handshakes' progress bar would keep redrawing over the prompt.
+    engine.progress(sts_engine::Progress::Done);
+    println!("{} inputs to replay; `help` lists the commands.", replayer.position().1);
+    let checker = config.checker();
+    while let Some(line) = input.next() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some((&cmd, args)) = words.split_first() else { continue };
+        let full = COMMANDS.iter().map(|(c, _, _)| *c).find(|c| *c == cmd || (cmd.len() == 1 && c.starts_with(cmd)));
+        match (full, args) {
+            (Some("quit"), _) => break,
+            (Some("help"), []) => {
+                for (c, a, what) in COMMANDS {
+                    println!("  {c:<9}{a:<10}{what}");
+                }
+            }
+            (Some("help"), [c]) => match COMMANDS.iter().find(|(name, _, _)| name == c) {
+                Some((name, a, what)) => println!("  {name} {a}: {what}"),
+                None => println!("no command {c:?}; `help` lists them"),
+            },
+            (Some("next"), _) => {
+                let count = match args.first().map(|a| a.parse::<usize>()) {
+                    None => 1,
+                    Some(Ok(k)) if k > 0 => k,
+                    Some(_) => {
+                        println!("next N: N is a number of inputs, at least 1");
+                        continue;
+                    }
+                };
+                for _ in 0..count {
+                    match rt.block_on(replayer.step()) {
+                        Ok(step) => {
+                            let stop = !matches!(step, Step::Injected { .. });
+                            say_step(&replayer, &step);
+                            if stop {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            println!("error: {e}");
+                            break;
+                        }
+                    }
+                }
+            }
+            (Some("continue"), []) => match rt.block_on(replayer.run_until(|_, _| false)) {
+                Ok(step) => say_step(&replayer, &step),
+                Err(e) => println!("error: {e}"),
+            },
+            (Some("where"), []) => {
+                let (next, total) = replayer.position();
+                let now = replayer.session().runner.clock.now();
+                println!("input {next} of {total} injected; virtual time {now} ms");
+                match replayer.upcoming() {
+                    Some(e) => println!("next: {}", e.describe()),
+                    None => println!("next: nothing (every input injected)"),
+                }
+                for v in replayer.current_violations() {
+                    println!("violated at the last check: {v}");
+                }
+            }
+            (Some("nodes"), []) => nodes(&replayer),
+            (Some("links"), []) => links(&replayer),
+            (Some("flows"), []) => {
+                for (dpid, sw) in &replayer.session().runner.net.switches {
+                    println!("s{dpid}:");
+                    print!("{}", sts_report::flows::dump(sw));
+                }
+            }
+            (Some("flows"), [s]) => {
+                let dpid = s.trim_start_matches('s').parse::<u64>().ok();
+                match dpid.and_then(|d| replayer.session().runner.net.switches.get(&d)) {
+                    Some(sw) => print!("{}", sts_report::flows::dump(sw)),
+                    None => println!("no switch {s:?} (switches are s1, s2 ...; `nodes` lists them)"),
+                }
+            }
+            (Some("check"), []) => {
+                let session = replayer.session_mut();
+                let facts = observe::facts(session, Vec::new(), Vec::new());
+                let report = checker.check(&session.runner.net, &facts);
+                if report.violations.is_empty() {
+                    println!("no violation");
+                }
+                for v in &report.violations {
+                    print!("{}", sts_report::violation(v));
+                }
+            }
+            (Some(_), _) => println!("{cmd}: wrong arguments; `help {cmd}` says what it takes"),
+            (None, _) => println!("unknown command {cmd:?}; `help` lists the commands"),
+        }
+    }
+    match rt.block_on(replayer.finish()) {
+        Ok(r) => {
+            println!(
+                "session ended after {} inputs; {}; trace: {}",
+                r.injected,
+                match &r.violation {
+                    Some(v) if r.reproduced => format!("the violation reproduced: {}", v.summary),
+                    Some(v) => format!("found instead: {}", v.summary),
+                    None => "no violation".into(),
+                },
+                r.trace.display()
+            );
+        }
+        Err(e) => eprintln!("sts console: {e}"),
+    }
+    engine.shutdown();
+    let _ = exp;
+    exit::OK
+}
+
+fn say_step(r: &Replayer<'_>, step: &Step) {
+    match step {
+        Step::Injected { index, seq } => {
+            let (_, total) = r.position();
+            let what = r.injected_input(*index).map_or_else(String::new, |e| e.describe());
+            println!("input {} of {total} (seq {seq}) at {} ms: {what}", index + 1, r.session().runner.clock.now());
+        }
+        Step::Reproduced => match r.violation() {
+            Some(v) => print!("the violation showed up:\n{}", sts_report::violation(v)),
+            None => println!("the violation showed up"),
+        },
+        Step::End => println!("every input injected; `continue` waits for the violation, `quit` ends"),
+    }
+}
+
+fn nodes(r: &Replayer<'_>) {
+    let session = r.session();
+    let net = &session.runner.net;
+    let down = session.runner.disconnected();
+    for (dpid, sw) in &net.switches {
+        let flows: usize = sw.tables.iter().map(|t| t.entries().len()).sum();
+        let state = if down.contains(dpid) { "no controller connection" } else { "connected" };
+        println!("s{dpid}: OpenFlow {:#x}, {} ports, {flows} flows, {state}", sw.version, sw.ports.len());
+    }
+    for h in &net.hosts {
+        println!("{}: {} {}", h.name, h.ip, h.mac);
+    }
+    for (i, c) in session.controllers.iter().enumerate() {
+        let _ = c;
+        let state = if session.crashed.contains(&i) { "crashed" } else { "running" };
+        println!("{}: {state}", observe::controller_name(i));
+    }
+}
+
+fn links(r: &Replayer<'_>) {
+    let net = &r.session().runner.net;
+    for ((a, pa), (b, pb)) in net.switch_links() {
+        let up = net.live_peer(sts_mocknet::Endpoint::Switch { dpid: a, port: pa }).is_some();
+        println!("s{a}:{pa} - s{b}:{pb} {}", if up { "up" } else { "down" });
+    }
+    for (i, h) in net.hosts.iter().enumerate() {
+        match net.live_peer(sts_mocknet::Endpoint::Host(i)) {
+            Some(sts_mocknet::Endpoint::Switch { dpid, port }) => println!("{} - s{dpid}:{port} up", h.name),
+            _ => println!("{} unplugged", h.name),
+        }
+    }
+}
