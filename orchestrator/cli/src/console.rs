@@ -152,7 +152,16 @@ pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
     engine.progress(sts_engine::Progress::Done);
     println!("{} inputs to replay; `help` lists the commands.", replayer.position().1);
     let checker = config.checker();
-    while let Some(line) = input.next() {
+    let interactive = matches!(input, Input::Terminal(_));
+    loop {
+        // While a person reads and types, the run stands still: the
+        // controllers are stopped and, on virtual time, no time passes.
+        let frozen = interactive.then(|| replayer.session_mut().freeze());
+        let line = input.next();
+        if let Some(f) = frozen {
+            replayer.session_mut().thaw(f);
+        }
+        let Some(line) = line else { break };
         let words: Vec<&str> = line.split_whitespace().collect();
         let Some((&cmd, args)) = words.split_first() else { continue };
         let full = COMMANDS.iter().map(|(c, _, _)| *c).find(|c| *c == cmd || (cmd.len() == 1 && c.starts_with(cmd)));

@@ -90,11 +90,20 @@ fn the_interactive_prompt_completes_remembers_and_ends_cleanly() {
     let cmd = format!("{} console {}; echo console-exited-$?; sleep 30", env!("CARGO_BIN_EXE_sts"), dir.display());
     tmux(&["new-session", "-d", "-s", &session, "-x", "200", "-y", "50", &cmd]);
     wait_for(&session, "`help` lists the commands");
+    // The run stands still while the prompt waits: 4 s of thinking cost the
+    // controllers no time (the first input comes at its recorded 1.2 s, not
+    // 5 s into the run).
+    std::thread::sleep(Duration::from_secs(4));
     // Completion: "ne" + Tab becomes "next".
     tmux(&["send-keys", "-t", &session, "ne", "Tab"]);
     wait_for(&session, "sts> next");
     tmux(&["send-keys", "-t", &session, " 3", "Enter"]);
-    wait_for(&session, "migrate h3 s3 -> s1");
+    let pane = wait_for(&session, "migrate h3 s3 -> s1");
+    let first: u64 = pane
+        .lines()
+        .find_map(|l| l.strip_prefix("input 1 of 4 (seq 1) at ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no first input in:\n{pane}"));
+    assert!(first < 3000, "the pause at the prompt moved the run's clock: first input at {first} ms");
     // History: Up brings back "next 3".
     tmux(&["send-keys", "-t", &session, "Up", "Enter"]);
     wait_for(&session, "input 4 of 4");

@@ -84,7 +84,67 @@ impl Session {
     }
 }
 
+/// A run held still by [`Session::freeze`].
+#[must_use = "a frozen run stays stopped until it is thawed"]
+pub struct Frozen {
+    /// Virtual time when the controllers stopped (none on real time).
+    at_ns: Option<u64>,
+    /// The stopped process groups.
+    groups: Vec<i32>,
+}
+
+/// Whether every process of group `pgid` is stopped (or gone).
+fn group_stopped(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return true };
+    entries.flatten().all(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { return true };
+        // pid (comm) state ppid pgrp ...
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return true };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let in_group = fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid);
+        !in_group || matches!(fields.first(), Some(&"T") | Some(&"t") | Some(&"Z") | Some(&"X"))
+    })
+}
+
 impl Session {
+    /// Holds the run still while a person looks at it (the console's
+    /// prompt): every controller's process group is stopped (SIGSTOP, and
+    /// waited for, up to a second) and, on virtual time, the clock is noted.
+    /// [`Session::thaw`] sets the clock back there and resumes them, so no
+    /// controller sees the pause: no timer fires, no keepalive is missed.
+    /// (On real time the controllers find time has passed.)
+    pub fn freeze(&mut self) -> Frozen {
+        let crashed = &self.crashed;
+        let groups: Vec<i32> = self
+            .controllers
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, c)| (!crashed.contains(&i) && c.is_alive()).then(|| c.pid() as i32))
+            .collect();
+        for &g in &groups {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::Signal::SIGSTOP);
+        }
+        for _ in 0..1000 {
+            if groups.iter().all(|&g| group_stopped(g)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Read after they stopped: no controller saw a later time.
+        let at_ns = self.runner.clock.virtual_time().map(|vt| vt.now_ns());
+        Frozen { at_ns, groups }
+    }
+
+    /// Resumes a run held by [`Session::freeze`] at the time it stopped.
+    pub fn thaw(&mut self, frozen: Frozen) {
+        if let (Some(ns), Some(vt)) = (frozen.at_ns, self.runner.clock.virtual_time()) {
+            vt.rewind_to(ns);
+        }
+        for g in frozen.groups {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::Signal::SIGCONT);
+        }
+    }
+
     /// Tells virtual time which controller processes the run has now.
     pub(crate) fn expect_controllers(&self) {
         if let Some(vt) = self.runner.clock.virtual_time() {
