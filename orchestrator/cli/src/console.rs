@@ -25,7 +25,7 @@ use crate::exit;
 /// Commands, their arguments and what they do (`help`).
 const COMMANDS: &[(&str, &str, &str)] = &[
     ("next", "[N]", "inject the next N inputs (default 1), waiting for what preceded each, as a replay does"),
-    ("continue", "", "inject inputs until the violation shows up or the trace ends"),
+    ("continue", "", "inject inputs until the violation shows up (waiting after the last as a replay does)"),
     ("where", "", "position in the trace, virtual time, the next input"),
     ("nodes", "", "switches, hosts and controllers"),
     ("links", "", "switch-to-switch and host links, up or down"),
@@ -201,10 +201,22 @@ pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
                     }
                 }
             }
-            (Some("continue"), []) => match rt.block_on(replayer.run_until(|_, _| false)) {
-                Ok(step) => say_step(&replayer, &step),
-                Err(e) => println!("error: {e}"),
-            },
+            (Some("continue"), []) => {
+                let run = async {
+                    let step = replayer.run_until(|_, _| false).await?;
+                    // Past the last input, wait as a replay does for the violation.
+                    let settled = if step == Step::End { Some(replayer.settle().await?) } else { None };
+                    Ok::<_, sts_engine::RunError>((step, settled))
+                };
+                match rt.block_on(run) {
+                    Ok((_, Some(true))) => say_step(&replayer, &Step::Reproduced),
+                    Ok((_, Some(false))) => {
+                        println!("every input injected; the violation did not show up (`check` looks now)")
+                    }
+                    Ok((step, None)) => say_step(&replayer, &step),
+                    Err(e) => println!("error: {e}"),
+                }
+            }
             (Some("where"), []) => {
                 let (next, total) = replayer.position();
                 let now = replayer.session().runner.clock.now();

@@ -324,9 +324,9 @@ impl<'t> Replayer<'t> {
     }
 
     /// After the last input: waits as long as the original took to show its
-    /// violation, plus the persistence threshold, a check and epsilon; then
-    /// writes the violation and compares the runs.
-    pub async fn finish(mut self) -> Result<ReplayResult, RunError> {
+    /// violation, plus the persistence threshold, a check and epsilon, or
+    /// until the wanted violation shows up; true if it did.
+    pub async fn settle(&mut self) -> Result<bool, RunError> {
         let epsilon = self.config.interpose.epsilon_ms;
         let tail = match (self.trace.records.iter().find(|r| r.violation.is_some()), self.externals.last()) {
             (Some(v), Some((t, _))) => v.t_ms.saturating_sub(*t),
@@ -338,6 +338,12 @@ impl<'t> Replayer<'t> {
         while !reproduced && self.session.runner.clock.now() < until {
             reproduced = self.slice(SLICE_MS).await? && self.found.is_some();
         }
+        Ok(reproduced)
+    }
+
+    /// [`Replayer::settle`], then writes the violation and compares the runs.
+    pub async fn finish(mut self) -> Result<ReplayResult, RunError> {
+        let reproduced = self.settle().await?;
         if let Some(v) = &self.found {
             let now = self.session.runner.clock.now();
             self.writer.violation(now, v.clone()).map_err(self.env())?;
