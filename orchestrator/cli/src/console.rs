@@ -98,7 +98,7 @@ impl Input {
 
 /// `sts console DIR [--script FILE]`.
 pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
-    let (exp, config, trace) = match replay::load(dir) {
+    let (_, config, trace) = match replay::load(dir) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("sts console: {e}");
@@ -274,8 +274,6 @@ pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
         }
         Err(e) => eprintln!("sts console: {e}"),
     }
-    engine.shutdown();
-    let _ = exp;
     exit::OK
 }
 
@@ -306,8 +304,7 @@ fn nodes(r: &Replayer<'_>) {
     for h in &net.hosts {
         println!("{}: {} {}", h.name, h.ip, h.mac);
     }
-    for (i, c) in session.controllers.iter().enumerate() {
-        let _ = c;
+    for i in 0..session.controllers.len() {
         let state = if session.crashed.contains(&i) { "crashed" } else { "running" };
         println!("{}: {state}", observe::controller_name(i));
     }
