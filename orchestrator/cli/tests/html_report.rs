@@ -50,6 +50,9 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
     assert!(count(&dom, r#"<circle class="input""#) > mcs_inputs, "the other inputs drawn plainly");
     assert_eq!(count(&dom, r#"class="violation""#), 1, "the violation marked");
     assert!(dom.contains(r#"id="mcs""#) && dom.contains("minimal causal sequence: 1 of"), "the MCS said");
+    let curve = report["curve"].as_array().unwrap().len();
+    assert!(dom.contains(r#"<polyline class="curve""#), "the reduction curve is drawn");
+    assert_eq!(count(&dom, r#"class="curve-point""#), curve, "one point per reduction");
 
     // The filter: a page whose script unticks packet_in hides those arrows.
     let unticked = std::fs::read_to_string(&page).unwrap().replace(

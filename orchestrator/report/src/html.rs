@@ -31,6 +31,8 @@ pub struct Mcs {
     pub seqs: BTreeSet<u64>,
     /// One line: "2 of 41 inputs ...".
     pub summary: String,
+    /// Inputs left after each reduction (the first: the original's).
+    pub curve: Vec<u64>,
 }
 
 impl Mcs {
@@ -46,7 +48,8 @@ impl Mcs {
             v["final_replays"].as_u64().unwrap_or(0),
             v["violation"].as_str().unwrap_or("")
         );
-        Some(Mcs { seqs, summary })
+        let curve = v["curve"].as_array().map(|c| c.iter().filter_map(|n| n.as_u64()).collect()).unwrap_or_default();
+        Some(Mcs { seqs, summary, curve })
     }
 }
 
@@ -210,6 +213,7 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
     }
     if let Some(m) = mcs {
         let _ = write!(html, r#"<p id="mcs" class="mcs-note">{} (highlighted)</p>"#, esc(&m.summary));
+        html.push_str(&curve(&m.curve));
     }
     html.push_str(
         r#"<div id="controls"><button id="zoom-in">zoom in</button><button id="zoom-out">zoom out</button> show:"#,
@@ -225,6 +229,39 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
     html
 }
 
+/// The minimization's reduction curve: inputs left after each reduction.
+fn curve(points: &[u64]) -> String {
+    if points.len() < 2 {
+        return String::new();
+    }
+    let (w, h, pad) = (360.0, 120.0, 30.0);
+    let top = *points.iter().max().unwrap_or(&1).max(&1) as f64;
+    let step = (w - 2.0 * pad) / (points.len() - 1) as f64;
+    let xy: Vec<(f64, f64)> = points
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (pad + i as f64 * step, h - pad + 10.0 - (n as f64 / top) * (h - 2.0 * pad)))
+        .collect();
+    let line: Vec<String> = xy.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+    let mut s = format!(
+        r#"<h2>Reduction</h2><svg id="curve" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}"><polyline class="curve" points="{}"/>"#,
+        line.join(" ")
+    );
+    for ((x, y), n) in xy.iter().zip(points) {
+        let _ = write!(
+            s,
+            r#"<circle class="curve-point" cx="{x:.1}" cy="{y:.1}" r="3" data-t="{n} inputs"/><text class="curve-label" x="{x:.1}" y="{:.1}">{n}</text>"#,
+            y - 6.0
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text class="axis" x="{pad}" y="{}">reductions →  (inputs left after each)</text></svg>"#,
+        h - 4.0
+    );
+    s
+}
+
 const CSS: &str = "body{font:13px system-ui,sans-serif;margin:16px;color:#222}h1{font-size:18px}h2{font-size:15px}\
 pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{color:#b25000;font-weight:bold}\
 #controls{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #ccc;z-index:1}\
@@ -232,7 +269,8 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 .lane{stroke:#bbb;stroke-width:1}.label{font:bold 12px sans-serif;text-anchor:middle;fill:#333}\
 .msg{stroke:#456;stroke-width:1}.msg:hover{stroke:#06c;stroke-width:3}\
 .input{stroke:#888;fill:#888;stroke-width:1.5}.input.mcs{stroke:#e07000;fill:#e07000;stroke-width:3}\
-.log{stroke:#9a6;stroke-width:2}#tip{position:fixed;right:12px;top:12px;max-width:45%;background:#ffd;border:1px solid #cc9;padding:4px 8px;display:none;z-index:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}";
+.log{stroke:#9a6;stroke-width:2}.curve{fill:none;stroke:#e07000;stroke-width:2}.curve-point{fill:#e07000}\
+.curve-label,.axis{font:11px sans-serif;fill:#555;text-anchor:middle}.axis{text-anchor:start}#tip{position:fixed;right:12px;top:12px;max-width:45%;background:#ffd;border:1px solid #cc9;padding:4px 8px;display:none;z-index:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}";
 
 const SCRIPT: &str = r#"
 (function(){
