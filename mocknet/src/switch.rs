@@ -427,15 +427,9 @@ impl Switch {
                         return;
                     }
                 };
-                let parts = split_reply(body, &|body: &v10::stats::StatsReplyBody| {
-                    let m = M::StatsReply(v10::StatsReply { flags: 0, body: body.clone() });
-                    Message::new(xid, Body::V10(m)).emit().is_ok()
-                });
-                let last = parts.len() - 1;
-                for (i, body) in parts.into_iter().enumerate() {
-                    let flags = if i < last { REPLY_MORE } else { 0 };
-                    out.push(Self::reply10(xid, M::StatsReply(v10::StatsReply { flags, body })));
-                }
+                out.extend(reply_parts(body, |flags, body| {
+                    Message::new(xid, Body::V10(M::StatsReply(v10::StatsReply { flags, body })))
+                }));
             }
             M::QueueGetConfigRequest { port } => {
                 out.push(Self::reply10(xid, M::QueueGetConfigReply { port: *port, queues: vec![] }))
@@ -527,17 +521,9 @@ impl Switch {
                 out.push(Self::reply13(xid, M::QueueGetConfigReply { port: *port, queues: vec![] }))
             }
             M::MultipartRequest(req) => match self.multipart(&req.body, now) {
-                Some(body) => {
-                    let parts = split_reply(body, &|body: &ReplyBody| {
-                        let m = M::MultipartReply(v13::MultipartReply { flags: 0, body: body.clone() });
-                        Message::new(xid, Body::V13(m)).emit().is_ok()
-                    });
-                    let last = parts.len() - 1;
-                    for (i, body) in parts.into_iter().enumerate() {
-                        let flags = if i < last { REPLY_MORE } else { 0 };
-                        out.push(Self::reply13(xid, M::MultipartReply(v13::MultipartReply { flags, body })));
-                    }
-                }
+                Some(body) => out.extend(reply_parts(body, |flags, body| {
+                    Message::new(xid, Body::V13(M::MultipartReply(v13::MultipartReply { flags, body })))
+                })),
                 None => out.push(Output::Reply(self.error(xid, err::BAD_REQUEST, err::BAD_STAT, raw))),
             },
             M::Experimenter(_) => {
@@ -1235,8 +1221,8 @@ const REPLY_MORE: u16 = 1;
 
 /// A statistics or multipart reply body, in one piece or, when its message
 /// would not fit in 65,535 bytes (a thousand flows, a switch with many
-/// ports), cut into parts that each fit, as a real switch sends them (the
-/// caller flags all but the last with REPLY_MORE).
+/// ports), cut into parts that each fit, as a real switch sends them
+/// ([`reply_parts`] flags all but the last with REPLY_MORE).
 fn split_reply<B: Splittable>(body: B, fits: &dyn Fn(&B) -> bool) -> Vec<B> {
     if fits(&body) {
         return vec![body];
@@ -1250,6 +1236,18 @@ fn split_reply<B: Splittable>(body: B, fits: &dyn Fn(&B) -> bool) -> Vec<B> {
         // One entry that does not fit alone: the encoder reports it.
         Err(body) => vec![body],
     }
+}
+
+/// A reply `body` as the messages that carry it (`message(flags, part)`),
+/// cut into parts that fit, REPLY_MORE on all but the last.
+fn reply_parts<B: Splittable + Clone>(body: B, message: impl Fn(u16, B) -> Message) -> Vec<Output> {
+    let parts = split_reply(body, &|b: &B| message(0, b.clone()).emit().is_ok());
+    let last = parts.len() - 1;
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| Output::Reply(message(if i < last { REPLY_MORE } else { 0 }, b)))
+        .collect()
 }
 
 /// A reply body made of a list of entries that can be cut in two.
