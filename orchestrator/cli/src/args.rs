@@ -11,6 +11,11 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "sts", version, after_help = EXIT_CODES)]
 pub struct Cli {
+    /// How progress and notices are shown on stderr: `auto` (bars on a terminal, a line every few
+    /// seconds otherwise) or `json` (one JSON object per line, `{"progress":{...}}` or
+    /// `{"notice":{...}}`, for programs that drive sts; `sts serve` runs its jobs this way).
+    #[arg(long, global = true, default_value = "auto", value_parser = ["auto", "json"])]
+    pub progress: String,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -140,11 +145,25 @@ pub enum Command {
         #[arg(long)]
         script: Option<PathBuf>,
     },
-    /// HTTP API for batch jobs.
+    /// An HTTP API and a durable job queue: submit fuzz, replay and minimize jobs, follow and cancel
+    /// them, fetch their results (docs/api.md).
+    ///
+    /// Jobs are kept in DATA/jobs.sqlite and DATA/jobs/ID/, and run as `sts` processes, WORKERS at a
+    /// time; a restart runs again what was running (a minimization resumes). Listens on loopback
+    /// unless given a token: a job's config names commands the server runs.
     Serve {
-        /// Address to listen on.
-        #[arg(long, default_value = "127.0.0.1:8080")]
-        listen: String,
+        /// Address to listen on; any address but loopback needs --token-file.
+        #[arg(long, default_value = "127.0.0.1:7878")]
+        listen: std::net::SocketAddr,
+        /// Data directory (the job store, each job's files, experiments/ for jobs to refer to).
+        #[arg(long, default_value = "sts-data")]
+        data: PathBuf,
+        /// Jobs run at once.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
+        workers: u32,
+        /// File holding the bearer token every request must carry (Authorization: Bearer TOKEN).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
     },
     /// Standalone interposition between real switches and a controller.
     Proxy {
@@ -169,21 +188,4 @@ pub enum Command {
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
         max_switches: u32,
     },
-}
-
-impl Command {
-    /// The subcommand's name as typed.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Command::Pingall { .. } => "pingall",
-            Command::Fuzz { .. } => "fuzz",
-            Command::Replay { .. } => "replay",
-            Command::Minimize { .. } => "minimize",
-            Command::Pcap { .. } => "pcap",
-            Command::Report { .. } => "report",
-            Command::Console { .. } => "console",
-            Command::Serve { .. } => "serve",
-            Command::Proxy { .. } => "proxy",
-        }
-    }
 }

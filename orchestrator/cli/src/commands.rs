@@ -18,8 +18,7 @@ use crate::progress::Terminal;
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> u8 {
     let cmd = cli.command;
-    let name = cmd.name();
-    let terminal = Arc::new(Terminal::new());
+    let terminal = Arc::new(if cli.progress == "json" { Terminal::json() } else { Terminal::new() });
     let engine = Engine::new(terminal.clone());
     let code = match &cmd {
         Command::Pingall { config } => pingall(&engine, config),
@@ -50,12 +49,8 @@ pub fn run(cli: Cli) -> u8 {
             proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
         }
         Command::Console { dir, script } => crate::console::run(&engine, dir, script.as_deref()),
-        Command::Serve { .. } => {
-            eprintln!(
-                "sts {name}: not built yet. This subcommand is part of the command-line contract \
-                 but its implementation has not landed; see ARCHITECTURE.md for what exists."
-            );
-            exit::BAD_INPUT
+        Command::Serve { listen, data, workers, token_file } => {
+            serve(*listen, data, *workers as usize, token_file.as_deref())
         }
     };
     terminal.finish();
@@ -347,6 +342,71 @@ fn pcap(dir: &Path, out: Option<&Path>) -> u8 {
             eprintln!("sts pcap: {}: {e}", out.display());
             exit::ENVIRONMENT
         }
+    }
+}
+
+fn serve(listen: SocketAddr, data: &Path, workers: usize, token_file: Option<&Path>) -> u8 {
+    let token = match token_file.map(std::fs::read_to_string).transpose() {
+        Ok(t) => t.map(|t| t.trim().to_string()),
+        Err(e) => {
+            eprintln!("sts serve: token file {}: {e}", token_file.unwrap_or(Path::new("")).display());
+            return exit::BAD_INPUT;
+        }
+    };
+    let sts = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sts serve: cannot find the sts executable to run jobs with: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    let opts = sts_server::Options { listen, data: data.to_path_buf(), workers, token, sts };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sts serve: cannot start the runtime: {e}");
+            return exit::ENVIRONMENT;
+        }
+    };
+    let served = rt.block_on(sts_server::serve(
+        opts,
+        |s| {
+            if !s.requeued.is_empty() {
+                eprintln!("sts serve: running again the jobs the last run left running: {:?}", s.requeued);
+            }
+            eprintln!(
+                "sts serve: listening on http://{} ({} worker(s), data in {}); Ctrl-C stops",
+                s.addr,
+                workers,
+                data.display()
+            );
+        },
+        stop_signal(),
+    ));
+    match served {
+        Ok(()) => exit::OK,
+        Err(e @ (sts_server::ServeError::NeedsToken(_) | sts_server::ServeError::BadInput(_))) => {
+            eprintln!("sts serve: {e}");
+            exit::BAD_INPUT
+        }
+        Err(e) => {
+            eprintln!("sts serve: {e}");
+            exit::ENVIRONMENT
+        }
+    }
+}
+
+/// Resolves on Ctrl-C, SIGTERM or SIGHUP.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut hup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup())) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        _ = hup.recv() => {}
     }
 }
 

@@ -15,6 +15,8 @@ const LINE_EVERY: Duration = Duration::from_secs(5);
 /// The command line's observer.
 pub struct Terminal {
     tty: bool,
+    /// One JSON object per line instead of bars or text.
+    json: bool,
     state: Mutex<State>,
 }
 
@@ -35,7 +37,12 @@ fn is_outer(phase: &str) -> bool {
 impl Terminal {
     /// Bars when stderr is a terminal, lines otherwise.
     pub fn new() -> Terminal {
-        Terminal { tty: std::io::stderr().is_terminal(), state: Mutex::new(State::default()) }
+        Terminal { tty: std::io::stderr().is_terminal(), json: false, state: Mutex::new(State::default()) }
+    }
+
+    /// One JSON object per line on stderr, for programs driving sts.
+    pub fn json() -> Terminal {
+        Terminal { tty: false, json: true, state: Mutex::new(State::default()) }
     }
 }
 
@@ -117,6 +124,13 @@ impl Observer for Terminal {
         if matches!(p, Progress::Handshakes { .. }) && st.outer.is_some() {
             return;
         }
+        if self.json {
+            if *p == Progress::Done {
+                st.outer = None;
+            }
+            eprintln!("{}", serde_json::json!({ "progress": p }));
+            return;
+        }
         if *p == Progress::Done {
             st.outer = None;
             if let Some((_, bar)) = st.bar.take() {
@@ -160,6 +174,10 @@ impl Observer for Terminal {
     }
 
     fn notice(&self, n: &Notice) {
+        if self.json {
+            eprintln!("{}", serde_json::json!({ "notice": n }));
+            return;
+        }
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         match &st.bar {
             Some((_, bar)) => bar.suspend(|| eprintln!("sts: {}", n.message)),

@@ -40,6 +40,13 @@ fn real_wall_ns() -> u64 {
     t.tv_sec().max(0) as u64 * 1_000_000_000 + t.tv_nsec() as u64
 }
 
+/// Milliseconds since the Unix epoch, by the wall clock: for stamping
+/// records a person reads (a server's job times), never for a run's timing.
+pub fn unix_time_ms() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| d.as_millis() as i64)
+}
+
 /// A run's clock.
 #[derive(Debug, Clone)]
 pub struct Clock {

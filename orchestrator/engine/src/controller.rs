@@ -450,7 +450,7 @@ fn copy_lines(
 /// the process: a controller spawned from a short-lived thread (a scoped
 /// thread, tokio's blocking pool) would be killed when that thread ends. All
 /// spawns therefore go through this thread, which exits only with sts.
-fn spawn_from_long_lived_thread(cmd: Command) -> std::io::Result<Child> {
+pub fn spawn_from_long_lived_thread(cmd: Command) -> std::io::Result<Child> {
     type Job = (Command, std::sync::mpsc::Sender<std::io::Result<Child>>);
     static SPAWNER: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> = std::sync::OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {

@@ -5,8 +5,11 @@
 //! decides how they look: progress bars on a terminal, a line every few
 //! seconds in a CI log, JSON events from a server, nothing at all in a test.
 
-/// Where a long-running job is.
-#[derive(Debug, Clone, PartialEq)]
+/// Where a long-running job is. As JSON (`sts --progress json`, the
+/// server's job progress): an object whose `phase` names the variant in
+/// snake case, with the variant's fields beside it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
 pub enum Progress {
     /// Switch connections that finished their OpenFlow handshake.
     Handshakes { done: u64, total: u64 },
@@ -47,7 +50,8 @@ pub enum Progress {
 
 /// What a notice is about; a [`crate::Engine`] says each kind at most once
 /// when asked to ([`crate::Engine::notice_once`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum NoticeKind {
     /// The snapshot shim is not built: controllers start as new processes.
     NoShim,
@@ -67,7 +71,7 @@ pub enum NoticeKind {
 }
 
 /// One thing a person should know.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Notice {
     pub kind: NoticeKind,
     pub message: String,

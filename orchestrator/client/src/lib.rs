@@ -1,0 +1,414 @@
+//! `sts-client`: the wire types of `sts serve`'s HTTP API and a small
+//! blocking client for it (what the server's own tests use).
+//!
+//! ```no_run
+//! use sts_client::{Client, JobRequest, Kind};
+//! let client = Client::new("http://127.0.0.1:7878");
+//! let config = std::fs::read_to_string("examples/fuzz-ovs-mesh.toml").unwrap();
+//! let job = client.submit(&JobRequest::fuzz(config)).unwrap();
+//! let done = client.wait(job.id, std::time::Duration::from_secs(600)).unwrap();
+//! println!("{:?} {:?}", done.state, done.outcome);
+//! ```
+//!
+//! The API itself is described in `docs/api.md` and, generated from these
+//! types and the server's routes, at `/openapi.json`.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// What a job does: the `sts` subcommand it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// `sts fuzz`: needs a config.
+    Fuzz,
+    /// `sts replay`: needs an experiment (a finished job's, one under the
+    /// data directory, or an uploaded one).
+    Replay,
+    /// `sts minimize`: needs an experiment, as replay.
+    Minimize,
+}
+
+impl Kind {
+    /// The subcommand's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Fuzz => "fuzz",
+            Kind::Replay => "replay",
+            Kind::Minimize => "minimize",
+        }
+    }
+}
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Waiting for a worker.
+    Queued,
+    /// A worker runs it.
+    Running,
+    /// It ran to its end: see `outcome` for what it found.
+    Succeeded,
+    /// It could not run to its end: bad input, a broken environment, or the
+    /// job's process was killed.
+    Failed,
+    /// Cancelled before it ended.
+    Cancelled,
+}
+
+impl State {
+    /// True once the job will not change again.
+    pub fn is_final(self) -> bool {
+        matches!(self, State::Succeeded | State::Failed | State::Cancelled)
+    }
+
+    /// The name used in the API and the store.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Queued => "queued",
+            State::Running => "running",
+            State::Succeeded => "succeeded",
+            State::Failed => "failed",
+            State::Cancelled => "cancelled",
+        }
+    }
+
+    /// The state named `s`.
+    pub fn from_name(s: &str) -> Option<State> {
+        [State::Queued, State::Running, State::Succeeded, State::Failed, State::Cancelled]
+            .into_iter()
+            .find(|st| st.name() == s)
+    }
+}
+
+/// What a finished job came to: the `sts` exit code, named (brief §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Exit 0: nothing found (fuzz), the bug did not reproduce (replay), or
+    /// an expectation held.
+    Ok,
+    /// Exit 1: a violation found, or reproduced, or an expectation failed.
+    Violation,
+    /// Exit 2: the config, trace or options are bad; the log says where.
+    BadInput,
+    /// Exit 3: the environment failed (a controller did not start ...).
+    Environment,
+    /// Exit 4 (fuzz): a violation present before the first input.
+    PresentFromStart,
+    /// The job's process was killed by a signal it was not sent by a cancel.
+    Killed,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The outcome of an `sts` exit code.
+    pub fn of_exit_code(code: i32) -> Outcome {
+        match code {
+            0 => Outcome::Ok,
+            1 => Outcome::Violation,
+            2 => Outcome::BadInput,
+            4 => Outcome::PresentFromStart,
+            _ => Outcome::Environment,
+        }
+    }
+
+    /// The state a job with this outcome ends in.
+    pub fn state(self) -> State {
+        match self {
+            Outcome::Ok | Outcome::Violation | Outcome::PresentFromStart => State::Succeeded,
+            Outcome::BadInput | Outcome::Environment | Outcome::Killed => State::Failed,
+            Outcome::Cancelled => State::Cancelled,
+        }
+    }
+}
+
+/// What `replay` should expect, for CI (`sts replay --expect`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    Reproduce,
+    Vanish,
+}
+
+/// When a replay's violation counts as the original bug (`--same`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Same {
+    Kind,
+    Culprit,
+    Victim,
+    Exact,
+}
+
+/// PEEK mode of a minimization (`--peek`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Peek {
+    Off,
+    On,
+    Prefix,
+    Checkpoints,
+}
+
+/// A job to run: the body of `POST /jobs` (or its `job` part, beside a
+/// `files` tar, in a multipart upload). Unknown fields are refused.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobRequest {
+    /// What to run.
+    pub kind: Option<Kind>,
+    /// fuzz: the config, as TOML text (written as `config.toml` beside `files`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    /// fuzz: the config's path among the uploaded files (instead of `config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_file: Option<String>,
+    /// Text files placed beside the config (relative path to contents): the
+    /// topology files and controller apps a config names.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, String>,
+    /// replay, minimize: the experiment a finished job wrote (copied: the
+    /// job's own directory is left alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_job: Option<i64>,
+    /// replay, minimize: an experiment directory, relative to the data
+    /// directory's `experiments/`, or to the upload when files are uploaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<String>,
+    /// replay: number of replays (`--repeat`, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// replay: what CI expects (`--expect`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
+    /// replay, minimize: bug identity level (`--same`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same: Option<Same>,
+    /// minimize: replays per candidate (`--replays`, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replays: Option<u32>,
+    /// minimize: replays of the final sequence (`--final-replays`, default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_replays: Option<u32>,
+    /// minimize: stop after this many seconds with the best so far (`--budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_s: Option<u64>,
+    /// minimize: PEEK mode (`--peek`, default off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peek: Option<Peek>,
+}
+
+impl JobRequest {
+    /// A fuzz job of a config given as text.
+    pub fn fuzz(config: impl Into<String>) -> JobRequest {
+        JobRequest { kind: Some(Kind::Fuzz), config: Some(config.into()), ..JobRequest::default() }
+    }
+
+    /// A replay of the experiment job `id` wrote.
+    pub fn replay_of(id: i64) -> JobRequest {
+        JobRequest { kind: Some(Kind::Replay), from_job: Some(id), ..JobRequest::default() }
+    }
+
+    /// A minimization of the experiment job `id` wrote.
+    pub fn minimize_of(id: i64) -> JobRequest {
+        JobRequest { kind: Some(Kind::Minimize), from_job: Some(id), ..JobRequest::default() }
+    }
+}
+
+/// A job, as the API returns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Job {
+    pub id: i64,
+    pub kind: Kind,
+    pub state: State,
+    /// Set once the job is final.
+    pub outcome: Option<Outcome>,
+    /// The `sts` exit code, when the process exited (not when killed).
+    pub exit_code: Option<i32>,
+    /// Why the job failed or how it was stopped, in a line.
+    pub error: Option<String>,
+    /// What a finished job found, in a line: the violation, the replays
+    /// that reproduced it, the size of the minimal causal sequence.
+    pub summary: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: i64,
+    pub started_ms: Option<i64>,
+    pub finished_ms: Option<i64>,
+    /// Times a worker started it (more than one after a server restart).
+    pub attempts: u32,
+    /// The latest progress the job's engine reported (`sts --progress json`).
+    #[schema(value_type = Option<Object>)]
+    pub progress: Option<serde_json::Value>,
+    /// The request it was submitted with.
+    pub request: JobRequest,
+}
+
+/// An error the API answered with: `{"error": "...", "status": 400}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ApiError {
+    pub error: String,
+    pub status: u16,
+}
+
+/// `GET /version`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Version {
+    /// sts's version.
+    pub version: String,
+    /// The API's version (changes when a route or type changes incompatibly).
+    pub api: u32,
+}
+
+/// What went wrong talking to the server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server answered with an error.
+    #[error("{} (HTTP {})", .0.error, .0.status)]
+    Api(ApiError),
+    /// No answer, or one that is not the API's.
+    #[error("{0}")]
+    Transport(String),
+    /// `wait` ran out of time.
+    #[error("job {0} not finished after {1:?}")]
+    Timeout(i64, Duration),
+}
+
+/// A blocking client for `sts serve`.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    token: Option<String>,
+    agent: ureq::Agent,
+}
+
+impl Client {
+    /// A client of the server at `base` (e.g. `http://127.0.0.1:7878`).
+    pub fn new(base: impl Into<String>) -> Client {
+        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build();
+        Client { base: base.into().trim_end_matches('/').to_string(), token: None, agent }
+    }
+
+    /// Sends `Authorization: Bearer TOKEN` with every request.
+    pub fn with_token(mut self, token: impl Into<String>) -> Client {
+        self.token = Some(token.into());
+        self
+    }
+
+    fn request(&self, method: &str, path: &str) -> ureq::Request {
+        let r = self.agent.request(method, &format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => r.set("Authorization", &format!("Bearer {t}")),
+            None => r,
+        }
+    }
+
+    /// `GET /version`.
+    pub fn version(&self) -> Result<Version, Error> {
+        json(self.request("GET", "/version").call())
+    }
+
+    /// `POST /jobs`: submits a job.
+    pub fn submit(&self, job: &JobRequest) -> Result<Job, Error> {
+        json(self.request("POST", "/jobs").send_json(job))
+    }
+
+    /// `POST /jobs` as `multipart/form-data`: the job and a tar (or
+    /// tar.gz) of its files.
+    pub fn submit_with_files(&self, job: &JobRequest, tar: &[u8]) -> Result<Job, Error> {
+        let boundary = "sts-client-boundary-7f1c2a9e";
+        let mut body = Vec::new();
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"job\"\r\nContent-Type: application/json\r\n\r\n")
+                .as_bytes(),
+        );
+        body.extend_from_slice(&serde_json::to_vec(job).map_err(|e| Error::Transport(e.to_string()))?);
+        body.extend_from_slice(
+            format!(
+                "\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"files.tar\"\r\n\
+                 Content-Type: application/x-tar\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(tar);
+        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        let req =
+            self.request("POST", "/jobs").set("Content-Type", &format!("multipart/form-data; boundary={boundary}"));
+        json(req.send_bytes(&body))
+    }
+
+    /// `GET /jobs/ID`.
+    pub fn job(&self, id: i64) -> Result<Job, Error> {
+        json(self.request("GET", &format!("/jobs/{id}")).call())
+    }
+
+    /// `GET /jobs`: every job, oldest first.
+    pub fn jobs(&self) -> Result<Vec<Job>, Error> {
+        json(self.request("GET", "/jobs").call())
+    }
+
+    /// `POST /jobs/ID/cancel`.
+    pub fn cancel(&self, id: i64) -> Result<Job, Error> {
+        json(self.request("POST", &format!("/jobs/{id}/cancel")).call())
+    }
+
+    /// `DELETE /jobs/ID`: forgets a final job and its files.
+    pub fn delete(&self, id: i64) -> Result<(), Error> {
+        self.request("DELETE", &format!("/jobs/{id}")).call().map(drop).map_err(error)
+    }
+
+    /// `POST /reset`: cancels and forgets every job (test isolation).
+    pub fn reset(&self) -> Result<(), Error> {
+        self.request("POST", "/reset").call().map(drop).map_err(error)
+    }
+
+    /// `GET /jobs/ID/log`: the job's output so far.
+    pub fn log(&self, id: i64) -> Result<String, Error> {
+        let r = self.request("GET", &format!("/jobs/{id}/log")).call().map_err(error)?;
+        r.into_string().map_err(|e| Error::Transport(e.to_string()))
+    }
+
+    /// `GET /jobs/ID/NAME`: an artifact's bytes (`experiment.tar.gz`,
+    /// `report.html`, `trace.pcap`, `junit.xml`).
+    pub fn artifact(&self, id: i64, name: &str) -> Result<Vec<u8>, Error> {
+        let r = self.request("GET", &format!("/jobs/{id}/{name}")).call().map_err(error)?;
+        let mut bytes = Vec::new();
+        r.into_reader().read_to_end(&mut bytes).map_err(|e| Error::Transport(e.to_string()))?;
+        Ok(bytes)
+    }
+
+    /// Polls job `id` until it is final, for at most `timeout`.
+    pub fn wait(&self, id: i64, timeout: Duration) -> Result<Job, Error> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let job = self.job(id)?;
+            if job.state.is_final() {
+                return Ok(job);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout(id, timeout));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn json<T: serde::de::DeserializeOwned>(r: Result<ureq::Response, ureq::Error>) -> Result<T, Error> {
+    r.map_err(error)?.into_json().map_err(|e| Error::Transport(e.to_string()))
+}
+
+fn error(e: ureq::Error) -> Error {
+    match e {
+        ureq::Error::Status(status, r) => {
+            let text = r.into_string().unwrap_or_default();
+            Error::Api(serde_json::from_str(&text).unwrap_or(ApiError { error: text, status }))
+        }
+        e => Error::Transport(e.to_string()),
+    }
+}

@@ -1,0 +1,486 @@
+//! The HTTP API's routes (axum). Every error is `{"error": "...", "status":
+//! N}` with a 4xx for what the client got wrong and a 500 for what the
+//! server could not do; `docs/api.md` shows each route with curl.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt;
+use sts_client::{ApiError, Job, JobRequest, State as JobState, Version};
+use sts_engine::clock::unix_time_ms;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use crate::jobs::{self, PrepareError};
+use crate::worker::Shared;
+
+/// Largest request body accepted (a job with its files).
+pub const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// The API's version (`GET /version`).
+pub const API_VERSION: u32 = 1;
+
+/// What the handlers see.
+#[derive(Clone)]
+pub struct App {
+    pub shared: Arc<Shared>,
+    /// The bearer token every request must carry, when one is set.
+    pub token: Option<Arc<str>>,
+}
+
+/// An error answer.
+#[derive(Debug)]
+pub struct Failure(StatusCode, String);
+
+impl Failure {
+    fn new(status: StatusCode, error: impl Into<String>) -> Failure {
+        Failure(status, error.into())
+    }
+    fn bad(error: impl Into<String>) -> Failure {
+        Failure::new(StatusCode::BAD_REQUEST, error)
+    }
+    fn not_found(id: i64) -> Failure {
+        Failure::new(StatusCode::NOT_FOUND, format!("no job {id}"))
+    }
+    fn internal(error: impl std::fmt::Display) -> Failure {
+        tracing::error!("{error}");
+        Failure::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let body = ApiError { error: self.1, status: self.0.as_u16() };
+        (self.0, Json(body)).into_response()
+    }
+}
+
+impl From<crate::store::StoreError> for Failure {
+    fn from(e: crate::store::StoreError) -> Failure {
+        Failure::internal(e)
+    }
+}
+
+type Answer<T> = Result<T, Failure>;
+
+/// The router, with authentication and the body limit.
+pub fn router(app: App) -> Router {
+    Router::new()
+        .route("/", get(crate::index::page))
+        .route("/version", get(version))
+        .route("/openapi.json", get(openapi))
+        .route("/jobs", get(list_jobs).post(submit))
+        .route("/jobs/{id}", get(get_job).delete(delete_job))
+        .route("/jobs/{id}/cancel", post(cancel_job))
+        .route("/jobs/{id}/log", get(job_log))
+        .route("/jobs/{id}/events", get(job_events))
+        .route("/jobs/{id}/experiment.tar.gz", get(experiment_tarball))
+        .route("/jobs/{id}/report.html", get(report_html))
+        .route("/jobs/{id}/trace.pcap", get(trace_pcap))
+        .route("/jobs/{id}/junit.xml", get(junit_xml))
+        .route("/reset", post(reset))
+        .fallback(|| async { Failure::new(StatusCode::NOT_FOUND, "no such route; see /openapi.json") })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn_with_state(app.clone(), guard))
+        .with_state(app)
+}
+
+/// Refuses requests without the bearer token (when one is set) and bodies
+/// announced larger than [`MAX_BODY`], before reading them.
+async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
+    if let Some(token) = &app.token {
+        let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        let ok = given
+            .and_then(|g| g.strip_prefix("Bearer "))
+            .is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes()));
+        if !ok {
+            let mut r =
+                Failure::new(StatusCode::UNAUTHORIZED, "a bearer token is required (Authorization: Bearer TOKEN)")
+                    .into_response();
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    let announced = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > MAX_BODY as u64) {
+        return Failure::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {} MiB", MAX_BODY >> 20))
+            .into_response();
+    }
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn parse_id(id: &str) -> Answer<i64> {
+    id.parse::<i64>().map_err(|_| Failure::bad(format!("{id:?} is not a job id")))
+}
+
+/// The job as the API shows it: live progress while it runs.
+fn shown(app: &App, mut job: Job) -> Job {
+    if job.state == JobState::Running {
+        if let Some(p) = app.shared.progress(job.id) {
+            job.progress = Some(p);
+        }
+    }
+    job
+}
+
+fn find(app: &App, id: &str) -> Answer<Job> {
+    let id = parse_id(id)?;
+    let job = app.shared.store.get(id)?.ok_or_else(|| Failure::not_found(id))?;
+    Ok(shown(app, job))
+}
+
+/// The server's version.
+#[utoipa::path(get, path = "/version", responses((status = 200, body = Version)))]
+pub async fn version() -> Json<Version> {
+    Json(Version { version: env!("CARGO_PKG_VERSION").to_string(), api: API_VERSION })
+}
+
+/// This API's OpenAPI description.
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
+pub async fn openapi() -> Response {
+    let doc = <crate::openapi::ApiDoc as utoipa::OpenApi>::openapi();
+    match doc.to_pretty_json() {
+        Ok(text) => ([(header::CONTENT_TYPE, "application/json")], text).into_response(),
+        Err(e) => Failure::internal(e).into_response(),
+    }
+}
+
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// Only jobs in this state (queued, running, succeeded, failed, cancelled).
+    state: Option<String>,
+}
+
+/// Every job, oldest first.
+#[utoipa::path(get, path = "/jobs", params(ListQuery), responses((status = 200, body = Vec<Job>), (status = 400, body = ApiError)))]
+pub async fn list_jobs(
+    State(app): State<App>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Answer<Json<Vec<Job>>> {
+    let Query(q) = query.map_err(|e| Failure::bad(e.body_text()))?;
+    let state = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(JobState::from_name(s).ok_or_else(|| Failure::bad(format!("unknown state {s:?}")))?),
+    };
+    let jobs = app.shared.store.list(state)?;
+    Ok(Json(jobs.into_iter().map(|j| shown(&app, j)).collect()))
+}
+
+/// Submits a job: a JSON [`JobRequest`], or `multipart/form-data` with a
+/// `job` part (that JSON) and a `files` part (a tar or tar.gz).
+#[utoipa::path(post, path = "/jobs", request_body = JobRequest,
+    responses((status = 201, body = Job), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 413, body = ApiError)))]
+pub async fn submit(State(app): State<App>, req: Request) -> Answer<(StatusCode, Json<Job>)> {
+    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let (request, upload) = if content_type.starts_with("multipart/form-data") {
+        read_multipart(req).await?
+    } else {
+        // Any other type is read as JSON (curl's -d says form-urlencoded).
+        let body = read_body(req).await?;
+        (parse_request(&body)?, None)
+    };
+    let kind = jobs::validate(&request, upload.is_some()).map_err(|e| Failure::bad(e.to_string()))?;
+    let source_run = match request.from_job {
+        Some(from) => {
+            let source = app.shared.store.get(from)?.ok_or_else(|| Failure::not_found(from))?;
+            if !source.state.is_final() {
+                return Err(Failure::new(StatusCode::CONFLICT, format!("job {from} has not finished")));
+            }
+            Some(jobs::run_dir(&app.shared.data, from))
+        }
+        None => None,
+    };
+    let store = &app.shared.store;
+    let id = store.insert(kind, &request, unix_time_ms())?;
+    let data = app.shared.data.clone();
+    let prepared = {
+        let request = request.clone();
+        tokio::task::spawn_blocking(move || {
+            jobs::prepare(&data, id, &request, upload.as_deref(), source_run.as_deref())
+        })
+        .await
+        .map_err(Failure::internal)?
+    };
+    if let Err(e) = prepared {
+        let _ = store.discard(id);
+        let _ = std::fs::remove_dir_all(jobs::job_dir(&app.shared.data, id));
+        return Err(match e {
+            PrepareError::Io(m) => Failure::internal(m),
+            PrepareError::NotFound(m) => Failure::new(StatusCode::NOT_FOUND, m),
+            PrepareError::Upload(u) if !u.is_client_error() => Failure::internal(u),
+            e => Failure::bad(e.to_string()),
+        });
+    }
+    store.enqueue(id)?;
+    app.shared.wake.notify_one();
+    let job = store.get(id)?.ok_or_else(|| Failure::internal("the job vanished"))?;
+    Ok((StatusCode::CREATED, Json(job)))
+}
+
+async fn read_body(req: Request) -> Answer<Bytes> {
+    axum::body::to_bytes(req.into_body(), MAX_BODY).await.map_err(|e| {
+        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
+            Failure::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {} MiB", MAX_BODY >> 20))
+        } else {
+            Failure::bad(format!("cannot read the request body: {e}"))
+        }
+    })
+}
+
+fn parse_request(body: &[u8]) -> Answer<JobRequest> {
+    serde_json::from_slice(body).map_err(|e| Failure::bad(format!("job request: {e}")))
+}
+
+async fn read_multipart(req: Request) -> Answer<(JobRequest, Option<Vec<u8>>)> {
+    let mut form = Multipart::from_request(req, &()).await.map_err(|e| Failure::bad(e.body_text()))?;
+    let (mut request, mut files) = (None, None);
+    let too_large = |e: axum::extract::multipart::MultipartError| {
+        let status = e.status();
+        Failure::new(if status.is_client_error() { status } else { StatusCode::BAD_REQUEST }, e.body_text())
+    };
+    while let Some(field) = form.next_field().await.map_err(too_large)? {
+        match field.name().unwrap_or("") {
+            "job" => request = Some(parse_request(&field.bytes().await.map_err(too_large)?)?),
+            "files" => files = Some(field.bytes().await.map_err(too_large)?.to_vec()),
+            other => return Err(Failure::bad(format!("unknown form part {other:?}: send `job` and `files`"))),
+        }
+    }
+    let request = request.ok_or_else(|| Failure::bad("multipart upload without a `job` part"))?;
+    Ok((request, files))
+}
+
+/// One job.
+#[utoipa::path(get, path = "/jobs/{id}", responses((status = 200, body = Job), (status = 404, body = ApiError)))]
+pub async fn get_job(State(app): State<App>, Path(id): Path<String>) -> Answer<Json<Job>> {
+    Ok(Json(find(&app, &id)?))
+}
+
+/// Cancels a job: a queued one at once, a running one by killing its
+/// process (and so its controllers). Cancelling a final job changes nothing.
+#[utoipa::path(post, path = "/jobs/{id}/cancel", responses((status = 200, body = Job), (status = 404, body = ApiError)))]
+pub async fn cancel_job(State(app): State<App>, Path(id): Path<String>) -> Answer<Json<Job>> {
+    let id = parse_id(&id)?;
+    match app.shared.store.request_cancel(id, unix_time_ms())? {
+        None => return Err(Failure::not_found(id)),
+        Some(JobState::Running) => {
+            app.shared.kill(id);
+            // The worker records the end; wait for it briefly so the answer shows it.
+            for _ in 0..50 {
+                if app.shared.store.get(id)?.is_some_and(|j| j.state.is_final()) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        Some(_) => {}
+    }
+    Ok(Json(find(&app, &id.to_string())?))
+}
+
+/// Forgets a final job and deletes its directory.
+#[utoipa::path(delete, path = "/jobs/{id}", responses((status = 204), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn delete_job(State(app): State<App>, Path(id): Path<String>) -> Answer<StatusCode> {
+    let job = find(&app, &id)?;
+    if !app.shared.store.delete(job.id)? {
+        return Err(Failure::new(
+            StatusCode::CONFLICT,
+            format!("job {} is {}: cancel it first", job.id, job.state.name()),
+        ));
+    }
+    let _ = std::fs::remove_dir_all(jobs::job_dir(&app.shared.data, job.id));
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Cancels and forgets every job (test isolation).
+#[utoipa::path(post, path = "/reset", responses((status = 204)))]
+pub async fn reset(State(app): State<App>) -> Answer<StatusCode> {
+    for job in app.shared.store.list(Some(JobState::Running))? {
+        app.shared.store.request_cancel(job.id, unix_time_ms())?;
+        app.shared.kill(job.id);
+    }
+    for id in app.shared.store.clear()? {
+        let _ = std::fs::remove_dir_all(jobs::job_dir(&app.shared.data, id));
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn file_response(path: PathBuf, content_type: &'static str, missing: String) -> Answer<Response> {
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(([(header::CONTENT_TYPE, content_type)], bytes).into_response()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::new(StatusCode::NOT_FOUND, missing)),
+        Err(e) => Err(Failure::internal(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Everything the job's `sts` printed so far.
+#[utoipa::path(get, path = "/jobs/{id}/log", responses((status = 200, content_type = "text/plain"), (status = 404, body = ApiError)))]
+pub async fn job_log(State(app): State<App>, Path(id): Path<String>) -> Answer<Response> {
+    let job = find(&app, &id)?;
+    let path = jobs::job_dir(&app.shared.data, job.id).join("log.txt");
+    match file_response(path, "text/plain; charset=utf-8", String::new()) {
+        Err(Failure(StatusCode::NOT_FOUND, _)) => {
+            Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "").into_response())
+        }
+        r => r,
+    }
+}
+
+/// The job's output as Server-Sent Events, from its start: `log` events
+/// (one line each), `progress` events (JSON), and a last `end` event with
+/// the job once it is final.
+#[utoipa::path(get, path = "/jobs/{id}/events", responses((status = 200, content_type = "text/event-stream"), (status = 404, body = ApiError)))]
+pub async fn job_events(State(app): State<App>, Path(id): Path<String>) -> Answer<Response> {
+    let job = find(&app, &id)?;
+    let path = jobs::job_dir(&app.shared.data, job.id).join("log.txt");
+    let tail = Tail { app, id: job.id, path, offset: 0, partial: Vec::new(), ended: false };
+    let stream = futures::stream::unfold(tail, |mut t| async move {
+        let events = t.next_events().await?;
+        Some((futures::stream::iter(events.into_iter().map(Ok::<_, Infallible>)), t))
+    })
+    .flatten();
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// Follows a job's log file for [`job_events`].
+struct Tail {
+    app: App,
+    id: i64,
+    path: PathBuf,
+    offset: u64,
+    partial: Vec<u8>,
+    ended: bool,
+}
+
+impl Tail {
+    /// The next events, waiting for some; None once the `end` event went.
+    async fn next_events(&mut self) -> Option<Vec<Event>> {
+        if self.ended {
+            return None;
+        }
+        loop {
+            // Whether the job was final *before* reading: then the read sees all it wrote.
+            let job = self.app.shared.store.get(self.id).ok().flatten();
+            let finished = job.as_ref().is_none_or(|j| j.state.is_final());
+            let lines = self.read_lines().await;
+            if !lines.is_empty() {
+                return Some(lines.into_iter().map(|l| event_of_line(&l)).collect());
+            }
+            if finished {
+                self.ended = true;
+                let end = job.map(|j| serde_json::to_string(&j).unwrap_or_default()).unwrap_or_else(|| "null".into());
+                return Some(vec![Event::default().event("end").data(end)]);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn read_lines(&mut self) -> Vec<String> {
+        let Ok(mut f) = tokio::fs::File::open(&self.path).await else { return Vec::new() };
+        if f.seek(std::io::SeekFrom::Start(self.offset)).await.is_err() {
+            return Vec::new();
+        }
+        let mut buf = Vec::new();
+        let Ok(n) = f.take(1 << 20).read_to_end(&mut buf).await else { return Vec::new() };
+        self.offset += n as u64;
+        self.partial.extend_from_slice(&buf);
+        let Some(last_newline) = self.partial.iter().rposition(|&b| b == b'\n') else { return Vec::new() };
+        let complete: Vec<u8> = self.partial.drain(..=last_newline).collect();
+        String::from_utf8_lossy(&complete).lines().map(str::to_string).collect()
+    }
+}
+
+fn event_of_line(line: &str) -> Event {
+    if let Some(rest) = line.strip_prefix("{\"progress\":") {
+        let inner = rest.strip_suffix('}').unwrap_or(rest);
+        return Event::default().event("progress").data(inner);
+    }
+    Event::default().event("log").data(line)
+}
+
+/// The job's experiment directory as a gzip-compressed tar.
+#[utoipa::path(get, path = "/jobs/{id}/experiment.tar.gz", responses((status = 200, content_type = "application/gzip"), (status = 404, body = ApiError)))]
+pub async fn experiment_tarball(State(app): State<App>, Path(id): Path<String>) -> Answer<Response> {
+    let job = find(&app, &id)?;
+    let run = jobs::run_dir(&app.shared.data, job.id);
+    if !run.is_dir() {
+        return Err(Failure::new(StatusCode::NOT_FOUND, format!("job {} has no experiment directory yet", job.id)));
+    }
+    let name = format!("job-{}", job.id);
+    let bytes = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
+        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut tar = tar::Builder::new(gz);
+        tar.follow_symlinks(false);
+        tar.append_dir_all(&name, &run)?;
+        tar.into_inner()?.finish()
+    })
+    .await
+    .map_err(Failure::internal)?
+    .map_err(Failure::internal)?;
+    let disposition = format!("attachment; filename=\"job-{}.tar.gz\"", job.id);
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/gzip"));
+    if let Ok(v) = header::HeaderValue::from_str(&disposition) {
+        headers.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok((headers, Body::from(bytes)).into_response())
+}
+
+/// The job's HTML report (written by the job, or now from its trace).
+#[utoipa::path(get, path = "/jobs/{id}/report.html", responses((status = 200, content_type = "text/html"), (status = 404, body = ApiError)))]
+pub async fn report_html(State(app): State<App>, Path(id): Path<String>) -> Answer<Response> {
+    let job = find(&app, &id)?;
+    let run = jobs::run_dir(&app.shared.data, job.id);
+    if !run.join("trace.jsonl").is_file() {
+        return Err(Failure::new(StatusCode::NOT_FOUND, format!("job {} has no trace yet", job.id)));
+    }
+    let page = run.join("report").join("index.html");
+    // Running jobs' reports are drawn afresh; a final job's is kept.
+    if job.state == JobState::Running || !page.is_file() {
+        let r = tokio::task::spawn_blocking(move || sts_report::html::write_experiment(&run))
+            .await
+            .map_err(Failure::internal)?;
+        r.map_err(|e| Failure::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+    }
+    file_response(page, "text/html; charset=utf-8", format!("job {} has no report", job.id))
+}
+
+/// The job's OpenFlow messages as a pcap (for Wireshark, tshark).
+#[utoipa::path(get, path = "/jobs/{id}/trace.pcap", responses((status = 200, content_type = "application/vnd.tcpdump.pcap"), (status = 404, body = ApiError)))]
+pub async fn trace_pcap(State(app): State<App>, Path(id): Path<String>) -> Answer<Response> {
+    let job = find(&app, &id)?;
+    let path = jobs::run_dir(&app.shared.data, job.id).join("trace.jsonl");
+    if !path.is_file() {
+        return Err(Failure::new(StatusCode::NOT_FOUND, format!("job {} has no trace yet", job.id)));
+    }
+    let bytes = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, String> {
+        let trace = sts_trace::Trace::load(&path).map_err(|e| e.to_string())?;
+        let (_, bytes) = sts_report::pcap::write_trace(&trace, Vec::new()).map_err(|e| e.to_string())?;
+        Ok(bytes)
+    })
+    .await
+    .map_err(Failure::internal)?
+    .map_err(|e| Failure::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
+    Ok(([(header::CONTENT_TYPE, "application/vnd.tcpdump.pcap")], bytes).into_response())
+}
+
+/// The job's result as JUnit XML, once it has one.
+#[utoipa::path(get, path = "/jobs/{id}/junit.xml", responses((status = 200, content_type = "application/xml"), (status = 404, body = ApiError)))]
+pub async fn junit_xml(State(app): State<App>, Path(id): Path<String>) -> Answer<Response> {
+    let job = find(&app, &id)?;
+    let path = jobs::job_dir(&app.shared.data, job.id).join("junit.xml");
+    file_response(path, "application/xml", format!("job {} has no JUnit report (yet)", job.id))
+}

@@ -1,0 +1,112 @@
+//! `sts-server`: `sts serve`, an HTTP API (axum on hyper) and a durable job
+//! queue (SQLite) for QA testbeds and batch minimization.
+//!
+//! - [`store`]: the job store; every state change is committed before it is
+//!   acted on, and a restart requeues what was running;
+//! - [`jobs`]: a job's directory (its inputs, its experiment, its log) and
+//!   the `sts` command line it runs;
+//! - [`upload`]: files a submission brings, kept inside the job directory;
+//! - [`worker`]: workers running jobs as `sts` child processes;
+//! - [`api`], [`index`], [`openapi`]: the routes, the web index, the
+//!   OpenAPI description.
+//!
+//! The wire types live in `sts-client`, which the tests use to drive a real
+//! server. `docs/api.md` is the user's guide.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub mod api;
+pub mod index;
+pub mod jobs;
+pub mod openapi;
+pub mod store;
+pub mod upload;
+pub mod worker;
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub listen: SocketAddr,
+    /// The data directory: `jobs.sqlite`, `jobs/ID/`, `experiments/`.
+    pub data: PathBuf,
+    /// Jobs run at once.
+    pub workers: usize,
+    /// Every request must carry `Authorization: Bearer TOKEN` when set;
+    /// required to listen on anything but loopback.
+    pub token: Option<String>,
+    /// The `sts` executable that runs jobs.
+    pub sts: PathBuf,
+}
+
+/// Why the server cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0} is not a loopback address: a token is required (--token-file), since a job's config names commands the server runs")]
+    NeedsToken(SocketAddr),
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{0}")]
+    Environment(String),
+}
+
+/// What a started server tells its caller.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// The address it listens on (the port filled in when 0 was asked).
+    pub addr: SocketAddr,
+    /// Jobs the previous run left running, queued again.
+    pub requeued: Vec<i64>,
+}
+
+/// Runs the server until `shutdown` resolves; `started` is called once it
+/// listens. On shutdown, running jobs' processes are killed and their jobs
+/// stay `running` in the store, to run again at the next start.
+pub async fn serve(
+    opts: Options,
+    started: impl FnOnce(&Started),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    if !opts.listen.ip().is_loopback() && opts.token.is_none() {
+        return Err(ServeError::NeedsToken(opts.listen));
+    }
+    if opts.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(ServeError::BadInput("the token is empty".into()));
+    }
+    if opts.workers == 0 {
+        return Err(ServeError::BadInput("--workers must be at least 1".into()));
+    }
+    let env = |what: &str, e: &dyn std::fmt::Display| ServeError::Environment(format!("{what}: {e}"));
+    std::fs::create_dir_all(opts.data.join("jobs")).map_err(|e| env(&opts.data.display().to_string(), &e))?;
+    let store = store::Store::open(&opts.data.join("jobs.sqlite")).map_err(|e| env("opening the job store", &e))?;
+    let (requeued, dropped) =
+        store.recover(sts_engine::clock::unix_time_ms()).map_err(|e| env("recovering the job store", &e))?;
+    for id in dropped {
+        let _ = std::fs::remove_dir_all(jobs::job_dir(&opts.data, id));
+    }
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| env(&format!("listening on {}", opts.listen), &e))?;
+    let addr = listener.local_addr().map_err(|e| env("listening", &e))?;
+    let shared = Arc::new(worker::Shared::new(opts.data.clone(), store, opts.sts.clone()));
+    let workers: Vec<_> = (0..opts.workers).map(|_| tokio::spawn(worker::work(shared.clone()))).collect();
+    let app = api::App { shared: shared.clone(), token: opts.token.map(|t| Arc::from(t.trim())) };
+    started(&Started { addr, requeued });
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, api::router(app)).with_graceful_shutdown(async move {
+        let mut rx = stop_rx;
+        let _ = rx.wait_for(|s| *s).await;
+    });
+    let server = tokio::spawn(async move { server.await });
+    shutdown.await;
+    shared.stop();
+    let _ = stop_tx.send(true);
+    // Open connections (an event stream, idle clients) get a moment to end.
+    let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+    for w in workers {
+        let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
+    }
+    Ok(())
+}
