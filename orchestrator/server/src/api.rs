@@ -14,7 +14,7 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
 use futures::StreamExt;
 use sts_client::{ApiError, Job, JobRequest, State as JobState, Version};
 use sts_engine::clock::unix_time_ms;
@@ -35,6 +35,21 @@ pub struct App {
     pub shared: Arc<Shared>,
     /// The bearer token every request must carry, when one is set.
     pub token: Option<Arc<str>>,
+}
+
+/// A JSON answer ending with a newline (so that `curl` output reads well).
+pub struct Json<T>(pub T);
+
+impl<T: serde::Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        match serde_json::to_vec(&self.0) {
+            Ok(mut bytes) => {
+                bytes.push(b'\n');
+                ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
+            }
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        }
+    }
 }
 
 /// An error answer.
@@ -204,20 +219,18 @@ pub async fn submit(State(app): State<App>, req: Request) -> Answer<(StatusCode,
         }
         None => None,
     };
-    let store = &app.shared.store;
-    let id = store.insert(kind, &request, unix_time_ms())?;
-    let data = app.shared.data.clone();
+    let shared = &app.shared;
+    let staging = jobs::staging_dir(&shared.data, shared.next_staging());
     let prepared = {
-        let request = request.clone();
+        let (request, staging, data) = (request.clone(), staging.clone(), shared.data.clone());
         tokio::task::spawn_blocking(move || {
-            jobs::prepare(&data, id, &request, upload.as_deref(), source_run.as_deref())
+            jobs::prepare(&staging, &data, &request, upload.as_deref(), source_run.as_deref())
         })
         .await
         .map_err(Failure::internal)?
     };
     if let Err(e) = prepared {
-        let _ = store.discard(id);
-        let _ = std::fs::remove_dir_all(jobs::job_dir(&app.shared.data, id));
+        let _ = std::fs::remove_dir_all(&staging);
         return Err(match e {
             PrepareError::Io(m) => Failure::internal(m),
             PrepareError::NotFound(m) => Failure::new(StatusCode::NOT_FOUND, m),
@@ -225,9 +238,17 @@ pub async fn submit(State(app): State<App>, req: Request) -> Answer<(StatusCode,
             e => Failure::bad(e.to_string()),
         });
     }
-    store.enqueue(id)?;
-    app.shared.wake.notify_one();
-    let job = store.get(id)?.ok_or_else(|| Failure::internal("the job vanished"))?;
+    // Recorded, moved into place, queued: a crash in between leaves a
+    // `preparing` row, which the next start drops with its directory.
+    let id = shared.store.insert(kind, &request, unix_time_ms())?;
+    if let Err(e) = std::fs::rename(&staging, jobs::job_dir(&shared.data, id)) {
+        let _ = shared.store.discard(id);
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(Failure::internal(format!("moving the job's files into place: {e}")));
+    }
+    shared.store.enqueue(id)?;
+    shared.wake.notify_one();
+    let job = shared.store.get(id)?.ok_or_else(|| Failure::internal("the job vanished"))?;
     Ok((StatusCode::CREATED, Json(job)))
 }
 

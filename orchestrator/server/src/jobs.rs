@@ -113,17 +113,23 @@ pub fn validate(req: &JobRequest, has_upload: bool) -> Result<Kind, PrepareError
     Ok(kind)
 }
 
-/// Writes job `id`'s inputs into its directory: the inline files and the
-/// upload under `input/`, and for replay and minimize a copy of the
-/// experiment under `run/`. `source_run` is the experiment of `from_job`.
+/// Where a submission is prepared before it has an id: a rejected one
+/// leaves no trace in the store (and uses up no id).
+pub fn staging_dir(data: &Path, n: u64) -> PathBuf {
+    data.join("staging").join(n.to_string())
+}
+
+/// Writes a job's inputs into `dir` (a staging directory, renamed to the
+/// job's once it has an id): the inline files and the upload under
+/// `input/`, and for replay and minimize a copy of the experiment under
+/// `run/`. `source_run` is the experiment of `from_job`.
 pub fn prepare(
+    dir: &Path,
     data: &Path,
-    id: i64,
     req: &JobRequest,
     upload: Option<&[u8]>,
     source_run: Option<&Path>,
 ) -> Result<(), PrepareError> {
-    let dir = job_dir(data, id);
     let input = dir.join("input");
     std::fs::create_dir_all(&input).map_err(|e| PrepareError::Io(format!("{}: {e}", input.display())))?;
     if let Some(bytes) = upload {

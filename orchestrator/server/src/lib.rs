@@ -83,6 +83,8 @@ pub async fn serve(
     let store = store::Store::open(&opts.data.join("jobs.sqlite")).map_err(|e| env("opening the job store", &e))?;
     let (requeued, dropped) =
         store.recover(sts_engine::clock::unix_time_ms()).map_err(|e| env("recovering the job store", &e))?;
+    // Submissions a previous run was still preparing were never answered.
+    let _ = std::fs::remove_dir_all(opts.data.join("staging"));
     for id in dropped {
         let _ = std::fs::remove_dir_all(jobs::job_dir(&opts.data, id));
     }

@@ -175,7 +175,16 @@ impl Store {
             "UPDATE jobs SET state = ?2, outcome = ?3, exit_code = ?4, error = ?5, finished_ms = ?6,
                              progress = COALESCE(?7, progress), summary = ?8
              WHERE id = ?1 AND state = 'running'",
-            params![id, end.outcome.state().name(), name_of(&end.outcome), end.exit_code, end.error, now_ms, progress, end.summary],
+            params![
+                id,
+                end.outcome.state().name(),
+                name_of(&end.outcome),
+                end.exit_code,
+                end.error,
+                now_ms,
+                progress,
+                end.summary
+            ],
         )?;
         Ok(n == 1)
     }

@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,6 +42,7 @@ pub struct Shared {
     pub wake: tokio::sync::Notify,
     live: Mutex<HashMap<i64, Live>>,
     stopping: AtomicBool,
+    staged: AtomicU64,
 }
 
 impl Shared {
@@ -53,7 +54,14 @@ impl Shared {
             wake: tokio::sync::Notify::new(),
             live: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
+            staged: AtomicU64::new(0),
         }
+    }
+
+    /// A number for a new staging directory (unique in this run; the
+    /// directory is emptied at start).
+    pub fn next_staging(&self) -> u64 {
+        self.staged.fetch_add(1, Ordering::Relaxed)
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Live>> {
