@@ -617,9 +617,7 @@ impl Lock {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let holder = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse::<i32>().ok());
-                    let alive = holder.is_some_and(|pid| {
-                        pid as u32 != me && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
-                    });
+                    let alive = holder.is_some_and(|pid| pid as u32 != me && is_running(pid));
                     if let (true, Some(pid)) = (alive, holder) {
                         return Err(RunError::BadInput(format!(
                             "{}: this directory is being minimized by another sts (pid {pid}); wait for it, or stop it",
@@ -634,6 +632,19 @@ impl Lock {
         }
         Err(RunError::Environment(format!("{}: cannot take the lock", path.display())))
     }
+}
+
+/// True if process `pid` exists and is not a zombie (a killed sts whose
+/// parent has not reaped it yet, or never will in a container without an
+/// init, holds nothing).
+fn is_running(pid: i32) -> bool {
+    if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
+        return false;
+    }
+    // /proc/PID/stat: "PID (COMM) STATE ...", COMM may hold spaces and parentheses.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, Some("Z" | "X"))
 }
 
 impl Drop for Lock {
@@ -774,6 +785,14 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), std::process::id().to_string());
         drop(taken);
         assert!(!path.exists(), "released");
+        // So is one held by a zombie: a killed sts nobody reaped yet.
+        let mut zombie = std::process::Command::new("true").spawn().unwrap();
+        while !std::fs::read_to_string(format!("/proc/{}/stat", zombie.id())).unwrap().contains(") Z ") {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::fs::write(&path, format!("{}\n", zombie.id())).unwrap();
+        drop(Lock::take(&path).expect("a zombie's lock is taken over"));
+        zombie.wait().unwrap();
     }
 
     #[test]

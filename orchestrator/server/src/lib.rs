@@ -61,6 +61,37 @@ pub struct Started {
     pub requeued: Vec<i64>,
 }
 
+/// Processes working in `dir` (a job's `sts` and its controllers run in
+/// their job's directory).
+fn processes_in(dir: &std::path::Path) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let cwd = std::fs::read_link(e.path().join("cwd")).ok()?;
+            cwd.starts_with(dir).then_some(pid)
+        })
+        .collect()
+}
+
+/// Waits until the jobs of a server that was killed are gone (they die with
+/// it, but dying takes a moment), so that a job run again does not meet its
+/// previous attempt (a minimization's lock). Kills what is left after 10 s.
+async fn outlive_previous_jobs(jobs: &std::path::Path) {
+    let Ok(jobs) = jobs.canonicalize() else { return };
+    for _ in 0..200 {
+        if processes_in(&jobs).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for pid in processes_in(&jobs) {
+        tracing::warn!("process {pid} of a previous run still works in {}: killing it", jobs.display());
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
 /// Runs the server until `shutdown` resolves; `started` is called once it
 /// listens. On shutdown, running jobs' processes are killed and their jobs
 /// stay `running` in the store, to run again at the next start.
@@ -87,6 +118,9 @@ pub async fn serve(
     let _ = std::fs::remove_dir_all(opts.data.join("staging"));
     for id in dropped {
         let _ = std::fs::remove_dir_all(jobs::job_dir(&opts.data, id));
+    }
+    if !requeued.is_empty() {
+        outlive_previous_jobs(&opts.data.join("jobs")).await;
     }
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
