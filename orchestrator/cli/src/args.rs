@@ -104,6 +104,41 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
     },
+    /// Fuzz one config under many seeds, group what the runs find into distinct bugs (by bug
+    /// identity), and minimize one run of each.
+    ///
+    /// Writes OUT/seeds/SEED/ (one experiment per seed; the MCS of each bug in its minimized run's
+    /// mcs/), OUT/summary.json and OUT/summary.md. Exit code: 1 when some bug was found, 0 when none.
+    Campaign {
+        /// Experiment config (TOML); its [fuzz] seed is replaced by each seed in turn.
+        #[arg(long)]
+        config: PathBuf,
+        /// Seeds to fuzz: A..B (inclusive) or one seed.
+        #[arg(long, value_name = "A..B")]
+        seeds: String,
+        /// Directory to write the campaign into.
+        #[arg(long)]
+        out: PathBuf,
+        /// Fuzz runs at once, each with its own controllers.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        jobs: u32,
+        /// When two runs found the same bug, and what a minimization keeps: `culprit` (default: the
+        /// config's `[invariants] same`, else culprit), `victim`, `kind` or `exact`.
+        #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
+        same: Option<String>,
+        /// Replays per candidate in each minimization.
+        #[arg(long, default_value_t = 1)]
+        replays: u32,
+        /// Replays of each bug's final sequence, for its reproduction rate.
+        #[arg(long, default_value_t = 10)]
+        final_replays: u32,
+        /// Stop each minimization after this many seconds with its smallest sequence so far.
+        #[arg(long)]
+        budget: Option<u64>,
+        /// Also write the result as JUnit XML (one failing test case per distinct bug), for CI.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
     /// Write a trace's OpenFlow messages as a pcap, for Wireshark or tshark.
     ///
     /// One TCP stream per switch–controller connection, controller port 6653,

@@ -43,6 +43,17 @@ pub fn run(cli: Cli) -> u8 {
             };
             minimize(&engine, dir, &opts, junit.as_deref())
         }
+        Command::Campaign { config, seeds, out, jobs, same, replays, final_replays, budget, junit } => {
+            let minimize = minimize::Options {
+                replays: *replays,
+                jobs: 1,
+                peek: PeekMode::Off,
+                budget_s: *budget,
+                final_replays: *final_replays,
+                same: same.as_deref().and_then(|s| s.parse().ok()),
+            };
+            campaign(&engine, config, seeds, out, *jobs, minimize, junit.as_deref())
+        }
         Command::Pcap { dir, out } => pcap(dir, out.as_deref()),
         Command::Report { dir, shiviz, out } => report(dir, *shiviz, out.as_deref()),
         Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
@@ -275,6 +286,65 @@ fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options, junit: Option
         Err(e) => eprintln!("sts minimize: no HTML report: {e}"),
     }
     exit::OK
+}
+
+fn campaign(
+    engine: &Engine,
+    config_path: &Path,
+    seeds: &str,
+    out: &Path,
+    jobs: u32,
+    minimize: minimize::Options,
+    junit: Option<&Path>,
+) -> u8 {
+    let seeds = match sts_engine::campaign::parse_seeds(seeds) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sts campaign: --seeds {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let (_, text) = match load_config("campaign", config_path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    eprintln!(
+        "sts campaign: seeds {}..{}, {jobs} at a time; campaign in {}",
+        seeds.start(),
+        seeds.end(),
+        out.display()
+    );
+    let opts = sts_engine::campaign::Options { seeds, jobs, minimize };
+    let report = match block_on("campaign", sts_engine::campaign::run(engine, &text, config_path, out, &opts)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    for bug in &report.bugs {
+        let dir = out.join("seeds").join(bug.minimized.to_string());
+        if let Some(r) = &bug.mcs {
+            if let Err(e) = sts_report::write_mcs_markdown(&dir.join("mcs"), r) {
+                eprintln!("sts campaign: {}: {e}", dir.join("mcs/report.md").display());
+            }
+        }
+        if let Err(e) = sts_report::html::write_experiment(&dir) {
+            eprintln!("sts campaign: no HTML report for seed {}: {e}", bug.minimized);
+        }
+    }
+    let summary = sts_report::campaign_markdown(&report);
+    if let Err(e) = sts_trace::dir::write_atomic(&out.join("summary.md"), summary.as_bytes()) {
+        eprintln!("sts campaign: {}: {e}", out.join("summary.md").display());
+        return exit::ENVIRONMENT;
+    }
+    if let Err(code) = write_junit("campaign", junit, || sts_report::junit::campaign(config_path, &report)) {
+        return code;
+    }
+    print!("{summary}");
+    println!("\nsummary: {} (and summary.json)", out.join("summary.md").display());
+    if report.seeds.iter().all(|s| s.error.is_some()) {
+        eprintln!("sts campaign: no seed could run");
+        return exit::ENVIRONMENT;
+    }
+    exit::found(!report.bugs.is_empty())
 }
 
 fn report(dir: &Path, shiviz: bool, out: Option<&Path>) -> u8 {

@@ -31,7 +31,7 @@ struct State {
 /// Phases that run sessions of their own: the handshakes of those sessions
 /// are theirs, and must not take the job's place on screen.
 fn is_outer(phase: &str) -> bool {
-    matches!(phase, "fuzzing" | "replaying" | "minimizing" | "final replays")
+    matches!(phase, "fuzzing" | "replaying" | "minimizing" | "final replays" | "campaign")
 }
 
 impl Terminal {
@@ -55,6 +55,7 @@ fn phase(p: &Progress) -> &'static str {
         Progress::Replay { .. } => "replaying",
         Progress::Minimize { .. } => "minimizing",
         Progress::FinalReplays { .. } => "final replays",
+        Progress::Campaign { .. } => "campaign",
         Progress::Done => "",
     }
 }
@@ -66,6 +67,8 @@ fn counts(p: &Progress) -> Option<(u64, u64)> {
         Progress::Fuzz { step, steps, .. } => Some((u64::from(*step), u64::from(*steps))),
         Progress::Replay { run, of } => Some((u64::from(*run) - 1, u64::from(*of))),
         Progress::FinalReplays { done, total } => Some((u64::from(*done), u64::from(*total))),
+        Progress::Campaign { fuzzed, seeds, bugs: None, .. } => Some((u64::from(*fuzzed), u64::from(*seeds))),
+        Progress::Campaign { minimized, bugs: Some(b), .. } => Some((u64::from(*minimized), u64::from(*b))),
         Progress::Minimize { .. } | Progress::Done => None,
     }
 }
@@ -90,6 +93,12 @@ pub fn describe(p: &Progress) -> String {
             )
         }
         Progress::FinalReplays { done, total } => format!("final replays: {done}/{total}"),
+        Progress::Campaign { fuzzed, seeds, found, bugs: None, .. } => {
+            format!("campaign: {fuzzed}/{seeds} seeds fuzzed, {found} found a violation")
+        }
+        Progress::Campaign { minimized, bugs: Some(b), .. } => {
+            format!("campaign: minimizing bug {} of {b}", minimized + 1)
+        }
         Progress::Done => String::new(),
     }
 }
@@ -167,7 +176,7 @@ impl Observer for Terminal {
                 bar.set_position(pos);
             }
             bar.set_message(match p {
-                Progress::Fuzz { .. } | Progress::Minimize { .. } => describe(p),
+                Progress::Fuzz { .. } | Progress::Minimize { .. } | Progress::Campaign { .. } => describe(p),
                 _ => name.to_string(),
             });
         }

@@ -197,6 +197,22 @@ fn jobs_run_and_their_results_download() {
     assert_eq!(replay.outcome, Some(Outcome::Ok), "the MCS reproduces: {}", c.log(replay.id).unwrap());
     assert_eq!(replay.summary.as_deref(), Some("reproduced in 1 of 1 replay(s)"));
 
+    // A campaign: three seeds, each distinct bug minimized.
+    let mut campaign = JobRequest::campaign(example("fuzz-ovs-mesh.toml"), "1..3");
+    campaign.final_replays = Some(1);
+    let campaign = c.wait(c.submit(&campaign).unwrap().id, WAIT).unwrap();
+    assert_eq!(
+        (campaign.state, campaign.outcome),
+        (State::Succeeded, Some(Outcome::Violation)),
+        "{}",
+        c.log(campaign.id).unwrap()
+    );
+    assert!(campaign.summary.as_deref().unwrap_or("").starts_with("3 seeds, "), "{:?}", campaign.summary);
+    let md = String::from_utf8(c.artifact(campaign.id, "summary.md").unwrap()).unwrap();
+    assert!(md.starts_with("# Campaign: 3 seeds"), "{md}");
+    assert_eq!(api_status(c.submit(&JobRequest::campaign("x", "9..1"))), 400, "bad seeds");
+    c.delete(campaign.id).unwrap();
+
     // Lists, filters, deletes.
     assert_eq!(c.jobs().unwrap().len(), 3);
     assert!(c.jobs().unwrap().iter().all(|j| j.state == State::Succeeded));
@@ -217,8 +233,9 @@ fn a_cancel_kills_the_job_and_its_controllers() {
     let running = c.submit(&JobRequest::fuzz(long_config(200_000))).unwrap();
     let queued = c.submit(&JobRequest::fuzz(long_config(10))).unwrap();
     let deadline = Instant::now() + WAIT;
-    while c.job(running.id).unwrap().progress.is_none() {
-        assert!(Instant::now() < deadline, "the job never reported progress");
+    // Caught fuzzing (its trace is being written).
+    while c.job(running.id).unwrap().progress.is_none_or(|p| p["phase"] != "fuzz") {
+        assert!(Instant::now() < deadline, "the job never reported fuzzing");
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!processes_under(&data).is_empty(), "the job's processes run in its directory");

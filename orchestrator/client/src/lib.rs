@@ -31,6 +31,9 @@ pub enum Kind {
     Replay,
     /// `sts minimize`: needs an experiment, as replay.
     Minimize,
+    /// `sts campaign`: a config fuzzed under many `seeds`, each distinct bug
+    /// minimized; needs a config, as fuzz.
+    Campaign,
 }
 
 impl Kind {
@@ -40,6 +43,7 @@ impl Kind {
             Kind::Fuzz => "fuzz",
             Kind::Replay => "replay",
             Kind::Minimize => "minimize",
+            Kind::Campaign => "campaign",
         }
     }
 }
@@ -164,10 +168,10 @@ pub enum Peek {
 pub struct JobRequest {
     /// What to run.
     pub kind: Option<Kind>,
-    /// fuzz: the config, as TOML text (written as `config.toml` beside `files`).
+    /// fuzz, campaign: the config, as TOML text (written as `config.toml` beside `files`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
-    /// fuzz: the config's path among the uploaded files (instead of `config`).
+    /// fuzz, campaign: the config's path among the uploaded files (instead of `config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_file: Option<String>,
     /// Text files placed beside the config (relative path to contents): the
@@ -182,22 +186,28 @@ pub struct JobRequest {
     /// directory's `experiments/`, or to the upload when files are uploaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experiment: Option<String>,
+    /// campaign: the seeds to fuzz, `A..B` (inclusive) or one seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<String>,
+    /// campaign: fuzz runs at once inside the job (`--jobs`, default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<u32>,
     /// replay: number of replays (`--repeat`, default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeat: Option<u32>,
     /// replay: what CI expects (`--expect`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
-    /// replay, minimize: bug identity level (`--same`).
+    /// replay, minimize, campaign: bug identity level (`--same`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub same: Option<Same>,
-    /// minimize: replays per candidate (`--replays`, default 1).
+    /// minimize, campaign: replays per candidate (`--replays`, default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replays: Option<u32>,
-    /// minimize: replays of the final sequence (`--final-replays`, default 10).
+    /// minimize, campaign: replays of the final sequence (`--final-replays`, default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_replays: Option<u32>,
-    /// minimize: stop after this many seconds with the best so far (`--budget`).
+    /// minimize, campaign: stop (each minimization) after this many seconds with the best so far (`--budget`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_s: Option<u64>,
     /// minimize: PEEK mode (`--peek`, default off).
@@ -209,6 +219,16 @@ impl JobRequest {
     /// A fuzz job of a config given as text.
     pub fn fuzz(config: impl Into<String>) -> JobRequest {
         JobRequest { kind: Some(Kind::Fuzz), config: Some(config.into()), ..JobRequest::default() }
+    }
+
+    /// A campaign of a config given as text over `seeds` (`A..B`).
+    pub fn campaign(config: impl Into<String>, seeds: impl Into<String>) -> JobRequest {
+        JobRequest {
+            kind: Some(Kind::Campaign),
+            config: Some(config.into()),
+            seeds: Some(seeds.into()),
+            ..JobRequest::default()
+        }
     }
 
     /// A replay of the experiment job `id` wrote.

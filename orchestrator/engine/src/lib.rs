@@ -21,7 +21,8 @@
 //!   handshakes);
 //! - [`observe`]: facts for the checker, the trace drain, the invariant monitor;
 //! - [`inputs`]: external events: injecting them, and the seeded fuzzer;
-//! - [`pingall`], [`fuzz`], [`replay`], [`peek`], [`minimize`]: the jobs;
+//! - [`pingall`], [`fuzz`], [`replay`], [`peek`], [`minimize`], [`campaign`]:
+//!   the jobs;
 //! - [`observer`]: progress and notices, for whoever drives a job.
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit.
@@ -30,6 +31,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+pub mod campaign;
 pub mod checkpoint;
 pub mod clock;
 pub mod config;
@@ -59,10 +61,10 @@ pub use session::RunError;
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<Inner>,
+    observer: Arc<dyn Observer>,
 }
 
 struct Inner {
-    observer: Arc<dyn Observer>,
     zygotes: Mutex<snapshot::ZygotePool>,
     said: Mutex<BTreeSet<NoticeKind>>,
     peek_checkpointed: AtomicU64,
@@ -73,8 +75,8 @@ impl Engine {
     /// An engine reporting to `observer`.
     pub fn new(observer: Arc<dyn Observer>) -> Engine {
         Engine {
+            observer,
             inner: Arc::new(Inner {
-                observer,
                 zygotes: Mutex::new(snapshot::ZygotePool::default()),
                 said: Mutex::new(BTreeSet::new()),
                 peek_checkpointed: AtomicU64::new(0),
@@ -88,14 +90,26 @@ impl Engine {
         Engine::new(Arc::new(observer::Silent))
     }
 
+    /// The same engine (zygotes, notices said, counters) reporting to
+    /// `observer` instead: for a job that runs others and reports their
+    /// progress its own way (a campaign).
+    pub fn with_observer(&self, observer: Arc<dyn Observer>) -> Engine {
+        Engine { inner: self.inner.clone(), observer }
+    }
+
+    /// Where this engine reports.
+    pub fn observer(&self) -> &Arc<dyn Observer> {
+        &self.observer
+    }
+
     /// Reports progress.
     pub fn progress(&self, p: Progress) {
-        self.inner.observer.progress(&p);
+        self.observer.progress(&p);
     }
 
     /// Says something.
     pub fn notice(&self, kind: NoticeKind, message: impl Into<String>) {
-        self.inner.observer.notice(&Notice { kind, message: message.into() });
+        self.observer.notice(&Notice { kind, message: message.into() });
     }
 
     /// Says something the first time this engine meets `kind`, not again.

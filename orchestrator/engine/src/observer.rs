@@ -42,6 +42,17 @@ pub enum Progress {
         replays: u64,
         elapsed_s: f64,
     },
+    /// A campaign (`sts campaign`): seeds fuzzed so far, then bugs minimized.
+    Campaign {
+        fuzzed: u32,
+        seeds: u32,
+        /// Runs that found a violation so far.
+        found: u32,
+        /// Distinct bugs, once the fuzzing is over.
+        bugs: Option<u32>,
+        /// Bugs minimized so far.
+        minimized: u32,
+    },
     /// The minimal sequence is being replayed for its reproduction rate.
     FinalReplays { done: u32, total: u32 },
     /// The current phase ended (a bar can go).

@@ -109,6 +109,50 @@ pub fn minimize(dir: &Path, r: &minimize::Report) -> Report {
     report
 }
 
+/// `sts campaign`: one test case per distinct bug, failing with its
+/// violation and its minimal causal sequence, and one passing case for the
+/// seeds that found nothing.
+pub fn campaign(config: &Path, c: &sts_engine::campaign::Report) -> Report {
+    let mut suite = TestSuite::new(format!("sts campaign {}", config.display()));
+    for (i, bug) in c.bugs.iter().enumerate() {
+        let seeds: Vec<String> = bug.seeds.iter().map(u64::to_string).collect();
+        let mut extra = format!("found by seed(s) {}; minimized on seed {}\n", seeds.join(", "), bug.minimized);
+        match (&bug.mcs, &bug.error) {
+            (Some(r), _) => {
+                extra.push_str(&format!(
+                    "minimal causal sequence: {} of {} inputs (same bug by {}), reproduces {}/{}\n",
+                    r.mcs_inputs, r.original_inputs, r.same, r.final_reproduced, r.final_replays
+                ));
+                extra.extend(r.mcs.iter().map(|e| format!("  {e}\n")));
+            }
+            (None, Some(e)) => extra.push_str(&format!("the minimization failed: {e}\n")),
+            (None, None) => {}
+        }
+        let seconds = bug.mcs.as_ref().map(|r| Duration::from_secs_f64(r.seconds));
+        suite.add_test_case(case(
+            format!("bug {}: {}", i + 1, bug.identity),
+            "sts.campaign",
+            failure(&bug.violation, &extra),
+            seconds,
+        ));
+    }
+    let clean = c.seeds.iter().filter(|s| s.violation.is_none() && s.error.is_none()).count();
+    let mut ok =
+        TestCase::new(format!("{clean} of {} seeds without a violation", c.seeds.len()), TestCaseStatus::success());
+    ok.set_classname("sts.campaign");
+    suite.add_test_case(ok);
+    for s in c.seeds.iter().filter(|s| s.error.is_some()) {
+        let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
+        if let TestCaseStatus::NonSuccess { message, .. } = &mut st {
+            *message = s.error.clone().map(Into::into);
+        }
+        suite.add_test_case(case(format!("seed {} could not run", s.seed), "sts.campaign", st, None));
+    }
+    let mut report = Report::new("sts");
+    report.add_test_suite(suite);
+    report
+}
+
 /// Writes `report` to `path` atomically.
 pub fn write(path: &Path, report: &Report) -> std::io::Result<()> {
     let xml = report.to_string().map_err(std::io::Error::other)?;

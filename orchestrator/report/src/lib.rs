@@ -195,6 +195,57 @@ pub fn mcs_markdown(r: &minimize::Report) -> String {
     s
 }
 
+/// `OUT/summary.md`: a campaign's bugs and their minimal causal sequences.
+pub fn campaign_markdown(c: &sts_engine::campaign::Report) -> String {
+    let found = c.seeds.iter().filter(|s| s.violation.is_some()).count();
+    let failed = c.seeds.iter().filter(|s| s.error.is_some()).count();
+    let mut s = format!(
+        "# Campaign: {} seeds, {} distinct bug(s)\n\n{} seed(s) found a violation, {} found none{}; bugs are told apart by `{}`.\n\n",
+        c.seeds.len(),
+        c.bugs.len(),
+        found,
+        c.seeds.len() - found - failed,
+        if failed > 0 { format!(", {failed} could not run") } else { String::new() },
+        c.same
+    );
+    if !c.bugs.is_empty() {
+        s.push_str("| bug | violation | seeds | minimized on | MCS | reproduces |\n|---|---|---|---|---|---|\n");
+    }
+    for (i, b) in c.bugs.iter().enumerate() {
+        let seeds: Vec<String> = b.seeds.iter().map(u64::to_string).collect();
+        let (mcs, rate) = match (&b.mcs, &b.error) {
+            (Some(r), _) => (
+                format!("{} of {} inputs", r.mcs_inputs, r.original_inputs),
+                format!("{}/{}", r.final_reproduced, r.final_replays),
+            ),
+            (None, Some(e)) => (format!("failed: {}", shorten(e)), "-".into()),
+            (None, None) => ("-".into(), "-".into()),
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | `seeds/{}/mcs/` | {mcs} | {rate} |\n",
+            i + 1,
+            shorten(&b.identity).replace('|', "\\|"),
+            seeds.join(", "),
+            b.minimized
+        ));
+    }
+    for (i, b) in c.bugs.iter().enumerate() {
+        s.push_str(&format!("\n## Bug {}: {}\n\n", i + 1, b.violation.summary));
+        if let Some(r) = &b.mcs {
+            for e in &r.mcs {
+                s.push_str(&format!("1. {e}\n"));
+            }
+            if r.mcs.is_empty() {
+                s.push_str("No input: the violation is present without any.\n");
+            }
+        }
+    }
+    for run in c.seeds.iter().filter(|r| r.error.is_some()) {
+        s.push_str(&format!("\nSeed {} could not run: {}\n", run.seed, run.error.as_deref().unwrap_or("")));
+    }
+    s
+}
+
 /// Writes `mcs/report.md` next to the engine's `report.json` (atomically).
 pub fn write_mcs_markdown(mcs_dir: &Path, r: &minimize::Report) -> std::io::Result<()> {
     sts_trace::dir::write_atomic(&mcs_dir.join("report.md"), mcs_markdown(r).as_bytes())

@@ -102,6 +102,7 @@ pub fn router(app: App) -> Router {
         .route("/jobs/{id}/report.html", get(report_html))
         .route("/jobs/{id}/trace.pcap", get(trace_pcap))
         .route("/jobs/{id}/junit.xml", get(junit_xml))
+        .route("/jobs/{id}/summary.md", get(summary_md))
         .route("/reset", post(reset))
         .fallback(|| async { Failure::new(StatusCode::NOT_FOUND, "no such route; see /openapi.json") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -465,6 +466,12 @@ pub async fn experiment_tarball(State(app): State<App>, Path(id): Path<String>) 
 pub async fn report_html(State(app): State<App>, Path(id): Path<String>) -> Answer<Response> {
     let job = find(&app, &id)?;
     let run = jobs::run_dir(&app.shared.data, job.id);
+    if job.kind == sts_client::Kind::Campaign {
+        return Err(Failure::new(
+            StatusCode::NOT_FOUND,
+            format!("a campaign has a report per bug (seeds/SEED/report/index.html in /jobs/{}/experiment.tar.gz), and /jobs/{}/summary.md", job.id, job.id),
+        ));
+    }
     if !run.join("trace.jsonl").is_file() {
         return Err(Failure::new(StatusCode::NOT_FOUND, format!("job {} has no trace yet", job.id)));
     }
@@ -496,6 +503,23 @@ pub async fn trace_pcap(State(app): State<App>, Path(id): Path<String>) -> Answe
     .map_err(Failure::internal)?
     .map_err(|e| Failure::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
     Ok(([(header::CONTENT_TYPE, "application/vnd.tcpdump.pcap")], bytes).into_response())
+}
+
+/// A finished job's Markdown summary: a campaign's bugs and their minimal
+/// causal sequences, or a minimization's `mcs/report.md`.
+#[utoipa::path(get, path = "/jobs/{id}/summary.md", responses((status = 200, content_type = "text/markdown"), (status = 404, body = ApiError)))]
+pub async fn summary_md(State(app): State<App>, Path(id): Path<String>) -> Answer<Response> {
+    let job = find(&app, &id)?;
+    let run = jobs::run_dir(&app.shared.data, job.id);
+    let path = match job.kind {
+        sts_client::Kind::Campaign => run.join("summary.md"),
+        _ => run.join("mcs").join("report.md"),
+    };
+    file_response(
+        path,
+        "text/markdown; charset=utf-8",
+        format!("job {} has no summary (campaigns and minimizations do, once done)", job.id),
+    )
 }
 
 /// The job's result as JUnit XML, once it has one.

@@ -49,14 +49,25 @@ fn config_name(req: &JobRequest) -> &str {
 pub fn validate(req: &JobRequest, has_upload: bool) -> Result<Kind, PrepareError> {
     let bad = |s: &str| Err(PrepareError::Request(s.to_string()));
     let Some(kind) = req.kind else {
-        return bad("`kind` is required: fuzz, replay or minimize");
+        return bad("`kind` is required: fuzz, replay, minimize or campaign");
     };
     let fuzz_only = req.config.is_some() || req.config_file.is_some();
     let experiment = req.from_job.is_some() || req.experiment.is_some();
     match kind {
-        Kind::Fuzz => {
+        Kind::Fuzz | Kind::Campaign => {
             if experiment {
-                return bad("a fuzz job takes a config (`config` or `config_file`), not `from_job` or `experiment`");
+                return bad(
+                    "fuzz and campaign jobs take a config (`config` or `config_file`), not `from_job` or `experiment`",
+                );
+            }
+            if kind == Kind::Campaign {
+                match &req.seeds {
+                    None => return bad("a campaign needs `seeds`, as `A..B` (inclusive)"),
+                    Some(s) => {
+                        sts_engine::campaign::parse_seeds(s)
+                            .map_err(|e| PrepareError::Request(format!("`seeds` {e}")))?;
+                    }
+                }
             }
             match (&req.config, &req.config_file) {
                 (Some(_), Some(_)) => {
@@ -96,10 +107,15 @@ pub fn validate(req: &JobRequest, has_upload: bool) -> Result<Kind, PrepareError
     };
     opt(req.repeat.is_some(), "repeat", &[Kind::Replay])?;
     opt(req.expect.is_some(), "expect", &[Kind::Replay])?;
-    opt(req.same.is_some(), "same", &[Kind::Replay, Kind::Minimize])?;
-    opt(req.replays.is_some(), "replays", &[Kind::Minimize])?;
-    opt(req.final_replays.is_some(), "final_replays", &[Kind::Minimize])?;
-    opt(req.budget_s.is_some(), "budget_s", &[Kind::Minimize])?;
+    opt(req.same.is_some(), "same", &[Kind::Replay, Kind::Minimize, Kind::Campaign])?;
+    opt(req.replays.is_some(), "replays", &[Kind::Minimize, Kind::Campaign])?;
+    opt(req.final_replays.is_some(), "final_replays", &[Kind::Minimize, Kind::Campaign])?;
+    opt(req.budget_s.is_some(), "budget_s", &[Kind::Minimize, Kind::Campaign])?;
+    opt(req.seeds.is_some(), "seeds", &[Kind::Campaign])?;
+    opt(req.jobs.is_some(), "jobs", &[Kind::Campaign])?;
+    if req.jobs.is_some_and(|n| !(1..=64).contains(&n)) {
+        return bad("`jobs` must be between 1 and 64");
+    }
     opt(req.peek.is_some(), "peek", &[Kind::Minimize])?;
     if req.repeat.is_some_and(|n| !(1..=1000).contains(&n)) {
         return bad("`repeat` must be between 1 and 1000");
@@ -139,7 +155,7 @@ pub fn prepare(
         upload::write_file(&input, name, text.as_bytes())?;
     }
     match req.kind {
-        Some(Kind::Fuzz) => {
+        Some(Kind::Fuzz | Kind::Campaign) => {
             if let Some(text) = &req.config {
                 upload::write_file(&input, "config.toml", text.as_bytes())?;
             }
@@ -203,6 +219,16 @@ pub fn command_line(req: &JobRequest) -> Vec<String> {
             args.extend(["fuzz".into(), "--config".into(), format!("input/{}", config_name(req))]);
             args.extend(["--out".into(), "run".into()]);
         }
+        Some(Kind::Campaign) => {
+            args.extend(["campaign".into(), "--config".into(), format!("input/{}", config_name(req))]);
+            args.extend(["--out".into(), "run".into()]);
+            options.push(("--seeds", req.seeds.clone()));
+            options.push(("--jobs", req.jobs.map(|n| n.to_string())));
+            options.push(("--replays", req.replays.map(|n| n.to_string())));
+            options.push(("--final-replays", req.final_replays.map(|n| n.to_string())));
+            options.push(("--budget", req.budget_s.map(|n| n.to_string())));
+            options.push(("--same", req.same.as_ref().map(spelled)));
+        }
         Some(Kind::Replay) => {
             args.extend(["replay".into(), "run".into()]);
             options.push(("--repeat", req.repeat.map(|n| n.to_string())));
@@ -237,7 +263,7 @@ pub fn reset_for_retry(data: &Path, id: i64, kind: Kind) -> std::io::Result<()> 
         _ => Ok(()),
     };
     match kind {
-        Kind::Fuzz => gone(run),
+        Kind::Fuzz | Kind::Campaign => gone(run),
         Kind::Replay => gone(run.join("replays")),
         Kind::Minimize => Ok(()),
     }
@@ -257,6 +283,26 @@ pub fn summarize(data: &Path, id: i64, kind: Kind, outcome: Outcome) -> Option<S
             let v = read(run.join("replays").join("summary.json"))?;
             let runs = v["runs"].as_array()?.len();
             Some(format!("reproduced in {} of {runs} replay(s)", v["reproduced"].as_u64()?))
+        }
+        Kind::Campaign => {
+            let v = read(run.join("summary.json"))?;
+            let seeds = v["seeds"].as_array()?;
+            let found = seeds.iter().filter(|s| !s["violation"].is_null()).count();
+            let bugs = v["bugs"].as_array()?;
+            let sizes: Vec<String> = bugs
+                .iter()
+                .map(|b| match b["mcs"]["mcs_inputs"].as_u64() {
+                    Some(n) => format!("{} ({n} inputs)", b["identity"].as_str().unwrap_or("?")),
+                    None => format!("{} (not minimized)", b["identity"].as_str().unwrap_or("?")),
+                })
+                .collect();
+            Some(format!(
+                "{} seeds, {found} found a violation, {} distinct bug(s){}{}",
+                seeds.len(),
+                bugs.len(),
+                if sizes.is_empty() { "" } else { ": " },
+                sizes.join("; ")
+            ))
         }
         Kind::Minimize => {
             let v = read(run.join("mcs").join("report.json"))?;

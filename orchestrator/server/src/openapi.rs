@@ -26,6 +26,7 @@ use crate::api;
         api::report_html,
         api::trace_pcap,
         api::junit_xml,
+        api::summary_md,
         api::reset,
     ),
     components(schemas(sts_client::Job, sts_client::JobRequest, sts_client::ApiError, sts_client::Version))
