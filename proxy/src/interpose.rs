@@ -155,6 +155,11 @@ impl Interposer {
         std::mem::take(&mut self.log)
     }
 
+    /// Messages seen so far (the next sequence number).
+    pub fn seen(&self) -> u64 {
+        self.next_seq
+    }
+
     /// Messages currently queued (held or delayed), over all channels.
     pub fn queued(&self) -> usize {
         self.queues.values().map(VecDeque::len).sum()

@@ -201,72 +201,190 @@ pub async fn run(
     now: Now,
     ready: Option<tokio::sync::oneshot::Sender<SocketAddr>>,
 ) -> std::io::Result<()> {
-    let listener = TcpListener::bind(listen).await?;
-    let delays = policy.iter().any(|r| matches!(r.action, Action::Delay(_)));
-    let mut interposer = Interposer::default();
-    interposer.rules = policy;
-    let shared = Arc::new(Mutex::new(Shared { interposer, record, now, writers: Default::default() }));
-    if delays {
-        tokio::spawn(deliver_due(shared.clone()));
-    }
+    let proxy = Proxy::bind(listen, controller, record, policy, max_switches, now).await?;
     if let Some(tx) = ready {
-        let _ = tx.send(listener.local_addr()?);
+        let _ = tx.send(proxy.local_addr());
     }
-    let mut next = 0u64;
-    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut refused = 0u64;
-    loop {
-        let (switch, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of descriptors, or a connection reset before it was
-                // taken: wait for some to be freed and go on.
-                tracing::warn!("cannot accept a switch connection: {e}; retrying");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
+    proxy.serve().await
+}
+
+/// A bound proxy, before it serves; [`Proxy::control`] gives a handle that
+/// changes it while it runs.
+pub struct Proxy {
+    listener: TcpListener,
+    controller: SocketAddr,
+    max_switches: usize,
+    shared: Arc<Mutex<Shared>>,
+    active: Arc<std::sync::atomic::AtomicUsize>,
+    /// Whether the delivery ticker must run (delays now, or a policy that
+    /// may change).
+    ticker: bool,
+}
+
+/// Changes a running proxy: its fault policy, its held messages; and says
+/// how it is doing. Cheap to clone.
+#[derive(Clone)]
+pub struct Control {
+    shared: Arc<Mutex<Shared>>,
+    active: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// What a running proxy has done so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Switches relayed right now.
+    pub switches: usize,
+    /// Messages seen so far (both directions, every switch).
+    pub messages: u64,
+    /// Messages held or delayed right now.
+    pub queued: usize,
+    /// Events written to the recording so far.
+    pub recorded: u64,
+}
+
+impl Control {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The fault policy in force.
+    pub fn policy(&self) -> Vec<Rule> {
+        self.lock().interposer.rules.clone()
+    }
+
+    /// Replaces the fault policy for the messages that come from now on;
+    /// messages already held stay held until [`Control::release`].
+    pub fn set_policy(&self, rules: Vec<Rule>) {
+        self.lock().interposer.rules = rules;
+    }
+
+    /// Sends every held message on now (each connection's order kept);
+    /// returns how many went.
+    pub async fn release(&self) -> usize {
+        let out: Vec<(tokio::sync::mpsc::Sender<bytes::Bytes>, bytes::Bytes)> = {
+            let mut shared = self.lock();
+            let now = (shared.now)();
+            let delivered = shared.interposer.release(None, None, now);
+            delivered
+                .into_iter()
+                .filter_map(|d| shared.writers.get(&(d.channel, d.dir)).map(|w| (w.clone(), d.frame.bytes().clone())))
+                .collect()
         };
-        if active.load(std::sync::atomic::Ordering::Relaxed) >= max_switches {
-            refused += 1;
-            if refused.is_power_of_two() {
-                tracing::warn!(
-                    "switch {peer} refused: {max_switches} switches are connected already (--max-switches); \
-                     {refused} refused so far"
-                );
-            }
-            drop(switch);
-            continue;
+        let n = out.len();
+        for (w, b) in out {
+            let _ = w.send(b).await;
         }
-        let slot = Slot::take(&active);
-        let channel = ChannelId { dpid: next, controller: 0 };
-        next += 1;
-        let shared = shared.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let ctl = match TcpStream::connect(controller).await {
-                Ok(c) => c,
+        n
+    }
+
+    /// What the proxy has done so far.
+    pub fn stats(&self) -> Stats {
+        let shared = self.lock();
+        Stats {
+            switches: self.active.load(std::sync::atomic::Ordering::Relaxed),
+            messages: shared.interposer.seen(),
+            queued: shared.interposer.queued(),
+            recorded: shared.record.as_ref().map_or(0, Recording::written),
+        }
+    }
+}
+
+impl Proxy {
+    /// Binds `listen`; nothing is relayed until [`Proxy::serve`].
+    pub async fn bind(
+        listen: SocketAddr,
+        controller: SocketAddr,
+        record: Option<Recording>,
+        policy: Vec<Rule>,
+        max_switches: usize,
+        now: Now,
+    ) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind(listen).await?;
+        let ticker = policy.iter().any(|r| matches!(r.action, Action::Delay(_)));
+        let mut interposer = Interposer::default();
+        interposer.rules = policy;
+        let shared = Arc::new(Mutex::new(Shared { interposer, record, now, writers: Default::default() }));
+        let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        Ok(Proxy { listener, controller, max_switches, shared, active, ticker })
+    }
+
+    /// The address switches connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    /// A handle that changes the proxy while it serves.
+    pub fn control(&mut self) -> Control {
+        // Any policy may come: held messages must be able to go out later.
+        self.ticker = true;
+        Control { shared: self.shared.clone(), active: self.active.clone() }
+    }
+
+    /// Relays every switch connection until the task is dropped; dropping
+    /// it also ends every connection it relays.
+    pub async fn serve(self) -> std::io::Result<()> {
+        let Proxy { listener, controller, max_switches, shared, active, ticker } = self;
+        // Every task of this proxy: dropped with it.
+        let mut tasks = tokio::task::JoinSet::new();
+        if ticker {
+            tasks.spawn(deliver_due(shared.clone()));
+        }
+        let mut next = 0u64;
+        let mut refused = 0u64;
+        loop {
+            while tasks.try_join_next().is_some() {} // reap the connections that ended
+            let (switch, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
                 Err(e) => {
-                    tracing::warn!("switch {peer}: cannot reach the controller at {controller}: {e}");
-                    return;
+                    // Out of descriptors, or a connection reset before it was
+                    // taken: wait for some to be freed and go on.
+                    tracing::warn!("cannot accept a switch connection: {e}; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
                 }
             };
-            let _ = switch.set_nodelay(true);
-            let _ = ctl.set_nodelay(true);
-            let (sr, sw) = switch.into_split();
-            let (cr, cw) = ctl.into_split();
-            let up_writer = writer(cw, channel, Direction::SwitchToController, &shared);
-            let down_writer = writer(sw, channel, Direction::ControllerToSwitch, &shared);
-            let up = pump(sr, up_writer, channel, Direction::SwitchToController, shared.clone());
-            let down = pump(cr, down_writer, channel, Direction::ControllerToSwitch, shared.clone());
-            // When either side closes, the whole channel ends.
-            tokio::select! {
-                r = up => if let Err(e) = r { tracing::info!("channel {}: {e}", channel.dpid) },
-                r = down => if let Err(e) = r { tracing::info!("channel {}: {e}", channel.dpid) },
+            if active.load(std::sync::atomic::Ordering::Relaxed) >= max_switches {
+                refused += 1;
+                if refused.is_power_of_two() {
+                    tracing::warn!(
+                        "switch {peer} refused: {max_switches} switches are connected already (--max-switches); \
+                         {refused} refused so far"
+                    );
+                }
+                drop(switch);
+                continue;
             }
-            if let Ok(mut shared) = shared.lock() {
-                shared.writers.retain(|(c, _), _| *c != channel);
-            }
-        });
+            let slot = Slot::take(&active);
+            let channel = ChannelId { dpid: next, controller: 0 };
+            next += 1;
+            let shared = shared.clone();
+            tasks.spawn(async move {
+                let _slot = slot;
+                let ctl = match TcpStream::connect(controller).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!("switch {peer}: cannot reach the controller at {controller}: {e}");
+                        return;
+                    }
+                };
+                let _ = switch.set_nodelay(true);
+                let _ = ctl.set_nodelay(true);
+                let (sr, sw) = switch.into_split();
+                let (cr, cw) = ctl.into_split();
+                let up_writer = writer(cw, channel, Direction::SwitchToController, &shared);
+                let down_writer = writer(sw, channel, Direction::ControllerToSwitch, &shared);
+                let up = pump(sr, up_writer, channel, Direction::SwitchToController, shared.clone());
+                let down = pump(cr, down_writer, channel, Direction::ControllerToSwitch, shared.clone());
+                // When either side closes, the whole channel ends.
+                tokio::select! {
+                    r = up => if let Err(e) = r { tracing::info!("channel {}: {e}", channel.dpid) },
+                    r = down => if let Err(e) = r { tracing::info!("channel {}: {e}", channel.dpid) },
+                }
+                if let Ok(mut shared) = shared.lock() {
+                    shared.writers.retain(|(c, _), _| *c != channel);
+                }
+            });
+        }
     }
 }
 

@@ -215,6 +215,13 @@ pub struct JobRequest {
     pub peek: Option<Peek>,
 }
 
+impl PolicyRule {
+    /// A rule applying `action` to every message of type `msg_type`.
+    pub fn on_type(action: RuleAction, msg_type: &str) -> PolicyRule {
+        PolicyRule { action, msg_type: Some(msg_type.into()), switch: None, direction: None, ms: None }
+    }
+}
+
 impl JobRequest {
     /// A fuzz job of a config given as text.
     pub fn fuzz(config: impl Into<String>) -> JobRequest {
@@ -268,6 +275,85 @@ pub struct Job {
     pub progress: Option<serde_json::Value>,
     /// The request it was submitted with.
     pub request: JobRequest,
+}
+
+/// What a proxy rule does to the messages it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleAction {
+    Pass,
+    Drop,
+    /// Keep until `POST /proxies/NAME/release`.
+    Hold,
+    /// Deliver after `ms` milliseconds, keeping the connection's order.
+    Delay,
+}
+
+/// Which way a message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageDirection {
+    ToController,
+    ToSwitch,
+}
+
+/// One rule of a proxy's fault policy; the first rule that matches a
+/// message decides (echo messages always pass).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRule {
+    pub action: RuleAction,
+    /// Only messages of this type (`flow_mod`, `packet_in` ...).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub msg_type: Option<String>,
+    /// Only this switch connection (numbered from 0 in connection order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<MessageDirection>,
+    /// For `delay`: milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u64>,
+}
+
+/// A proxy to create (`POST /proxies`): real switches connect to `listen`,
+/// and each is relayed to `controller`, every message recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyRequest {
+    /// Letters, digits, `-` and `_`.
+    pub name: String,
+    /// Address switches connect to (port 0: any free port).
+    pub listen: String,
+    /// The controller's address.
+    pub controller: String,
+    #[serde(default)]
+    pub rules: Vec<PolicyRule>,
+}
+
+/// A proxy's fault policy (`PUT /proxies/NAME/policy`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    pub rules: Vec<PolicyRule>,
+}
+
+/// A running proxy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ProxyInfo {
+    pub name: String,
+    /// The address it listens on (the port filled in).
+    pub listen: String,
+    pub controller: String,
+    pub rules: Vec<PolicyRule>,
+    /// Switches relayed now.
+    pub switches: usize,
+    /// Messages seen so far.
+    pub messages: u64,
+    /// Messages held or delayed now.
+    pub queued: usize,
+    /// Messages written to the recording so far.
+    pub recorded: u64,
 }
 
 /// An error the API answered with: `{"error": "...", "status": 400}`.
@@ -401,6 +487,48 @@ impl Client {
         let mut bytes = Vec::new();
         r.into_reader().read_to_end(&mut bytes).map_err(|e| Error::Transport(e.to_string()))?;
         Ok(bytes)
+    }
+
+    /// `POST /proxies`: starts a proxy.
+    pub fn create_proxy(&self, proxy: &ProxyRequest) -> Result<ProxyInfo, Error> {
+        json(self.request("POST", "/proxies").send_json(proxy))
+    }
+
+    /// `POST /proxies/populate`: makes these proxies exist as described.
+    pub fn populate_proxies(&self, proxies: &[ProxyRequest]) -> Result<Vec<ProxyInfo>, Error> {
+        json(self.request("POST", "/proxies/populate").send_json(proxies))
+    }
+
+    /// `GET /proxies`.
+    pub fn proxies(&self) -> Result<Vec<ProxyInfo>, Error> {
+        json(self.request("GET", "/proxies").call())
+    }
+
+    /// `GET /proxies/NAME`.
+    pub fn proxy(&self, name: &str) -> Result<ProxyInfo, Error> {
+        json(self.request("GET", &format!("/proxies/{name}")).call())
+    }
+
+    /// `PUT /proxies/NAME/policy`.
+    pub fn set_policy(&self, name: &str, rules: Vec<PolicyRule>) -> Result<ProxyInfo, Error> {
+        json(self.request("PUT", &format!("/proxies/{name}/policy")).send_json(Policy { rules }))
+    }
+
+    /// `POST /proxies/NAME/release`: how many held messages went on.
+    pub fn release(&self, name: &str) -> Result<u64, Error> {
+        let v: serde_json::Value = json(self.request("POST", &format!("/proxies/{name}/release")).call())?;
+        v["released"].as_u64().ok_or_else(|| Error::Transport(format!("unexpected answer {v}")))
+    }
+
+    /// `DELETE /proxies/NAME`.
+    pub fn delete_proxy(&self, name: &str) -> Result<(), Error> {
+        self.request("DELETE", &format!("/proxies/{name}")).call().map(drop).map_err(error)
+    }
+
+    /// `GET /proxies/NAME/recording`: the recording so far (JSON Lines).
+    pub fn recording(&self, name: &str) -> Result<String, Error> {
+        let r = self.request("GET", &format!("/proxies/{name}/recording")).call().map_err(error)?;
+        r.into_string().map_err(|e| Error::Transport(e.to_string()))
     }
 
     /// Polls job `id` until it is final, for at most `timeout`.

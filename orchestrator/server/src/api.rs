@@ -33,6 +33,7 @@ pub const API_VERSION: u32 = 1;
 #[derive(Clone)]
 pub struct App {
     pub shared: Arc<Shared>,
+    pub proxies: Arc<crate::proxies::Proxies>,
     /// The bearer token every request must carry, when one is set.
     pub token: Option<Arc<str>>,
 }
@@ -103,6 +104,12 @@ pub fn router(app: App) -> Router {
         .route("/jobs/{id}/trace.pcap", get(trace_pcap))
         .route("/jobs/{id}/junit.xml", get(junit_xml))
         .route("/jobs/{id}/summary.md", get(summary_md))
+        .route("/proxies", get(list_proxies).post(create_proxy))
+        .route("/proxies/populate", post(populate_proxies))
+        .route("/proxies/{name}", get(get_proxy).delete(delete_proxy))
+        .route("/proxies/{name}/policy", axum::routing::put(set_proxy_policy))
+        .route("/proxies/{name}/release", post(release_proxy))
+        .route("/proxies/{name}/recording", get(proxy_recording))
         .route("/reset", post(reset))
         .fallback(|| async { Failure::new(StatusCode::NOT_FOUND, "no such route; see /openapi.json") })
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -327,9 +334,10 @@ pub async fn delete_job(State(app): State<App>, Path(id): Path<String>) -> Answe
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Cancels and forgets every job (test isolation).
+/// Cancels and forgets every job and stops every proxy (test isolation).
 #[utoipa::path(post, path = "/reset", responses((status = 204)))]
 pub async fn reset(State(app): State<App>) -> Answer<StatusCode> {
+    app.proxies.clear().await;
     for job in app.shared.store.list(Some(JobState::Running))? {
         app.shared.store.request_cancel(job.id, unix_time_ms())?;
         app.shared.kill(job.id);
@@ -338,6 +346,88 @@ pub async fn reset(State(app): State<App>) -> Answer<StatusCode> {
         let _ = std::fs::remove_dir_all(jobs::job_dir(&app.shared.data, id));
     }
     Ok(StatusCode::NO_CONTENT)
+}
+
+impl From<crate::proxies::ProxyError> for Failure {
+    fn from(e: crate::proxies::ProxyError) -> Failure {
+        use crate::proxies::ProxyError as E;
+        match e {
+            E::Bad(m) => Failure::bad(m),
+            E::NotFound(_) => Failure::new(StatusCode::NOT_FOUND, e.to_string()),
+            E::Conflict(m) => Failure::new(StatusCode::CONFLICT, m),
+            E::Io(m) => Failure::internal(m),
+        }
+    }
+}
+
+/// A JSON body of type `T`, or a 400 saying what is wrong with it.
+async fn json_body<T: serde::de::DeserializeOwned>(req: Request) -> Answer<T> {
+    let body = read_body(req).await?;
+    serde_json::from_slice(&body).map_err(|e| Failure::bad(format!("request: {e}")))
+}
+
+/// Every proxy, by name.
+#[utoipa::path(get, path = "/proxies", responses((status = 200, body = Vec<sts_client::ProxyInfo>)))]
+pub async fn list_proxies(State(app): State<App>) -> Json<Vec<sts_client::ProxyInfo>> {
+    Json(app.proxies.list())
+}
+
+/// Starts a proxy between real switches and a controller, recording every
+/// message, with a fault policy.
+#[utoipa::path(post, path = "/proxies", request_body = sts_client::ProxyRequest,
+    responses((status = 201, body = sts_client::ProxyInfo), (status = 400, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn create_proxy(State(app): State<App>, req: Request) -> Answer<(StatusCode, Json<sts_client::ProxyInfo>)> {
+    let request: sts_client::ProxyRequest = json_body(req).await?;
+    Ok((StatusCode::CREATED, Json(app.proxies.create(request).await?)))
+}
+
+/// Makes the proxies named in the body exist as described (idempotent):
+/// creates the missing, replaces those whose addresses changed, updates the
+/// policy of the rest.
+#[utoipa::path(post, path = "/proxies/populate", request_body = Vec<sts_client::ProxyRequest>,
+    responses((status = 200, body = Vec<sts_client::ProxyInfo>), (status = 400, body = ApiError)))]
+pub async fn populate_proxies(State(app): State<App>, req: Request) -> Answer<Json<Vec<sts_client::ProxyInfo>>> {
+    let requests: Vec<sts_client::ProxyRequest> = json_body(req).await?;
+    Ok(Json(app.proxies.populate(requests).await?))
+}
+
+/// One proxy, with its counters.
+#[utoipa::path(get, path = "/proxies/{name}", responses((status = 200, body = sts_client::ProxyInfo), (status = 404, body = ApiError)))]
+pub async fn get_proxy(State(app): State<App>, Path(name): Path<String>) -> Answer<Json<sts_client::ProxyInfo>> {
+    Ok(Json(app.proxies.get(&name)?))
+}
+
+/// Replaces a proxy's fault policy, for the messages from now on.
+#[utoipa::path(put, path = "/proxies/{name}/policy", request_body = sts_client::Policy,
+    responses((status = 200, body = sts_client::ProxyInfo), (status = 400, body = ApiError), (status = 404, body = ApiError)))]
+pub async fn set_proxy_policy(
+    State(app): State<App>,
+    Path(name): Path<String>,
+    req: Request,
+) -> Answer<Json<sts_client::ProxyInfo>> {
+    let policy: sts_client::Policy = json_body(req).await?;
+    Ok(Json(app.proxies.set_policy(&name, policy.rules)?))
+}
+
+/// Sends a proxy's held messages on: `{"released": N}`.
+#[utoipa::path(post, path = "/proxies/{name}/release", responses((status = 200), (status = 404, body = ApiError)))]
+pub async fn release_proxy(State(app): State<App>, Path(name): Path<String>) -> Answer<Json<serde_json::Value>> {
+    let n = app.proxies.release(&name).await?;
+    Ok(Json(serde_json::json!({ "released": n })))
+}
+
+/// Stops a proxy; its recording is kept.
+#[utoipa::path(delete, path = "/proxies/{name}", responses((status = 204), (status = 404, body = ApiError)))]
+pub async fn delete_proxy(State(app): State<App>, Path(name): Path<String>) -> Answer<StatusCode> {
+    app.proxies.delete(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A proxy's recording so far (JSON Lines, the format of `sts proxy --record`).
+#[utoipa::path(get, path = "/proxies/{name}/recording", responses((status = 200, content_type = "application/x-ndjson"), (status = 404, body = ApiError)))]
+pub async fn proxy_recording(State(app): State<App>, Path(name): Path<String>) -> Answer<Response> {
+    let path = app.proxies.recording(&name)?;
+    file_response(path, "application/x-ndjson", format!("proxy {name:?} has no recording"))
 }
 
 fn file_response(path: PathBuf, content_type: &'static str, missing: String) -> Answer<Response> {

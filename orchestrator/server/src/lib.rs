@@ -7,6 +7,7 @@
 //!   the `sts` command line it runs;
 //! - [`upload`]: files a submission brings, kept inside the job directory;
 //! - [`worker`]: workers running jobs as `sts` child processes;
+//! - [`proxies`]: standalone OpenFlow proxies managed over the API;
 //! - [`api`], [`index`], [`openapi`]: the routes, the web index, the
 //!   OpenAPI description.
 //!
@@ -22,6 +23,7 @@ pub mod api;
 pub mod index;
 pub mod jobs;
 pub mod openapi;
+pub mod proxies;
 pub mod store;
 pub mod upload;
 pub mod worker;
@@ -128,7 +130,9 @@ pub async fn serve(
     let addr = listener.local_addr().map_err(|e| env("listening", &e))?;
     let shared = Arc::new(worker::Shared::new(opts.data.clone(), store, opts.sts.clone()));
     let workers: Vec<_> = (0..opts.workers).map(|_| tokio::spawn(worker::work(shared.clone()))).collect();
-    let app = api::App { shared: shared.clone(), token: opts.token.map(|t| Arc::from(t.trim())) };
+    let proxies = Arc::new(proxies::Proxies::new(opts.data.join("proxies")));
+    let app =
+        api::App { shared: shared.clone(), proxies: proxies.clone(), token: opts.token.map(|t| Arc::from(t.trim())) };
     started(&Started { addr, requeued });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = axum::serve(listener, api::router(app)).with_graceful_shutdown(async move {
@@ -138,6 +142,7 @@ pub async fn serve(
     let server = tokio::spawn(async move { server.await });
     shutdown.await;
     shared.stop();
+    proxies.clear().await;
     let _ = stop_tx.send(true);
     // Open connections (an event stream, idle clients) get a moment to end.
     let _ = tokio::time::timeout(Duration::from_secs(2), server).await;

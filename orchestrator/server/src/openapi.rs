@@ -10,7 +10,7 @@ use crate::api;
 #[openapi(
     info(
         title = "sts serve",
-        description = "Jobs (fuzz, replay, minimize) for sts, a troubleshooting system for SDN controllers. See docs/api.md."
+        description = "Jobs (fuzz, replay, minimize, campaign) and OpenFlow proxies for sts, a troubleshooting system for SDN controllers. See docs/api.md."
     ),
     paths(
         api::version,
@@ -28,6 +28,14 @@ use crate::api;
         api::junit_xml,
         api::summary_md,
         api::reset,
+        api::list_proxies,
+        api::create_proxy,
+        api::populate_proxies,
+        api::get_proxy,
+        api::set_proxy_policy,
+        api::release_proxy,
+        api::delete_proxy,
+        api::proxy_recording,
     ),
     components(schemas(sts_client::Job, sts_client::JobRequest, sts_client::ApiError, sts_client::Version))
 )]

@@ -1,0 +1,172 @@
+//! Standalone proxies managed over `sts serve`'s API, in front of a real
+//! ovs-testcontroller: a switch connecting through a proxy gets the
+//! controller's handshake; a policy changed at run time drops or holds the
+//! next switch's FEATURES_REQUEST, and a release lets it through; the
+//! recording holds every message; populate is idempotent; deleting a proxy
+//! ends its connections and keeps its recording.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sts_client::{Client, Error, PolicyRule, ProxyRequest, RuleAction};
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_server(data: &Path) -> (KillOnDrop, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut said = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&said).contains("Ctrl-C") {
+        assert_eq!(stderr.read(&mut byte).unwrap(), 1, "sts serve ended: {}", String::from_utf8_lossy(&said));
+        said.push(byte[0]);
+    }
+    let said = String::from_utf8_lossy(&said).to_string();
+    let addr = said.split("http://").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (KillOnDrop(child), format!("http://{addr}"))
+}
+
+/// The OpenFlow message types that arrive on `s` within `limit`.
+fn types_within(s: &mut TcpStream, limit: Duration) -> Vec<&'static str> {
+    let start = Instant::now();
+    let mut buf = Vec::new();
+    let mut got = Vec::new();
+    loop {
+        let left = limit.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return got;
+        }
+        s.set_read_timeout(Some(left)).unwrap();
+        let mut chunk = [0u8; 4096];
+        match s.read(&mut chunk) {
+            Ok(0) => return got,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => return got,
+        }
+        while buf.len() >= 8 && buf.len() >= u16::from_be_bytes([buf[2], buf[3]]) as usize {
+            let len = u16::from_be_bytes([buf[2], buf[3]]) as usize;
+            got.push(sts_proxy::wire::type_name(buf[0], buf[1]));
+            buf.drain(..len);
+        }
+    }
+}
+
+/// Connects as an OpenFlow 1.0 switch and says HELLO.
+fn switch_via(addr: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&[1, 0, 0, 8, 0, 0, 0, 1]).unwrap();
+    s
+}
+
+fn status(r: Result<impl std::fmt::Debug, Error>) -> u16 {
+    match r {
+        Err(Error::Api(e)) => e.status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[test]
+fn proxies_change_policy_while_they_run() {
+    let scratch = std::env::temp_dir().join(format!("sts-serve-proxies-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let ctl_addr = sts_engine::controller::free_local_addr().unwrap();
+    let controller = sts_engine::controller::Controller::start(
+        &sts_engine::presets::ovs_testcontroller(&[]),
+        ctl_addr,
+        &scratch.join("ovs-testcontroller.log"),
+    )
+    .expect("ovs-testcontroller starts (scripts/setup installs it)");
+    let (_server, url) = start_server(&scratch.join("data"));
+    let c = Client::new(url);
+
+    let req = ProxyRequest {
+        name: "s1".into(),
+        listen: "127.0.0.1:0".into(),
+        controller: ctl_addr.to_string(),
+        rules: vec![],
+    };
+    let p = c.create_proxy(&req).unwrap();
+    assert_ne!(p.listen, "127.0.0.1:0", "the bound port is given");
+    assert_eq!(status(c.create_proxy(&req)), 409, "one proxy per name");
+
+    // No policy: the controller's handshake comes through.
+    let mut first = switch_via(&p.listen);
+    let got = types_within(&mut first, Duration::from_secs(3));
+    assert!(got.contains(&"hello") && got.contains(&"features_request"), "{got:?}");
+
+    // Dropping FEATURES_REQUEST from now on: the next switch never gets one.
+    c.set_policy("s1", vec![PolicyRule::on_type(RuleAction::Drop, "features_request")]).unwrap();
+    let mut second = switch_via(&p.listen);
+    let got = types_within(&mut second, Duration::from_millis(1500));
+    assert!(got.contains(&"hello") && !got.contains(&"features_request"), "{got:?}");
+
+    // Holding it: it waits until released.
+    c.set_policy("s1", vec![PolicyRule::on_type(RuleAction::Hold, "features_request")]).unwrap();
+    let mut third = switch_via(&p.listen);
+    let got = types_within(&mut third, Duration::from_millis(1500));
+    assert!(!got.contains(&"features_request"), "{got:?}");
+    let info = c.proxy("s1").unwrap();
+    // What the controller sent after it waits behind it (the connection's order).
+    assert!(info.switches == 3 && info.queued >= 1, "{info:?}");
+    assert_eq!(c.release("s1").unwrap(), info.queued as u64);
+    let got = types_within(&mut third, Duration::from_secs(2));
+    assert!(got.contains(&"features_request"), "released: {got:?}");
+
+    // Bad policies and names are refused; the proxy goes on.
+    let bad_type = vec![PolicyRule::on_type(RuleAction::Drop, "flow_modd")];
+    assert_eq!(status(c.set_policy("s1", bad_type)), 400);
+    let no_ms = vec![PolicyRule::on_type(RuleAction::Delay, "flow_mod")];
+    assert_eq!(status(c.set_policy("s1", no_ms)), 400);
+    assert_eq!(status(c.set_policy("nobody", vec![])), 404);
+    let bad_name = ProxyRequest { name: "../x".into(), ..req.clone() };
+    assert_eq!(status(c.create_proxy(&bad_name)), 400);
+    let taken = ProxyRequest { name: "s2".into(), listen: p.listen.clone(), ..req.clone() };
+    assert_eq!(status(c.create_proxy(&taken)), 409, "its port is taken");
+
+    // Populate twice: the second call changes nothing.
+    let wanted = vec![ProxyRequest { rules: vec![], ..req.clone() }, ProxyRequest { name: "s2".into(), ..req.clone() }];
+    let once = c.populate_proxies(&wanted).unwrap();
+    let twice = c.populate_proxies(&wanted).unwrap();
+    assert_eq!(once.iter().map(|p| &p.listen).collect::<Vec<_>>(), twice.iter().map(|p| &p.listen).collect::<Vec<_>>());
+    assert_eq!(once[0].listen, p.listen, "an unchanged proxy keeps running (its port)");
+    assert_eq!(c.proxies().unwrap().len(), 2);
+
+    // The recording holds every message, as `sts proxy --record` writes them.
+    let recording = c.recording("s1").unwrap();
+    let mut lines = recording.lines();
+    assert_eq!(lines.next(), Some(sts_proxy::standalone::RECORDING_HEADER));
+    let types: Vec<String> = lines
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["msg_type"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(types.iter().filter(|t| *t == "features_request").count() >= 3, "{types:?}");
+
+    // Deleting ends its connections; the recording stays.
+    c.delete_proxy("s1").unwrap();
+    assert_eq!(types_within(&mut first, Duration::from_secs(2)), Vec::<&str>::new());
+    let mut byte = [0u8; 1];
+    first.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    assert!(matches!(first.read(&mut byte), Ok(0) | Err(_)), "the connection is closed");
+    assert_eq!(status(c.proxy("s1")), 404);
+    assert!(c.recording("s1").unwrap().lines().count() > types.len(), "kept, finished");
+    c.reset().unwrap();
+    assert!(c.proxies().unwrap().is_empty());
+    drop(controller);
+    let _ = std::fs::remove_dir_all(&scratch);
+}

@@ -1,0 +1,253 @@
+//! Standalone proxies managed over the API (Toxiproxy-style, OpenFlow-aware):
+//! `sts proxy` instances between real switches and a controller, whose fault
+//! policy (drop, delay, hold by message type, switch and direction) changes
+//! while they run, each recording every message to
+//! `DATA/proxies/NAME.jsonl`.
+//!
+//! Proxies live in the server's memory: a restart ends them (their
+//! recordings stay), as a restart of Toxiproxy does.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use sts_client::{MessageDirection, PolicyRule, ProxyInfo, ProxyRequest, RuleAction};
+use sts_proxy::interpose::{Action, Direction, Rule};
+use sts_proxy::standalone::{self, Control};
+
+/// Most proxies one server runs.
+pub const MAX_PROXIES: usize = 256;
+
+/// Why a proxy request cannot be done.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("{0}")]
+    Bad(String),
+    #[error("no proxy named {0:?}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Io(String),
+}
+
+struct Running {
+    request: ProxyRequest,
+    listen: SocketAddr,
+    control: Control,
+    task: tokio::task::JoinHandle<()>,
+    recorder: Option<standalone::RecorderHandle>,
+}
+
+/// The server's proxies, by name.
+pub struct Proxies {
+    dir: PathBuf,
+    running: Mutex<BTreeMap<String, Running>>,
+    clock: sts_engine::clock::Clock,
+}
+
+fn rule_of(r: &PolicyRule) -> Result<Rule, ProxyError> {
+    let bad = |s: String| Err(ProxyError::Bad(s));
+    if let Some(t) = &r.msg_type {
+        let known = sts_proxy::wire::type_names();
+        if !known.contains(&t.as_str()) {
+            return bad(format!("unknown message type {t:?} (known: {})", known.join(", ")));
+        }
+    }
+    let action = match (r.action, r.ms) {
+        (RuleAction::Delay, Some(ms)) if ms <= 3_600_000 => Action::Delay(ms),
+        (RuleAction::Delay, Some(_)) => return bad("a delay is at most 3,600,000 ms".into()),
+        (RuleAction::Delay, None) => return bad("a delay rule needs `ms`".into()),
+        (_, Some(_)) => return bad("`ms` belongs to delay rules".into()),
+        (RuleAction::Pass, None) => Action::Pass,
+        (RuleAction::Drop, None) => Action::Drop,
+        (RuleAction::Hold, None) => Action::Hold,
+    };
+    Ok(Rule {
+        dir: r.direction.map(|d| match d {
+            MessageDirection::ToController => Direction::SwitchToController,
+            MessageDirection::ToSwitch => Direction::ControllerToSwitch,
+        }),
+        dpid: r.switch,
+        msg_type: r.msg_type.clone(),
+        action,
+    })
+}
+
+fn rules_of(rules: &[PolicyRule]) -> Result<Vec<Rule>, ProxyError> {
+    if rules.len() > 1000 {
+        return Err(ProxyError::Bad("at most 1,000 rules".into()));
+    }
+    rules.iter().map(rule_of).collect()
+}
+
+fn check_name(name: &str) -> Result<(), ProxyError> {
+    let ok =
+        !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ProxyError::Bad(format!("proxy name {name:?}: 1 to 64 letters, digits, `-` or `_`")))
+    }
+}
+
+fn addr(what: &str, s: &str) -> Result<SocketAddr, ProxyError> {
+    s.parse().map_err(|_| ProxyError::Bad(format!("`{what}` {s:?} is not an address (IP:PORT)")))
+}
+
+impl Proxies {
+    /// No proxies yet; recordings go to `dir`.
+    pub fn new(dir: PathBuf) -> Proxies {
+        Proxies { dir, running: Mutex::new(BTreeMap::new()), clock: sts_engine::clock::Clock::start() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Running>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn info(name: &str, r: &Running) -> ProxyInfo {
+        let stats = r.control.stats();
+        ProxyInfo {
+            name: name.to_string(),
+            listen: r.listen.to_string(),
+            controller: r.request.controller.clone(),
+            rules: r.request.rules.clone(),
+            switches: stats.switches,
+            messages: stats.messages,
+            queued: stats.queued,
+            recorded: stats.recorded,
+        }
+    }
+
+    /// Where proxy `name` records.
+    pub fn recording(&self, name: &str) -> Result<PathBuf, ProxyError> {
+        check_name(name)?;
+        let path = self.dir.join(format!("{name}.jsonl"));
+        if !self.lock().contains_key(name) && !path.is_file() {
+            return Err(ProxyError::NotFound(name.to_string()));
+        }
+        Ok(path)
+    }
+
+    /// Every proxy, by name.
+    pub fn list(&self) -> Vec<ProxyInfo> {
+        self.lock().iter().map(|(n, r)| Proxies::info(n, r)).collect()
+    }
+
+    /// Proxy `name`.
+    pub fn get(&self, name: &str) -> Result<ProxyInfo, ProxyError> {
+        let running = self.lock();
+        let r = running.get(name).ok_or_else(|| ProxyError::NotFound(name.to_string()))?;
+        Ok(Proxies::info(name, r))
+    }
+
+    /// Starts a proxy.
+    pub async fn create(&self, req: ProxyRequest) -> Result<ProxyInfo, ProxyError> {
+        check_name(&req.name)?;
+        let listen = addr("listen", &req.listen)?;
+        let controller = addr("controller", &req.controller)?;
+        let rules = rules_of(&req.rules)?;
+        {
+            let running = self.lock();
+            if running.contains_key(&req.name) {
+                return Err(ProxyError::Conflict(format!("a proxy named {:?} exists: delete it first", req.name)));
+            }
+            if running.len() >= MAX_PROXIES {
+                return Err(ProxyError::Conflict(format!("{MAX_PROXIES} proxies run already")));
+            }
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| ProxyError::Io(format!("{}: {e}", self.dir.display())))?;
+        let path = self.dir.join(format!("{}.jsonl", req.name));
+        let (recording, recorder) =
+            standalone::record_to(&path).map_err(|e| ProxyError::Io(format!("{}: {e}", path.display())))?;
+        let now = self.clock.now_fn();
+        let mut proxy = standalone::Proxy::bind(listen, controller, Some(recording), rules, 1000, now)
+            .await
+            .map_err(|e| ProxyError::Conflict(format!("cannot listen on {listen}: {e}")))?;
+        let control = proxy.control();
+        let bound = proxy.local_addr();
+        let name = req.name.clone();
+        let task = tokio::spawn(async move {
+            if let Err(e) = proxy.serve().await {
+                tracing::warn!("proxy {name}: {e}");
+            }
+        });
+        let running = Running { request: req, listen: bound, control, task, recorder: Some(recorder) };
+        let info = Proxies::info(&running.request.name, &running);
+        let mut all = self.lock();
+        if all.contains_key(&info.name) {
+            // Created by another request in the meantime.
+            running.task.abort();
+            return Err(ProxyError::Conflict(format!("a proxy named {:?} exists: delete it first", info.name)));
+        }
+        all.insert(info.name.clone(), running);
+        Ok(info)
+    }
+
+    /// Replaces proxy `name`'s fault policy.
+    pub fn set_policy(&self, name: &str, rules: Vec<PolicyRule>) -> Result<ProxyInfo, ProxyError> {
+        let compiled = rules_of(&rules)?;
+        let mut running = self.lock();
+        let r = running.get_mut(name).ok_or_else(|| ProxyError::NotFound(name.to_string()))?;
+        r.control.set_policy(compiled);
+        r.request.rules = rules;
+        Ok(Proxies::info(name, r))
+    }
+
+    /// Sends proxy `name`'s held messages on; how many went.
+    pub async fn release(&self, name: &str) -> Result<usize, ProxyError> {
+        let control =
+            self.lock().get(name).map(|r| r.control.clone()).ok_or_else(|| ProxyError::NotFound(name.to_string()))?;
+        Ok(control.release().await)
+    }
+
+    /// Stops proxy `name` (its connections end; its recording is finished
+    /// and kept).
+    pub async fn delete(&self, name: &str) -> Result<(), ProxyError> {
+        let mut r = self.lock().remove(name).ok_or_else(|| ProxyError::NotFound(name.to_string()))?;
+        r.task.abort();
+        let _ = (&mut r.task).await;
+        drop(r.control); // the last handle on the recording, with the task's
+        if let Some(h) = r.recorder.take() {
+            tokio::task::spawn_blocking(move || h.finish()).await.ok();
+        }
+        Ok(())
+    }
+
+    /// Creates the proxies of `requests` that do not run, replaces those
+    /// whose addresses changed, and updates the policy of the others; the
+    /// same call twice does nothing the second time. Proxies not named stay.
+    pub async fn populate(&self, requests: Vec<ProxyRequest>) -> Result<Vec<ProxyInfo>, ProxyError> {
+        for r in &requests {
+            check_name(&r.name)?;
+            addr("listen", &r.listen)?;
+            addr("controller", &r.controller)?;
+            rules_of(&r.rules)?;
+        }
+        let mut out = Vec::new();
+        for req in requests {
+            let same = self.lock().get(&req.name).map(|r| {
+                let listen_same = r.request.listen == req.listen || addr("", &req.listen).is_ok_and(|a| a == r.listen);
+                listen_same && r.request.controller == req.controller
+            });
+            match same {
+                Some(true) => out.push(self.set_policy(&req.name, req.rules)?),
+                Some(false) => {
+                    self.delete(&req.name).await?;
+                    out.push(self.create(req).await?);
+                }
+                None => out.push(self.create(req).await?),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stops every proxy (`POST /reset`).
+    pub async fn clear(&self) {
+        let names: Vec<String> = self.lock().keys().cloned().collect();
+        for n in names {
+            let _ = self.delete(&n).await;
+        }
+    }
+}
