@@ -24,6 +24,22 @@ const EXIT_CODES: &str = "Exit codes: 0 success / nothing found, 1 violation fou
 2 bad input (config, trace, arguments), 3 environment failure (controller did not start, port taken), \
 4 (fuzz) a violation present before the first input.";
 
+/// Where the replays of a minimization (and a campaign's runs) go.
+#[derive(Debug, clap::Args)]
+pub struct ExecutorArgs {
+    /// `local` (this machine, --jobs at a time) or `slurm` (one allocation of --max-tasks tasks, each
+    /// candidate a job step; a campaign's seeds an array job). Slurm needs the experiment directory
+    /// on storage every node shares (docs/cluster.md).
+    #[arg(long, default_value = "local", value_parser = ["local", "slurm"])]
+    pub executor: String,
+    /// Slurm partition (default: the cluster's default one).
+    #[arg(long)]
+    pub partition: Option<String>,
+    /// Slurm tasks at once (candidates tested at once).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_tasks: u32,
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -41,6 +57,9 @@ pub enum Command {
         /// Experiment directory to write (config, seed, trace, logs, violation).
         #[arg(long)]
         out: PathBuf,
+        /// Use this seed instead of the config's [fuzz] seed (the experiment's config says it).
+        #[arg(long)]
+        seed: Option<u64>,
         /// Also write the result as JUnit XML (one test case, failing with the violation), for CI.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
@@ -103,6 +122,8 @@ pub enum Command {
         /// sequence), for CI.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        #[command(flatten)]
+        executor: ExecutorArgs,
     },
     /// Fuzz one config under many seeds, group what the runs find into distinct bugs (by bug
     /// identity), and minimize one run of each.
@@ -138,6 +159,26 @@ pub enum Command {
         /// Also write the result as JUnit XML (one failing test case per distinct bug), for CI.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        #[command(flatten)]
+        executor: ExecutorArgs,
+    },
+    /// Replay one minimization candidate and print its verdict as JSON (what a Slurm job step runs).
+    #[command(hide = true)]
+    Candidate {
+        /// Experiment directory (its config; runs go under DIR/mcs/runs/).
+        dir: PathBuf,
+        /// The candidate trace.
+        #[arg(long)]
+        trace: PathBuf,
+        /// Number of the candidate's first run directory.
+        #[arg(long)]
+        first_run: u32,
+        #[arg(long, default_value_t = 1)]
+        replays: u32,
+        #[arg(long, default_value = "off", value_parser = ["off", "on", "prefix", "checkpoints"])]
+        peek: String,
+        #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
+        same: Option<String>,
     },
     /// Write a trace's OpenFlow messages as a pcap, for Wireshark or tshark.
     ///

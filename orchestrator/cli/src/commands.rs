@@ -22,7 +22,7 @@ pub fn run(cli: Cli) -> u8 {
     let engine = Engine::new(terminal.clone());
     let code = match &cmd {
         Command::Pingall { config } => pingall(&engine, config),
-        Command::Fuzz { config, out, junit } => fuzz(&engine, config, out, junit.as_deref()),
+        Command::Fuzz { config, out, seed, junit } => fuzz(&engine, config, out, *seed, junit.as_deref()),
         Command::Replay { dir, repeat, expect, same, junit } => replay(
             &engine,
             dir,
@@ -31,7 +31,7 @@ pub fn run(cli: Cli) -> u8 {
             same.as_deref().and_then(|s| s.parse().ok()),
             junit.as_deref(),
         ),
-        Command::Minimize { dir, replays, jobs, budget, final_replays, peek, same, junit } => {
+        Command::Minimize { dir, replays, jobs, budget, final_replays, peek, same, junit, executor } => {
             let peek = PeekMode::from_name(peek).unwrap_or(PeekMode::Off);
             let opts = minimize::Options {
                 replays: *replays,
@@ -41,9 +41,12 @@ pub fn run(cli: Cli) -> u8 {
                 final_replays: *final_replays,
                 same: same.as_deref().and_then(|s| s.parse().ok()),
             };
-            minimize(&engine, dir, &opts, junit.as_deref())
+            minimize(&engine, dir, &opts, junit.as_deref(), executor)
         }
-        Command::Campaign { config, seeds, out, jobs, same, replays, final_replays, budget, junit } => {
+        Command::Candidate { dir, trace, first_run, replays, peek, same } => {
+            candidate(&engine, dir, trace, *first_run, *replays, peek, same.as_deref())
+        }
+        Command::Campaign { config, seeds, out, jobs, same, replays, final_replays, budget, junit, executor } => {
             let minimize = minimize::Options {
                 replays: *replays,
                 jobs: 1,
@@ -52,7 +55,7 @@ pub fn run(cli: Cli) -> u8 {
                 final_replays: *final_replays,
                 same: same.as_deref().and_then(|s| s.parse().ok()),
             };
-            campaign(&engine, config, seeds, out, *jobs, minimize, junit.as_deref())
+            campaign(&engine, config, seeds, out, *jobs, minimize, junit.as_deref(), executor)
         }
         Command::Pcap { dir, out } => pcap(dir, out.as_deref()),
         Command::Report { dir, shiviz, out } => report(dir, *shiviz, out.as_deref()),
@@ -130,11 +133,22 @@ fn write_junit(name: &str, path: Option<&Path>, report: impl FnOnce() -> quick_j
     })
 }
 
-fn fuzz(engine: &Engine, config_path: &Path, out: &Path, junit: Option<&Path>) -> u8 {
-    let (config, text) = match load_config("fuzz", config_path) {
+fn fuzz(engine: &Engine, config_path: &Path, out: &Path, seed: Option<u64>, junit: Option<&Path>) -> u8 {
+    let (mut config, mut text) = match load_config("fuzz", config_path) {
         Ok(c) => c,
         Err(code) => return code,
     };
+    if let Some(seed) = seed {
+        // The experiment's config says the seed it ran with.
+        match sts_engine::campaign::with_seed(&text, seed) {
+            Ok(t) => text = t,
+            Err(e) => {
+                eprintln!("sts fuzz: {}: {e}", config_path.display());
+                return exit::BAD_INPUT;
+            }
+        }
+        config.fuzz.seed = seed;
+    }
     let exp = match fuzz::create_experiment(&config, &text, out) {
         Ok(x) => x,
         Err(e) => {
@@ -263,11 +277,38 @@ fn say_commands(name: &str, config_path: &Path, config: &Config) {
     }
 }
 
-fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options, junit: Option<&Path>) -> u8 {
+fn minimize(
+    engine: &Engine,
+    dir: &Path,
+    opts: &minimize::Options,
+    junit: Option<&Path>,
+    executor: &crate::args::ExecutorArgs,
+) -> u8 {
     if let Ok(config) = Config::load(&dir.join("config.toml")) {
         say_commands("minimize", &dir.join("config.toml"), &config);
     }
-    let report = match block_on("minimize", minimize::run(engine, dir, opts)) {
+    let run = async {
+        if executor.executor != "slurm" {
+            return minimize::run(engine, dir, opts).await;
+        }
+        let sts = std::env::current_exe().map_err(|e| RunError::Environment(format!("the sts executable: {e}")))?;
+        let slurm = sts_engine::slurm::Slurm::allocate(
+            &sts,
+            executor.partition.as_deref(),
+            executor.max_tasks,
+            "sts-minimize",
+        )?;
+        eprintln!(
+            "sts minimize: Slurm allocation {} ({} tasks): each candidate a job step",
+            slurm.job(),
+            slurm.tasks()
+        );
+        slurm.check_shared(dir).await?;
+        let mut opts = opts.clone();
+        opts.jobs = slurm.tasks();
+        minimize::run_on(engine, &slurm, dir, &opts).await
+    };
+    let report = match block_on("minimize", run) {
         Ok(r) => r,
         Err(code) => return code,
     };
@@ -288,6 +329,7 @@ fn minimize(engine: &Engine, dir: &Path, opts: &minimize::Options, junit: Option
     exit::OK
 }
 
+#[allow(clippy::too_many_arguments)]
 fn campaign(
     engine: &Engine,
     config_path: &Path,
@@ -296,6 +338,7 @@ fn campaign(
     jobs: u32,
     minimize: minimize::Options,
     junit: Option<&Path>,
+    executor: &crate::args::ExecutorArgs,
 ) -> u8 {
     let seeds = match sts_engine::campaign::parse_seeds(seeds) {
         Ok(s) => s,
@@ -314,7 +357,21 @@ fn campaign(
         seeds.end(),
         out.display()
     );
-    let opts = sts_engine::campaign::Options { seeds, jobs, minimize };
+    let slurm = match executor.executor.as_str() {
+        "slurm" => match std::env::current_exe() {
+            Ok(sts) => Some(sts_engine::campaign::SlurmOptions {
+                sts,
+                partition: executor.partition.clone(),
+                tasks: executor.max_tasks,
+            }),
+            Err(e) => {
+                eprintln!("sts campaign: the sts executable: {e}");
+                return exit::ENVIRONMENT;
+            }
+        },
+        _ => None,
+    };
+    let opts = sts_engine::campaign::Options { seeds, jobs, minimize, slurm };
     let report = match block_on("campaign", sts_engine::campaign::run(engine, &text, config_path, out, &opts)) {
         Ok(r) => r,
         Err(code) => return code,
@@ -345,6 +402,40 @@ fn campaign(
         return exit::ENVIRONMENT;
     }
     exit::found(!report.bugs.is_empty())
+}
+
+/// `sts candidate`: one candidate's verdict as a JSON line on stdout (what
+/// a Slurm job step prints for the executor that waits on it).
+fn candidate(
+    engine: &Engine,
+    dir: &Path,
+    trace: &Path,
+    first_run: u32,
+    replays: u32,
+    peek: &str,
+    same: Option<&str>,
+) -> u8 {
+    let job = async {
+        let (_, mut config, _) = replay::load(dir)?;
+        if let Some(same) = same.and_then(|s| s.parse().ok()) {
+            config.invariants.same = same;
+        }
+        let trace = sts_trace::Trace::load(trace).map_err(|e| RunError::BadInput(e.to_string()))?;
+        let run = minimize::CandidateRun {
+            trace,
+            mcs_dir: dir.join("mcs"),
+            first_run,
+            replays,
+            peek: PeekMode::from_name(peek).unwrap_or(PeekMode::Off),
+        };
+        Ok::<_, RunError>(minimize::reproduces(engine, &config, run).await)
+    };
+    let verdict = match block_on("candidate", job) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    println!("{}", serde_json::to_string(&sts_engine::slurm::StepVerdict::of(&verdict)).unwrap_or_default());
+    exit::OK
 }
 
 fn report(dir: &Path, shiviz: bool, out: Option<&Path>) -> u8 {

@@ -32,6 +32,19 @@ pub struct Options {
     pub jobs: u32,
     /// How each bug is minimized (its `same` also groups the bugs).
     pub minimize: minimize::Options,
+    /// Run on Slurm instead of this machine: the seeds as an array job,
+    /// each minimization's candidates as job steps.
+    pub slurm: Option<SlurmOptions>,
+}
+
+/// Where a campaign runs on Slurm.
+#[derive(Debug, Clone)]
+pub struct SlurmOptions {
+    /// The `sts` executable the tasks run (on shared storage).
+    pub sts: PathBuf,
+    pub partition: Option<String>,
+    /// Tasks at once: array tasks while fuzzing, job steps while minimizing.
+    pub tasks: u32,
 }
 
 /// What one seed's fuzz run came to.
@@ -130,31 +143,54 @@ pub async fn run(
     let total = planned.len() as u32;
     let (done, found) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
     let seeds_dir = out.join("seeds");
-    let mut runs: Vec<SeedRun> = futures::stream::iter(planned)
-        .map(|(seed, config, text)| {
-            let dir = seeds_dir.join(seed.to_string());
-            let (done, found, inner) = (&done, &found, &inner);
-            async move {
-                let run = fuzz_one(inner, seed, &config, &text, &dir).await;
-                done.set(done.get() + 1);
-                found.set(found.get() + u32::from(run.violation.is_some()));
-                let p = Progress::Campaign {
-                    fuzzed: done.get(),
-                    seeds: total,
-                    found: found.get(),
-                    bugs: None,
-                    minimized: 0,
-                };
-                engine.progress(p);
-                run
-            }
-        })
-        .buffer_unordered(opts.jobs.max(1) as usize)
-        .collect()
-        .await;
+    let mut runs: Vec<SeedRun> = match &opts.slurm {
+        Some(slurm) => {
+            crate::slurm::fuzz_array(
+                &slurm.sts,
+                config_path,
+                opts.seeds.clone(),
+                out,
+                slurm.partition.as_deref(),
+                slurm.tasks,
+            )
+            .await?;
+            planned.iter().map(|(seed, _, _)| collect(*seed, &seeds_dir.join(seed.to_string()))).collect()
+        }
+        None => {
+            futures::stream::iter(planned)
+                .map(|(seed, config, text)| {
+                    let dir = seeds_dir.join(seed.to_string());
+                    let (done, found, inner) = (&done, &found, &inner);
+                    async move {
+                        let run = fuzz_one(inner, seed, &config, &text, &dir).await;
+                        done.set(done.get() + 1);
+                        found.set(found.get() + u32::from(run.violation.is_some()));
+                        let p = Progress::Campaign {
+                            fuzzed: done.get(),
+                            seeds: total,
+                            found: found.get(),
+                            bugs: None,
+                            minimized: 0,
+                        };
+                        engine.progress(p);
+                        run
+                    }
+                })
+                .buffer_unordered(opts.jobs.max(1) as usize)
+                .collect()
+                .await
+        }
+    };
+    found.set(runs.iter().filter(|r| r.violation.is_some()).count() as u32);
     runs.sort_by_key(|r| r.seed);
     let mut bugs = group(&runs, same);
     let bugs_len = bugs.len();
+    let slurm = match &opts.slurm {
+        Some(o) if !bugs.is_empty() => {
+            Some(crate::slurm::Slurm::allocate(&o.sts, o.partition.as_deref(), o.tasks, "sts-minimize")?)
+        }
+        _ => None,
+    };
     for (i, bug) in bugs.iter_mut().enumerate() {
         let distinct = Some(bugs_len as u32);
         engine.progress(Progress::Campaign {
@@ -167,7 +203,17 @@ pub async fn run(
         let dir = seeds_dir.join(bug.minimized.to_string());
         let mut mopts = opts.minimize.clone();
         mopts.same = Some(same);
-        match minimize::run(&inner, &dir, &mopts).await {
+        let result = match &slurm {
+            Some(s) => {
+                mopts.jobs = s.tasks();
+                match s.check_shared(&dir).await {
+                    Ok(()) => minimize::run_on(&inner, s, &dir, &mopts).await,
+                    Err(e) => Err(e),
+                }
+            }
+            None => minimize::run(&inner, &dir, &mopts).await,
+        };
+        match result {
             Ok(report) => bug.mcs = Some(report),
             Err(e) => bug.error = Some(e.to_string()),
         }
@@ -177,6 +223,35 @@ pub async fn run(
     sts_trace::dir::write_json(&out.join("summary.json"), &report)
         .map_err(|e| RunError::Environment(format!("{}: {e}", out.join("summary.json").display())))?;
     Ok(report)
+}
+
+/// What an array task left in `dir`: its trace says what it found.
+fn collect(seed: u64, dir: &Path) -> SeedRun {
+    let mut run = SeedRun {
+        seed,
+        dir: dir.to_path_buf(),
+        violation: None,
+        present_from_start: false,
+        steps: 0,
+        inputs: 0,
+        error: None,
+    };
+    match sts_trace::Trace::load(&dir.join("trace.jsonl")) {
+        Ok(trace) => {
+            run.inputs = trace.externals().len();
+            run.violation = trace.violation().cloned();
+            run.present_from_start = run.violation.is_some() && run.inputs == 0;
+        }
+        Err(e) => {
+            let log = dir.with_extension("log");
+            let tail = crate::controller::tail_lines(&log, 3);
+            run.error = Some(format!(
+                "{e}{}",
+                if tail.is_empty() { String::new() } else { format!(" ({}: {tail})", log.display()) }
+            ));
+        }
+    }
+    run
 }
 
 /// Passes on notices and a minimization's progress, not the fuzz runs'.

@@ -23,6 +23,7 @@
 //! - [`inputs`]: external events: injecting them, and the seeded fuzzer;
 //! - [`pingall`], [`fuzz`], [`replay`], [`peek`], [`minimize`], [`campaign`]:
 //!   the jobs;
+//! - [`slurm`]: the Slurm executor (candidates as job steps) and array jobs;
 //! - [`observer`]: progress and notices, for whoever drives a job.
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit.
@@ -47,6 +48,7 @@ pub mod pingall;
 pub mod presets;
 pub mod replay;
 pub mod session;
+pub mod slurm;
 pub mod snapshot;
 
 pub use observer::{Notice, NoticeKind, Observer, Progress};

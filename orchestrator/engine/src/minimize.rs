@@ -326,6 +326,16 @@ impl PeekMode {
             _ => return None,
         })
     }
+
+    /// The `--peek` value naming this mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeekMode::Off => "off",
+            PeekMode::Dry => "on",
+            PeekMode::Prefix => "prefix",
+            PeekMode::Checkpoints => "checkpoints",
+        }
+    }
 }
 
 /// Options of `sts minimize`.

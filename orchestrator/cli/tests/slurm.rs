@@ -1,0 +1,174 @@
+//! `--executor slurm` on a real one-node Slurm cluster (scripts/slurm-local,
+//! from Debian's slurm-wlm and munge): a minimization whose candidates run
+//! as job steps finds the same MCS as the local executor; a campaign whose
+//! seeds run as an array job finds the same bugs; the allocation is given
+//! back, even when sts is killed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// A one-node cluster for this test binary; stopped when dropped.
+struct Cluster {
+    dir: PathBuf,
+    conf: String,
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let dir = std::env::temp_dir().join(format!("sts-slurm-{}", std::process::id()));
+        let out = Command::new(root().join("scripts/slurm-local"))
+            .args(["start", dir.to_str().unwrap()])
+            // Ports of its own: another cluster (a user's, scripts/slurm-local's default) may run.
+            .env("STS_SLURM_PORT", (20000 + std::process::id() % 20000).to_string())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "scripts/slurm-local start: {}", String::from_utf8_lossy(&out.stderr));
+        let conf = String::from_utf8_lossy(&out.stdout).trim().trim_start_matches("export SLURM_CONF=").to_string();
+        Cluster { dir, conf }
+    }
+
+    fn sts(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_sts")).args(args).env("SLURM_CONF", &self.conf).output().unwrap()
+    }
+
+    fn jobs(&self) -> String {
+        let out = Command::new("squeue").arg("-h").env("SLURM_CONF", &self.conf).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Waits until no job is left (the allocations were given back).
+    fn idle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.jobs().is_empty() {
+            assert!(Instant::now() < deadline, "jobs left: {}", self.jobs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("scripts/slurm-local")).args(["stop", self.dir.to_str().unwrap()]).output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sts-slurm-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn mcs(dir: &Path) -> Vec<String> {
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("mcs/report.json")).unwrap()).unwrap();
+    r["mcs"].as_array().unwrap().iter().map(|e| e.as_str().unwrap().to_string()).collect()
+}
+
+/// Waits until no salloc or allocation guard of sts's is left.
+fn no_salloc_left() {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left =
+            Command::new("pgrep").args(["-af", "salloc --no-shell --job-name sts-|exec scancel"]).output().unwrap();
+        if left.stdout.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "salloc left behind: {}", String::from_utf8_lossy(&left.stdout));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn slurm_runs_give_what_local_runs_give() {
+    let cluster = Cluster::start();
+    let config = root().join("examples/fuzz-osken13-migration.toml");
+
+    // One fuzz run, minimized twice: locally and as Slurm job steps.
+    let local = scratch("local");
+    let out = cluster.sts(&["fuzz", "--config", config.to_str().unwrap(), "--out", local.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let on_slurm = scratch("on-slurm");
+    assert!(Command::new("cp").arg("-r").arg(&local).arg(&on_slurm).status().unwrap().success());
+    let min = cluster.sts(&["minimize", local.to_str().unwrap(), "--jobs", "2", "--final-replays", "2"]);
+    assert!(min.status.success(), "{}", String::from_utf8_lossy(&min.stderr));
+    let args =
+        ["minimize", on_slurm.to_str().unwrap(), "--executor", "slurm", "--max-tasks", "2", "--final-replays", "2"];
+    let min = cluster.sts(&args);
+    let said = String::from_utf8_lossy(&min.stderr);
+    assert!(min.status.success(), "{said}");
+    assert!(said.contains("Slurm allocation"), "{said}");
+    assert_eq!(mcs(&on_slurm), mcs(&local), "the same MCS on Slurm as here");
+    cluster.idle();
+    no_salloc_left();
+
+    // A campaign: seeds as an array job, bugs minimized as job steps.
+    let camp_local = scratch("camp-local");
+    let camp_slurm = scratch("camp-slurm");
+    let mesh = root().join("examples/fuzz-ovs-mesh.toml");
+    let base = ["campaign", "--config", mesh.to_str().unwrap(), "--seeds", "1..3", "--final-replays", "1", "--out"];
+    let a = cluster.sts(&[&base[..], &[camp_local.to_str().unwrap()]].concat());
+    let b =
+        cluster.sts(&[&base[..], &[camp_slurm.to_str().unwrap(), "--executor", "slurm", "--max-tasks", "2"]].concat());
+    assert_eq!(a.status.code(), Some(1), "{}", String::from_utf8_lossy(&a.stderr));
+    assert_eq!(b.status.code(), Some(1), "{}", String::from_utf8_lossy(&b.stderr));
+    let summary = |d: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(d.join("summary.json")).unwrap()).unwrap()
+    };
+    let bugs = |v: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
+        v["bugs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| (b["identity"].as_str().unwrap().to_string(), b["seeds"].clone()))
+            .collect()
+    };
+    let (sa, sb) = (summary(&camp_local), summary(&camp_slurm));
+    assert_eq!(bugs(&sb), bugs(&sa), "the same bugs, found by the same seeds");
+    for seed in 1..=3 {
+        assert!(camp_slurm.join(format!("seeds/{seed}.log")).is_file(), "the array task's log");
+    }
+    cluster.idle();
+    no_salloc_left();
+
+    // sts killed mid-minimization: the allocation is given back all the same.
+    let killed = scratch("killed");
+    assert!(Command::new("cp").arg("-r").arg(&local).arg(&killed).status().unwrap().success());
+    let _ = std::fs::remove_dir_all(killed.join("mcs"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["minimize", killed.to_str().unwrap(), "--executor", "slurm", "--max-tasks", "2"])
+        .env("SLURM_CONF", &cluster.conf)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster.jobs().is_empty() {
+        assert!(Instant::now() < deadline, "no allocation was made");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    cluster.idle();
+    no_salloc_left();
+
+    // Without Slurm: a clear error, exit 3.
+    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["minimize", killed.to_str().unwrap(), "--executor", "slurm"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot run salloc"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for d in [local, on_slurm, camp_local, camp_slurm, killed] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
