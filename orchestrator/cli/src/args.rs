@@ -240,6 +240,13 @@ pub enum Command {
         /// File holding the bearer token every request must carry (Authorization: Bearer TOKEN).
         #[arg(long, value_name = "FILE")]
         token_file: Option<PathBuf>,
+        /// `local` (jobs run here) or `slurm` (each job a Slurm job, through srun; DATA must be on
+        /// storage every node shares). --workers still bounds the jobs at once.
+        #[arg(long, default_value = "local", value_parser = ["local", "slurm"])]
+        executor: String,
+        /// Slurm partition for the jobs (default: the cluster's default one).
+        #[arg(long)]
+        partition: Option<String>,
     },
     /// Standalone interposition between real switches and a controller.
     Proxy {

@@ -63,8 +63,9 @@ pub fn run(cli: Cli) -> u8 {
             proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
         }
         Command::Console { dir, script } => crate::console::run(&engine, dir, script.as_deref()),
-        Command::Serve { listen, data, workers, token_file } => {
-            serve(*listen, data, *workers as usize, token_file.as_deref())
+        Command::Serve { listen, data, workers, token_file, executor, partition } => {
+            let slurm = (executor == "slurm").then(|| partition.clone());
+            serve(*listen, data, *workers as usize, token_file.as_deref(), slurm)
         }
     };
     terminal.finish();
@@ -506,7 +507,13 @@ fn pcap(dir: &Path, out: Option<&Path>) -> u8 {
     }
 }
 
-fn serve(listen: SocketAddr, data: &Path, workers: usize, token_file: Option<&Path>) -> u8 {
+fn serve(
+    listen: SocketAddr,
+    data: &Path,
+    workers: usize,
+    token_file: Option<&Path>,
+    slurm: Option<Option<String>>,
+) -> u8 {
     let token = match token_file.map(std::fs::read_to_string).transpose() {
         Ok(t) => t.map(|t| t.trim().to_string()),
         Err(e) => {
@@ -521,7 +528,8 @@ fn serve(listen: SocketAddr, data: &Path, workers: usize, token_file: Option<&Pa
             return exit::ENVIRONMENT;
         }
     };
-    let opts = sts_server::Options { listen, data: data.to_path_buf(), workers, token, sts };
+    let on_slurm = slurm.is_some();
+    let opts = sts_server::Options { listen, data: data.to_path_buf(), workers, token, sts, slurm };
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -536,9 +544,10 @@ fn serve(listen: SocketAddr, data: &Path, workers: usize, token_file: Option<&Pa
                 eprintln!("sts serve: running again the jobs the last run left running: {:?}", s.requeued);
             }
             eprintln!(
-                "sts serve: listening on http://{} ({} worker(s), data in {}); Ctrl-C stops",
+                "sts serve: listening on http://{} ({} worker(s){}, data in {}); Ctrl-C stops",
                 s.addr,
                 workers,
+                if on_slurm { " handing jobs to Slurm" } else { "" },
                 data.display()
             );
         },

@@ -37,7 +37,7 @@ impl Cluster {
     }
 
     fn jobs(&self) -> String {
-        let out = Command::new("squeue").arg("-h").env("SLURM_CONF", &self.conf).output().unwrap();
+        let out = Command::new("squeue").args(["-h", "-o", "%i %j %T"]).env("SLURM_CONF", &self.conf).output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
@@ -156,6 +156,9 @@ fn slurm_runs_give_what_local_runs_give() {
     cluster.idle();
     no_salloc_left();
 
+    // sts serve handing its jobs to Slurm: they run as Slurm jobs, a cancel cancels one.
+    serve_on_slurm(&cluster);
+
     // Without Slurm: a clear error, exit 3.
     let out = Command::new(env!("CARGO_BIN_EXE_sts"))
         .args(["minimize", killed.to_str().unwrap(), "--executor", "slurm"])
@@ -171,4 +174,44 @@ fn slurm_runs_give_what_local_runs_give() {
     for d in [local, on_slurm, camp_local, camp_slurm, killed] {
         let _ = std::fs::remove_dir_all(d);
     }
+}
+
+fn serve_on_slurm(cluster: &Cluster) {
+    use sts_client::{Client, JobRequest, Outcome, State};
+    let data = scratch("serve");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--executor", "slurm", "--data"])
+        .arg(&data)
+        .env("SLURM_CONF", &cluster.conf)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    let url = loop {
+        line.clear();
+        assert!(std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0, "sts serve ended");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            assert!(line.contains("handing jobs to Slurm"), "{line}");
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    let c = Client::new(url);
+    let mesh = std::fs::read_to_string(root().join("examples/fuzz-ovs-mesh.toml")).unwrap();
+    let job = c.wait(c.submit(&JobRequest::fuzz(mesh)).unwrap().id, Duration::from_secs(120)).unwrap();
+    assert_eq!((job.state, job.outcome), (State::Succeeded, Some(Outcome::Violation)), "{}", c.log(job.id).unwrap());
+    let long = "[network]\ntopology = \"linear\"\nsize = 3\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n\n\
+                [fuzz]\nsteps = 1000000\n\n[fuzz.rates]\ntraffic = 0.5\nlink_failure = 0.0\nlink_recovery = 0.0\nhost_migration = 0.0\n";
+    let long = c.submit(&JobRequest::fuzz(long)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster.jobs().contains(&format!("sts-job-{}", long.id)) || c.job(long.id).unwrap().progress.is_none() {
+        assert!(Instant::now() < deadline, "the job never ran on Slurm: {}", cluster.jobs());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let cancelled = c.cancel(long.id).unwrap();
+    assert_eq!(cancelled.state, State::Cancelled, "{cancelled:?}");
+    cluster.idle();
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&data);
 }

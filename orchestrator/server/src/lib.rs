@@ -41,6 +41,10 @@ pub struct Options {
     pub token: Option<String>,
     /// The `sts` executable that runs jobs.
     pub sts: PathBuf,
+    /// Hand jobs to Slurm (`srun`, in this partition or the default one)
+    /// instead of running them here; the data directory must then be on
+    /// storage every node shares.
+    pub slurm: Option<Option<String>>,
 }
 
 /// Why the server cannot start.
@@ -122,13 +126,19 @@ pub async fn serve(
         let _ = std::fs::remove_dir_all(jobs::job_dir(&opts.data, id));
     }
     if !requeued.is_empty() {
+        if opts.slurm.is_some() {
+            // The killed server's Slurm jobs may run on: they go before their jobs run again.
+            for &id in &requeued {
+                worker::cancel_slurm_job(id);
+            }
+        }
         outlive_previous_jobs(&opts.data.join("jobs")).await;
     }
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .map_err(|e| env(&format!("listening on {}", opts.listen), &e))?;
     let addr = listener.local_addr().map_err(|e| env("listening", &e))?;
-    let shared = Arc::new(worker::Shared::new(opts.data.clone(), store, opts.sts.clone()));
+    let shared = Arc::new(worker::Shared::new(opts.data.clone(), store, opts.sts.clone(), opts.slurm.clone()));
     let workers: Vec<_> = (0..opts.workers).map(|_| tokio::spawn(worker::work(shared.clone()))).collect();
     let proxies = Arc::new(proxies::Proxies::new(opts.data.join("proxies")));
     let app =

@@ -38,6 +38,9 @@ pub struct Shared {
     pub store: Store,
     /// The `sts` executable jobs run.
     pub sts: PathBuf,
+    /// Run each job as a Slurm job (`srun`) in this partition (`Some(None)`:
+    /// the default one) instead of as a child process here.
+    pub slurm: Option<Option<String>>,
     /// Woken when a job is queued.
     pub wake: tokio::sync::Notify,
     live: Mutex<HashMap<i64, Live>>,
@@ -46,11 +49,12 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(data: PathBuf, store: Store, sts: PathBuf) -> Shared {
+    pub fn new(data: PathBuf, store: Store, sts: PathBuf, slurm: Option<Option<String>>) -> Shared {
         Shared {
             data,
             store,
             sts,
+            slurm,
             wake: tokio::sync::Notify::new(),
             live: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
@@ -73,8 +77,12 @@ impl Shared {
         self.live().get(&id).and_then(|l| l.progress.clone())
     }
 
-    /// Kills running job `id`'s process (its controllers die with it).
+    /// Kills running job `id`'s process (its controllers die with it); on
+    /// Slurm, cancels its Slurm job.
     pub fn kill(&self, id: i64) {
+        if self.slurm.is_some() {
+            cancel_slurm_job(id);
+        }
         if let Some(l) = self.live().get(&id) {
             let _ = kill(Pid::from_raw(l.pid as i32), Signal::SIGKILL);
         }
@@ -158,13 +166,26 @@ async fn run(shared: &Arc<Shared>, job: &Job) -> Ending {
     }
     let args = jobs::command_line(&job.request);
     let _ = writeln!(log, "$ sts {}", args.join(" "));
-    let mut cmd = Command::new(&shared.sts);
+    let (mut cmd, death) = match &shared.slurm {
+        None => (Command::new(&shared.sts), Signal::SIGKILL),
+        Some(partition) => {
+            // srun runs the job on a node (in this directory, which the nodes
+            // share) and relays its output; on SIGTERM it ends the Slurm job.
+            let mut c = Command::new("srun");
+            c.args(["--job-name", &slurm_job_name(job.id), "--ntasks", "1", "--cpus-per-task", "2", "--quiet"]);
+            if let Some(p) = partition {
+                c.args(["--partition", p]);
+            }
+            c.arg(&shared.sts);
+            (c, Signal::SIGTERM)
+        }
+    };
     cmd.args(&args).current_dir(&dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.process_group(0);
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from)?;
             Ok(())
         });
     }
@@ -226,6 +247,20 @@ async fn run(shared: &Arc<Shared>, job: &Job) -> Ending {
             progress,
         },
     }
+}
+
+/// The Slurm job name of job `id` (what a cancel and a restart cancel by).
+pub fn slurm_job_name(id: i64) -> String {
+    format!("sts-job-{id}")
+}
+
+/// Cancels the Slurm job of job `id`, if it has one.
+pub fn cancel_slurm_job(id: i64) {
+    let _ = Command::new("scancel")
+        .arg(format!("--name={}", slurm_job_name(id)))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// Copies one output stream of a job into its log, line by line, keeping
