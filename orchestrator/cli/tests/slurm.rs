@@ -83,15 +83,26 @@ fn no_salloc_left() {
     }
 }
 
+/// Writes a bug-suite case's experiment (its known MCS among `extra` other
+/// inputs); returns its directory and the optimal MCS size.
+fn suite_case(case: &str, extra: u32, dir: &Path) -> usize {
+    let out = Command::new("python3")
+        .arg(root().join("tests/suite/make_trace.py"))
+        .args([case, &extra.to_string(), "1", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    info["optimal"].as_u64().unwrap() as usize
+}
+
 #[test]
 fn slurm_runs_give_what_local_runs_give() {
     let cluster = Cluster::start();
-    let config = root().join("examples/fuzz-osken13-migration.toml");
 
-    // One fuzz run, minimized twice: locally and as Slurm job steps.
+    // A bug-suite case minimized twice: locally and as Slurm job steps.
     let local = scratch("local");
-    let out = cluster.sts(&["fuzz", "--config", config.to_str().unwrap(), "--out", local.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let optimal = suite_case("rare_pair_crash", 8, &local);
     let on_slurm = scratch("on-slurm");
     assert!(Command::new("cp").arg("-r").arg(&local).arg(&on_slurm).status().unwrap().success());
     let min = cluster.sts(&["minimize", local.to_str().unwrap(), "--jobs", "2", "--final-replays", "2"]);
@@ -103,15 +114,51 @@ fn slurm_runs_give_what_local_runs_give() {
     assert!(min.status.success(), "{said}");
     assert!(said.contains("Slurm allocation"), "{said}");
     assert_eq!(mcs(&on_slurm), mcs(&local), "the same MCS on Slurm as here");
+    assert_eq!(mcs(&on_slurm).len(), optimal, "and the optimal one");
     cluster.idle();
     no_salloc_left();
+
+    // A step cancelled mid-minimization (scancel) runs again; the minimization ends as it should.
+    let cut = scratch("cut");
+    assert!(Command::new("cp").arg("-r").arg(&local).arg(&cut).status().unwrap().success());
+    let _ = std::fs::remove_dir_all(cut.join("mcs"));
+    let child = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["minimize", cut.to_str().unwrap(), "--executor", "slurm", "--max-tasks", "2", "--final-replays", "1"])
+        .env("SLURM_CONF", &cluster.conf)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let cancelled = loop {
+        assert!(Instant::now() < deadline, "no step to cancel");
+        let steps =
+            Command::new("squeue").args(["-s", "-h", "-o", "%i %j"]).env("SLURM_CONF", &cluster.conf).output().unwrap();
+        let steps = String::from_utf8_lossy(&steps.stdout).to_string();
+        // A candidate's step (the allocation's own shell steps are named otherwise).
+        let step =
+            steps.lines().find(|l| l.ends_with(" sts")).and_then(|l| l.split_whitespace().next()).map(str::to_string);
+        if let Some(step) = step {
+            let out = Command::new("scancel").arg(&step).env("SLURM_CONF", &cluster.conf).output().unwrap();
+            if out.status.success() {
+                break step;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "step {cancelled} cancelled: {said}");
+    assert!(said.contains("running it again"), "the cancelled step {cancelled} is retried and said: {said}");
+    assert_eq!(mcs(&cut), mcs(&local), "the same MCS all the same");
+    cluster.idle();
 
     // A campaign: seeds as an array job, bugs minimized as job steps.
     let camp_local = scratch("camp-local");
     let camp_slurm = scratch("camp-slurm");
-    let mesh = root().join("examples/fuzz-ovs-mesh.toml");
-    let base = ["campaign", "--config", mesh.to_str().unwrap(), "--seeds", "1..3", "--final-replays", "1", "--out"];
-    let a = cluster.sts(&[&base[..], &[camp_local.to_str().unwrap()]].concat());
+    let config = root().join("examples/fuzz-osken13-migration.toml");
+    let base = ["campaign", "--config", config.to_str().unwrap(), "--seeds", "1..4", "--final-replays", "1", "--out"];
+    let a = cluster.sts(&[&base[..], &[camp_local.to_str().unwrap(), "--jobs", "2"]].concat());
     let b =
         cluster.sts(&[&base[..], &[camp_slurm.to_str().unwrap(), "--executor", "slurm", "--max-tasks", "2"]].concat());
     assert_eq!(a.status.code(), Some(1), "{}", String::from_utf8_lossy(&a.stderr));
@@ -128,8 +175,12 @@ fn slurm_runs_give_what_local_runs_give() {
             .collect()
     };
     let (sa, sb) = (summary(&camp_local), summary(&camp_slurm));
+    assert!(!bugs(&sb).is_empty());
     assert_eq!(bugs(&sb), bugs(&sa), "the same bugs, found by the same seeds");
-    for seed in 1..=3 {
+    for bug in sb["bugs"].as_array().unwrap() {
+        assert!(bug["mcs"]["mcs_inputs"].as_u64().is_some_and(|n| n >= 1), "minimized: {bug}");
+    }
+    for seed in 1..=4 {
         assert!(camp_slurm.join(format!("seeds/{seed}.log")).is_file(), "the array task's log");
     }
     cluster.idle();
@@ -171,7 +222,7 @@ fn slurm_runs_give_what_local_runs_give() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for d in [local, on_slurm, camp_local, camp_slurm, killed] {
+    for d in [local, on_slurm, cut, camp_local, camp_slurm, killed] {
         let _ = std::fs::remove_dir_all(d);
     }
 }
@@ -211,6 +262,22 @@ fn serve_on_slurm(cluster: &Cluster) {
     let cancelled = c.cancel(long.id).unwrap();
     assert_eq!(cancelled.state, State::Cancelled, "{cancelled:?}");
     cluster.idle();
+    // No controller (nor sts) is left on the node: nothing works in the job's directory.
+    let job_dir = data.join("jobs").join(long.id.to_string()).canonicalize().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(&job_dir)))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "processes left by the cancelled job: {left:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let _ = server.kill();
     let _ = server.wait();
     let _ = std::fs::remove_dir_all(&data);

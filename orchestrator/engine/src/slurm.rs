@@ -189,7 +189,9 @@ impl Slurm {
         )))
     }
 
-    async fn candidate(&self, config: &Config, c: CandidateRun) -> Verdict {
+    /// Tests one candidate as a job step; a step that ends without a
+    /// verdict (cancelled, its node lost) runs once more, then is reported.
+    async fn candidate(&self, engine: &Engine, config: &Config, c: CandidateRun) -> Verdict {
         let exp = c.mcs_dir.parent().ok_or_else(|| env("a candidate outside an experiment"))?.to_path_buf();
         let dir = c.mcs_dir.join("candidates");
         std::fs::create_dir_all(&dir).map_err(|e| env(format!("{}: {e}", dir.display())))?;
@@ -202,29 +204,44 @@ impl Slurm {
             text.push('\n');
         }
         sts_trace::dir::write_atomic(&trace, text.as_bytes()).map_err(|e| env(format!("{}: {e}", trace.display())))?;
+        let mut verdict = self.step_verdict(config, &exp, &trace, &c).await;
+        if let Err(failure) = &verdict {
+            engine.notice(crate::NoticeKind::Info, format!("candidate {}: {failure}; running it again", c.first_run));
+            verdict = self.step_verdict(config, &exp, &trace, &c).await;
+        }
+        let _ = std::fs::remove_file(&trace);
+        match verdict {
+            Ok(v) => v.verdict(),
+            Err(failure) => Err(env(failure)),
+        }
+    }
+
+    /// One job step for a candidate: its verdict, or why it gave none.
+    async fn step_verdict(
+        &self,
+        config: &Config,
+        exp: &Path,
+        trace: &Path,
+        c: &CandidateRun,
+    ) -> Result<StepVerdict, String> {
         let out = self
             .step()
             .arg(&self.sts)
             .arg("candidate")
-            .arg(&exp)
+            .arg(exp)
             .arg("--trace")
-            .arg(&trace)
+            .arg(trace)
             .args(["--first-run", &c.first_run.to_string(), "--replays", &c.replays.to_string()])
             .args(["--peek", c.peek.name(), "--same", config.invariants.same.name()])
             .output()
             .await
-            .map_err(|e| env(format!("srun: {e}")))?;
-        let _ = std::fs::remove_file(&trace);
+            .map_err(|e| format!("srun: {e}"))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
-        match stdout.lines().rev().find_map(|l| serde_json::from_str::<StepVerdict>(l).ok()) {
-            Some(v) => v.verdict(),
-            None => Err(env(format!(
-                "the Slurm step for candidate {} gave no verdict ({}){}",
-                c.first_run,
-                out.status,
-                tail(&out.stderr)
-            ))),
-        }
+        stdout
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<StepVerdict>(l).ok())
+            .ok_or_else(|| format!("the Slurm step gave no verdict ({}){}", out.status, tail(&out.stderr)))
     }
 }
 
@@ -249,11 +266,11 @@ impl Drop for Slurm {
 impl Executor for Slurm {
     fn test<'a>(
         &'a self,
-        _engine: &'a Engine,
+        engine: &'a Engine,
         config: &'a Config,
         batch: Vec<CandidateRun>,
     ) -> BoxFuture<'a, Vec<Verdict>> {
-        Box::pin(futures::future::join_all(batch.into_iter().map(move |c| self.candidate(config, c))))
+        Box::pin(futures::future::join_all(batch.into_iter().map(move |c| self.candidate(engine, config, c))))
     }
 }
 
