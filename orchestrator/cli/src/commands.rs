@@ -249,6 +249,10 @@ fn replay(
         summary.runs.len(),
         wanted.as_deref().unwrap_or("any violation")
     );
+    match sts_report::html::write_experiment(dir) {
+        Ok(path) => println!("space-time diagram, with a diff against the last replay: {}", path.display()),
+        Err(e) => eprintln!("sts replay: no HTML report: {e}"),
+    }
     let reproduced = summary.reproduced > 0;
     if let Err(code) =
         write_junit("replay", junit, || sts_report::junit::replay(dir, &summary, expect == Some("reproduce")))

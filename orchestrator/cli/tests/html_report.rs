@@ -69,4 +69,18 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
     chromium(&["--window-size=1100,1400", &format!("--screenshot={}", shot.display())], &page);
     let png = std::fs::read(&shot).expect("a screenshot");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a real picture ({} bytes)", png.len());
+
+    // The MCS set beside its own replay.
+    assert!(dom.contains("Trace diff: the MCS against its replay 1"), "the MCS's diff");
+
+    // After `sts replay`, the page sets the original beside the replay, the first divergence marked.
+    let replay = sts(&["replay", dir.to_str().unwrap()]);
+    assert!(replay.status.code().is_some_and(|c| c <= 1), "{}", String::from_utf8_lossy(&replay.stderr));
+    let dom = chromium(&["--dump-dom"], &page);
+    assert!(dom.contains("Trace diff: original against replay 1"), "the replay's diff");
+    let same = count(&dom, r#"<tr class="same""#);
+    let inputs = trace.matches(r#""external":"#).count();
+    assert!(same >= inputs, "every input of the original aligned with the replay's ({same} rows, {inputs} inputs)");
+    let marked = count(&dom, r#"id="first-divergence""#) + count(&dom, r#"id="no-divergence""#);
+    assert_eq!(marked, 1, "the first divergence (or its absence) is said once");
 }

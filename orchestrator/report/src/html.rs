@@ -88,9 +88,21 @@ fn lanes(trace: &Trace) -> Vec<String> {
         .collect()
 }
 
+/// A second run to set beside the trace: its label and its trace.
+pub struct Other {
+    pub label: String,
+    pub trace: Trace,
+}
+
 /// The page for `trace` (titled `title`), with the minimization's inputs
 /// highlighted when `mcs` is given.
 pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
+    page_with_diff(title, trace, mcs, None)
+}
+
+/// [`page`], with a trace diff of `trace` (labelled `label`) against `other`
+/// after the diagram.
+pub fn page_with_diff(title: &str, trace: &Trace, mcs: Option<&Mcs>, diff: Option<(&str, &Other)>) -> String {
     let lanes = lanes(trace);
     let x: BTreeMap<&str, usize> = lanes.iter().enumerate().map(|(i, l)| (l.as_str(), LEFT + i * LANE)).collect();
     let shown = trace.records.len().min(MAX_ROWS);
@@ -215,6 +227,14 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
         let _ = write!(html, r#"<p id="mcs" class="mcs-note">{} (highlighted)</p>"#, esc(&m.summary));
         html.push_str(&curve(&m.curve));
     }
+    let diff_html = diff.map(|(label, other)| crate::diff::section(label, trace, &other.label, &other.trace));
+    if let Some((_, other)) = diff {
+        let _ = write!(
+            html,
+            r##"<p><a href="#diff">Trace diff against {}</a> (below the diagram)</p>"##,
+            esc(&other.label)
+        );
+    }
     html.push_str(
         r#"<div id="controls"><button id="zoom-in">zoom in</button><button id="zoom-out">zoom out</button> show:"#,
     );
@@ -223,7 +243,11 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
     }
     html.push_str(r#"</div><div id="tip"></div><div id="view">"#);
     html.push_str(&svg);
-    html.push_str("</div><script>");
+    html.push_str("</div>");
+    if let Some(d) = &diff_html {
+        html.push_str(d);
+    }
+    html.push_str("<script>");
     html.push_str(SCRIPT);
     html.push_str("</script></body></html>\n");
     html
@@ -270,7 +294,9 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 .msg{stroke:#456;stroke-width:1}.msg:hover{stroke:#06c;stroke-width:3}\
 .input{stroke:#888;fill:#888;stroke-width:1.5}.input.mcs{stroke:#e07000;fill:#e07000;stroke-width:3}\
 .log{stroke:#9a6;stroke-width:2}.curve{fill:none;stroke:#e07000;stroke-width:2}.curve-point{fill:#e07000}\
-.curve-label,.axis{font:11px sans-serif;fill:#555;text-anchor:middle}.axis{text-anchor:start}#tip{position:fixed;right:12px;top:12px;max-width:45%;background:#ffd;border:1px solid #cc9;padding:4px 8px;display:none;z-index:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}";
+.curve-label,.axis{font:11px sans-serif;fill:#555;text-anchor:middle}.axis{text-anchor:start}#tip{position:fixed;right:12px;top:12px;max-width:45%;background:#ffd;border:1px solid #cc9;padding:4px 8px;display:none;z-index:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}\
+table.diff{border-collapse:collapse;font:12px monospace}table.diff td,table.diff th{padding:1px 6px;text-align:left}\
+tr.left td{background:#fde2e2}tr.right td{background:#e0f5e0}#first-divergence td{border-top:2px solid #d22;border-bottom:2px solid #d22}";
 
 const SCRIPT: &str = r#"
 (function(){
@@ -295,16 +321,46 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
+/// An experiment's latest replay (`replays/N/`), if it has one.
+fn latest_replay(dir: &std::path::Path) -> Option<Other> {
+    let replays = dir.join("replays");
+    let n = std::fs::read_dir(&replays)
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|n| replays.join(n.to_string()).join("trace.jsonl").is_file())
+        .max()?;
+    let trace = Trace::load(&replays.join(n.to_string()).join("trace.jsonl")).ok()?;
+    Some(Other { label: format!("replay {n}"), trace })
+}
+
 /// Writes `dir/report/index.html` for the experiment in `dir` (its trace,
-/// and its minimization when `dir/mcs/report.json` exists); returns the path.
+/// its minimization when `dir/mcs/report.json` exists, and a diff against
+/// its latest replay, or of the MCS against its replay); returns the path.
 pub fn write_experiment(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
     let trace = Trace::load(&dir.join("trace.jsonl")).map_err(|e| e.to_string())?;
     let mcs = std::fs::read_to_string(dir.join("mcs").join("report.json")).ok().and_then(|t| Mcs::from_report_json(&t));
+    let pair = latest_replay(dir).map(|other| ("original".to_string(), None, other)).or_else(|| {
+        let mcs_trace = Trace::load(&dir.join("mcs").join("trace.jsonl")).ok()?;
+        let replay = Trace::load(&dir.join("mcs").join("final").join("1").join("trace.jsonl")).ok()?;
+        Some(("the MCS".into(), Some(mcs_trace), Other { label: "its replay 1".into(), trace: replay }))
+    });
     let title = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
     let out = dir.join("report");
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let path = out.join("index.html");
-    sts_trace::dir::write_atomic(&path, page(&title, &trace, mcs.as_ref()).as_bytes())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let html = match &pair {
+        // The diff of the original's trace: in the same page.
+        Some((label, None, other)) => page_with_diff(&title, &trace, mcs.as_ref(), Some((label, other))),
+        // The MCS against its replay: the diagram stays the original's; the diff is of the MCS.
+        Some((label, Some(mcs_trace), other)) => {
+            let mut html = page(&title, &trace, mcs.as_ref());
+            let section = crate::diff::section(label, mcs_trace, &other.label, &other.trace);
+            html = html.replacen("<script>", &format!("{section}<script>"), 1);
+            html
+        }
+        None => page(&title, &trace, mcs.as_ref()),
+    };
+    sts_trace::dir::write_atomic(&path, html.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
 }

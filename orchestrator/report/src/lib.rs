@@ -8,6 +8,7 @@
 //! - [`html`]: `report/index.html`, a self-contained space-time diagram;
 //! - [`flows`]: flow tables in `ovs-ofctl dump-flows` style.
 
+pub mod diff;
 pub mod flows;
 pub mod html;
 pub mod junit;
