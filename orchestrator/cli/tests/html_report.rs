@@ -70,6 +70,12 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
     let png = std::fs::read(&shot).expect("a screenshot");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a real picture ({} bytes)", png.len());
 
+    // The flow tables at the violation, one per switch, holding the learned entries.
+    for sw in ["s1", "s2", "s3", "s4"] {
+        assert!(dom.contains(&format!(r#"data-switch="{sw}""#)), "the flow table of {sw}");
+    }
+    assert!(count(&dom, "priority=") > 0, "entries are shown");
+
     // The MCS set beside its own replay.
     assert!(dom.contains("Trace diff: the MCS against its replay 1"), "the MCS's diff");
 

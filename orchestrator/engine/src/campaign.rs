@@ -61,6 +61,21 @@ pub struct SeedRun {
     pub error: Option<String>,
 }
 
+impl SeedRun {
+    /// A run of `seed` in `dir` that found nothing (yet).
+    fn new(seed: u64, dir: &Path) -> SeedRun {
+        SeedRun {
+            seed,
+            dir: dir.to_path_buf(),
+            violation: None,
+            present_from_start: false,
+            steps: 0,
+            inputs: 0,
+            error: None,
+        }
+    }
+}
+
 /// One distinct bug and the seeds that found it.
 #[derive(Debug, Serialize)]
 pub struct Bug {
@@ -227,15 +242,7 @@ pub async fn run(
 
 /// What an array task left in `dir`: its trace says what it found.
 fn collect(seed: u64, dir: &Path) -> SeedRun {
-    let mut run = SeedRun {
-        seed,
-        dir: dir.to_path_buf(),
-        violation: None,
-        present_from_start: false,
-        steps: 0,
-        inputs: 0,
-        error: None,
-    };
+    let mut run = SeedRun::new(seed, dir);
     match sts_trace::Trace::load(&dir.join("trace.jsonl")) {
         Ok(trace) => {
             run.inputs = trace.externals().len();
@@ -270,15 +277,7 @@ impl Observer for Quiet {
 }
 
 async fn fuzz_one(engine: &Engine, seed: u64, config: &Config, text: &str, dir: &Path) -> SeedRun {
-    let mut run = SeedRun {
-        seed,
-        dir: dir.to_path_buf(),
-        violation: None,
-        present_from_start: false,
-        steps: 0,
-        inputs: 0,
-        error: None,
-    };
+    let mut run = SeedRun::new(seed, dir);
     let outcome = match fuzz::create_experiment(config, text, dir) {
         Ok(exp) => fuzz::run(engine, config, &exp).await,
         Err(e) => Err(e),

@@ -199,6 +199,7 @@ pub fn page_with_diff(title: &str, trace: &Trace, mcs: Option<&Mcs>, diff: Optio
     svg.push_str("</svg>");
 
     let mut html = String::with_capacity(svg.len() + 8192);
+    let mut tables_html = None;
     let _ = write!(
         html,
         r#"<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>sts: {t}</title><style>{css}</style></head><body>"#,
@@ -222,6 +223,11 @@ pub fn page_with_diff(title: &str, trace: &Trace, mcs: Option<&Mcs>, diff: Optio
     }
     if let Some(v) = &violation_text {
         let _ = write!(html, r#"<h2>Violation</h2><pre id="violation">{}</pre>"#, esc(v));
+        if let Some(t) = crate::tables::section(trace) {
+            let _ =
+                write!(html, r##"<p><a href="#tables">The flow tables at the violation</a> (below the diagram)</p>"##);
+            tables_html = Some(t);
+        }
     }
     if let Some(m) = mcs {
         let _ = write!(html, r#"<p id="mcs" class="mcs-note">{} (highlighted)</p>"#, esc(&m.summary));
@@ -244,6 +250,9 @@ pub fn page_with_diff(title: &str, trace: &Trace, mcs: Option<&Mcs>, diff: Optio
     html.push_str(r#"</div><div id="tip"></div><div id="view">"#);
     html.push_str(&svg);
     html.push_str("</div>");
+    if let Some(t) = &tables_html {
+        html.push_str(t);
+    }
     if let Some(d) = &diff_html {
         html.push_str(d);
     }

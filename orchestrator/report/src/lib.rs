@@ -14,6 +14,7 @@ pub mod html;
 pub mod junit;
 pub mod pcap;
 pub mod shiviz;
+pub mod tables;
 
 use std::path::Path;
 

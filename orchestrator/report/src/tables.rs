@@ -1,0 +1,68 @@
+//! The flow tables each switch held when the violation was seen, rebuilt
+//! from the trace: every message a controller sent to a switch before the
+//! violation, applied in order (with timeouts expired at each message's
+//! time) to a fresh model of that switch, the same model the run's mock
+//! network used. Counters are not rebuilt (no frames are replayed).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use sts_mocknet::switch::Switch;
+use sts_proxy::wire::Message;
+use sts_trace::{Direction, Internal, Trace};
+
+/// Ports each rebuilt switch is given (the trace does not say; rules naming
+/// others are kept all the same).
+const PORTS: u32 = 64;
+
+/// The switches as they stood at the trace's violation, and its time; None
+/// when the trace records no violation.
+pub fn at_violation(trace: &Trace) -> Option<(u64, BTreeMap<u64, Switch>)> {
+    let end = trace.records.iter().position(|r| r.violation.is_some())?;
+    let mut switches: BTreeMap<u64, Switch> = BTreeMap::new();
+    for r in &trace.records[..end] {
+        let Some(Internal::Openflow { dpid, dir: Direction::ToSwitch, raw: Some(raw), .. }) = &r.internal else {
+            continue;
+        };
+        // HELLO offers versions; the first other message says the one spoken.
+        if raw.len() < 8 || raw[1] == 0 {
+            continue;
+        }
+        let Ok(msg) = Message::parse(raw.clone()) else { continue };
+        let sw = switches.entry(*dpid).or_insert_with(|| Switch::new(*dpid, raw[0], PORTS));
+        sw.expire(r.t_ms);
+        sw.handle(raw, &msg, r.t_ms);
+    }
+    let at = trace.records[end].t_ms;
+    for sw in switches.values_mut() {
+        sw.expire(at);
+    }
+    Some((at, switches))
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// The HTML section (`<section id="tables">`), when the trace has a
+/// violation and OpenFlow messages with their bytes (trace version 2).
+pub fn section(trace: &Trace) -> Option<String> {
+    let (at, switches) = at_violation(trace)?;
+    if switches.is_empty() {
+        return None;
+    }
+    let mut html = format!(
+        r#"<section id="tables"><h2>Flow tables at the violation ({at} ms)</h2><p>Rebuilt from the messages the controllers sent before it (counters not rebuilt), in <code>ovs-ofctl dump-flows</code> style.</p>"#
+    );
+    for (dpid, sw) in &switches {
+        let dump = crate::flows::dump(sw);
+        let _ = write!(
+            html,
+            r#"<h3>s{dpid} ({} entries)</h3><pre class="flows" data-switch="s{dpid}">{}</pre>"#,
+            sw.flow_count(),
+            if dump.is_empty() { "(empty)".to_string() } else { esc(&dump) }
+        );
+    }
+    html.push_str("</section>");
+    Some(html)
+}
