@@ -211,9 +211,10 @@ pub enum Command {
     },
     /// Step through a trace interactively with the real controllers (OFRewind-style).
     ///
-    /// Commands: next [N], continue, where, nodes, links, flows [SWITCH],
-    /// check, help, quit. On a terminal: history and completion; from
-    /// --script FILE or a pipe, one command per line.
+    /// Commands: next [N], continue, run-to SEQ|violation, break seq N|event
+    /// TYPE|invariant [KIND], breaks, delete N, where, nodes, links, flows
+    /// [SWITCH], check, help, quit. On a terminal: history and completion;
+    /// from --script FILE or a pipe, one command per line.
     Console {
         /// Experiment directory holding the trace.
         dir: PathBuf,

@@ -25,7 +25,11 @@ use crate::exit;
 /// Commands, their arguments and what they do (`help`).
 const COMMANDS: &[(&str, &str, &str)] = &[
     ("next", "[N]", "inject the next N inputs (default 1), waiting for what preceded each, as a replay does"),
-    ("continue", "", "inject inputs until the violation shows up (waiting after the last as a replay does)"),
+    ("continue", "", "inject inputs until a breakpoint or the violation (waiting after the last input as a replay does)"),
+    ("run-to", "SEQ|violation", "inject inputs until just before the one with trace seq SEQ, or until the violation"),
+    ("break", "seq N|event TYPE|invariant [KIND]", "stop `continue` before input seq N, before the next input of TYPE (ping, host_migrate, link_down ...), or once a check finds a violation (of KIND: loop, blackhole ...)"),
+    ("breaks", "", "list the breakpoints"),
+    ("delete", "N", "delete breakpoint N"),
     ("where", "", "position in the trace, virtual time, the next input"),
     ("nodes", "", "switches, hosts and controllers"),
     ("links", "", "switch-to-switch and host links, up or down"),
@@ -34,6 +38,51 @@ const COMMANDS: &[(&str, &str, &str)] = &[
     ("help", "[COMMAND]", "this list, or one command"),
     ("quit", "", "end the session (Ctrl-D too); the replay's trace stays in DIR/console/N"),
 ];
+
+/// Where `continue` stops.
+#[derive(Debug, Clone, PartialEq)]
+enum Break {
+    /// Before the input with this trace `seq`.
+    Seq(u64),
+    /// Before the next input of this type (`ping`, `host_migrate` ...).
+    Event(String),
+    /// Once a check finds a violation (of this kind, if given).
+    Invariant(Option<String>),
+}
+
+impl Break {
+    fn parse(args: &[&str]) -> Option<Break> {
+        match args {
+            ["seq", n] => n.parse().ok().map(Break::Seq),
+            ["event", t] => Some(Break::Event(t.to_string())),
+            ["invariant"] => Some(Break::Invariant(None)),
+            ["invariant", k] => Some(Break::Invariant(Some(k.to_string()))),
+            _ => None,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Break::Seq(n) => format!("before input seq {n}"),
+            Break::Event(t) => format!("before the next {t} input"),
+            Break::Invariant(None) => "when a check finds a violation".into(),
+            Break::Invariant(Some(k)) => format!("when a check finds a {k} violation"),
+        }
+    }
+
+    /// Whether the replay, between two inputs, stands where this stops.
+    fn hits(&self, r: &Replayer<'_>) -> bool {
+        match self {
+            Break::Seq(n) => r.upcoming_seq() == Some(*n),
+            Break::Event(t) => {
+                r.upcoming().and_then(|e| serde_json::to_value(e).ok()).is_some_and(|v| v["type"] == t.as_str())
+            }
+            Break::Invariant(kind) => {
+                r.current_violations().iter().any(|v| kind.as_deref().is_none_or(|k| v.starts_with(k)))
+            }
+        }
+    }
+}
 
 /// Completion of command names and switch names.
 struct Complete {
@@ -153,6 +202,7 @@ pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
     println!("{} inputs to replay; `help` lists the commands.", replayer.position().1);
     let checker = config.checker();
     let interactive = matches!(input, Input::Terminal(_));
+    let mut breaks: Vec<Break> = Vec::new();
     loop {
         // While a person reads and types, the run stands still: the
         // controllers are stopped and, on virtual time, no time passes.
@@ -202,13 +252,25 @@ pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
                 }
             }
             (Some("continue"), []) => {
+                let hit = std::cell::Cell::new(None);
                 let run = async {
-                    let step = replayer.run_until(|_, _| false).await?;
+                    let step = replayer
+                        .run_until(|r, _| {
+                            hit.set(breaks.iter().position(|b| b.hits(r)));
+                            hit.get().is_some()
+                        })
+                        .await?;
                     // Past the last input, wait as a replay does for the violation.
                     let settled = if step == Step::End { Some(replayer.settle().await?) } else { None };
                     Ok::<_, sts_engine::RunError>((step, settled))
                 };
-                match rt.block_on(run) {
+                let result = rt.block_on(run);
+                if let Some(i) = hit.get() {
+                    println!("stopped at breakpoint {}: {}", i + 1, breaks[i].describe());
+                    say_upcoming(&replayer);
+                    continue;
+                }
+                match result {
                     Ok((_, Some(true))) => say_step(&replayer, &Step::Reproduced),
                     Ok((_, Some(false))) => {
                         println!("every input injected; the violation did not show up (`check` looks now)")
@@ -217,6 +279,61 @@ pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
                     Err(e) => println!("error: {e}"),
                 }
             }
+            (Some("run-to"), ["violation"]) => {
+                let run = async {
+                    let step = replayer.run_until(|_, _| false).await?;
+                    let settled = if step == Step::End { Some(replayer.settle().await?) } else { None };
+                    Ok::<_, sts_engine::RunError>((step, settled))
+                };
+                match rt.block_on(run) {
+                    Ok((_, Some(true))) => say_step(&replayer, &Step::Reproduced),
+                    Ok((_, Some(false))) => println!("every input injected; the violation did not show up"),
+                    Ok((step, None)) => say_step(&replayer, &step),
+                    Err(e) => println!("error: {e}"),
+                }
+            }
+            (Some("run-to"), [seq]) => {
+                let Ok(seq) = seq.parse::<u64>() else {
+                    println!("run-to SEQ|violation: SEQ is an input's seq in the trace (`where` shows the next)");
+                    continue;
+                };
+                let seqs: Vec<u64> = trace.records.iter().filter(|r| r.external.is_some()).map(|r| r.seq).collect();
+                if !seqs.contains(&seq) {
+                    println!("no input with seq {seq} (the inputs' seqs: {seqs:?})");
+                    continue;
+                }
+                if replayer.upcoming_seq().is_none_or(|next| next > seq) {
+                    println!("input seq {seq} was injected already");
+                    continue;
+                }
+                match rt.block_on(replayer.run_until(|r, _| r.upcoming_seq() == Some(seq))) {
+                    Ok(Step::Injected { .. }) => say_upcoming(&replayer),
+                    Ok(step) => say_step(&replayer, &step),
+                    Err(e) => println!("error: {e}"),
+                }
+            }
+            (Some("break"), args) => match Break::parse(args) {
+                Some(b) => {
+                    println!("breakpoint {}: {}", breaks.len() + 1, b.describe());
+                    breaks.push(b);
+                }
+                None => println!("break seq N | break event TYPE | break invariant [KIND]"),
+            },
+            (Some("breaks"), []) => {
+                if breaks.is_empty() {
+                    println!("no breakpoints");
+                }
+                for (i, b) in breaks.iter().enumerate() {
+                    println!("{}: {}", i + 1, b.describe());
+                }
+            }
+            (Some("delete"), [n]) => match n.parse::<usize>() {
+                Ok(k) if (1..=breaks.len()).contains(&k) => {
+                    breaks.remove(k - 1);
+                    println!("deleted breakpoint {k} (the others are renumbered: `breaks`)");
+                }
+                _ => println!("no breakpoint {n:?}; `breaks` lists them"),
+            },
             (Some("where"), []) => {
                 let (next, total) = replayer.position();
                 let now = replayer.session().runner.clock.now();
@@ -275,6 +392,15 @@ pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
         Err(e) => eprintln!("sts console: {e}"),
     }
     exit::OK
+}
+
+/// Where the replay stands: inputs injected, the next one.
+fn say_upcoming(r: &Replayer<'_>) {
+    let (next, total) = r.position();
+    match (r.upcoming(), r.upcoming_seq()) {
+        (Some(e), Some(seq)) => println!("input {next} of {total} injected; next: {} (seq {seq})", e.describe()),
+        _ => println!("every input injected"),
+    }
 }
 
 fn say_step(r: &Replayer<'_>, step: &Step) {

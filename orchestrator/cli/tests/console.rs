@@ -60,6 +60,51 @@ fn a_scripted_session_steps_to_the_blackhole() {
     assert!(dir.join("console/1/trace.jsonl").exists(), "the session's replay is kept");
 }
 
+#[test]
+fn breakpoints_stop_continue_and_run_to_goes_where_asked() {
+    let dir = migration_copy("breaks");
+    let script = dir.join("commands.txt");
+    std::fs::write(
+        &script,
+        "break seq 3\nbreak event ping\nbreak bogus\nbreaks\ndelete 2\nbreaks\ncontinue\nwhere\nrun-to 9\n\
+         run-to 2\ndelete 1\nbreak invariant blackhole\nrun-to 4\nnext\nrun-to violation\nquit\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["console", dir.to_str().unwrap(), "--script", script.to_str().unwrap()])
+        .output()
+        .expect("run sts");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(reply(&text, "break seq 3", 0).contains("breakpoint 1: before input seq 3"), "{text}");
+    assert!(reply(&text, "break event ping", 0).contains("breakpoint 2: before the next ping input"), "{text}");
+    assert!(reply(&text, "break bogus", 0).contains("break seq N"), "usage: {text}");
+    assert_eq!(reply(&text, "breaks", 0).lines().count(), 2, "{text}");
+    assert_eq!(reply(&text, "breaks", 1).lines().count(), 1, "{text}");
+    let stop = reply(&text, "continue", 0);
+    assert!(stop.contains("stopped at breakpoint 1: before input seq 3"), "{stop}");
+    assert!(stop.contains("next: migrate h3 s3 -> s1 (seq 3)"), "{stop}");
+    assert!(reply(&text, "where", 0).contains("input 2 of 4 injected"), "{text}");
+    assert!(reply(&text, "run-to 9", 0).contains("no input with seq 9"), "{text}");
+    assert!(reply(&text, "run-to 2", 0).contains("injected already"), "{text}");
+    assert!(reply(&text, "run-to 4", 0).contains("next: ping h2 -> h3 (seq 4)"), "{text}");
+    assert!(reply(&text, "run-to violation", 0).contains("the violation showed up"), "{text}");
+    assert!(text.contains("the violation reproduced"), "{text}");
+
+    // An invariant breakpoint stops once a check finds the blackhole.
+    std::fs::write(&script, "break invariant blackhole\ncontinue\nwhere\nquit\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["console", dir.to_str().unwrap(), "--script", script.to_str().unwrap()])
+        .output()
+        .expect("run sts");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        reply(&text, "continue", 0).contains("stopped at breakpoint 1: when a check finds a blackhole violation"),
+        "{text}"
+    );
+    assert!(reply(&text, "where", 0).contains("violated at the last check: blackhole:h3"), "{text}");
+}
+
 fn tmux(args: &[&str]) -> String {
     // tmux wants a terminal type even for detached sessions (CI has none).
     let out = Command::new("tmux")

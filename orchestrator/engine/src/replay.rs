@@ -213,6 +213,11 @@ impl<'t> Replayer<'t> {
         self.externals.get(self.next).and_then(|&(_, i)| trace.records[i].external.as_ref())
     }
 
+    /// The trace `seq` of the next input to inject.
+    pub fn upcoming_seq(&self) -> Option<u64> {
+        self.externals.get(self.next).map(|&(_, i)| self.trace.records[i].seq)
+    }
+
     /// The input at `index` among the trace's external events.
     pub fn injected_input(&self, index: usize) -> Option<&'t External> {
         let trace: &'t Trace = self.trace;
