@@ -249,7 +249,7 @@ fn replay(
         summary.runs.len(),
         wanted.as_deref().unwrap_or("any violation")
     );
-    match sts_report::html::write_experiment(dir) {
+    match sts_report::html::write_experiment_with(dir, &trace) {
         Ok(path) => println!("space-time diagram, with a diff against the last replay: {}", path.display()),
         Err(e) => eprintln!("sts replay: no HTML report: {e}"),
     }

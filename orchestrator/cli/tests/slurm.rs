@@ -23,8 +23,8 @@ impl Cluster {
         let dir = std::env::temp_dir().join(format!("sts-slurm-{}", std::process::id()));
         let out = Command::new(root().join("scripts/slurm-local"))
             .args(["start", dir.to_str().unwrap()])
-            // Ports of its own: another cluster (a user's, scripts/slurm-local's default) may run.
-            .env("STS_SLURM_PORT", (20000 + std::process::id() % 20000).to_string())
+            // Ports of its own (below the ephemeral range): another cluster may run.
+            .env("STS_SLURM_PORT", (20000 + std::process::id() % 10000).to_string())
             .output()
             .unwrap();
         assert!(out.status.success(), "scripts/slurm-local start: {}", String::from_utf8_lossy(&out.stderr));

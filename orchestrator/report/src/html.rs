@@ -348,6 +348,12 @@ fn latest_replay(dir: &std::path::Path) -> Option<Other> {
 /// its latest replay, or of the MCS against its replay); returns the path.
 pub fn write_experiment(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
     let trace = Trace::load(&dir.join("trace.jsonl")).map_err(|e| e.to_string())?;
+    write_experiment_with(dir, &trace)
+}
+
+/// [`write_experiment`] with the experiment's trace already loaded (so that
+/// what loading it says is said once).
+pub fn write_experiment_with(dir: &std::path::Path, trace: &Trace) -> Result<std::path::PathBuf, String> {
     let mcs = std::fs::read_to_string(dir.join("mcs").join("report.json")).ok().and_then(|t| Mcs::from_report_json(&t));
     let pair = latest_replay(dir).map(|other| ("original".to_string(), None, other)).or_else(|| {
         let mcs_trace = Trace::load(&dir.join("mcs").join("trace.jsonl")).ok()?;
@@ -360,15 +366,15 @@ pub fn write_experiment(dir: &std::path::Path) -> Result<std::path::PathBuf, Str
     let path = out.join("index.html");
     let html = match &pair {
         // The diff of the original's trace: in the same page.
-        Some((label, None, other)) => page_with_diff(&title, &trace, mcs.as_ref(), Some((label, other))),
+        Some((label, None, other)) => page_with_diff(&title, trace, mcs.as_ref(), Some((label, other))),
         // The MCS against its replay: the diagram stays the original's; the diff is of the MCS.
         Some((label, Some(mcs_trace), other)) => {
-            let mut html = page(&title, &trace, mcs.as_ref());
+            let mut html = page(&title, trace, mcs.as_ref());
             let section = crate::diff::section(label, mcs_trace, &other.label, &other.trace);
             html = html.replacen("<script>", &format!("{section}<script>"), 1);
             html
         }
-        None => page(&title, &trace, mcs.as_ref()),
+        None => page(&title, trace, mcs.as_ref()),
     };
     sts_trace::dir::write_atomic(&path, html.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
