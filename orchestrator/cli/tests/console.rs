@@ -27,21 +27,27 @@ fn reply<'a>(out: &'a str, cmd: &str, nth: usize) -> &'a str {
     &rest[..rest.find("sts> ").unwrap_or(rest.len())]
 }
 
-#[test]
-fn a_scripted_session_steps_to_the_blackhole() {
-    let dir = migration_copy("script");
+/// Runs `sts console DIR --script` with `commands`; checks it exits 0 and
+/// returns what it printed.
+fn scripted(dir: &Path, commands: &str) -> String {
     let script = dir.join("commands.txt");
-    std::fs::write(
-        &script,
-        "where\nflows s3\nnext 2\nnext\nflows s3\nlinks\nbogus\nnext x\ncheck\ncontinue\nwhere\nhelp flows\nquit\n",
-    )
-    .unwrap();
+    std::fs::write(&script, commands).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_sts"))
         .args(["console", dir.to_str().unwrap(), "--script", script.to_str().unwrap()])
         .output()
         .expect("run sts");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+#[test]
+fn a_scripted_session_steps_to_the_blackhole() {
+    let dir = migration_copy("script");
+    let text = scripted(
+        &dir,
+        "where\nflows s3\nnext 2\nnext\nflows s3\nlinks\nbogus\nnext x\ncheck\ncontinue\nwhere\nhelp flows\nquit\n",
+    );
 
     assert!(reply(&text, "where", 0).contains("next: ping h1 -> h3"), "{text}");
     let before = reply(&text, "flows s3", 0);
@@ -63,19 +69,11 @@ fn a_scripted_session_steps_to_the_blackhole() {
 #[test]
 fn breakpoints_stop_continue_and_run_to_goes_where_asked() {
     let dir = migration_copy("breaks");
-    let script = dir.join("commands.txt");
-    std::fs::write(
-        &script,
+    let text = scripted(
+        &dir,
         "break seq 3\nbreak event ping\nbreak bogus\nbreaks\ndelete 2\nbreaks\ncontinue\nwhere\nrun-to 9\n\
          run-to 2\ndelete 1\nbreak invariant blackhole\nrun-to 4\nnext\nrun-to violation\nquit\n",
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
-        .args(["console", dir.to_str().unwrap(), "--script", script.to_str().unwrap()])
-        .output()
-        .expect("run sts");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    );
     assert!(reply(&text, "break seq 3", 0).contains("breakpoint 1: before input seq 3"), "{text}");
     assert!(reply(&text, "break event ping", 0).contains("breakpoint 2: before the next ping input"), "{text}");
     assert!(reply(&text, "break bogus", 0).contains("break seq N"), "usage: {text}");
@@ -92,12 +90,7 @@ fn breakpoints_stop_continue_and_run_to_goes_where_asked() {
     assert!(text.contains("the violation reproduced"), "{text}");
 
     // An invariant breakpoint stops once a check finds the blackhole.
-    std::fs::write(&script, "break invariant blackhole\ncontinue\nwhere\nquit\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
-        .args(["console", dir.to_str().unwrap(), "--script", script.to_str().unwrap()])
-        .output()
-        .expect("run sts");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = scripted(&dir, "break invariant blackhole\ncontinue\nwhere\nquit\n");
     assert!(
         reply(&text, "continue", 0).contains("stopped at breakpoint 1: when a check finds a blackhole violation"),
         "{text}"
