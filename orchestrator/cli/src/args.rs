@@ -196,7 +196,9 @@ pub enum Command {
     ///
     /// One lane per controller and switch and one for sts; OpenFlow messages
     /// as arrows, inputs as dots (the MCS's highlighted when DIR/mcs/ exists),
-    /// the violation in red. `--shiviz` writes DIR/trace.shiviz instead, to
+    /// the violation in red; below it, the flow tables at the violation and a
+    /// diff against the latest replay (DIR/replays/N), or of the MCS against
+    /// its replay. `--shiviz` writes DIR/trace.shiviz instead, to
     /// open in ShiViz with the regular expression it prints. fuzz and minimize
     /// write the HTML report themselves.
     Report {
@@ -222,8 +224,8 @@ pub enum Command {
         #[arg(long)]
         script: Option<PathBuf>,
     },
-    /// An HTTP API and a durable job queue: submit fuzz, replay and minimize jobs, follow and cancel
-    /// them, fetch their results (docs/api.md).
+    /// An HTTP API and a durable job queue: submit fuzz, replay, minimize and campaign jobs, follow
+    /// and cancel them, fetch their results; and OpenFlow proxies managed over HTTP (docs/api.md).
     ///
     /// Jobs are kept in DATA/jobs.sqlite and DATA/jobs/ID/, and run as `sts` processes, WORKERS at a
     /// time; a restart runs again what was running (a minimization resumes). Listens on loopback
