@@ -64,8 +64,11 @@ pub fn run(cli: Cli) -> u8 {
         }
         Command::Console { dir, script } => crate::console::run(&engine, dir, script.as_deref()),
         Command::Serve { listen, data, workers, token_file, executor, partition } => {
-            let slurm = (executor == "slurm").then(|| partition.clone());
-            serve(*listen, data, *workers as usize, token_file.as_deref(), slurm)
+            let executor = match executor.as_str() {
+                "slurm" => sts_server::Executor::Slurm { partition: partition.clone() },
+                _ => sts_server::Executor::Local,
+            };
+            serve(*listen, data, *workers as usize, token_file.as_deref(), executor)
         }
     };
     terminal.finish();
@@ -516,7 +519,7 @@ fn serve(
     data: &Path,
     workers: usize,
     token_file: Option<&Path>,
-    slurm: Option<Option<String>>,
+    executor: sts_server::Executor,
 ) -> u8 {
     let token = match token_file.map(std::fs::read_to_string).transpose() {
         Ok(t) => t.map(|t| t.trim().to_string()),
@@ -532,8 +535,8 @@ fn serve(
             return exit::ENVIRONMENT;
         }
     };
-    let on_slurm = slurm.is_some();
-    let opts = sts_server::Options { listen, data: data.to_path_buf(), workers, token, sts, slurm };
+    let on_slurm = executor != sts_server::Executor::Local;
+    let opts = sts_server::Options { listen, data: data.to_path_buf(), workers, token, sts, executor };
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -253,45 +253,16 @@ pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
             }
             (Some("continue"), []) => {
                 let hit = std::cell::Cell::new(None);
-                let run = async {
-                    let step = replayer
-                        .run_until(|r, _| {
-                            hit.set(breaks.iter().position(|b| b.hits(r)));
-                            hit.get().is_some()
-                        })
-                        .await?;
-                    // Past the last input, wait as a replay does for the violation.
-                    let settled = if step == Step::End { Some(replayer.settle().await?) } else { None };
-                    Ok::<_, sts_engine::RunError>((step, settled))
-                };
-                let result = rt.block_on(run);
+                to_violation(&rt, &mut replayer, |r| {
+                    hit.set(breaks.iter().position(|b| b.hits(r)));
+                    hit.get().is_some()
+                });
                 if let Some(i) = hit.get() {
                     println!("stopped at breakpoint {}: {}", i + 1, breaks[i].describe());
                     say_upcoming(&replayer);
-                    continue;
-                }
-                match result {
-                    Ok((_, Some(true))) => say_step(&replayer, &Step::Reproduced),
-                    Ok((_, Some(false))) => {
-                        println!("every input injected; the violation did not show up (`check` looks now)")
-                    }
-                    Ok((step, None)) => say_step(&replayer, &step),
-                    Err(e) => println!("error: {e}"),
                 }
             }
-            (Some("run-to"), ["violation"]) => {
-                let run = async {
-                    let step = replayer.run_until(|_, _| false).await?;
-                    let settled = if step == Step::End { Some(replayer.settle().await?) } else { None };
-                    Ok::<_, sts_engine::RunError>((step, settled))
-                };
-                match rt.block_on(run) {
-                    Ok((_, Some(true))) => say_step(&replayer, &Step::Reproduced),
-                    Ok((_, Some(false))) => println!("every input injected; the violation did not show up"),
-                    Ok((step, None)) => say_step(&replayer, &step),
-                    Err(e) => println!("error: {e}"),
-                }
-            }
+            (Some("run-to"), ["violation"]) => to_violation(&rt, &mut replayer, |_| false),
             (Some("run-to"), [seq]) => {
                 let Ok(seq) = seq.parse::<u64>() else {
                     println!("run-to SEQ|violation: SEQ is an input's seq in the trace (`where` shows the next)");
@@ -392,6 +363,35 @@ pub fn run(engine: &Engine, dir: &Path, script: Option<&Path>) -> u8 {
         Err(e) => eprintln!("sts console: {e}"),
     }
     exit::OK
+}
+
+/// Injects inputs until `stop` holds after one (then says nothing: the
+/// caller says why it stopped) or, past the last, waits as a replay does for
+/// the violation; says what came of it.
+fn to_violation<'t>(
+    rt: &tokio::runtime::Runtime,
+    replayer: &mut Replayer<'t>,
+    mut stop: impl FnMut(&Replayer<'t>) -> bool,
+) {
+    let mut stopped = false;
+    let run = async {
+        let step = replayer
+            .run_until(|r, _| {
+                stopped = stop(r);
+                stopped
+            })
+            .await?;
+        let settled = if step == Step::End { Some(replayer.settle().await?) } else { None };
+        Ok::<_, sts_engine::RunError>((step, settled))
+    };
+    let result = rt.block_on(run);
+    match result {
+        _ if stopped => {}
+        Ok((_, Some(true))) => say_step(replayer, &Step::Reproduced),
+        Ok((_, Some(false))) => println!("every input injected; the violation did not show up (`check` looks now)"),
+        Ok((step, None)) => say_step(replayer, &step),
+        Err(e) => println!("error: {e}"),
+    }
 }
 
 /// Where the replay stands: inputs injected, the next one.

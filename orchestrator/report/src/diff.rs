@@ -7,6 +7,8 @@
 
 use std::fmt::Write as _;
 
+use crate::html::esc;
+
 use sts_invariants::Same;
 use sts_trace::{Internal, Record, Trace};
 
@@ -81,10 +83,6 @@ pub fn align(a: &Trace, b: &Trace) -> Vec<Row> {
 /// The row where the two runs first differ, if they do.
 pub fn first_divergence(rows: &[Row]) -> Option<usize> {
     rows.iter().position(|r| !matches!(r, Row::Same(..)))
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// The HTML section (`<section id="diff">`) of `left` against `right`.

@@ -53,7 +53,8 @@ impl Mcs {
     }
 }
 
-fn esc(s: &str) -> String {
+/// `s` made safe in HTML text and attribute values.
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 

@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::html::esc;
+
 use sts_mocknet::switch::Switch;
 use sts_proxy::wire::Message;
 use sts_trace::{Direction, Internal, Trace};
@@ -38,10 +40,6 @@ pub fn at_violation(trace: &Trace) -> Option<(u64, BTreeMap<u64, Switch>)> {
         sw.expire(at);
     }
     Some((at, switches))
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// The HTML section (`<section id="tables">`), when the trace has a

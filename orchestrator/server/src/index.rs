@@ -6,11 +6,9 @@ use axum::extract::State;
 use axum::response::{Html, IntoResponse, Response};
 use sts_client::{Job, Outcome, State as JobState};
 
-use crate::api::App;
+use sts_report::html::esc as escape;
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
+use crate::api::App;
 
 /// (label, CSS class) of a job's verdict.
 fn verdict(job: &Job) -> (&'static str, &'static str) {

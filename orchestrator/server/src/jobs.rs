@@ -318,8 +318,9 @@ pub fn summarize(data: &Path, id: i64, kind: Kind, outcome: Outcome) -> Option<S
     }
 }
 
-/// An option value as the command line spells it (its JSON name).
-fn spelled<T: serde::Serialize>(v: &T) -> String {
+/// A unit enum's name as the API, the store and the command line spell it
+/// (its JSON name).
+pub fn spelled<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 

@@ -41,10 +41,19 @@ pub struct Options {
     pub token: Option<String>,
     /// The `sts` executable that runs jobs.
     pub sts: PathBuf,
-    /// Hand jobs to Slurm (`srun`, in this partition or the default one)
-    /// instead of running them here; the data directory must then be on
-    /// storage every node shares.
-    pub slurm: Option<Option<String>>,
+    /// Where jobs run.
+    pub executor: Executor,
+}
+
+/// Where a server's jobs run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Executor {
+    /// As child processes of the server.
+    #[default]
+    Local,
+    /// As Slurm jobs (`srun`), in `partition` or the default one; the data
+    /// directory must be on storage every node shares.
+    Slurm { partition: Option<String> },
 }
 
 /// Why the server cannot start.
@@ -126,7 +135,7 @@ pub async fn serve(
         let _ = std::fs::remove_dir_all(jobs::job_dir(&opts.data, id));
     }
     if !requeued.is_empty() {
-        if opts.slurm.is_some() {
+        if opts.executor != Executor::Local {
             // The killed server's Slurm jobs may run on: they go before their jobs run again.
             for &id in &requeued {
                 worker::cancel_slurm_job(id);
@@ -138,7 +147,7 @@ pub async fn serve(
         .await
         .map_err(|e| env(&format!("listening on {}", opts.listen), &e))?;
     let addr = listener.local_addr().map_err(|e| env("listening", &e))?;
-    let shared = Arc::new(worker::Shared::new(opts.data.clone(), store, opts.sts.clone(), opts.slurm.clone()));
+    let shared = Arc::new(worker::Shared::new(opts.data.clone(), store, opts.sts.clone(), opts.executor.clone()));
     let workers: Vec<_> = (0..opts.workers).map(|_| tokio::spawn(worker::work(shared.clone()))).collect();
     let proxies = Arc::new(proxies::Proxies::new(opts.data.join("proxies")));
     let app =

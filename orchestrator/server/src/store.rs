@@ -70,10 +70,6 @@ pub struct Store {
     db: Mutex<Connection>,
 }
 
-fn name_of<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-}
-
 fn parse_name<T: serde::de::DeserializeOwned>(s: &str) -> Option<T> {
     serde_json::from_value(serde_json::Value::String(s.to_string())).ok()
 }
@@ -124,7 +120,7 @@ impl Store {
         let db = self.db();
         db.execute(
             "INSERT INTO jobs (kind, state, request, created_ms) VALUES (?1, 'preparing', ?2, ?3)",
-            params![name_of(&kind), request, now_ms],
+            params![crate::jobs::spelled(&kind), request, now_ms],
         )?;
         Ok(db.last_insert_rowid())
     }
@@ -178,7 +174,7 @@ impl Store {
             params![
                 id,
                 end.outcome.state().name(),
-                name_of(&end.outcome),
+                crate::jobs::spelled(&end.outcome),
                 end.exit_code,
                 end.error,
                 now_ms,

@@ -24,6 +24,7 @@ use sts_engine::clock::unix_time_ms;
 
 use crate::jobs;
 use crate::store::{Ending, Store};
+use crate::Executor;
 
 /// A job whose process is running.
 struct Live {
@@ -38,9 +39,8 @@ pub struct Shared {
     pub store: Store,
     /// The `sts` executable jobs run.
     pub sts: PathBuf,
-    /// Run each job as a Slurm job (`srun`) in this partition (`Some(None)`:
-    /// the default one) instead of as a child process here.
-    pub slurm: Option<Option<String>>,
+    /// Where jobs run.
+    pub executor: Executor,
     /// Woken when a job is queued.
     pub wake: tokio::sync::Notify,
     live: Mutex<HashMap<i64, Live>>,
@@ -49,12 +49,12 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(data: PathBuf, store: Store, sts: PathBuf, slurm: Option<Option<String>>) -> Shared {
+    pub fn new(data: PathBuf, store: Store, sts: PathBuf, executor: Executor) -> Shared {
         Shared {
             data,
             store,
             sts,
-            slurm,
+            executor,
             wake: tokio::sync::Notify::new(),
             live: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
@@ -80,7 +80,7 @@ impl Shared {
     /// Kills running job `id`'s process (its controllers die with it); on
     /// Slurm, cancels its Slurm job.
     pub fn kill(&self, id: i64) {
-        if self.slurm.is_some() {
+        if self.executor != Executor::Local {
             cancel_slurm_job(id);
         }
         if let Some(l) = self.live().get(&id) {
@@ -166,9 +166,9 @@ async fn run(shared: &Arc<Shared>, job: &Job) -> Ending {
     }
     let args = jobs::command_line(&job.request);
     let _ = writeln!(log, "$ sts {}", args.join(" "));
-    let (mut cmd, death) = match &shared.slurm {
-        None => (Command::new(&shared.sts), Signal::SIGKILL),
-        Some(partition) => {
+    let (mut cmd, death) = match &shared.executor {
+        Executor::Local => (Command::new(&shared.sts), Signal::SIGKILL),
+        Executor::Slurm { partition } => {
             // srun runs the job on a node (in this directory, which the nodes
             // share) and relays its output; on SIGTERM it ends the Slurm job.
             let mut c = Command::new("srun");
