@@ -111,6 +111,20 @@ struct Queued {
     due: Option<u64>,
 }
 
+/// A queued message, as [`Interposer::waiting`] lists it.
+#[derive(Debug, Clone)]
+pub struct Waiting {
+    /// Its place in the order of messages seen (its id for the console).
+    pub seq: u64,
+    pub channel: ChannelId,
+    pub dir: Direction,
+    pub msg_type: &'static str,
+    pub xid: u32,
+    /// When it goes (`None`: held until released or acted on).
+    pub due: Option<u64>,
+    pub frame: Frame,
+}
+
 /// A message to deliver now.
 #[derive(Debug, Clone)]
 pub struct Delivery {
@@ -260,6 +274,47 @@ impl Interposer {
         *q = front;
     }
 
+    /// Every queued message, by channel and direction, oldest first within
+    /// each queue.
+    pub fn waiting(&self) -> Vec<Waiting> {
+        let mut out = Vec::new();
+        for (&(channel, dir), q) in &self.queues {
+            for m in q {
+                let h = m.frame.header();
+                out.push(Waiting {
+                    seq: m.seq,
+                    channel,
+                    dir,
+                    msg_type: crate::wire::type_name(h.version, h.msg_type),
+                    xid: h.xid,
+                    due: m.due,
+                    frame: m.frame.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Takes the queued message `seq` out of its queue, out of turn: the
+    /// caller delivers it now or drops it. What queued behind it stays in
+    /// order (and, if it was the head, goes once due).
+    pub fn take(&mut self, seq: u64) -> Option<Delivery> {
+        for (&(channel, dir), q) in self.queues.iter_mut() {
+            if let Some(i) = q.iter().position(|m| m.seq == seq) {
+                let m = q.remove(i).expect("index valid");
+                return Some(Delivery { channel, dir, frame: m.frame });
+            }
+        }
+        None
+    }
+
+    /// Makes the queued message `seq` due at `due` (a held message becomes
+    /// a delayed one); false if no such message is queued.
+    pub fn set_due(&mut self, seq: u64, due: u64) -> bool {
+        let m = self.queues.values_mut().flat_map(|q| q.iter_mut()).find(|m| m.seq == seq);
+        m.map(|m| m.due = Some(due)).is_some()
+    }
+
     /// Sequence numbers of the messages queued on a channel and direction.
     pub fn queued_seqs(&self, channel: ChannelId, dir: Direction) -> Vec<u64> {
         self.queues.get(&(channel, dir)).map_or(vec![], |q| q.iter().map(|m| m.seq).collect())
@@ -341,5 +396,27 @@ mod tests {
         ip.reorder(CH, DOWN, &[seqs[1], seqs[0]]);
         assert_eq!(xids(&ip.release(None, None, 100)), vec![4, 3]);
         assert_eq!(ip.log()[1].disposition, Disposition::Dropped);
+    }
+
+    #[test]
+    fn one_waiting_message_can_be_taken_or_retimed_out_of_turn() {
+        let mut ip = Interposer::default();
+        ip.rules.push(Rule { dir: None, dpid: None, msg_type: Some("barrier_request".into()), action: Action::Hold });
+        for xid in 1..=3 {
+            ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, xid), 0);
+        }
+        let waiting = ip.waiting();
+        assert_eq!(
+            waiting.iter().map(|w| (w.xid, w.msg_type, w.due)).collect::<Vec<_>>(),
+            vec![(1, "barrier_request", None), (2, "barrier_request", None), (3, "barrier_request", None)]
+        );
+        // The middle one goes now; the head stays held and blocks the third.
+        assert_eq!(ip.take(waiting[1].seq).map(|d| d.frame.header().xid), Some(2));
+        assert!(ip.take(waiting[1].seq).is_none());
+        assert!(ip.set_due(waiting[0].seq, 30));
+        assert!(ip.due(29).is_empty());
+        assert_eq!(xids(&ip.due(30)), vec![1]);
+        assert_eq!(ip.queued(), 1);
+        assert!(!ip.set_due(999, 0));
     }
 }

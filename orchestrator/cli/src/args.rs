@@ -211,18 +211,30 @@ pub enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// Step through a trace interactively with the real controllers (OFRewind-style).
+    /// Step through a trace with the real controllers, or drive a live session by hand (OFRewind-style,
+    /// with time travel).
     ///
-    /// Commands: next [N], continue, run-to SEQ|violation, break seq N|event
-    /// TYPE|invariant [KIND], breaks, delete N, where, nodes, links, flows
-    /// [SWITCH], check, help, quit. On a terminal: history and completion;
-    /// from --script FILE or a pipe, one command per line.
+    /// `sts console DIR` replays DIR's trace one input at a time (the session's own trace goes to
+    /// DIR/console/N); `sts console --config FILE DIR` starts a live session of FILE with no trace,
+    /// recorded into the new experiment DIR. Between steps: look at the network (nodes, links, hosts,
+    /// ports, flows, groups, check), set breakpoints (seq, input type, OpenFlow message type,
+    /// invariant), hold OpenFlow messages and deliver, drop or delay them one by one, inject inputs
+    /// (link, switch, controller, migrate, ping, pingall, partition), checkpoint and rewind, save the
+    /// session as an experiment. `help` inside lists every command. On a terminal: history,
+    /// completion, Enter repeats `next`, Ctrl-C pauses a running `continue`, Ctrl-D ends; from
+    /// --script FILE or a pipe, one command per line. docs/console.md walks through a session.
     Console {
-        /// Experiment directory holding the trace.
+        /// Experiment directory: the trace to replay, or (with --config) the live session to record.
         dir: PathBuf,
+        /// A live session of this experiment config, recorded into DIR (created like `sts fuzz --out`).
+        #[arg(long)]
+        config: Option<PathBuf>,
         /// Read commands from this file instead of the terminal.
         #[arg(long)]
         script: Option<PathBuf>,
+        /// One JSON object per reply line ({"command", "ok", "output": [lines], ...fields}).
+        #[arg(long)]
+        json: bool,
     },
     /// An HTTP API and a durable job queue: submit fuzz, replay, minimize and campaign jobs, follow
     /// and cancel them, fetch their results; and OpenFlow proxies managed over HTTP (docs/api.md).

@@ -62,7 +62,10 @@ pub fn run(cli: Cli) -> u8 {
         Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
             proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
         }
-        Command::Console { dir, script } => crate::console::run(&engine, dir, script.as_deref()),
+        Command::Console { dir, config, script, json } => crate::console::run(
+            &engine,
+            crate::console::Options { dir, config: config.as_deref(), script: script.as_deref(), json: *json },
+        ),
         Command::Serve { listen, data, workers, token_file, executor, partition } => {
             let executor = match executor.as_str() {
                 "slurm" => sts_server::Executor::Slurm { partition: partition.clone() },

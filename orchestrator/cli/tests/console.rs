@@ -98,6 +98,120 @@ fn breakpoints_stop_continue_and_run_to_goes_where_asked() {
     assert!(reply(&text, "where", 0).contains("violated at the last check: blackhole:h3"), "{text}");
 }
 
+/// The acceptance walk of issue 20 with os-ken on the migration trace:
+/// FLOW_MODs to s3 held and dropped (the blackhole does not come); a rewind
+/// to before the hold, where s3 learns h3's port and keeps the rule after
+/// the migration (flows before and after), and the blackhole with its
+/// witness; a rewind to before the migration, a different input, and a
+/// saved session whose replay sees what the session saw.
+#[test]
+fn a_session_holds_drops_rewinds_and_saves_what_it_saw() {
+    let dir = migration_copy("timetravel");
+    let saved = dir.join("saved");
+    let text = scripted(
+        &dir,
+        &format!(
+            "checkpoint start\nflows s3\nhold flow_mod s3\nrun-to 3\npending\ndrop all\ndrop 99999\nnext\n\
+             run-to violation\nrewind start\nrun-to 3\ncheckpoint before-migration\nflows s3\nnext\nflows s3\n\
+             run-to violation\nrewind nowhere\nrewind before-migration\nwhere\nmigrate h3 s2\nping h2 h3\n\
+             run-to +3s\ncheckpoints\nsave {}\nquit\n",
+            saved.display()
+        ),
+    );
+    let empty = reply(&text, "flows s3", 0);
+    assert_eq!(empty.lines().count(), 1, "only the table-miss entry before any traffic: {empty}");
+    let pending = reply(&text, "pending", 0);
+    let held: Vec<&str> = pending.lines().filter(|l| l.contains("flow_mod") && l.contains("held")).collect();
+    assert!(!held.is_empty(), "the controller's FLOW_MODs to s3 wait in the proxy: {pending}");
+    assert!(held.iter().all(|l| l.contains("c0 -> s3")), "{pending}");
+    let dropped = reply(&text, "drop all", 0);
+    assert_eq!(dropped.matches("drop the held flow_mod of s3").count(), held.len(), "{dropped}");
+    assert!(reply(&text, "drop 99999", 0).contains("no message 99999 is held"), "{text}");
+    // Without its FLOW_MODs s3 never gets the rule that sends h3's traffic
+    // to the port h3 leaves: no blackhole.
+    let changed = reply(&text, "run-to violation", 0);
+    assert!(changed.contains("the violation did not show up"), "the drop changed the outcome: {text}");
+    assert!(reply(&text, "rewind start", 0).contains("from the controllers' checkpoints"), "{text}");
+    // Back before the hold: s3 learns h3's port, and keeps the rule after the migration.
+    let before = reply(&text, "flows s3", 1);
+    assert!(before.contains("eth_dst=00:00:00:00:00:03") && before.contains("actions=output:1"), "{before}");
+    assert!(reply(&text, "next", 1).contains("migrate h3 s3 -> s1"), "{text}");
+    assert_eq!(reply(&text, "flows s3", 2), before, "the migration does not change s3's table");
+    let original = reply(&text, "run-to violation", 1);
+    assert!(original.contains("the violation showed up") && original.contains("witness from"), "{original}");
+    assert!(original.contains("dropped at s3: output port 1 is down"), "{original}");
+    assert!(reply(&text, "rewind nowhere", 0).contains("no checkpoint \"nowhere\""), "{text}");
+    assert!(reply(&text, "where", 0).contains("next: migrate h3 s3 -> s1"), "{text}");
+    // A different input: h3 moves to s2 instead; its traffic still dies.
+    assert!(reply(&text, "migrate h3 s2", 0).contains("migrate h3 s3 -> s2"), "{text}");
+    let marks = reply(&text, "checkpoints", 0);
+    assert!(marks.contains("start: ") && marks.contains("before-migration: "), "{marks}");
+    let save = reply(&text, &format!("save {}", saved.display()), 0);
+    assert!(save.contains("> 10.0.0.3 icmp 8/0 is dropped at"), "{save}");
+
+    // The saved session is an experiment whose replay sees the same thing.
+    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["replay", saved.to_str().unwrap()])
+        .output()
+        .expect("run sts replay");
+    let replayed = String::from_utf8_lossy(&out.stdout);
+    assert!(replayed.contains("reproduced 1/1"), "{replayed}\n{}", String::from_utf8_lossy(&out.stderr));
+    let trace = std::fs::read_to_string(saved.join("trace.jsonl")).unwrap();
+    assert!(trace.contains(r#""type":"host_migrate","host":"h3","from":3,"to":2"#), "{trace}");
+    assert!(!trace.contains("held_message"), "the rewinds took the drops out of the session: {trace}");
+}
+
+/// A live session (`--config`, no trace) driven in JSON: a message
+/// breakpoint, typed inputs, pingall, a checkpoint and a rewind that undoes
+/// a link failure, bad commands answered with `ok: false`, and the session
+/// left as an experiment that replays.
+#[test]
+fn a_live_session_answers_in_json_and_is_an_experiment() {
+    let base = migration_copy("live");
+    let dir = base.join("session");
+    let script = base.join("live.txt");
+    std::fs::write(
+        &script,
+        "break msg packet_in s1\nping h1 h3\nrun-to +1s\npending\ndeliver all\ndelete 1\npingall\ncheckpoint healthy\n\
+         link down s1 s2\npingall\nrewind\npingall\nswitch down s9\nnext\nbogus\nwhere\nlog 2\nquit\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["console", "--config"])
+        .arg(base.join("config.toml"))
+        .arg(&dir)
+        .args(["--script", script.to_str().unwrap(), "--json"])
+        .output()
+        .expect("run sts");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let replies: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}"))).collect();
+    let by = |cmd: &str, nth: usize| -> &serde_json::Value {
+        replies.iter().filter(|r| r["command"] == cmd).nth(nth).unwrap_or_else(|| panic!("no reply to {cmd}: {text}"))
+    };
+    assert!(by("run-to +1s", 0)["output"][0].as_str().unwrap().contains("stopped at breakpoint 1"), "{text}");
+    let pending = by("pending", 0)["pending"].as_array().cloned().unwrap_or_default();
+    assert!(pending.iter().any(|m| m["type"] == "packet_in" && m["from"] == "s1" && m["held"] == true), "{text}");
+    assert_eq!(by("pingall", 0)["answered"], 6, "{text}");
+    assert!(by("checkpoint healthy", 0)["took_ms"].as_f64().is_some(), "{text}");
+    assert!(by("pingall", 1)["answered"].as_u64().unwrap() < 6, "the link is down: {text}");
+    assert_eq!(by("rewind", 0)["by_replay"], false, "{text}");
+    assert_eq!(by("pingall", 2)["answered"], 6, "the rewind brought the link back: {text}");
+    for bad in ["switch down s9", "next", "bogus"] {
+        assert_eq!(by(bad, 0)["ok"], false, "{bad}: {text}");
+        assert_eq!(by(bad, 0)["output"].as_array().map(Vec::len), Some(1), "one line: {text}");
+    }
+    assert_eq!(by("quit", 0)["ok"], true, "{text}");
+    // The session is an experiment: its trace has what was typed, and replays.
+    let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+    assert!(trace.contains(r#""type":"control_hold","switch":1,"msg_type":"packet_in""#), "{trace}");
+    assert!(trace.contains(r#""type":"held_message","switch":1,"msg_type":"packet_in","fate":"deliver""#), "{trace}");
+    assert!(!trace.contains(r#""type":"link_down""#), "the rewind cut the link failure out of the trace");
+    let out = Command::new(env!("CARGO_BIN_EXE_sts")).arg("replay").arg(&dir).output().expect("run sts replay");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 fn tmux(args: &[&str]) -> String {
     // tmux wants a terminal type even for detached sessions (CI has none).
     let out = Command::new("tmux")
@@ -121,9 +235,36 @@ fn wait_for(session: &str, needle: &str) -> String {
     }
 }
 
+/// Waits until the pane shows `needle` `n` times; returns the pane.
+fn wait_for_count(session: &str, needle: &str, n: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let pane = tmux(&["capture-pane", "-t", session, "-p"]);
+        if pane.matches(needle).count() >= n {
+            return pane;
+        }
+        assert!(Instant::now() < deadline, "{needle:?} never showed {n} times:\n{pane}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn the_interactive_prompt_completes_remembers_and_ends_cleanly() {
     let dir = migration_copy("tmux");
+    // The migration comes 10,000 s (of virtual time) after the pings:
+    // `continue` waits for it long enough to be interrupted.
+    let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+    let shifted: Vec<String> = trace
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v["seq"].as_u64().is_some_and(|s| s >= 3) {
+                v["t_ms"] = serde_json::json!(v["t_ms"].as_u64().unwrap() + 10_000_000);
+            }
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("trace.jsonl"), shifted.join("\n") + "\n").unwrap();
     let session = format!("sts-console-{}", std::process::id());
     let _ = tmux(&["kill-session", "-t", &session]);
     let cmd = format!("{} console {}; echo console-exited-$?; sleep 30", env!("CARGO_BIN_EXE_sts"), dir.display());
@@ -136,23 +277,32 @@ fn the_interactive_prompt_completes_remembers_and_ends_cleanly() {
     // Completion: "ne" + Tab becomes "next".
     tmux(&["send-keys", "-t", &session, "ne", "Tab"]);
     wait_for(&session, "sts> next");
-    tmux(&["send-keys", "-t", &session, " 3", "Enter"]);
-    let pane = wait_for(&session, "migrate h3 s3 -> s1");
+    tmux(&["send-keys", "-t", &session, " 2", "Enter"]);
+    let pane = wait_for(&session, "input 2 of 4");
     let first: u64 = pane
         .lines()
         .find_map(|l| l.strip_prefix("input 1 of 4 (seq 1) at ")?.split(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no first input in:\n{pane}"));
     assert!(first < 3000, "the pause at the prompt moved the run's clock: first input at {first} ms");
-    // History: Up brings back "next 3".
+    // History: Up brings back "where".
+    tmux(&["send-keys", "-t", &session, "where", "Enter"]);
+    wait_for(&session, "next: migrate h3 s3 -> s1");
     tmux(&["send-keys", "-t", &session, "Up", "Enter"]);
-    wait_for(&session, "input 4 of 4");
+    wait_for_count(&session, "next: migrate h3 s3 -> s1", 2);
+    // Ctrl-C stops a running `continue` and the session goes on.
+    tmux(&["send-keys", "-t", &session, "continue", "Enter"]);
+    std::thread::sleep(Duration::from_secs(2));
+    tmux(&["send-keys", "-t", &session, "C-c"]);
+    wait_for(&session, "interrupted (Ctrl-C) at");
+    tmux(&["send-keys", "-t", &session, "where", "Enter"]);
+    wait_for_count(&session, "next: migrate h3 s3 -> s1", 3);
     // Ctrl-C at the prompt does not end the session; Ctrl-D does.
     tmux(&["send-keys", "-t", &session, "C-c"]);
     wait_for(&session, "Ctrl-C: type quit");
     tmux(&["send-keys", "-t", &session, "C-d"]);
     let pane = wait_for(&session, "console-exited-");
     let _ = tmux(&["kill-session", "-t", &session]);
-    assert!(pane.contains("console-exited-0") && pane.contains("session ended after 4 inputs"), "{pane}");
+    assert!(pane.contains("console-exited-0") && pane.contains("session ended after 2 inputs"), "{pane}");
     // No controller of this session is left.
     let marker = dir.display().to_string();
     let left: Vec<String> = std::fs::read_dir("/proc")

@@ -10,7 +10,7 @@ use sts_proxy::interpose::{Action, Direction, Rule};
 
 use crate::config::Rates;
 use crate::session::Session;
-use sts_trace::{External, Port};
+use sts_trace::{External, Fate, Port};
 
 fn host_index(net: &Network, name: &str) -> Result<usize, String> {
     net.hosts.iter().position(|h| h.name == name).ok_or_else(|| format!("no host named {name:?}"))
@@ -77,8 +77,44 @@ pub fn validate(net: &Network, controllers: usize, relays: &[String], e: &Extern
                 return Err(format!("no switch s{to}"));
             }
         }
+        External::ControlHold { switch, msg_type } => {
+            check_switch(net, *switch)?;
+            check_msg_type(msg_type)?;
+        }
+        External::ControlRelease { switch } => check_switch(net, *switch)?,
+        External::HeldMessage { switch, msg_type, .. } => {
+            check_switch(net, Some(*switch))?;
+            check_msg_type(msg_type)?;
+        }
     }
     Ok(())
+}
+
+fn check_switch(net: &Network, switch: Option<u64>) -> Result<(), String> {
+    match switch {
+        Some(d) if !net.switches.contains_key(&d) => Err(format!("no switch s{d}")),
+        _ => Ok(()),
+    }
+}
+
+fn check_msg_type(name: &str) -> Result<(), String> {
+    if sts_trace::MsgType::from_name(name).is_some_and(|t| t.as_str() != "unknown") {
+        Ok(())
+    } else {
+        Err(format!("no OpenFlow message type {name:?} (types go by snake_case names: flow_mod, packet_in, barrier_request ...)"))
+    }
+}
+
+/// The held message an [`External::HeldMessage`] is about: the `index`-th
+/// held message of `msg_type` on `switch`'s connections.
+pub fn held_message(runner: &crate::netrun::NetRunner, switch: u64, msg_type: &str, index: u32) -> Option<u64> {
+    runner
+        .interposer
+        .waiting()
+        .into_iter()
+        .filter(|w| w.due.is_none() && w.channel.dpid == switch && w.msg_type == msg_type)
+        .nth(index as usize)
+        .map(|w| w.seq)
 }
 
 /// Injects `e`. An event that does not fit the network (an unknown host, a
@@ -126,7 +162,7 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
         External::SwitchDown { switch } => runner.fail_switch(*switch),
         External::SwitchUp { switch } => runner.recover_switch(*switch).await.map_err(|e| e.to_string())?,
         External::ControlDelay { switch, ms } => {
-            runner.interposer.rules.retain(|r| r.dpid != Some(*switch));
+            runner.interposer.rules.retain(|r| !(r.dpid == Some(*switch) && matches!(r.action, Action::Delay(_))));
             runner.interposer.rules.push(Rule {
                 dir: Some(Direction::ControllerToSwitch),
                 dpid: Some(*switch),
@@ -134,7 +170,29 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
                 action: Action::Delay(*ms),
             });
         }
-        External::ControlDelayEnd { switch } => runner.interposer.rules.retain(|r| r.dpid != Some(*switch)),
+        External::ControlDelayEnd { switch } => {
+            runner.interposer.rules.retain(|r| !(r.dpid == Some(*switch) && matches!(r.action, Action::Delay(_))))
+        }
+        External::ControlHold { switch, msg_type } => runner.interposer.rules.push(Rule {
+            dir: None,
+            dpid: *switch,
+            msg_type: Some(msg_type.clone()),
+            action: Action::Hold,
+        }),
+        External::ControlRelease { switch } => {
+            runner.interposer.rules.retain(|r| !(r.action == Action::Hold && (switch.is_none() || r.dpid == *switch)));
+            runner.release(*switch);
+        }
+        External::HeldMessage { switch, msg_type, index, fate } => {
+            // Nothing held to act on (a candidate without its hold): nothing to do.
+            if let Some(seq) = held_message(runner, *switch, msg_type, *index) {
+                match fate {
+                    Fate::Deliver => runner.deliver_queued(seq),
+                    Fate::Drop => runner.drop_queued(seq),
+                    Fate::Delay { ms } => runner.delay_queued(seq, *ms),
+                };
+            }
+        }
     }
     Ok(())
 }

@@ -79,7 +79,13 @@ fn pairing(e: &External) -> Option<(String, bool)> {
         External::ControllerRestart { controller } => (format!("controller {controller}"), false),
         External::Partition { relay } => (format!("relay {relay}"), true),
         External::PartitionHeal { relay } => (format!("relay {relay}"), false),
-        External::Ping { .. } | External::HostMigrate { .. } => return None,
+        External::ControlHold { switch, msg_type } => (format!("hold {switch:?} {msg_type}"), true),
+        // A release ends every hold of its switch (or all): paired with none
+        // in particular, it stays where it is.
+        External::Ping { .. }
+        | External::HostMigrate { .. }
+        | External::ControlRelease { .. }
+        | External::HeldMessage { .. } => return None,
     })
 }
 

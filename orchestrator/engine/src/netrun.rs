@@ -473,6 +473,26 @@ impl NetRunner {
         out.into_iter().for_each(|d| self.deliver(d));
     }
 
+    /// Delivers the queued message `seq` now, out of turn; false if no such
+    /// message is queued.
+    pub fn deliver_queued(&mut self, seq: u64) -> bool {
+        let Some(d) = self.interposer.take(seq) else { return false };
+        self.deliver(d);
+        true
+    }
+
+    /// Drops the queued message `seq`; false if no such message is queued.
+    pub fn drop_queued(&mut self, seq: u64) -> bool {
+        self.interposer.take(seq).is_some()
+    }
+
+    /// Delivers the queued message `seq` `ms` from now (in its turn on its
+    /// connection); false if no such message is queued.
+    pub fn delay_queued(&mut self, seq: u64, ms: Millis) -> bool {
+        let due = self.clock.now() + ms;
+        self.interposer.set_due(seq, due)
+    }
+
     fn tick(&mut self) {
         let now = self.clock.now();
         let due = self.interposer.due(now);

@@ -93,6 +93,7 @@ pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
 }
 
 /// Checks invariants on a schedule and tracks persistence (fuzz and replay).
+#[derive(Clone)]
 pub struct Monitor {
     checker: sts_invariants::Checker,
     persistence: Persistence,

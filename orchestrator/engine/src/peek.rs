@@ -40,7 +40,7 @@ use crate::session::{self, RunError, Session};
 use crate::Engine;
 
 /// How long (real time) a run may take to become quiescent before an input.
-const QUIESCE_WITHIN: Duration = Duration::from_secs(5);
+pub(crate) const QUIESCE_WITHIN: Duration = Duration::from_secs(5);
 
 /// Why PEEK failed.
 #[derive(Debug, thiserror::Error)]
@@ -213,7 +213,7 @@ async fn checkpointed(engine: &Engine, config: &Config, cand: &Trace, out: &Path
     let mut _holding: Vec<Checkpoint> = Vec::new();
     for (i, (t, e, gap)) in plan.iter().enumerate() {
         if let Some((state, mut checkpoints)) = next.take() {
-            roll_back(&mut s, &state, &mut checkpoints, i).await?;
+            roll_back(&mut s, &state, &mut checkpoints, &format!("peek-{}", i + 1)).await?;
             rollbacks += 1;
             _holding = checkpoints;
         }
@@ -224,7 +224,8 @@ async fn checkpointed(engine: &Engine, config: &Config, cand: &Trace, out: &Path
             // The window of this input covers the next one's start: take the
             // checkpoint there, on the way, and roll back to it afterwards.
             s.runner.run_until(due, |_| false).await;
-            let checkpoints = checkpoint_all(&mut s, i + 1, &plan[i + 1].1, &mut busy).await?;
+            let before = format!("input {} ({})", i + 2, plan[i + 1].1.describe());
+            let checkpoints = checkpoint_all(&mut s, &before, &mut busy).await?;
             window.extend(drain(&mut s.runner, &s.controllers).internal);
             // After the controllers' checkpoints: each copy forked at or
             // before this time, so setting time back to it never makes a
@@ -246,31 +247,27 @@ async fn checkpointed(engine: &Engine, config: &Config, cand: &Trace, out: &Path
 /// bytes to read (each after the run came to rest again).
 const BUSY_RETRIES: u32 = 20;
 
-/// Checkpoints every controller of the run (before input `i`, `e`), which
-/// must be at rest.
-async fn checkpoint_all(s: &mut Session, i: usize, e: &External, busy: &mut u32) -> Result<Vec<Checkpoint>, PeekError> {
+/// Checkpoints every controller of the run (at the point `before`
+/// describes: "input 3 (ping h1 -> h2)"), which must be at rest.
+pub(crate) async fn checkpoint_all(
+    s: &mut Session,
+    before: &str,
+    busy: &mut u32,
+) -> Result<Vec<Checkpoint>, PeekError> {
     let mut tries = 0;
     'again: loop {
         if !s.runner.quiesce(QUIESCE_WITHIN).await {
-            return Err(PeekError::Refused(format!(
-                "the run did not come to rest before input {} ({})",
-                i + 1,
-                e.describe()
-            )));
+            return Err(PeekError::Refused(format!("the run did not come to rest before {before}")));
         }
         let mut checkpoints: Vec<Checkpoint> = Vec::new();
         for c in s.controllers.iter_mut() {
             if !c.is_alive() {
-                return Err(PeekError::Refused(format!(
-                    "controller {} is not running before input {}",
-                    c.name(),
-                    i + 1
-                )));
+                return Err(PeekError::Refused(format!("controller {} is not running before {before}", c.name())));
             }
             match checkpoint::checkpoint(c) {
                 Ok(cp) => checkpoints.push(cp),
                 Err(crate::snapshot::SnapshotError::Busy(why)) if tries < BUSY_RETRIES => {
-                    tracing::debug!("checkpoint before input {}: {why}; again", i + 1);
+                    tracing::debug!("checkpoint before {before}: {why}; again");
                     tries += 1;
                     *busy += 1;
                     // Drop the ones taken: all controllers at one point, or none.
@@ -278,7 +275,7 @@ async fn checkpoint_all(s: &mut Session, i: usize, e: &External, busy: &mut u32)
                 }
                 Err(e) if !c.is_alive() => {
                     let _ = e;
-                    return Err(PeekError::Refused(format!("controller {} exited before input {}", c.name(), i + 1)));
+                    return Err(PeekError::Refused(format!("controller {} exited before {before}", c.name())));
                 }
                 Err(e) => return Err(PeekError::Refused(e.to_string())),
             }
@@ -289,12 +286,13 @@ async fn checkpoint_all(s: &mut Session, i: usize, e: &External, busy: &mut u32)
 
 /// Puts the run back to `state`, with every controller resumed from its
 /// checkpoint and each switch connection paired with the controller
-/// connection it was at the checkpoint.
-async fn roll_back(
+/// connection it was at the checkpoint. The resumed copies write their
+/// output to `controller-K-LABEL.log`.
+pub(crate) async fn roll_back(
     s: &mut Session,
     state: &RunState,
     checkpoints: &mut [Checkpoint],
-    i: usize,
+    label: &str,
 ) -> Result<(), PeekError> {
     let env = |e: std::io::Error| RunError::Environment(format!("rolling back: {e}"));
     for c in s.controllers.iter_mut() {
@@ -321,11 +319,12 @@ async fn roll_back(
     vt.rewind_to(state.time_ns());
     let mut moved = BTreeMap::new();
     for (k, (cp, socks)) in checkpoints.iter_mut().zip(sockets).enumerate() {
-        let log = s.run_dir.join(format!("controller-{k}-peek-{}.log", i + 1));
+        let log = s.run_dir.join(format!("controller-{k}-{label}.log"));
         let resumed = cp.resume(&log, &vt, socks).map_err(|e| PeekError::Refused(e.to_string()))?;
         moved.insert(cp.addr(), resumed.addr());
         s.controllers[k] = resumed;
     }
+    s.crashed.clear();
     s.expect_controllers();
     s.runner.restore(state, streams, &moved).await.map_err(env)?;
     Ok(())

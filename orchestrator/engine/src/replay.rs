@@ -56,7 +56,7 @@ pub struct ReplayResult {
 }
 
 /// Expected-minus-observed counts of internal events by key.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Balance {
     counts: HashMap<String, i64>,
     /// Keys with a positive count (expected and not yet seen).
@@ -110,6 +110,42 @@ pub enum Step {
     Reproduced,
     /// Every external event has been injected.
     End,
+    /// The pause test ([`Replayer::set_pause`]) held while waiting: the next
+    /// input is not injected yet (stepping again goes on waiting for it).
+    Paused,
+}
+
+/// Where a replay stands, beyond its running system: what a rewind puts back.
+#[derive(Clone)]
+struct Place {
+    monitor: Monitor,
+    balance: Balance,
+    observed: usize,
+    found: Option<Violation>,
+    injected: usize,
+    timeouts: usize,
+    last_orig: Option<u64>,
+    last_injected: u64,
+    pending: usize,
+    next: usize,
+    stopped: bool,
+}
+
+/// A point of a replay to come back to ([`Replayer::checkpoint`],
+/// [`Replayer::rewind`]): every controller's checkpoint, the network's
+/// state, and where the replay stood. Keep it as long as the run goes on:
+/// controllers resumed from it die with it.
+pub struct Mark {
+    state: crate::netrun::RunState,
+    checkpoints: Vec<crate::checkpoint::Checkpoint>,
+    place: Place,
+    written: trace::WriterMark,
+    /// Virtual time at the mark (ms).
+    pub at_ms: u64,
+    /// Inputs injected before it (from the trace and by hand).
+    pub injected: usize,
+    /// Rewinds to it so far.
+    pub rewinds: u32,
 }
 
 /// A replay that can be driven one external event at a time (the console
@@ -139,7 +175,13 @@ pub struct Replayer<'t> {
     trace_path: PathBuf,
     run: u32,
     out: PathBuf,
+    /// Tested between waiting slices: when it holds, stepping pauses.
+    pause: Option<Pause>,
+    rewinds: u32,
 }
+
+/// A test that makes a waiting replay pause ([`Replayer::set_pause`]).
+pub type Pause = Box<dyn FnMut(&Session) -> bool + Send>;
 
 impl<'t> Replayer<'t> {
     /// Brings up fresh controllers and a fresh network for a replay of
@@ -184,7 +226,160 @@ impl<'t> Replayer<'t> {
             trace_path,
             run,
             out: out.to_owned(),
+            pause: None,
+            rewinds: 0,
         })
+    }
+
+    /// Where this replay's trace is being written.
+    pub fn trace_path(&self) -> &Path {
+        &self.trace_path
+    }
+
+    /// Writes what happened so far into this replay's trace (it is written
+    /// as the run goes, between waits; call this before reading it).
+    pub fn flush(&mut self) -> Result<(), RunError> {
+        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
+        self.see(recorded);
+        Ok(())
+    }
+
+    /// Makes waiting pause whenever `pause` holds (tested after every slice
+    /// of run time): [`Replayer::step`] returns [`Step::Paused`] and
+    /// [`Replayer::settle`] returns early. For a person's Ctrl-C, or a
+    /// breakpoint on a message.
+    pub fn set_pause(&mut self, pause: Option<Pause>) {
+        self.pause = pause;
+    }
+
+    fn paused(&mut self) -> bool {
+        match self.pause.as_mut() {
+            Some(p) => p(&self.session),
+            None => false,
+        }
+    }
+
+    /// Injects `e` now, by hand (the console's typed inputs): recorded in
+    /// this replay's trace like any input. Returns its seq in that trace.
+    pub async fn inject(&mut self, e: &External) -> Result<u64, RunError> {
+        let relays: Vec<String> = self.session.relays.keys().cloned().collect();
+        inputs::validate(&self.session.runner.net, self.session.controllers.len(), &relays, e)
+            .map_err(RunError::BadInput)?;
+        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
+        self.see(recorded);
+        let now = self.session.runner.clock.now();
+        let seq = self.writer.external(now, e.clone()).map_err(self.env())?;
+        inputs::apply(&mut self.session, e).await.map_err(RunError::BadInput)?;
+        self.injected += 1;
+        Ok(seq)
+    }
+
+    /// Lets the run go on for `ms` of its time without injecting anything,
+    /// observing as a replay does (a pause cuts it short). True when the
+    /// wanted violation showed up.
+    pub async fn run_for(&mut self, ms: u64) -> Result<bool, RunError> {
+        let until = self.session.runner.clock.now() + ms;
+        while self.session.runner.clock.now() < until {
+            let left = until - self.session.runner.clock.now();
+            if self.slice(SLICE_MS.min(left)).await? && self.found.is_some() {
+                return Ok(true);
+            }
+            if self.paused() {
+                break;
+            }
+        }
+        Ok(false)
+    }
+
+    /// Checkpoints the run where it stands, once it is at rest: every
+    /// controller (a fork of each, parked), the network and the
+    /// interposer's queues and rules, and the replay's own place (its trace
+    /// is cut back to here on rewind). Needs virtual time, controllers
+    /// forked from snapshots, every controller running and no relays;
+    /// otherwise [`PeekError::Refused`] says which.
+    pub async fn checkpoint(&mut self) -> Result<Mark, crate::peek::PeekError> {
+        use crate::peek::PeekError;
+        if !self.config.relays.is_empty() {
+            return Err(PeekError::Refused("the config has relays, whose connections are not checkpointed".into()));
+        }
+        if self.session.runner.clock.virtual_time().is_none() {
+            return Err(PeekError::Refused("the run is on real time, where sts cannot tell when it is at rest".into()));
+        }
+        let mut busy = 0;
+        let here = format!("the checkpoint at {} ms", self.session.runner.clock.now());
+        let checkpoints = crate::peek::checkpoint_all(&mut self.session, &here, &mut busy).await?;
+        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
+        self.see(recorded);
+        let written = self.writer.mark().map_err(self.env())?;
+        Ok(Mark {
+            state: self.session.runner.state(),
+            checkpoints,
+            place: self.place(),
+            written,
+            at_ms: self.session.runner.clock.now(),
+            injected: self.injected,
+            rewinds: 0,
+        })
+    }
+
+    fn place(&self) -> Place {
+        Place {
+            monitor: self.monitor.clone(),
+            balance: self.balance.clone(),
+            observed: self.observed.len(),
+            found: self.found.clone(),
+            injected: self.injected,
+            timeouts: self.timeouts,
+            last_orig: self.last_orig,
+            last_injected: self.last_injected,
+            pending: self.pending,
+            next: self.next,
+            stopped: self.stopped,
+        }
+    }
+
+    /// Puts the run back to `mark`: the controllers resumed from their
+    /// checkpoints (the ones running now are killed), the network, the
+    /// clock and the replay's place as they were; the trace loses what was
+    /// written since.
+    pub async fn rewind(&mut self, mark: &mut Mark) -> Result<(), crate::peek::PeekError> {
+        self.rewinds += 1;
+        mark.rewinds += 1;
+        let label = format!("rewind-{}", self.rewinds);
+        crate::peek::roll_back(&mut self.session, &mark.state, &mut mark.checkpoints, &label).await?;
+        let p = mark.place.clone();
+        self.monitor = p.monitor;
+        self.balance = p.balance;
+        self.observed.truncate(p.observed);
+        self.found = p.found;
+        self.injected = p.injected;
+        self.timeouts = p.timeouts;
+        self.last_orig = p.last_orig;
+        self.last_injected = p.last_injected;
+        self.pending = p.pending;
+        self.next = p.next;
+        self.stopped = p.stopped;
+        self.writer.truncate(&mark.written).map_err(self.env())?;
+        Ok(())
+    }
+
+    /// Writes the run so far into the new experiment directory `dir` (the
+    /// config from `config_text`, with the files it names, and this
+    /// replay's trace, ending with the violation found so far): `sts
+    /// replay` and `sts minimize` accept it.
+    pub fn save(&mut self, dir: &Path, config_text: &str) -> Result<PathBuf, RunError> {
+        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
+        self.see(recorded);
+        let exp = crate::fuzz::create_experiment(&self.config, config_text, dir)?;
+        let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", dir.display()));
+        let mut text = std::fs::read_to_string(&self.trace_path).map_err(env)?;
+        if let Some(v) = &self.found {
+            text.push_str(&self.writer.violation_line(self.session.runner.clock.now(), v.clone()));
+            text.push('\n');
+            experiment::write_json(&exp.violation(), v).map_err(env)?;
+        }
+        experiment::write_atomic(&exp.trace(), text.as_bytes()).map_err(env)?;
+        Ok(exp.dir)
     }
 
     fn env(&self) -> impl Fn(std::io::Error) -> RunError + '_ {
@@ -301,6 +496,9 @@ impl<'t> Replayer<'t> {
                 self.stopped = true;
                 return Ok(Step::Reproduced);
             }
+            if self.paused() {
+                return Ok(Step::Paused);
+            }
         }
         let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
         self.see(recorded);
@@ -342,12 +540,16 @@ impl<'t> Replayer<'t> {
         let mut reproduced = self.found.as_ref().is_some_and(|v| self.is_wanted(v));
         while !reproduced && self.session.runner.clock.now() < until {
             reproduced = self.slice(SLICE_MS).await? && self.found.is_some();
+            if self.paused() {
+                break;
+            }
         }
         Ok(reproduced)
     }
 
     /// [`Replayer::settle`], then writes the violation and compares the runs.
     pub async fn finish(mut self) -> Result<ReplayResult, RunError> {
+        self.pause = None;
         let reproduced = self.settle().await?;
         if let Some(v) = &self.found {
             let now = self.session.runner.clock.now();

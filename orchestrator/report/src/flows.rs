@@ -84,6 +84,12 @@ fn actions(ins: &Instructions) -> String {
 
 /// One entry, as `ovs-ofctl dump-flows` prints it.
 pub fn entry(table: usize, e: &FlowEntry) -> String {
+    entry_with(table, e, true)
+}
+
+/// One entry, with its packet and byte counters or (as `ovs-ofctl
+/// --no-stats` prints it) without.
+pub fn entry_with(table: usize, e: &FlowEntry, stats: bool) -> String {
     let mut m = vec![format!("priority={}", e.priority)];
     m.extend(e.r#match.fields.iter().map(field));
     let mut timeouts = String::new();
@@ -93,11 +99,11 @@ pub fn entry(table: usize, e: &FlowEntry) -> String {
     if e.hard_timeout > 0 {
         timeouts.push_str(&format!(" hard_timeout={},", e.hard_timeout));
     }
+    let counters =
+        if stats { format!(" n_packets={}, n_bytes={},", e.packet_count, e.byte_count) } else { String::new() };
     format!(
-        " cookie={:#x}, table={table}, n_packets={}, n_bytes={},{timeouts} {} actions={}",
+        " cookie={:#x}, table={table},{counters}{timeouts} {} actions={}",
         e.cookie,
-        e.packet_count,
-        e.byte_count,
         m.join(","),
         actions(&e.instructions)
     )
@@ -105,12 +111,79 @@ pub fn entry(table: usize, e: &FlowEntry) -> String {
 
 /// Every entry of every table of `sw`, highest priority first per table.
 pub fn dump(sw: &Switch) -> String {
+    dump_with(sw, true)
+}
+
+/// [`dump`], with or without the counters ([`entry_with`]).
+pub fn dump_with(sw: &Switch, stats: bool) -> String {
     let mut s = String::new();
     for (t, table) in sw.tables.iter().enumerate() {
         for e in table.entries() {
-            s.push_str(&entry(t, e));
+            s.push_str(&entry_with(t, e, stats));
             s.push('\n');
         }
     }
     s
+}
+
+/// A FLOW_MOD or PACKET_OUT in one line, in the words `dump-flows` uses
+/// (`add priority=1,in_port=2,eth_dst=... actions=output:1`); `None` for
+/// other messages (and a 1.3 match sts does not model).
+pub fn message(m: &sts_proxy::wire::Message) -> Option<String> {
+    use sts_mocknet::flow::FlowMatch;
+    use sts_proxy::wire::{v10, v13, Body};
+    let apply = |apply: Vec<Action>| Instructions { apply, ..Instructions::default() };
+    let rule = |command: &str, priority: u16, m: &FlowMatch, ins: &Instructions| {
+        let mut parts = vec![format!("priority={priority}")];
+        parts.extend(m.fields.iter().map(field));
+        format!("{command} {} actions={}", parts.join(","), actions(ins))
+    };
+    let command = |c: u16| match c {
+        0 => "add",
+        1 => "modify",
+        2 => "modify_strict",
+        3 => "delete",
+        4 => "delete_strict",
+        _ => "command?",
+    };
+    match &m.body {
+        Body::V13(v13::Msg::FlowMod(f)) => {
+            let m = FlowMatch::from_v13(&f.r#match).ok()?;
+            Some(rule(command(f.command.into()), f.priority, &m, &Instructions::from_v13(&f.instructions)))
+        }
+        Body::V10(v10::Msg::FlowMod(f)) => {
+            let ins = apply(f.actions.iter().map(Action::from_v10).collect());
+            Some(rule(command(f.command), f.priority, &FlowMatch::from_v10(&f.r#match), &ins))
+        }
+        Body::V13(v13::Msg::PacketOut(p)) => Some(format!(
+            "in_port={} actions={}",
+            port_name(p.in_port),
+            actions(&apply(p.actions.iter().map(Action::from_v13).collect()))
+        )),
+        Body::V10(v10::Msg::PacketOut(p)) => Some(format!(
+            "in_port={} actions={}",
+            port_name(sts_mocknet::flow::port10(p.in_port)),
+            actions(&apply(p.actions.iter().map(Action::from_v10).collect()))
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_proxy::wire::v13::oxm::{BasicOxm, Match};
+    use sts_proxy::wire::{v13, Body, Message};
+
+    #[test]
+    fn a_flow_mod_reads_as_dump_flows_does() {
+        let m = Match::new([BasicOxm::exact(Field::InPort, 2), BasicOxm::exact(Field::EthDst, 3)]);
+        let out = v13::Instruction::ApplyActions(vec![v13::Action::Output { port: 1, max_len: 0 }]);
+        let fm = Message::new(7, Body::V13(v13::Msg::FlowMod(v13::FlowMod::add(0, 1, m, vec![out]))));
+        assert_eq!(
+            message(&fm).as_deref(),
+            Some("add priority=1,in_port=2,eth_dst=00:00:00:00:00:03 actions=output:1")
+        );
+        assert_eq!(message(&Message::new(1, Body::V13(v13::Msg::BarrierRequest))), None);
+    }
 }

@@ -108,6 +108,47 @@ pub enum External {
     Partition { relay: String },
     /// The partition ends: what waited crosses, in order.
     PartitionHeal { relay: String },
+    /// OpenFlow messages of `msg_type` (`flow_mod`, `packet_in` ...) on
+    /// `switch`'s control connections, or every switch's, are held in the
+    /// proxy from now on, until released or acted on one by one (the
+    /// console's `hold`). Later messages on a connection queue behind a held
+    /// one, keeping their order; keepalives pass.
+    ControlHold {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        switch: Option<u64>,
+        msg_type: String,
+    },
+    /// No more messages are held (on `switch`, or anywhere); those held are
+    /// delivered in order.
+    ControlRelease {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        switch: Option<u64>,
+    },
+    /// One held message meets its fate: the `index`-th (from 0, oldest
+    /// first) held message of `msg_type` on `switch`'s connections is
+    /// delivered now, dropped, or delivered `ms` later (the console's
+    /// `deliver`, `drop` and `delay`). Nothing happens when there is no such
+    /// message.
+    HeldMessage {
+        switch: u64,
+        msg_type: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        index: u32,
+        fate: Fate,
+    },
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// What becomes of a held message ([`External::HeldMessage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fate {
+    Deliver,
+    Drop,
+    Delay { ms: u64 },
 }
 
 impl External {
@@ -127,7 +168,11 @@ impl External {
             External::SwitchDown { switch }
             | External::SwitchUp { switch }
             | External::ControlDelay { switch, .. }
-            | External::ControlDelayEnd { switch } => vec![s(*switch)],
+            | External::ControlDelayEnd { switch }
+            | External::HeldMessage { switch, .. } => vec![s(*switch)],
+            External::ControlHold { switch, .. } | External::ControlRelease { switch } => {
+                switch.iter().map(|d| s(*d)).collect()
+            }
             External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
                 vec![controller.clone()]
             }
@@ -157,6 +202,20 @@ impl External {
             External::ControlDelayEnd { switch } => format!("control delay to s{switch} ends"),
             External::ControllerCrash { controller } => format!("controller {controller} crashes"),
             External::ControllerRestart { controller } => format!("controller {controller} restarts"),
+            External::ControlHold { switch, msg_type } => match switch {
+                Some(d) => format!("hold {msg_type} messages of s{d}"),
+                None => format!("hold {msg_type} messages"),
+            },
+            External::ControlRelease { switch: Some(d) } => format!("release the messages held for s{d}"),
+            External::ControlRelease { switch: None } => "release the held messages".into(),
+            External::HeldMessage { switch, msg_type, index, fate } => {
+                let which = if *index == 0 { String::new() } else { format!(" #{}", index + 1) };
+                match fate {
+                    Fate::Deliver => format!("deliver the held {msg_type}{which} of s{switch}"),
+                    Fate::Drop => format!("drop the held {msg_type}{which} of s{switch}"),
+                    Fate::Delay { ms } => format!("delay the held {msg_type}{which} of s{switch} by {ms} ms"),
+                }
+            }
         }
     }
 }
@@ -481,6 +540,43 @@ impl Writer {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The trace as written so far, to come back to with [`Writer::truncate`].
+    pub fn mark(&self) -> std::io::Result<WriterMark> {
+        Ok(WriterMark { len: self.out.metadata()?.len(), next_seq: self.next_seq, last_t: self.last_t })
+    }
+
+    /// Forgets everything written after `mark` (the console's `rewind`).
+    pub fn truncate(&mut self, mark: &WriterMark) -> std::io::Result<()> {
+        use std::io::Seek;
+        self.out.set_len(mark.len)?;
+        self.out.seek(std::io::SeekFrom::Start(mark.len))?;
+        self.next_seq = mark.next_seq;
+        self.last_t = mark.last_t;
+        Ok(())
+    }
+
+    /// A record line for `v` as the next record at `t_ms`, without writing
+    /// it (to end a copy of the trace with the violation seen so far).
+    pub fn violation_line(&self, t_ms: u64, v: Violation) -> String {
+        let r = Record {
+            seq: self.next_seq,
+            t_ms: t_ms.max(self.last_t),
+            external: None,
+            internal: None,
+            violation: Some(v),
+            line: 0,
+        };
+        serde_json::to_string(&r).unwrap_or_default()
+    }
+}
+
+/// A point in a trace being written ([`Writer::mark`]).
+#[derive(Debug, Clone, Copy)]
+pub struct WriterMark {
+    len: u64,
+    next_seq: u64,
+    last_t: u64,
 }
 
 /// `message` cut to at most about `max` characters, keeping its start and

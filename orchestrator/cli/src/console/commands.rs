@@ -1,0 +1,286 @@
+//! The console's commands: their table (for `help` and completion), and the
+//! parsing of the ones that take structured arguments (breakpoints, typed
+//! inputs, times). No I/O here: these are tested on their own.
+
+use sts_mocknet::network::{Endpoint, Network};
+use sts_trace::{External, Port};
+
+/// A command's name, its arguments, what it does, and its group in `help`.
+pub struct Command {
+    pub name: &'static str,
+    pub args: &'static str,
+    pub what: &'static str,
+    pub group: &'static str,
+}
+
+const fn c(group: &'static str, name: &'static str, args: &'static str, what: &'static str) -> Command {
+    Command { name, args, what, group }
+}
+
+/// Every command, in the order `help` lists them.
+pub const COMMANDS: &[Command] = &[
+    c("stepping", "next", "[N]", "inject the trace's next N inputs (default 1), each once what preceded it in the original has happened, as a replay does (Enter at the prompt does `next`)"),
+    c("stepping", "continue", "", "inject the trace's inputs until a breakpoint, the violation or Ctrl-C (past the last input, wait for the violation as a replay does)"),
+    c("stepping", "run-to", "SEQ|TIME|violation", "inject inputs until just before the one with trace seq SEQ, or until the violation; TIME (2.5s, 800ms; +1s: from now) lets the run go on without injecting"),
+    c("stepping", "where", "", "position in the trace, virtual time, the next input, held messages, violations at the last check"),
+    c("breakpoints", "break", "seq N|event TYPE|msg TYPE [SWITCH]|invariant [KIND]", "stop `continue` before input seq N, before the next input of TYPE (ping, host_migrate ...), when a message of TYPE (flow_mod ...) to or from SWITCH is sent (it is held: `pending`), or once a check finds a violation (of KIND: loop, blackhole ...)"),
+    c("breakpoints", "breaks", "", "list the breakpoints"),
+    c("breakpoints", "delete", "N", "delete breakpoint N (a message breakpoint releases what it held)"),
+    c("network", "nodes", "", "switches, hosts and controllers"),
+    c("network", "links", "", "switch-to-switch and host links, up or down"),
+    c("network", "hosts", "", "hosts: address, where plugged in, pings answered"),
+    c("network", "ports", "[SWITCH]", "ports of every switch, or one: number, name, link, counters"),
+    c("network", "flows", "[SWITCH] [--stats]", "flow tables in ovs-ofctl dump-flows style (every switch, or one: s3); --stats adds the counters"),
+    c("network", "groups", "[SWITCH]", "group tables: id, type, buckets"),
+    c("network", "check", "[KIND]", "run the invariant checker now; the violations (of KIND) with witness and culprit"),
+    c("messages", "pending", "", "OpenFlow messages the proxy holds or delays, with their ids"),
+    c("messages", "deliver", "ID|all", "deliver held message ID (or every held message) now, out of turn (recorded as an input)"),
+    c("messages", "drop", "ID|all", "drop held message ID (or every held message) (recorded as an input)"),
+    c("messages", "delay", "ID|all MS", "deliver held message ID (or every held message) in MS milliseconds (recorded as an input)"),
+    c("messages", "hold", "TYPE [SWITCH]", "hold messages of TYPE (flow_mod, packet_in ...) to or from SWITCH, or every switch, from now on (recorded as an input); later messages on a connection wait behind a held one"),
+    c("messages", "release", "[SWITCH]", "stop holding (for SWITCH, or everywhere) and deliver what is held, in order (recorded as an input)"),
+    c("inputs", "link", "down|up A B", "a switch-to-switch link fails or recovers (A, B: s1 s2)"),
+    c("inputs", "switch", "down|up S", "a switch fails or recovers"),
+    c("inputs", "controller", "crash|restart C", "a controller (c0 ...) is killed, or started again"),
+    c("inputs", "migrate", "HOST SWITCH", "a host moves to a free port of SWITCH"),
+    c("inputs", "ping", "SRC DST", "SRC pings DST (say `run-to +1s` to let it go)"),
+    c("inputs", "pingall", "", "every host pings every other; runs until all are answered or 2 s pass, and says which were"),
+    c("inputs", "partition", "RELAY", "cut a controller-to-controller relay"),
+    c("inputs", "heal", "RELAY", "heal a cut relay"),
+    c("time travel", "checkpoint", "[NAME]", "remember this point: every controller (forked and parked), the network, the held messages, the trace so far"),
+    c("time travel", "rewind", "[--replay] [NAME]", "go back to checkpoint NAME (the latest by default); --replay: by replaying the session up to it instead, as when checkpoints cannot be taken"),
+    c("time travel", "checkpoints", "", "list the checkpoints"),
+    c("output", "log", "[N]", "the last N events of this session's trace (default 10)"),
+    c("output", "save", "DIR", "the session so far as a new experiment directory that `sts replay` and `sts minimize` accept"),
+    c("output", "export", "pcap FILE", "this session's OpenFlow messages as a pcap (as `sts pcap` writes)"),
+    c("output", "help", "[COMMAND]", "this list, or one command"),
+    c("output", "quit", "", "end the session (Ctrl-D too); its trace stays"),
+];
+
+/// The command `word` names: its full name, or a one-letter alias that is
+/// unambiguous (`n` next, `c` continue, `w` where ...).
+pub fn resolve(word: &str) -> Option<&'static Command> {
+    const ALIASES: &[(&str, &str)] = &[
+        ("n", "next"),
+        ("c", "continue"),
+        ("w", "where"),
+        ("b", "break"),
+        ("q", "quit"),
+        ("h", "help"),
+        ("p", "pending"),
+        ("f", "flows"),
+        ("l", "log"),
+    ];
+    let name = ALIASES.iter().find(|(a, _)| *a == word).map_or(word, |(_, n)| n);
+    COMMANDS.iter().find(|c| c.name == name)
+}
+
+/// Where `continue` stops.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Break {
+    /// Before the input with this trace `seq`.
+    Seq(u64),
+    /// Before the next input of this type (`ping`, `host_migrate` ...).
+    Event(String),
+    /// When a message of this type (to or from this switch) is sent: it is
+    /// held there.
+    Msg { msg_type: String, switch: Option<u64> },
+    /// Once a check finds a violation (of this kind, if given).
+    Invariant(Option<String>),
+}
+
+impl Break {
+    pub fn parse(args: &[&str]) -> Result<Break, String> {
+        match args {
+            ["seq", n] => n.parse().map(Break::Seq).map_err(|_| format!("break seq N: {n:?} is not a number")),
+            ["event", t] => Ok(Break::Event(t.to_string())),
+            ["msg", t] => Ok(Break::Msg { msg_type: t.to_string(), switch: None }),
+            ["msg", t, s] => Ok(Break::Msg { msg_type: t.to_string(), switch: Some(switch_id(s)?) }),
+            ["invariant"] => Ok(Break::Invariant(None)),
+            ["invariant", k] => Ok(Break::Invariant(Some(k.to_string()))),
+            _ => Err("break seq N | event TYPE | msg TYPE [SWITCH] | invariant [KIND]".into()),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Break::Seq(n) => format!("before input seq {n}"),
+            Break::Event(t) => format!("before the next {t} input"),
+            Break::Msg { msg_type, switch: Some(d) } => format!("when a {msg_type} message of s{d} is sent (held)"),
+            Break::Msg { msg_type, switch: None } => format!("when a {msg_type} message is sent (held)"),
+            Break::Invariant(None) => "when a check finds a violation".into(),
+            Break::Invariant(Some(k)) => format!("when a check finds a {k} violation"),
+        }
+    }
+}
+
+/// `s3` or `3` as a datapath id.
+pub fn switch_id(word: &str) -> Result<u64, String> {
+    word.trim_start_matches('s').parse().map_err(|_| format!("{word:?} is not a switch (s1, s2 ...)"))
+}
+
+/// A time on the run's clock: `2.5s`, `800ms`; with `+`, from `now`.
+pub fn time_ms(word: &str, now: u64) -> Option<u64> {
+    let (relative, rest) = match word.strip_prefix('+') {
+        Some(r) => (true, r),
+        None => (false, word),
+    };
+    let ms = if let Some(n) = rest.strip_suffix("ms") {
+        n.parse::<u64>().ok()?
+    } else if let Some(n) = rest.strip_suffix('s') {
+        let secs = n.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)?;
+        (secs * 1000.0).round() as u64
+    } else {
+        return None;
+    };
+    Some(if relative { now + ms } else { ms })
+}
+
+fn host(net: &Network, name: &str) -> Result<usize, String> {
+    net.hosts.iter().position(|h| h.name == name).ok_or_else(|| {
+        let names: Vec<&str> = net.hosts.iter().map(|h| h.name.as_str()).collect();
+        format!("no host {name:?} (hosts: {})", names.join(" "))
+    })
+}
+
+/// The switch a host is plugged into now.
+pub fn host_switch(net: &Network, i: usize) -> Option<u64> {
+    match net.live_peer(Endpoint::Host(i)) {
+        Some(Endpoint::Switch { dpid, .. }) => Some(dpid),
+        _ => None,
+    }
+}
+
+/// The link between switches `a` and `b` (`s1 s2`), or a port pair given
+/// as `s1:2 s2:3`.
+fn link(net: &Network, a: &str, b: &str) -> Result<(Port, Port), String> {
+    let end = |w: &str| -> Result<(u64, Option<u32>), String> {
+        match w.split_once(':') {
+            Some((s, p)) => Ok((switch_id(s)?, Some(p.parse().map_err(|_| format!("{w:?}: bad port"))?))),
+            None => Ok((switch_id(w)?, None)),
+        }
+    };
+    let ((da, pa), (db, pb)) = (end(a)?, end(b)?);
+    let fits = |d: u64, p: Option<u32>, (sd, sp): (u64, u32)| d == sd && p.is_none_or(|p| p == sp);
+    for (x, y) in net.switch_links() {
+        for ((sa, sp), (ta, tp)) in [(x, y), (y, x)] {
+            if fits(da, pa, (sa, sp)) && fits(db, pb, (ta, tp)) {
+                return Ok((Port { switch: sa, port: sp }, Port { switch: ta, port: tp }));
+            }
+        }
+    }
+    Err(format!("no link between {a} and {b} (`links` lists them)"))
+}
+
+/// A typed input (`link down s1 s2`, `migrate h3 s1`, `ping h1 h2` ...) as
+/// the external event it records; `None` when `cmd` is not an input command.
+pub fn input(net: &Network, cmd: &str, args: &[&str]) -> Option<Result<External, String>> {
+    let usage = |u: &str| Err(format!("usage: {cmd} {u}"));
+    Some(match (cmd, args) {
+        ("link", [way @ ("down" | "up"), a, b]) => {
+            link(net, a, b).map(
+                |(a, b)| {
+                    if *way == "down" {
+                        External::LinkDown { a, b }
+                    } else {
+                        External::LinkUp { a, b }
+                    }
+                },
+            )
+        }
+        ("link", _) => usage("down|up A B"),
+        ("switch", [way @ ("down" | "up"), s]) => switch_id(s).map(|switch| {
+            if *way == "down" {
+                External::SwitchDown { switch }
+            } else {
+                External::SwitchUp { switch }
+            }
+        }),
+        ("switch", _) => usage("down|up S"),
+        ("controller", [way @ ("crash" | "restart"), name]) => Ok(if *way == "crash" {
+            External::ControllerCrash { controller: name.to_string() }
+        } else {
+            External::ControllerRestart { controller: name.to_string() }
+        }),
+        ("controller", _) => usage("crash|restart C"),
+        ("migrate", [h, s]) => (|| {
+            let i = host(net, h)?;
+            let to = switch_id(s)?;
+            let from = host_switch(net, i).ok_or_else(|| format!("{h} is not plugged in"))?;
+            Ok(External::HostMigrate { host: h.to_string(), from, to })
+        })(),
+        ("migrate", _) => usage("HOST SWITCH"),
+        ("ping", [a, b]) => {
+            host(net, a).and_then(|_| host(net, b)).map(|_| External::Ping { src: a.to_string(), dst: b.to_string() })
+        }
+        ("ping", _) => usage("SRC DST"),
+        ("partition", [r]) => Ok(External::Partition { relay: r.to_string() }),
+        ("heal", [r]) => Ok(External::PartitionHeal { relay: r.to_string() }),
+        ("partition" | "heal", _) => usage("RELAY"),
+        ("hold", [t]) => Ok(External::ControlHold { switch: None, msg_type: t.to_string() }),
+        ("hold", [t, s]) => switch_id(s).map(|d| External::ControlHold { switch: Some(d), msg_type: t.to_string() }),
+        ("hold", _) => usage("TYPE [SWITCH]"),
+        ("release", []) => Ok(External::ControlRelease { switch: None }),
+        ("release", [s]) => switch_id(s).map(|d| External::ControlRelease { switch: Some(d) }),
+        ("release", _) => usage("[SWITCH]"),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_mocknet::topology::Topology;
+
+    fn linear3() -> Network {
+        Network::new(&Topology::linear(3), 4)
+    }
+
+    #[test]
+    fn every_command_resolves_and_aliases_are_unambiguous() {
+        for cmd in COMMANDS {
+            assert_eq!(resolve(cmd.name).map(|c| c.name), Some(cmd.name));
+        }
+        assert_eq!(resolve("n").map(|c| c.name), Some("next"));
+        assert_eq!(resolve("c").map(|c| c.name), Some("continue"));
+        assert!(resolve("nope").is_none());
+    }
+
+    #[test]
+    fn typed_inputs_become_the_events_they_name() {
+        let net = linear3();
+        let down = input(&net, "link", &["down", "s1", "s2"]).unwrap().unwrap();
+        let External::LinkDown { a, b } = down else { panic!("{down:?}") };
+        assert_eq!((a.switch, b.switch), (1, 2));
+        // Either order, and by port.
+        let up = input(&net, "link", &["up", &format!("s2:{}", b.port), "s1"]).unwrap().unwrap();
+        assert!(matches!(up, External::LinkUp { a: x, b: y } if x.switch == 2 && y.switch == 1), "{up:?}");
+        assert!(input(&net, "link", &["down", "s1", "s3"]).unwrap().unwrap_err().contains("no link"));
+        assert_eq!(
+            input(&net, "migrate", &["h3", "s1"]).unwrap().unwrap(),
+            External::HostMigrate { host: "h3".into(), from: 3, to: 1 }
+        );
+        assert!(input(&net, "ping", &["h1", "h9"]).unwrap().unwrap_err().contains("no host \"h9\""));
+        assert_eq!(input(&net, "switch", &["down", "s2"]).unwrap().unwrap(), External::SwitchDown { switch: 2 });
+        assert!(input(&net, "switch", &["sideways", "s2"]).unwrap().unwrap_err().starts_with("usage"));
+        assert_eq!(
+            input(&net, "hold", &["flow_mod", "s3"]).unwrap().unwrap(),
+            External::ControlHold { switch: Some(3), msg_type: "flow_mod".into() }
+        );
+        assert!(input(&net, "where", &[]).is_none());
+    }
+
+    #[test]
+    fn times_and_breakpoints_parse() {
+        assert_eq!(time_ms("2.5s", 100), Some(2500));
+        assert_eq!(time_ms("+800ms", 100), Some(900));
+        assert_eq!(time_ms("12", 0), None);
+        assert_eq!(time_ms("-1s", 0), None);
+        assert_eq!(
+            Break::parse(&["msg", "flow_mod", "s3"]),
+            Ok(Break::Msg { msg_type: "flow_mod".into(), switch: Some(3) })
+        );
+        assert!(Break::parse(&["seq", "x"]).is_err());
+        assert!(Break::parse(&[]).is_err());
+    }
+}
