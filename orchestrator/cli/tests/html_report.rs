@@ -90,3 +90,42 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
     let marked = count(&dom, r#"id="first-divergence""#) + count(&dom, r#"id="no-divergence""#);
     assert_eq!(marked, 1, "the first divergence (or its absence) is said once");
 }
+
+/// The network at the violation, drawn: a live console session where h3
+/// leaves s3 after talking to h1 (os-ken keeps the rule for h3 on s3), and
+/// `sts report` of it: every switch and host a node, the switch links, and
+/// the witness as arrows h1 → s1 → s2 → s3 with the drop marked.
+#[test]
+fn the_report_draws_the_network_with_the_witness_path() {
+    let base = std::env::temp_dir().join(format!("sts-html-topology-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let dir = base.join("session");
+    let script = base.join("script.txt");
+    std::fs::write(&script, "ping h1 h3\nrun-to +1s\nmigrate h3 s1\nrun-to +3s\nquit\n").unwrap();
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/traces/migration/config.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["console", "--config", config.to_str().unwrap(), dir.to_str().unwrap()])
+        .args(["--script", script.to_str().unwrap()])
+        .output()
+        .expect("run sts console");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("the violation showed up"), "{said}");
+    let report = Command::new(env!("CARGO_BIN_EXE_sts")).arg("report").arg(&dir).output().expect("run sts report");
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+
+    let dom = chromium(&["--dump-dom"], &dir.join("report/index.html"));
+    let section = &dom[dom.find(r#"<section id="topology">"#).expect("a topology section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    for node in ["s1", "s2", "s3", "h1", "h2", "h3"] {
+        assert_eq!(count(section, &format!(r#"data-node="{node}""#)), 1, "{node} drawn once: {section}");
+    }
+    assert_eq!(count(section, r#"<line class="link""#), 2, "linear-3 has two switch links: {section}");
+    assert_eq!(count(section, r#"class="witness""#), 3, "h1 → s1 → s2 → s3: {section}");
+    for (hop, what) in [(0, "h1 → s1"), (1, "s1 → s2"), (2, "s2 → s3")] {
+        assert!(section.contains(&format!(r#"data-hop="{hop}""#)) && section.contains(what), "{what}: {section}");
+    }
+    assert_eq!(count(section, r#"class="drop""#), 1, "the drop at s3 is marked");
+    assert!(section.contains("output port 1 is down"), "{section}");
+    assert_eq!(count(section, r#"class="node host on-path""#), 1, "only h1 is on the path");
+}

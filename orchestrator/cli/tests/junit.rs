@@ -1,6 +1,7 @@
-//! `--junit FILE` on fuzz, replay and minimize: the files are well-formed
-//! XML in the Jenkins JUnit dialect, checked by an independent parser
-//! (Python's ElementTree): `testsuites` of `testsuite`s whose `tests`,
+//! `--junit FILE` on fuzz, replay and minimize: the files validate against
+//! the Jenkins JUnit schema (`junit-10.xsd`, by xmllint), and an independent
+//! parser (Python's ElementTree) checks what the schema cannot:
+//! `testsuites` of `testsuite`s whose `tests`,
 //! `failures` and `errors` attributes count their `testcase`s, each case
 //! named, each `failure` with a message and a type; the bug is a failing
 //! case carrying the violation and, for minimize, the MCS.
@@ -16,6 +17,7 @@ fn sts(args: &[&str]) -> (i32, String) {
 /// (tests, failures, errors, every failure's text), after checking the
 /// structure; panics with the checker's complaint otherwise.
 fn check(path: &Path) -> (usize, usize, usize, String) {
+    validate_junit_schema(path);
     let script = r#"
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
@@ -46,6 +48,25 @@ print("\n".join(texts))
     let (counts, rest) = text.split_once('\n').unwrap();
     let n: Vec<usize> = counts.split(' ').map(|x| x.parse().unwrap()).collect();
     (n[0], n[1], n[2], rest.to_string())
+}
+
+/// Validates `path` with xmllint against the Jenkins JUnit schema
+/// (`junit-10.xsd`, which `scripts/setup` fetches into `.local/junit-schema`).
+fn validate_junit_schema(path: &std::path::Path) {
+    let schema = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.local/junit-schema/junit-10.xsd");
+    assert!(schema.is_file(), "{} is missing: run scripts/setup", schema.display());
+    let out = std::process::Command::new("xmllint")
+        .args(["--noout", "--schema"])
+        .arg(&schema)
+        .arg(path)
+        .output()
+        .expect("xmllint (scripts/setup installs libxml2-utils)");
+    assert!(
+        out.status.success(),
+        "{} does not validate against junit-10.xsd: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

@@ -104,6 +104,18 @@ pub fn page(title: &str, trace: &Trace, mcs: Option<&Mcs>) -> String {
 /// [`page`], with a trace diff of `trace` (labelled `label`) against `other`
 /// after the diagram.
 pub fn page_with_diff(title: &str, trace: &Trace, mcs: Option<&Mcs>, diff: Option<(&str, &Other)>) -> String {
+    page_with(title, trace, mcs, diff, None)
+}
+
+/// [`page_with_diff`], with a section drawing the network at the violation
+/// ([`crate::topology::section`]) before the flow tables.
+pub fn page_with(
+    title: &str,
+    trace: &Trace,
+    mcs: Option<&Mcs>,
+    diff: Option<(&str, &Other)>,
+    topology: Option<&str>,
+) -> String {
     let lanes = lanes(trace);
     let x: BTreeMap<&str, usize> = lanes.iter().enumerate().map(|(i, l)| (l.as_str(), LEFT + i * LANE)).collect();
     let shown = trace.records.len().min(MAX_ROWS);
@@ -224,6 +236,10 @@ pub fn page_with_diff(title: &str, trace: &Trace, mcs: Option<&Mcs>, diff: Optio
     }
     if let Some(v) = &violation_text {
         let _ = write!(html, r#"<h2>Violation</h2><pre id="violation">{}</pre>"#, esc(v));
+        if topology.is_some() {
+            let _ =
+                write!(html, r##"<p><a href="#topology">The network at the violation, with the witness path</a></p>"##);
+        }
         if let Some(t) = crate::tables::section(trace) {
             let _ =
                 write!(html, r##"<p><a href="#tables">The flow tables at the violation</a> (below the diagram)</p>"##);
@@ -251,6 +267,9 @@ pub fn page_with_diff(title: &str, trace: &Trace, mcs: Option<&Mcs>, diff: Optio
     html.push_str(r#"</div><div id="tip"></div><div id="view">"#);
     html.push_str(&svg);
     html.push_str("</div>");
+    if let Some(t) = topology {
+        html.push_str(t);
+    }
     if let Some(t) = &tables_html {
         html.push_str(t);
     }
@@ -300,6 +319,12 @@ const CSS: &str = "body{font:13px system-ui,sans-serif;margin:16px;color:#222}h1
 pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{color:#b25000;font-weight:bold}\
 #controls{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #ccc;z-index:1}\
 #view{overflow:auto}\
+#topology-map .link{stroke:#888;stroke-width:2}#topology-map .link.down{stroke-dasharray:6 4;stroke:#c66}\
+#topology-map .hostlink{stroke:#bbb;stroke-width:1}#topology-map .witness{stroke:#c0392b;stroke-width:3}\
+#topology-map .node rect{fill:#e8eef6;stroke:#456}#topology-map .node circle{fill:#f4f4f4;stroke:#777}\
+#topology-map .on-path rect,#topology-map .on-path circle{fill:#fbe3c8;stroke:#b25000;stroke-width:2}\
+#topology-map .failed rect{fill:#ddd;stroke:#999;stroke-dasharray:3 2}\
+#topology-map text{font:11px sans-serif;text-anchor:middle}#topology-map .drop{font:bold 18px sans-serif;fill:#c0392b}\
 .lane{stroke:#bbb;stroke-width:1}.label{font:bold 12px sans-serif;text-anchor:middle;fill:#333}\
 .msg{stroke:#456;stroke-width:1}.msg:hover{stroke:#06c;stroke-width:3}\
 .input{stroke:#888;fill:#888;stroke-width:1.5}.input.mcs{stroke:#e07000;fill:#e07000;stroke-width:3}\
@@ -365,17 +390,19 @@ pub fn write_experiment_with(dir: &std::path::Path, trace: &Trace) -> Result<std
     let out = dir.join("report");
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let path = out.join("index.html");
+    let topology = trace.violation().and_then(|_| crate::topology::section(dir, trace));
+    let topology = topology.as_deref();
     let html = match &pair {
         // The diff of the original's trace: in the same page.
-        Some((label, None, other)) => page_with_diff(&title, trace, mcs.as_ref(), Some((label, other))),
+        Some((label, None, other)) => page_with(&title, trace, mcs.as_ref(), Some((label, other)), topology),
         // The MCS against its replay: the diagram stays the original's; the diff is of the MCS.
         Some((label, Some(mcs_trace), other)) => {
-            let mut html = page(&title, trace, mcs.as_ref());
+            let mut html = page_with(&title, trace, mcs.as_ref(), None, topology);
             let section = crate::diff::section(label, mcs_trace, &other.label, &other.trace);
             html = html.replacen("<script>", &format!("{section}<script>"), 1);
             html
         }
-        None => page(&title, trace, mcs.as_ref()),
+        None => page_with(&title, trace, mcs.as_ref(), None, topology),
     };
     sts_trace::dir::write_atomic(&path, html.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)

@@ -15,6 +15,7 @@ pub mod junit;
 pub mod pcap;
 pub mod shiviz;
 pub mod tables;
+pub mod topology;
 
 use std::path::Path;
 
