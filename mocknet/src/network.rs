@@ -109,6 +109,29 @@ pub struct Network {
     delayed_seq: u64,
     pub events: Vec<DataplaneEvent>,
     pub frames_delivered: u64,
+    /// Whether frames hosts send and receive are kept in `captured` (for
+    /// the trace, and so for `sts pcap`); off by default.
+    pub capture: bool,
+    /// Frames captured since the last [`Network::take_captured`], up to
+    /// [`CAPTURE_MAX`].
+    pub captured: Vec<HostFrame>,
+    /// Frames not captured because `captured` was full.
+    pub capture_dropped: u64,
+}
+
+/// How many host frames [`Network::captured`] holds before it drops more
+/// (a storm's copies are counted in `capture_dropped`, not kept).
+pub const CAPTURE_MAX: usize = 4_096;
+
+/// A frame a host sent or received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFrame {
+    pub t_ms: Millis,
+    /// The host's index in [`Network::hosts`].
+    pub host: usize,
+    /// Sent by the host (else received).
+    pub sent: bool,
+    pub frame: Vec<u8>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -168,6 +191,9 @@ impl Network {
             delayed_seq: 0,
             events: Vec::new(),
             frames_delivered: 0,
+            capture: false,
+            captured: Vec::new(),
+            capture_dropped: 0,
         }
     }
 
@@ -401,11 +427,29 @@ impl Network {
         out
     }
 
+    /// Keeps a copy of a frame host `i` sent or received, when capturing.
+    fn capture_frame(&mut self, now: Millis, host: usize, sent: bool, frame: &[u8]) {
+        if !self.capture {
+            return;
+        }
+        if self.captured.len() >= CAPTURE_MAX {
+            self.capture_dropped += 1;
+            return;
+        }
+        self.captured.push(HostFrame { t_ms: now, host, sent, frame: frame.to_vec() });
+    }
+
+    /// The frames captured since the last call.
+    pub fn take_captured(&mut self) -> Vec<HostFrame> {
+        std::mem::take(&mut self.captured)
+    }
+
     /// Host `i` sends `frames`.
     pub fn host_send(&mut self, i: usize, frames: Vec<Vec<u8>>, now: Millis) -> Vec<ToController> {
         let mut queue = VecDeque::new();
         let mut out = Vec::new();
         for frame in frames {
+            self.capture_frame(now, i, true, &frame);
             self.transmit(Endpoint::Host(i), frame, 0, now, &mut queue);
         }
         self.run_queue(&mut queue, now, &mut out);
@@ -567,7 +611,9 @@ impl Network {
                 probe.delivered.insert(i);
             }
             (Endpoint::Host(i), None) => {
+                self.capture_frame(now, i, false, &f.frame);
                 for frame in self.hosts[i].receive(&f.frame) {
+                    self.capture_frame(now, i, true, &frame);
                     self.transmit(Endpoint::Host(i), frame, 0, now, queue);
                 }
             }
@@ -717,6 +763,20 @@ mod tests {
         // Back again: the old, now unwired, port is reused.
         net.migrate_host(1, 1);
         assert_eq!(net.host_port(1), Some(before));
+    }
+
+    #[test]
+    fn captured_host_frames_are_what_the_hosts_sent_and_received() {
+        let mut net = flooding_pair();
+        ping(&mut net, 0);
+        assert!(net.captured.is_empty(), "capture is off by default");
+        net.capture = true;
+        ping(&mut net, 5);
+        let seen: Vec<(usize, bool)> = net.take_captured().iter().map(|f| (f.host, f.sent)).collect();
+        // h0's echo request (its ARP entry is learned), h1 receives it and
+        // answers, h0 receives the answer.
+        assert_eq!(seen, vec![(0, true), (1, false), (1, true), (0, false)]);
+        assert!(net.captured.is_empty(), "taken");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `sts pcap`: a fuzz run's trace, written as a pcap, is read by tshark (an
 //! independent dissector) as exactly the OpenFlow messages the trace
 //! recorded, none malformed, for all three controllers (os-ken 1.3, faucet
-//! 1.3, ovs-testcontroller 1.0).
+//! 1.3, ovs-testcontroller 1.0); and its hosts' frames, written as a pcapng,
+//! are read as the same frames, each on its host's interface in its
+//! direction, none malformed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -67,6 +69,61 @@ fn check(example: &str, steps: u32) {
     let lines = String::from_utf8_lossy(&malformed.stdout);
     assert!(lines.trim().is_empty(), "{example}: malformed or erroneous packets:\n{lines}");
     eprintln!("{example}: {} messages in {} connections, tshark agrees", written.messages, written.connections);
+    check_frames(example, &dir, &trace);
+}
+
+/// The hosts' frames: tshark sees each on the interface named after its host,
+/// outbound when sent (`frame.p2p_dir` 0) and inbound when received (1), with
+/// the trace's bytes.
+fn check_frames(example: &str, dir: &Path, trace: &Trace) {
+    let ours: Vec<String> = trace
+        .records
+        .iter()
+        .filter_map(|r| match &r.internal {
+            Some(Internal::Frame { host, sent, raw: Some(raw) }) => Some(format!(
+                "{host} {} {}",
+                if *sent { 0 } else { 1 },
+                raw.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            )),
+            _ => None,
+        })
+        .collect();
+    assert!(ours.len() > 4, "{example}: pings make host frames ({} recorded)", ours.len());
+    let file = dir.join("dataplane.pcapng");
+    let (written, _) = sts_report::pcap::write_frames(trace, std::fs::File::create(&file).unwrap()).unwrap();
+    assert_eq!(written.frames, ours.len());
+    let tshark = |args: &[&str]| {
+        let out = Command::new("tshark").arg("-r").arg(&file).args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let heads = tshark(&["-T", "fields", "-e", "frame.interface_name", "-e", "frame.p2p_dir", "-e", "frame.len"]);
+    let heads: Vec<Vec<String>> = heads.lines().map(|l| l.split('\t').map(str::to_string).collect()).collect();
+    // The bytes, from tshark's hex dump: one block per frame, each line an
+    // offset and up to 16 bytes (then their ASCII, not read: `len` says
+    // how many bytes the line has).
+    let dump = tshark(&["-x"]);
+    let blocks: Vec<&str> = dump.split("\n\n").filter(|b| !b.trim().is_empty()).collect();
+    assert_eq!(heads.len(), ours.len(), "{example}: tshark reads every frame");
+    assert_eq!(blocks.len(), ours.len(), "{example}: a hex dump per frame");
+    let theirs: Vec<String> = heads
+        .iter()
+        .zip(&blocks)
+        .map(|(h, block)| {
+            let mut left: usize = h[2].parse().unwrap();
+            let mut hex = String::new();
+            for line in block.lines() {
+                let n = left.min(16);
+                hex.extend(line.split_whitespace().skip(1).take(n).map(str::to_string));
+                left -= n;
+            }
+            format!("{} {} {hex}", h[0], h[1])
+        })
+        .collect();
+    assert_eq!(ours, theirs, "{example}: tshark reads the trace's frames, each on its host's interface and direction");
+    let bad = tshark(&["-Y", "_ws.malformed || _ws.expert.severity >= error"]);
+    assert!(bad.trim().is_empty(), "{example}: malformed frames:\n{bad}");
+    eprintln!("{example}: {} host frames on {} interfaces, tshark agrees", written.frames, written.hosts);
 }
 
 #[test]

@@ -180,17 +180,23 @@ pub enum Command {
         #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
         same: Option<String>,
     },
-    /// Write a trace's OpenFlow messages as a pcap, for Wireshark or tshark.
+    /// Write a trace's OpenFlow messages as a pcap, and its hosts' frames as a pcapng, for
+    /// Wireshark or tshark.
     ///
-    /// One TCP stream per switch–controller connection, controller port 6653,
-    /// the run's own times. Reads DIR/trace.jsonl, or a replay's or the MCS's
-    /// with DIR/replays/N or DIR/mcs/final/N.
+    /// OpenFlow: one TCP stream per switch–controller connection, controller port 6653, the run's
+    /// own times. The dataplane: one interface per host (named after it), each frame it sent
+    /// (outbound) or received (inbound). Reads DIR/trace.jsonl, or a replay's or the MCS's with
+    /// DIR/replays/N or DIR/mcs/final/N.
     Pcap {
         /// Experiment directory holding the trace.
         dir: PathBuf,
-        /// Where to write (default DIR/trace.pcap).
+        /// Where to write the OpenFlow messages (default DIR/trace.pcap).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Where to write the hosts' frames (default DIR/dataplane.pcapng; not written when the
+        /// trace recorded none).
+        #[arg(long)]
+        dataplane: Option<PathBuf>,
     },
     /// Write DIR/report/index.html: the run as a space-time diagram (self-contained).
     ///

@@ -57,7 +57,7 @@ pub fn run(cli: Cli) -> u8 {
             };
             campaign(&engine, config, seeds, out, *jobs, minimize, junit.as_deref(), executor)
         }
-        Command::Pcap { dir, out } => pcap(dir, out.as_deref()),
+        Command::Pcap { dir, out, dataplane } => pcap(dir, out.as_deref(), dataplane.as_deref()),
         Command::Report { dir, shiviz, out } => report(dir, *shiviz, out.as_deref()),
         Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
             proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
@@ -485,7 +485,7 @@ fn report(dir: &Path, shiviz: bool, out: Option<&Path>) -> u8 {
     }
 }
 
-fn pcap(dir: &Path, out: Option<&Path>) -> u8 {
+fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
     let path = dir.join("trace.jsonl");
     let trace = match sts_trace::Trace::load(&path) {
         Ok(t) => t,
@@ -508,10 +508,31 @@ fn pcap(dir: &Path, out: Option<&Path>) -> u8 {
                     w.without_bytes
                 );
             }
-            exit::OK
         }
         Err(e) => {
             eprintln!("sts pcap: {}: {e}", out.display());
+            return exit::ENVIRONMENT;
+        }
+    }
+    let has_frames = trace.records.iter().any(|r| matches!(r.internal, Some(sts_trace::Internal::Frame { .. })));
+    if !has_frames {
+        if dataplane.is_some() {
+            eprintln!("sts pcap: the trace recorded no host frames (traces written before sts captured them have none): no dataplane file");
+        }
+        return exit::OK;
+    }
+    let frames_out = dataplane.map_or_else(|| dir.join("dataplane.pcapng"), Path::to_path_buf);
+    let written = std::fs::File::create(&frames_out)
+        .map(std::io::BufWriter::new)
+        .and_then(|w| sts_report::pcap::write_frames(&trace, w))
+        .and_then(|(written, mut w)| std::io::Write::flush(&mut w).map(|()| written));
+    match written {
+        Ok(w) => {
+            println!("{} host frames on {} host interfaces: {}", w.frames, w.hosts, frames_out.display());
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("sts pcap: {}: {e}", frames_out.display());
             exit::ENVIRONMENT
         }
     }

@@ -46,6 +46,9 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
         assert!(dom.contains(&format!(r#"data-lane="{lane}""#)), "a lane for {lane}");
     }
     assert_eq!(count(&dom, r#"<line class="msg "#), messages, "one arrow per OpenFlow message");
+    let frames = count(&trace, r#""type":"frame""#);
+    assert!(frames > 0 && dom.contains(r#"data-lane="h1""#), "a lane per host, for its frames");
+    assert_eq!(count(&dom, r#"<circle class="frame "#), frames, "one dot per host frame");
     assert_eq!(count(&dom, r#"<circle class="input mcs""#), mcs_inputs, "the MCS's inputs highlighted");
     assert!(count(&dom, r#"<circle class="input""#) > mcs_inputs, "the other inputs drawn plainly");
     assert_eq!(count(&dom, r#"class="violation""#), 1, "the violation marked");

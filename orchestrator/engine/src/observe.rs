@@ -84,6 +84,17 @@ pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
             internal.push((now, Internal::Log { controller: controller_name(i), line: l.line, fp: l.fingerprint }));
         }
     }
+    let dropped = std::mem::take(&mut runner.net.capture_dropped);
+    if dropped > 0 {
+        tracing::debug!(
+            "{dropped} host frames not recorded: over {} since the last drain",
+            sts_mocknet::network::CAPTURE_MAX
+        );
+    }
+    for f in runner.net.take_captured() {
+        let host = runner.net.hosts.get(f.host).map_or_else(|| format!("h?{}", f.host), |h| h.name.clone());
+        internal.push((f.t_ms, Internal::Frame { host, sent: f.sent, raw: Some(f.frame.into()) }));
+    }
     let dataplane = std::mem::take(&mut runner.net.events);
     for e in &dataplane {
         internal.push((now, Internal::dataplane(e)));

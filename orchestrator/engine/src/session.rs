@@ -288,6 +288,8 @@ pub async fn start_with(
     net.switches
         .values_mut()
         .for_each(|s| s.buffers = sts_mocknet::switch::PacketBuffers::new(config.network.packet_buffers));
+    // The hosts' frames go into the trace (`sts pcap` writes them out).
+    net.capture = true;
     let clock = match &virtual_time {
         Some(vt) => {
             vt.expect(controllers.iter().map(Controller::pid));

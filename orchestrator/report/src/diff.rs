@@ -36,6 +36,9 @@ fn key(r: &Record) -> String {
     }
     match &r.internal {
         Some(Internal::Dataplane(d)) => format!("dataplane {}", d.describe()),
+        Some(Internal::Frame { host, sent, raw }) => {
+            format!("frame {host} {sent} {}", raw.as_deref().map(sts_trace::frame_summary).unwrap_or_default())
+        }
         Some(i) => i.key().unwrap_or_default(),
         None => String::new(),
     }
@@ -56,8 +59,15 @@ pub fn describe(r: &Record) -> String {
         }
         Some(Internal::Log { controller, line, .. }) => format!("{controller} log: {line}"),
         Some(Internal::Dataplane(d)) => format!("dataplane: {}", d.describe()),
+        Some(Internal::Frame { host, sent, raw }) => frame_line(host, *sent, raw.as_deref()),
         None => String::new(),
     }
+}
+
+/// A host frame in one line: `h1 sends: arp who-has 10.0.0.3 tell 10.0.0.1`.
+pub fn frame_line(host: &str, sent: bool, raw: Option<&[u8]>) -> String {
+    let what = raw.map(sts_trace::frame_summary).unwrap_or_default();
+    format!("{host} {}: {what}", if sent { "sends" } else { "receives" })
 }
 
 /// `a` and `b` aligned.

@@ -58,10 +58,11 @@ pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// The lanes of `trace`, left to right: sts, controllers, switches.
+/// The lanes of `trace`, left to right: sts, controllers, switches, hosts.
 fn lanes(trace: &Trace) -> Vec<String> {
     let mut controllers = BTreeSet::new();
     let mut switches = BTreeSet::new();
+    let mut hosts = BTreeSet::new();
     for r in &trace.records {
         match &r.internal {
             Some(Internal::Openflow { dpid, controller, .. }) => {
@@ -72,6 +73,11 @@ fn lanes(trace: &Trace) -> Vec<String> {
                 if let Some(n) = controller.strip_prefix('c').and_then(|n| n.parse::<usize>().ok()) {
                     controllers.insert(n);
                 }
+            }
+            Some(Internal::Frame { host, .. }) => {
+                // h2 before h10.
+                let n = host.trim_start_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().unwrap_or(u64::MAX);
+                hosts.insert((n, host.clone()));
             }
             _ => {}
         }
@@ -86,6 +92,7 @@ fn lanes(trace: &Trace) -> Vec<String> {
     std::iter::once("sts".to_string())
         .chain(controllers.into_iter().map(|c| format!("c{c}")))
         .chain(switches.into_iter().map(|s| format!("s{s}")))
+        .chain(hosts.into_iter().map(|(_, h)| h))
         .collect()
 }
 
@@ -196,6 +203,16 @@ pub fn page_with(
                     y - 2,
                     title(&format!("dataplane: {}", report.describe()))
                 );
+            }
+            Some(Internal::Frame { host, sent, raw }) => {
+                if let Some(&hx) = x.get(host.as_str()) {
+                    let class = if *sent { "frame sent" } else { "frame received" };
+                    let _ = write!(
+                        svg,
+                        r#"<circle class="{class}" cx="{hx}" cy="{y}" r="3"{}/>"#,
+                        title(&crate::diff::frame_line(host, *sent, raw.as_deref()))
+                    );
+                }
             }
             None => {}
         }
@@ -327,6 +344,7 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 #topology-map text{font:11px sans-serif;text-anchor:middle}#topology-map .drop{font:bold 18px sans-serif;fill:#c0392b}\
 .lane{stroke:#bbb;stroke-width:1}.label{font:bold 12px sans-serif;text-anchor:middle;fill:#333}\
 .msg{stroke:#456;stroke-width:1}.msg:hover{stroke:#06c;stroke-width:3}\
+.frame.sent{fill:#2a7}.frame.received{fill:#fff;stroke:#2a7;stroke-width:1.5}\
 .input{stroke:#888;fill:#888;stroke-width:1.5}.input.mcs{stroke:#e07000;fill:#e07000;stroke-width:3}\
 .log{stroke:#9a6;stroke-width:2}.curve{fill:none;stroke:#e07000;stroke-width:2}.curve-point{fill:#e07000}\
 .curve-label,.axis{font:11px sans-serif;fill:#555;text-anchor:middle}.axis{text-anchor:start}#tip{position:fixed;right:12px;top:12px;max-width:45%;background:#ffd;border:1px solid #cc9;padding:4px 8px;display:none;z-index:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}\

@@ -8,6 +8,10 @@
 //! consistent sequence and acknowledgement numbers so that dissectors
 //! reassemble messages split over segments. Times are the trace's, from the
 //! run's recorded wall-clock epoch. The file format is `pcap-file`'s.
+//!
+//! The hosts' frames (trace records of kind `frame`) go into a second file,
+//! a pcapng with one interface per host named after it ([`write_frames`]),
+//! as a capture on every host's interface at once would show them.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -164,4 +168,68 @@ mod tests {
         // 16-byte record header and 54 bytes of headers plus payload.
         assert_eq!(bytes.len(), 24 + 4 * (16 + 54) + 3000 + 10);
     }
+}
+
+/// What [`write_frames`] wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FramesWritten {
+    /// Frames written.
+    pub frames: usize,
+    /// Host interfaces (one per host that sent or received a frame).
+    pub hosts: usize,
+}
+
+/// pcapng `epb_flags` direction bits: inbound, outbound.
+const INBOUND: u32 = 0b01;
+const OUTBOUND: u32 = 0b10;
+
+/// Writes every host frame of `trace` into `w` as a pcapng: an Ethernet
+/// interface per host (`if_name` the host's name, in the order h1, h2 ...,
+/// nanosecond timestamps), each frame on its host's interface, marked
+/// outbound when the host sent it and inbound when it received it.
+pub fn write_frames<W: Write>(trace: &Trace, w: W) -> std::io::Result<(FramesWritten, W)> {
+    use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+    use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+    use pcap_file::pcapng::PcapNgWriter;
+    use pcap_file::DataLink;
+    use std::borrow::Cow;
+
+    let frames: Vec<(u64, &str, bool, &[u8])> = trace
+        .records
+        .iter()
+        .filter_map(|r| match &r.internal {
+            Some(Internal::Frame { host, sent, raw: Some(raw) }) => Some((r.t_ms, host.as_str(), *sent, &raw[..])),
+            _ => None,
+        })
+        .collect();
+    let mut hosts: Vec<&str> = frames.iter().map(|f| f.1).collect();
+    let number = |h: &str| h.trim_start_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().unwrap_or(u64::MAX);
+    hosts.sort_by_key(|h| (number(h), h.to_string()));
+    hosts.dedup();
+    let err = std::io::Error::other;
+    let mut writer = PcapNgWriter::new(w).map_err(err)?;
+    for h in &hosts {
+        let idb = InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 0,
+            options: vec![
+                InterfaceDescriptionOption::IfName(Cow::Borrowed(h)),
+                InterfaceDescriptionOption::IfTsResol(9),
+            ],
+        };
+        writer.write_pcapng_block(idb).map_err(err)?;
+    }
+    let epoch = Duration::from_nanos(trace.header.wall_epoch_ns.unwrap_or(0));
+    for (t_ms, host, sent, raw) in &frames {
+        let id = hosts.iter().position(|h| h == host).expect("every host has an interface") as u32;
+        let epb = EnhancedPacketBlock {
+            interface_id: id,
+            timestamp: epoch + Duration::from_millis(*t_ms),
+            original_len: raw.len() as u32,
+            data: Cow::Borrowed(raw),
+            options: vec![EnhancedPacketOption::Flags(if *sent { OUTBOUND } else { INBOUND })],
+        };
+        writer.write_pcapng_block(epb).map_err(err)?;
+    }
+    Ok((FramesWritten { frames: frames.len(), hosts: hosts.len() }, writer.into_inner()))
 }

@@ -85,6 +85,9 @@ pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
                 let clock = clocks.tick(STS);
                 event(&mut w, STS, clock, format!("{t} ms: dataplane: {}", report.describe()))?;
             }
+            // The hosts are not processes ShiViz would draw: their frames
+            // show in the switches' PACKET_INs and PACKET_OUTs.
+            Some(Internal::Frame { .. }) => {}
             None => {}
         }
         if let Some(v) = &r.violation {

@@ -378,6 +378,31 @@ pub enum Internal {
     /// The dataplane saw a loop or a storm, or dropped a frame by fault
     /// (version 2).
     Dataplane(DataplaneReportField),
+    /// A frame a host sent (`sent`) or received, its bytes hex in the file:
+    /// what `sts pcap` writes as the hosts' interfaces. Not matched by
+    /// replay (the OpenFlow messages and logs say what the controllers did).
+    Frame {
+        host: String,
+        sent: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none", with = "hex_bytes")]
+        raw: Option<Bytes>,
+    },
+}
+
+/// A frame in one line: `arp who-has 10.0.0.3 tell 10.0.0.1`,
+/// `10.0.0.1 > 10.0.0.3 icmp 8/0`, or its addresses and type.
+pub fn frame_summary(raw: &[u8]) -> String {
+    use sts_proxy::wire::packet::{L3Summary, L4Summary, PacketSummary};
+    let Some(p) = PacketSummary::of(raw) else { return format!("{} bytes (runt)", raw.len()) };
+    match &p.l3 {
+        L3Summary::Arp { op: 1, spa, tpa, .. } => format!("arp who-has {tpa} tell {spa}"),
+        L3Summary::Arp { op: 2, spa, sha, .. } => format!("arp {spa} is-at {sha}"),
+        L3Summary::Ipv4 { src, dst, l4: L4Summary::Icmp { icmp_type, code, .. }, .. } => {
+            format!("{src} > {dst} icmp {icmp_type}/{code}")
+        }
+        L3Summary::Ipv4 { src, dst, proto, .. } => format!("{src} > {dst} proto {proto}"),
+        _ => format!("{} > {} type {:#06x}", p.eth_src, p.eth_dst, p.eth_type),
+    }
 }
 
 impl Internal {
@@ -434,7 +459,7 @@ impl Internal {
                 Some(format!("of {dpid} {controller} {} {fp}", dir.as_str()))
             }
             Internal::Log { controller, fp, .. } => Some(format!("log {controller} {fp}")),
-            Internal::Dataplane { .. } => None,
+            Internal::Dataplane { .. } | Internal::Frame { .. } => None,
         }
     }
 

@@ -247,5 +247,6 @@ fn internal(i: &sts_trace::Internal) -> String {
         }
         sts_trace::Internal::Log { controller, line, .. } => format!("{controller} log: {line}"),
         sts_trace::Internal::Dataplane(d) => format!("dataplane: {}", d.describe()),
+        sts_trace::Internal::Frame { host, sent, raw } => sts_report::diff::frame_line(host, *sent, raw.as_deref()),
     }
 }
