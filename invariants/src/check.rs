@@ -774,6 +774,30 @@ fn pair_class(net: &Network, a: usize, b: usize) -> [Vec<(usize, Ternary)>; 2] {
     [l2.iter().chain(&ipv4).copied().collect(), l2.iter().chain(&arp).copied().collect()]
 }
 
+/// Where a ping from host `a` to host `b` goes through the flow tables as
+/// they stand: the ICMP echo request `a` would send, walked as the checks
+/// walk it, one witness per distinct end (headers the tables treat alike go
+/// as one). The console's `path`.
+pub fn ping_paths(net: &Network, a: usize, b: usize) -> Vec<Witness> {
+    let model = Model::new(net);
+    let shape = Shape { tagged: false, l3: crate::header::L3::Ipv4(crate::header::L4::Icmp) };
+    let [ipv4, _] = pair_class(net, a, b);
+    let Some(cube) = Cube::of_shape(shape).relax(!model.used_slots()).and(&ipv4) else { return Vec::new() };
+    let mut w = Walker::new(&model);
+    w.from_host(a, &[cube]);
+    w.terminals
+        .iter()
+        .filter_map(|t| {
+            let h = t.origin.witness()?;
+            let mut found = witness(net, a, &h, t);
+            if matches!(t.outcome, Outcome::Delivered { host } if host == b) {
+                found.end = format!("is delivered to {}", net.hosts[b].name);
+            }
+            Some(found)
+        })
+        .collect()
+}
+
 /// The cubes of what host `a` sends host `b` ([`pair_class`]), one per shape
 /// that can hold it.
 fn pair_cubes(net: &Network, shapes: &[Cube], a: usize, b: usize) -> Vec<Cube> {

@@ -46,7 +46,8 @@ fn a_scripted_session_steps_to_the_blackhole() {
     let dir = migration_copy("script");
     let text = scripted(
         &dir,
-        "where\nflows s3\nnext 2\nnext\nflows s3\nlinks\nbogus\nnext x\ncheck\ncontinue\nwhere\nhelp flows\nquit\n",
+        "where\nflows s3\nnext 2\nnext\nflows s3\nlinks\npath h1 h3\npath h1 h9\nbogus\nnext x\ncheck\ncontinue\nwhere\nhelp flows\n\
+         quit\n",
     );
 
     assert!(reply(&text, "where", 0).contains("next: ping h1 -> h3"), "{text}");
@@ -57,6 +58,15 @@ fn a_scripted_session_steps_to_the_blackhole() {
     let after = reply(&text, "flows s3", 1);
     assert!(after.contains("eth_dst=00:00:00:00:00:03") && after.contains("actions=output:1"), "learned: {after}");
     assert!(reply(&text, "links", 0).contains("h3 - s1:"), "h3 moved: {text}");
+    // The ping's walk: the stale rules of s1, s2 and s3 (each shown), then the dead port.
+    let path = reply(&text, "path h1 h3", 0);
+    assert!(
+        path.starts_with("from h1: ") && path.contains("  s1 in 1: table 0") && path.contains("  s3 in 2: table 0"),
+        "{path}"
+    );
+    assert_eq!(path.matches("actions=output:").count(), 3, "each hop's rule: {path}");
+    assert!(path.contains("then it is dropped at s3: output port 1 is down"), "{path}");
+    assert!(reply(&text, "path h1 h9", 0).contains("hosts are h1 h2 h3"), "{text}");
     assert!(reply(&text, "bogus", 0).contains("unknown command"), "{text}");
     assert!(reply(&text, "next x", 0).contains("a number of inputs"), "{text}");
     let check = reply(&text, "check", 0);
@@ -96,6 +106,17 @@ fn breakpoints_stop_continue_and_run_to_goes_where_asked() {
         "{text}"
     );
     assert!(reply(&text, "where", 0).contains("violated at the last check: blackhole:h3"), "{text}");
+}
+
+/// `run-to TIME` injects the trace's inputs that come due on the way (the
+/// first at the run's start, the second 500 ms later) and stops at the time.
+#[test]
+fn run_to_a_time_injects_what_comes_due_on_the_way() {
+    let dir = migration_copy("runto");
+    let text = scripted(&dir, "run-to 1.9s\nwhere\nrun-to 1s\nquit\n");
+    assert!(reply(&text, "run-to 1.9s", 0).contains("2 inputs injected on the way; at 19"), "{text}");
+    assert!(reply(&text, "where", 0).contains("input 2 of 4 injected"), "{text}");
+    assert!(reply(&text, "run-to 1s", 0).contains("the run is at 19"), "{text}");
 }
 
 /// The acceptance walk of issue 20 with os-ken on the migration trace:

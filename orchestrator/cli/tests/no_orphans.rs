@@ -188,3 +188,53 @@ fn sigkill_mid_peek_leaves_no_holder_or_resumed_copy_behind() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The console with two checkpoints and a rewind: a zygote, the copies
+/// resumed from the checkpoint, the checkpoints' parked holders; SIGKILL of
+/// sts in the middle of a long `run-to` takes every one of them down.
+#[test]
+fn sigkill_of_a_console_with_checkpoints_leaves_nothing_behind() {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("sts-orphans-console-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["config.toml", "trace.jsonl"] {
+        std::fs::copy(workspace.join("examples/traces/migration").join(f), dir.join(f)).unwrap();
+    }
+    let script = dir.join("script.txt");
+    std::fs::write(&script, "checkpoint a\nnext\ncheckpoint b\nrewind a\nrun-to +100000s\nquit\n").unwrap();
+    let tag = format!("STS_ORPHAN_TEST=console-{}", std::process::id());
+    let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["console", dir.to_str().unwrap(), "--script", script.to_str().unwrap()])
+        .env("STS_ORPHAN_TEST", format!("console-{}", std::process::id()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sts_pid = sts.id();
+    let live = || processes_with_env(&tag).into_iter().filter(|&p| p != sts_pid).collect::<Vec<_>>();
+    // Wait for the long run-to: the rewind is done, both checkpoints held.
+    let mut out = sts.stdout.take().unwrap();
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !seen.contains("sts> run-to +100000s") {
+        assert!(Instant::now() < deadline, "the session never got to its run-to: {seen}");
+        let mut buf = [0u8; 4096];
+        let n = std::io::Read::read(&mut out, &mut buf).unwrap();
+        assert!(n > 0, "sts ended early: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(seen.contains("rewound to a"), "{seen}");
+    assert!(live().len() >= 4, "a zygote, a resumed copy and two holders at least: {:?}", live());
+    sts.kill().unwrap();
+    sts.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = live();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "controller processes survived SIGKILL of the console: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

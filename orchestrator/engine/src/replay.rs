@@ -408,6 +408,17 @@ impl<'t> Replayer<'t> {
         self.externals.get(self.next).and_then(|&(_, i)| trace.records[i].external.as_ref())
     }
 
+    /// When (on the run's clock) the next input comes due: at its recorded
+    /// time for the first, else at its recorded spacing from the last one
+    /// injected ([`Replayer::step`] may wait longer, for what preceded it).
+    pub fn upcoming_due(&self) -> Option<u64> {
+        let &(orig_t, _) = self.externals.get(self.next)?;
+        Some(match self.last_orig {
+            None => orig_t,
+            Some(prev) => self.last_injected + orig_t.saturating_sub(prev),
+        })
+    }
+
     /// The trace `seq` of the next input to inject.
     pub fn upcoming_seq(&self) -> Option<u64> {
         self.externals.get(self.next).map(|&(_, i)| self.trace.records[i].seq)
@@ -479,10 +490,7 @@ impl<'t> Replayer<'t> {
         }
         self.pending = index + 1;
         let epsilon = self.config.interpose.epsilon_ms;
-        let target = match self.last_orig {
-            None => orig_t,
-            Some(prev) => self.last_injected + orig_t.saturating_sub(prev),
-        };
+        let target = self.upcoming_due().unwrap_or(orig_t);
         loop {
             let now = self.session.runner.clock.now();
             if now >= target && self.balance.missing == 0 {

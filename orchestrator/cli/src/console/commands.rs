@@ -21,7 +21,7 @@ const fn c(group: &'static str, name: &'static str, args: &'static str, what: &'
 pub const COMMANDS: &[Command] = &[
     c("stepping", "next", "[N]", "inject the trace's next N inputs (default 1), each once what preceded it in the original has happened, as a replay does (Enter at the prompt does `next`)"),
     c("stepping", "continue", "", "inject the trace's inputs until a breakpoint, the violation or Ctrl-C (past the last input, wait for the violation as a replay does)"),
-    c("stepping", "run-to", "SEQ|TIME|violation", "inject inputs until just before the one with trace seq SEQ, or until the violation; TIME (2.5s, 800ms; +1s: from now) lets the run go on without injecting"),
+    c("stepping", "run-to", "SEQ|TIME|violation", "inject inputs until just before the one with trace seq SEQ, or until the violation; or run until TIME on the run's clock (2.5s, 800ms; +1s: from now), injecting the inputs that come due on the way"),
     c("stepping", "where", "", "position in the trace, virtual time, the next input, held messages, violations at the last check"),
     c("breakpoints", "break", "seq N|event TYPE|msg TYPE [SWITCH]|invariant [KIND]", "stop `continue` before input seq N, before the next input of TYPE (ping, host_migrate ...), when a message of TYPE (flow_mod ...) to or from SWITCH is sent (it is held: `pending`), or once a check finds a violation (of KIND: loop, blackhole ...)"),
     c("breakpoints", "breaks", "", "list the breakpoints"),
@@ -32,6 +32,7 @@ pub const COMMANDS: &[Command] = &[
     c("network", "ports", "[SWITCH]", "ports of every switch, or one: number, name, link, counters"),
     c("network", "flows", "[SWITCH] [--stats]", "flow tables in ovs-ofctl dump-flows style (every switch, or one: s3); --stats adds the counters"),
     c("network", "groups", "[SWITCH]", "group tables: id, type, buckets"),
+    c("network", "path", "SRC DST", "where a ping from host SRC to host DST goes through the flow tables now: each switch, the rule it meets (dump-flows style), and where it ends"),
     c("network", "check", "[KIND]", "run the invariant checker now; the violations (of KIND) with witness and culprit"),
     c("messages", "pending", "", "OpenFlow messages the proxy holds or delays, with their ids"),
     c("messages", "deliver", "ID|all", "deliver held message ID (or every held message) now, out of turn (recorded as an input)"),

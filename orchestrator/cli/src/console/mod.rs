@@ -451,6 +451,7 @@ impl<'t> Console<'t> {
                 }
             }
             ("check", [] | [_]) => self.check(args.first().copied(), &mut out),
+            ("path", [a, b]) => show::path(self.replayer.session(), a, b, &mut out),
             ("pending", []) => show::pending(self.replayer.session(), &mut out),
             ("deliver", [id]) => self.fate(rt, id, Fate::Deliver, &mut out),
             ("drop", [id]) => self.fate(rt, id, Fate::Drop, &mut out),
@@ -638,13 +639,40 @@ impl<'t> Console<'t> {
                 return out.fail(format!("the run is at {now} ms already"));
             }
             self.arm();
-            let found = rt.block_on(self.replayer.run_for(t - now));
+            // The trace's inputs that come due on the way go in, as a replay
+            // would inject them; then the run goes on to the time.
+            let mut injected = 0;
+            while self.replayer.upcoming_due().is_some_and(|due| due <= t) {
+                match rt.block_on(self.replayer.step()) {
+                    Ok(Step::Injected { .. }) => {
+                        self.acts.push(Act::Step);
+                        injected += 1;
+                    }
+                    Ok(Step::Reproduced) => {
+                        self.acts.push(Act::RunTo(self.now()));
+                        return self.say_step(&Step::Reproduced, out);
+                    }
+                    Ok(Step::Paused) => {
+                        self.acts.push(Act::RunTo(self.now()));
+                        self.explain_pause(out);
+                        return;
+                    }
+                    Ok(Step::End) => break,
+                    Err(e) => return out.fail(format!("error: {e}")),
+                }
+            }
+            let now = self.now();
+            let found = if now < t { rt.block_on(self.replayer.run_for(t - now)) } else { Ok(false) };
             self.acts.push(Act::RunTo(self.now()));
             if self.explain_pause(out) {
                 return;
             }
             match found {
                 Ok(true) => self.say_step(&Step::Reproduced, out),
+                Ok(false) if injected > 0 => {
+                    out.say(format!("{injected} inputs injected on the way; at {} ms", self.now()));
+                    self.say_upcoming(out);
+                }
                 Ok(false) => out.say(format!("at {} ms", self.now())),
                 Err(e) => out.fail(format!("error: {e}")),
             }

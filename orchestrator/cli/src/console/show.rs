@@ -250,3 +250,59 @@ fn internal(i: &sts_trace::Internal) -> String {
         sts_trace::Internal::Frame { host, sent, raw } => sts_report::diff::frame_line(host, *sent, raw.as_deref()),
     }
 }
+
+/// `path SRC DST`: the ping's walk through the tables, each hop with the
+/// rule it met.
+pub fn path(s: &Session, src: &str, dst: &str, out: &mut Reply) {
+    let net = &s.runner.net;
+    let index = |name: &str| net.hosts.iter().position(|h| h.name == name);
+    let (Some(a), Some(b)) = (index(src), index(dst)) else {
+        let names: Vec<&str> = net.hosts.iter().map(|h| h.name.as_str()).collect();
+        return out.fail(format!("path SRC DST: hosts are {}", names.join(" ")));
+    };
+    if net.live_peer(Endpoint::Host(a)).is_none() {
+        return out.fail(format!("{src} is not plugged in"));
+    }
+    let walks = sts_invariants::check::ping_paths(net, a, b);
+    if walks.is_empty() {
+        out.say(format!("{src} sends nothing {dst} could receive (no ICMP echo fits)"));
+    }
+    let mut ends = Vec::new();
+    for w in &walks {
+        out.say(format!("from {}: {}", w.from, w.header));
+        for hop in &w.path {
+            out.say(format!("  {hop}"));
+            for rule in rules_of(net, hop) {
+                out.say(format!("      {rule}"));
+            }
+        }
+        out.say(format!("  then it {}", w.end));
+        ends.push(w.end.clone());
+    }
+    out.set("ends", serde_json::json!(ends));
+}
+
+/// The rules a witness hop names (`s2 in 1: table 0 #3 (priority 1)`), in
+/// dump-flows words.
+fn rules_of(net: &sts_mocknet::Network, hop: &str) -> Vec<String> {
+    let Some(sw) = hop.split_whitespace().next().and_then(|w| w.strip_prefix('s')).and_then(|d| d.parse::<u64>().ok())
+    else {
+        return Vec::new();
+    };
+    let Some(sw) = net.switches.get(&sw) else { return Vec::new() };
+    let mut rules = Vec::new();
+    let mut words = hop.split_whitespace().peekable();
+    while let Some(w) = words.next() {
+        if w != "table" {
+            continue;
+        }
+        let table = words.next().and_then(|t| t.parse::<usize>().ok());
+        let index = words.next().and_then(|i| i.strip_prefix('#')).and_then(|i| i.parse::<usize>().ok());
+        if let (Some(t), Some(i)) = (table, index) {
+            if let Some(e) = sw.tables.get(t).and_then(|tb| tb.entries().get(i)) {
+                rules.push(sts_report::flows::entry_with(t, e, false).trim_start().to_string());
+            }
+        }
+    }
+    rules
+}
