@@ -140,6 +140,10 @@ pub const DEFAULT_WHITELIST: &[&str] = &["echo_request", "echo_reply"];
 #[derive(Debug, Clone)]
 pub struct Interposer {
     pub rules: Vec<Rule>,
+    /// One-shot rules, consulted before `rules`: each applies to the first
+    /// message it selects and is then gone (a fuzzer's "drop the next
+    /// FLOW_MOD to s2").
+    pub once: Vec<Rule>,
     pub whitelist: BTreeSet<String>,
     queues: BTreeMap<(ChannelId, Direction), VecDeque<Queued>>,
     log: Vec<Recorded>,
@@ -150,6 +154,7 @@ impl Default for Interposer {
     fn default() -> Self {
         Interposer {
             rules: Vec::new(),
+            once: Vec::new(),
             whitelist: DEFAULT_WHITELIST.iter().map(|s| s.to_string()).collect(),
             queues: BTreeMap::new(),
             log: Vec::new(),
@@ -190,6 +195,8 @@ impl Interposer {
         let whitelisted = self.whitelist.contains(msg_type);
         let action = if whitelisted {
             Action::Pass
+        } else if let Some(i) = self.once.iter().position(|r| r.selects(channel, dir, msg_type)) {
+            self.once.remove(i).action
         } else {
             self.rules.iter().find(|r| r.selects(channel, dir, msg_type)).map_or(Action::Pass, |r| r.action)
         };
@@ -396,6 +403,24 @@ mod tests {
         ip.reorder(CH, DOWN, &[seqs[1], seqs[0]]);
         assert_eq!(xids(&ip.release(None, None, 100)), vec![4, 3]);
         assert_eq!(ip.log()[1].disposition, Disposition::Dropped);
+    }
+
+    #[test]
+    fn a_one_shot_rule_takes_the_first_message_it_selects_only() {
+        let mut ip = Interposer::default();
+        ip.once.push(Rule {
+            dir: Some(DOWN),
+            dpid: Some(1),
+            msg_type: Some("barrier_request".into()),
+            action: Action::Drop,
+        });
+        // Another switch's, and an echo, are not its.
+        let other = ChannelId { dpid: 2, controller: 0 };
+        assert_eq!(xids(&ip.on_message(other, DOWN, frame(v13::Msg::BarrierRequest, 1), 0)), vec![1]);
+        assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::EchoRequest(Bytes::new()), 2), 0)), vec![2]);
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 3), 0).is_empty(), "dropped");
+        assert!(ip.once.is_empty(), "used up");
+        assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 4), 0)), vec![4]);
     }
 
     #[test]

@@ -182,8 +182,14 @@ pub struct Rates {
     pub controller_recovery: f64,
     pub partition: f64,
     pub partition_heal: f64,
+    /// A message-level fault: the proxy drops the next message of one of
+    /// `message_types` to or from a random switch.
+    pub message_drop: f64,
     /// How long dataplane and control delays hold things, in milliseconds.
     pub delay_ms: u64,
+    /// The OpenFlow message types `message_drop` picks from (snake_case
+    /// names: `flow_mod`, `packet_out`, `packet_in` ...).
+    pub message_types: Vec<String>,
 }
 
 impl Default for Rates {
@@ -205,14 +211,16 @@ impl Default for Rates {
             controller_recovery: 0.1,
             partition: 0.0,
             partition_heal: 0.1,
+            message_drop: 0.0,
             delay_ms: 100,
+            message_types: vec!["flow_mod".into()],
         }
     }
 }
 
 impl Rates {
     /// Every rate with its name, in the order the fuzzer draws them.
-    pub fn named(&self) -> [(&'static str, f64); 16] {
+    pub fn named(&self) -> [(&'static str, f64); 17] {
         [
             ("traffic", self.traffic),
             ("link_failure", self.link_failure),
@@ -230,6 +238,8 @@ impl Rates {
             ("controller_recovery", self.controller_recovery),
             ("partition", self.partition),
             ("partition_heal", self.partition_heal),
+            // Last: older seeds draw what they drew before it existed.
+            ("message_drop", self.message_drop),
         ]
     }
 }

@@ -82,7 +82,7 @@ pub fn validate(net: &Network, controllers: usize, relays: &[String], e: &Extern
             check_msg_type(msg_type)?;
         }
         External::ControlRelease { switch } => check_switch(net, *switch)?,
-        External::HeldMessage { switch, msg_type, .. } => {
+        External::HeldMessage { switch, msg_type, .. } | External::ControlDrop { switch, msg_type } => {
             check_switch(net, Some(*switch))?;
             check_msg_type(msg_type)?;
         }
@@ -183,6 +183,12 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
             runner.interposer.rules.retain(|r| !(r.action == Action::Hold && (switch.is_none() || r.dpid == *switch)));
             runner.release(*switch);
         }
+        External::ControlDrop { switch, msg_type } => runner.interposer.once.push(Rule {
+            dir: None,
+            dpid: Some(*switch),
+            msg_type: Some(msg_type.clone()),
+            action: Action::Drop,
+        }),
         External::HeldMessage { switch, msg_type, index, fate } => {
             // Nothing held to act on (a candidate without its hold): nothing to do.
             if let Some(seq) = held_message(runner, *switch, msg_type, *index) {
@@ -350,6 +356,14 @@ impl Fuzzer {
                 "partition_heal" => {
                     end(&mut self.rng, &mut self.partitioned).map(|relay| External::PartitionHeal { relay })
                 }
+                "message_drop" => {
+                    let switches: Vec<u64> = net.switches.keys().copied().collect();
+                    let types = self.rates.message_types.clone();
+                    match (self.pick(&switches), self.pick(&types)) {
+                        (Some(switch), Some(msg_type)) => Some(External::ControlDrop { switch, msg_type }),
+                        _ => None,
+                    }
+                }
                 _ => None,
             };
             out.extend(e);
@@ -385,7 +399,9 @@ mod tests {
             controller_recovery: 0.3,
             partition: 0.2,
             partition_heal: 0.3,
+            message_drop: 0.05,
             delay_ms: 100,
+            message_types: vec!["flow_mod".into(), "packet_out".into()],
         };
         let run = |seed| {
             let mut f = Fuzzer::new(seed, rates.clone(), 2);
@@ -404,6 +420,7 @@ mod tests {
             "switch",
             "control",
             "controller c",
+            "drop the next",
         ] {
             assert!(a.iter().any(|e| e.describe().starts_with(kind)), "no {kind} in 200 steps");
         }

@@ -85,7 +85,8 @@ fn pairing(e: &External) -> Option<(String, bool)> {
         External::Ping { .. }
         | External::HostMigrate { .. }
         | External::ControlRelease { .. }
-        | External::HeldMessage { .. } => return None,
+        | External::HeldMessage { .. }
+        | External::ControlDrop { .. } => return None,
     })
 }
 

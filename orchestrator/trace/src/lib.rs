@@ -124,6 +124,11 @@ pub enum External {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         switch: Option<u64>,
     },
+    /// The proxy drops the next message of `msg_type` to or from `switch`
+    /// (one message, either direction; keepalives are never dropped): a
+    /// message-level fault for the fuzzer (`[fuzz.rates] message_drop`).
+    /// Armed until such a message comes.
+    ControlDrop { switch: u64, msg_type: String },
     /// One held message meets its fate: the `index`-th (from 0, oldest
     /// first) held message of `msg_type` on `switch`'s connections is
     /// delivered now, dropped, or delivered `ms` later (the console's
@@ -169,7 +174,8 @@ impl External {
             | External::SwitchUp { switch }
             | External::ControlDelay { switch, .. }
             | External::ControlDelayEnd { switch }
-            | External::HeldMessage { switch, .. } => vec![s(*switch)],
+            | External::HeldMessage { switch, .. }
+            | External::ControlDrop { switch, .. } => vec![s(*switch)],
             External::ControlHold { switch, .. } | External::ControlRelease { switch } => {
                 switch.iter().map(|d| s(*d)).collect()
             }
@@ -208,6 +214,7 @@ impl External {
             },
             External::ControlRelease { switch: Some(d) } => format!("release the messages held for s{d}"),
             External::ControlRelease { switch: None } => "release the held messages".into(),
+            External::ControlDrop { switch, msg_type } => format!("drop the next {msg_type} of s{switch}"),
             External::HeldMessage { switch, msg_type, index, fate } => {
                 let which = if *index == 0 { String::new() } else { format!(" #{}", index + 1) };
                 match fate {
