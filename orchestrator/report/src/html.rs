@@ -254,8 +254,9 @@ pub fn page_with(
     if let Some(v) = &violation_text {
         let _ = write!(html, r#"<h2>Violation</h2><pre id="violation">{}</pre>"#, esc(v));
         if topology.is_some() {
-            let _ =
-                write!(html, r##"<p><a href="#topology">The network at the violation, with the witness path</a></p>"##);
+            let with =
+                if trace.violation().is_some_and(|v| v.witness.is_some()) { ", with the witness path" } else { "" };
+            let _ = write!(html, r##"<p><a href="#topology">The network at the violation{with}</a></p>"##);
         }
         if let Some(t) = crate::tables::section(trace) {
             let _ =
