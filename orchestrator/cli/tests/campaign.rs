@@ -3,6 +3,8 @@
 //! distinct bug, each bug minimized on its shortest run, and the summary
 //! written as JSON, Markdown and JUnit.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -54,7 +56,7 @@ fn a_campaign_groups_its_runs_into_bugs_and_minimizes_each() {
     }
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(md.starts_with(&format!("# Campaign: 4 seeds, {} distinct bug(s)", bugs.len())), "{md}");
-    validate_junit_schema(&junit);
+    common::validate_junit_schema(&junit);
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert_eq!(xml.matches("<failure").count(), bugs.len(), "one failing case per bug: {xml}");
     assert!(xml.contains("seeds without a violation"));
@@ -73,23 +75,4 @@ fn a_campaign_groups_its_runs_into_bugs_and_minimizes_each() {
     }
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_file(&junit);
-}
-
-/// Validates `path` with xmllint against the Jenkins JUnit schema
-/// (`junit-10.xsd`, which `scripts/setup` fetches into `.local/junit-schema`).
-fn validate_junit_schema(path: &std::path::Path) {
-    let schema = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.local/junit-schema/junit-10.xsd");
-    assert!(schema.is_file(), "{} is missing: run scripts/setup", schema.display());
-    let out = std::process::Command::new("xmllint")
-        .args(["--noout", "--schema"])
-        .arg(&schema)
-        .arg(path)
-        .output()
-        .expect("xmllint (scripts/setup installs libxml2-utils)");
-    assert!(
-        out.status.success(),
-        "{} does not validate against junit-10.xsd: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }

@@ -6,6 +6,8 @@
 //! named, each `failure` with a message and a type; the bug is a failing
 //! case carrying the violation and, for minimize, the MCS.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -17,7 +19,7 @@ fn sts(args: &[&str]) -> (i32, String) {
 /// (tests, failures, errors, every failure's text), after checking the
 /// structure; panics with the checker's complaint otherwise.
 fn check(path: &Path) -> (usize, usize, usize, String) {
-    validate_junit_schema(path);
+    common::validate_junit_schema(path);
     let script = r#"
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
@@ -48,25 +50,6 @@ print("\n".join(texts))
     let (counts, rest) = text.split_once('\n').unwrap();
     let n: Vec<usize> = counts.split(' ').map(|x| x.parse().unwrap()).collect();
     (n[0], n[1], n[2], rest.to_string())
-}
-
-/// Validates `path` with xmllint against the Jenkins JUnit schema
-/// (`junit-10.xsd`, which `scripts/setup` fetches into `.local/junit-schema`).
-fn validate_junit_schema(path: &std::path::Path) {
-    let schema = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.local/junit-schema/junit-10.xsd");
-    assert!(schema.is_file(), "{} is missing: run scripts/setup", schema.display());
-    let out = std::process::Command::new("xmllint")
-        .args(["--noout", "--schema"])
-        .arg(&schema)
-        .arg(path)
-        .output()
-        .expect("xmllint (scripts/setup installs libxml2-utils)");
-    assert!(
-        out.status.success(),
-        "{} does not validate against junit-10.xsd: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]

@@ -177,14 +177,19 @@ fn sigkill_mid_peek_leaves_no_holder_or_resumed_copy_behind() {
     }
     sts.kill().unwrap();
     sts.wait().unwrap();
+    all_gone_within_5s("mid-PEEK", live);
+}
+
+/// Waits until `live` lists no process (zombies, reaped by whoever adopted
+/// them, have an empty environment and command line), for at most 5 s.
+fn all_gone_within_5s(when: &str, live: impl Fn() -> Vec<u32>) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        // Zombies (reaped by whoever adopted them) have an empty environment.
         let left = live();
         if left.is_empty() {
-            break;
+            return;
         }
-        assert!(Instant::now() < deadline, "controller processes survived SIGKILL of sts mid-PEEK: {left:?}");
+        assert!(Instant::now() < deadline, "controller processes survived SIGKILL of sts {when}: {left:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -228,13 +233,5 @@ fn sigkill_of_a_console_with_checkpoints_leaves_nothing_behind() {
     assert!(live().len() >= 4, "a zygote, a resumed copy and two holders at least: {:?}", live());
     sts.kill().unwrap();
     sts.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = live();
-        if left.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "controller processes survived SIGKILL of the console: {left:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    all_gone_within_5s("in a console", live);
 }

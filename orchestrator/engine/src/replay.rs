@@ -120,13 +120,16 @@ pub enum Step {
 struct Place {
     monitor: Monitor,
     balance: Balance,
-    observed: usize,
+    /// The internal events seen so far, by key.
+    observed: Vec<String>,
     found: Option<Violation>,
     injected: usize,
     timeouts: usize,
     last_orig: Option<u64>,
     last_injected: u64,
+    /// Records of the original consumed into `balance` so far.
     pending: usize,
+    /// The index of the next external event to inject.
     next: usize,
     stopped: bool,
 }
@@ -155,23 +158,12 @@ pub struct Replayer<'t> {
     trace: &'t Trace,
     session: Session,
     writer: trace::Writer,
-    monitor: Monitor,
     /// The original's violation, and when another is the same bug.
     wanted: Option<Violation>,
     same: Same,
-    balance: Balance,
-    observed: Vec<String>,
-    found: Option<Violation>,
-    injected: usize,
-    timeouts: usize,
-    last_orig: Option<u64>,
-    last_injected: u64,
-    /// Records of the original consumed into `balance` so far.
-    pending: usize,
+    place: Place,
     /// (time, record index) of each external event.
     externals: Vec<(u64, usize)>,
-    next: usize,
-    stopped: bool,
     trace_path: PathBuf,
     run: u32,
     out: PathBuf,
@@ -211,18 +203,20 @@ impl<'t> Replayer<'t> {
             trace,
             session,
             writer,
-            monitor,
-            balance: Balance::default(),
-            observed: Vec::new(),
-            found: None,
-            injected: 0,
-            timeouts: 0,
-            last_orig: None,
-            last_injected: 0,
-            pending: 0,
+            place: Place {
+                monitor,
+                balance: Balance::default(),
+                observed: Vec::new(),
+                found: None,
+                injected: 0,
+                timeouts: 0,
+                last_orig: None,
+                last_injected: 0,
+                pending: 0,
+                next: 0,
+                stopped: false,
+            },
             externals,
-            next: 0,
-            stopped: false,
             trace_path,
             run,
             out: out.to_owned(),
@@ -239,7 +233,7 @@ impl<'t> Replayer<'t> {
     /// Writes what happened so far into this replay's trace (it is written
     /// as the run goes, between waits; call this before reading it).
     pub fn flush(&mut self) -> Result<(), RunError> {
-        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
+        let recorded = self.place.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
         self.see(recorded);
         Ok(())
     }
@@ -265,12 +259,11 @@ impl<'t> Replayer<'t> {
         let relays: Vec<String> = self.session.relays.keys().cloned().collect();
         inputs::validate(&self.session.runner.net, self.session.controllers.len(), &relays, e)
             .map_err(RunError::BadInput)?;
-        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
-        self.see(recorded);
+        self.flush()?;
         let now = self.session.runner.clock.now();
         let seq = self.writer.external(now, e.clone()).map_err(self.env())?;
         inputs::apply(&mut self.session, e).await.map_err(RunError::BadInput)?;
-        self.injected += 1;
+        self.place.injected += 1;
         Ok(seq)
     }
 
@@ -281,7 +274,7 @@ impl<'t> Replayer<'t> {
         let until = self.session.runner.clock.now() + ms;
         while self.session.runner.clock.now() < until {
             let left = until - self.session.runner.clock.now();
-            if self.slice(SLICE_MS.min(left)).await? && self.found.is_some() {
+            if self.slice(SLICE_MS.min(left)).await? && self.place.found.is_some() {
                 return Ok(true);
             }
             if self.paused() {
@@ -308,34 +301,17 @@ impl<'t> Replayer<'t> {
         let mut busy = 0;
         let here = format!("the checkpoint at {} ms", self.session.runner.clock.now());
         let checkpoints = crate::peek::checkpoint_all(&mut self.session, &here, &mut busy).await?;
-        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
-        self.see(recorded);
+        self.flush()?;
         let written = self.writer.mark().map_err(self.env())?;
         Ok(Mark {
             state: self.session.runner.state(),
             checkpoints,
-            place: self.place(),
+            place: self.place.clone(),
             written,
             at_ms: self.session.runner.clock.now(),
-            injected: self.injected,
+            injected: self.place.injected,
             rewinds: 0,
         })
-    }
-
-    fn place(&self) -> Place {
-        Place {
-            monitor: self.monitor.clone(),
-            balance: self.balance.clone(),
-            observed: self.observed.len(),
-            found: self.found.clone(),
-            injected: self.injected,
-            timeouts: self.timeouts,
-            last_orig: self.last_orig,
-            last_injected: self.last_injected,
-            pending: self.pending,
-            next: self.next,
-            stopped: self.stopped,
-        }
     }
 
     /// Puts the run back to `mark`: the controllers resumed from their
@@ -347,18 +323,7 @@ impl<'t> Replayer<'t> {
         mark.rewinds += 1;
         let label = format!("rewind-{}", self.rewinds);
         crate::peek::roll_back(&mut self.session, &mark.state, &mut mark.checkpoints, &label).await?;
-        let p = mark.place.clone();
-        self.monitor = p.monitor;
-        self.balance = p.balance;
-        self.observed.truncate(p.observed);
-        self.found = p.found;
-        self.injected = p.injected;
-        self.timeouts = p.timeouts;
-        self.last_orig = p.last_orig;
-        self.last_injected = p.last_injected;
-        self.pending = p.pending;
-        self.next = p.next;
-        self.stopped = p.stopped;
+        self.place = mark.place.clone();
         self.writer.truncate(&mark.written).map_err(self.env())?;
         Ok(())
     }
@@ -368,12 +333,11 @@ impl<'t> Replayer<'t> {
     /// replay's trace, ending with the violation found so far): `sts
     /// replay` and `sts minimize` accept it.
     pub fn save(&mut self, dir: &Path, config_text: &str) -> Result<PathBuf, RunError> {
-        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
-        self.see(recorded);
+        self.flush()?;
         let exp = crate::fuzz::create_experiment(&self.config, config_text, dir)?;
         let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", dir.display()));
         let mut text = std::fs::read_to_string(&self.trace_path).map_err(env)?;
-        if let Some(v) = &self.found {
+        if let Some(v) = &self.place.found {
             text.push_str(&self.writer.violation_line(self.session.runner.clock.now(), v.clone()));
             text.push('\n');
             experiment::write_json(&exp.violation(), v).map_err(env)?;
@@ -399,29 +363,29 @@ impl<'t> Replayer<'t> {
     /// The index (among the trace's external events) of the next one to
     /// inject, and how many there are.
     pub fn position(&self) -> (usize, usize) {
-        (self.next, self.externals.len())
+        (self.place.next, self.externals.len())
     }
 
     /// The next external event to inject, if any.
     pub fn upcoming(&self) -> Option<&'t External> {
         let trace: &'t Trace = self.trace;
-        self.externals.get(self.next).and_then(|&(_, i)| trace.records[i].external.as_ref())
+        self.externals.get(self.place.next).and_then(|&(_, i)| trace.records[i].external.as_ref())
     }
 
     /// When (on the run's clock) the next input comes due: at its recorded
     /// time for the first, else at its recorded spacing from the last one
     /// injected ([`Replayer::step`] may wait longer, for what preceded it).
     pub fn upcoming_due(&self) -> Option<u64> {
-        let &(orig_t, _) = self.externals.get(self.next)?;
-        Some(match self.last_orig {
+        let &(orig_t, _) = self.externals.get(self.place.next)?;
+        Some(match self.place.last_orig {
             None => orig_t,
-            Some(prev) => self.last_injected + orig_t.saturating_sub(prev),
+            Some(prev) => self.place.last_injected + orig_t.saturating_sub(prev),
         })
     }
 
     /// The trace `seq` of the next input to inject.
     pub fn upcoming_seq(&self) -> Option<u64> {
-        self.externals.get(self.next).map(|&(_, i)| self.trace.records[i].seq)
+        self.externals.get(self.place.next).map(|&(_, i)| self.trace.records[i].seq)
     }
 
     /// The input at `index` among the trace's external events.
@@ -432,19 +396,19 @@ impl<'t> Replayer<'t> {
 
     /// The persistent violation found so far, if any.
     pub fn violation(&self) -> Option<&Violation> {
-        self.found.as_ref()
+        self.place.found.as_ref()
     }
 
     /// Fingerprints of the violations present at the last check.
     pub fn current_violations(&self) -> &[String] {
-        &self.monitor.current
+        &self.place.monitor.current
     }
 
     fn see(&mut self, events: Vec<sts_trace::Internal>) {
         for e in events {
             if let Some(k) = e.key() {
-                self.balance.see(&k);
-                self.observed.push(k);
+                self.place.balance.see(&k);
+                self.place.observed.push(k);
             }
         }
     }
@@ -459,16 +423,15 @@ impl<'t> Replayer<'t> {
     /// without one, any persistent violation) has been found.
     async fn slice(&mut self, ms: u64) -> Result<bool, RunError> {
         self.session.runner.run_for(Duration::from_millis(ms)).await;
-        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
-        self.see(recorded);
-        let persistent = self.monitor.observe(&mut self.session, &mut self.writer).map_err(self.env())?;
+        self.flush()?;
+        let persistent = self.place.monitor.observe(&mut self.session, &mut self.writer).map_err(self.env())?;
         // Any persistent violation that is the same bug will do (a bug with
         // several victims may starve another host this time).
         let hit = persistent.iter().position(|v| self.is_wanted(v));
         let first = hit.unwrap_or(0);
         if let Some(v) = persistent.into_iter().nth(first) {
-            if hit.is_some() || self.found.is_none() {
-                self.found = Some(v);
+            if hit.is_some() || self.place.found.is_none() {
+                self.place.found = Some(v);
             }
         }
         Ok(hit.is_some())
@@ -477,50 +440,49 @@ impl<'t> Replayer<'t> {
     /// Waits for the next external event's happens-before predecessors (or
     /// its time plus epsilon) and injects it.
     pub async fn step(&mut self) -> Result<Step, RunError> {
-        if self.stopped {
+        if self.place.stopped {
             return Ok(Step::Reproduced);
         }
-        let Some(&(orig_t, index)) = self.externals.get(self.next) else { return Ok(Step::End) };
+        let Some(&(orig_t, index)) = self.externals.get(self.place.next) else { return Ok(Step::End) };
         // Everything recorded before this event is its happens-before set.
-        while self.pending < index {
-            if let Some(k) = self.trace.records[self.pending].internal.as_ref().and_then(|i| i.key()) {
-                self.balance.expect(&k);
+        while self.place.pending < index {
+            if let Some(k) = self.trace.records[self.place.pending].internal.as_ref().and_then(|i| i.key()) {
+                self.place.balance.expect(&k);
             }
-            self.pending += 1;
+            self.place.pending += 1;
         }
-        self.pending = index + 1;
+        self.place.pending = index + 1;
         let epsilon = self.config.interpose.epsilon_ms;
         let target = self.upcoming_due().unwrap_or(orig_t);
         loop {
             let now = self.session.runner.clock.now();
-            if now >= target && self.balance.missing == 0 {
+            if now >= target && self.place.balance.missing == 0 {
                 break;
             }
             if now >= target + epsilon {
-                self.timeouts += 1;
+                self.place.timeouts += 1;
                 break;
             }
             if self.slice(SLICE_MS.min((target + epsilon).saturating_sub(now)).max(1)).await? && self.wanted.is_some() {
-                self.stopped = true;
+                self.place.stopped = true;
                 return Ok(Step::Reproduced);
             }
             if self.paused() {
                 return Ok(Step::Paused);
             }
         }
-        let recorded = self.monitor.record(&mut self.session, &mut self.writer).map_err(self.env())?;
-        self.see(recorded);
+        self.flush()?;
         let now = self.session.runner.clock.now();
         let trace: &'t Trace = self.trace;
         let r = &trace.records[index];
         let e = r.external.as_ref().expect("an external record");
         self.writer.external(now, e.clone()).map_err(self.env())?;
         inputs::apply(&mut self.session, e).await.map_err(RunError::BadInput)?;
-        self.injected += 1;
-        self.last_orig = Some(orig_t);
-        self.last_injected = now;
-        self.next += 1;
-        Ok(Step::Injected { index: self.next - 1, seq: r.seq })
+        self.place.injected += 1;
+        self.place.last_orig = Some(orig_t);
+        self.place.last_injected = now;
+        self.place.next += 1;
+        Ok(Step::Injected { index: self.place.next - 1, seq: r.seq })
     }
 
     /// Steps until `stop` says so after a step, the violation shows up, or
@@ -545,9 +507,9 @@ impl<'t> Replayer<'t> {
         };
         let inv = &self.config.invariants;
         let until = self.session.runner.clock.now() + tail + inv.persist_ms + inv.check_every_ms + epsilon;
-        let mut reproduced = self.found.as_ref().is_some_and(|v| self.is_wanted(v));
+        let mut reproduced = self.place.found.as_ref().is_some_and(|v| self.is_wanted(v));
         while !reproduced && self.session.runner.clock.now() < until {
-            reproduced = self.slice(SLICE_MS).await? && self.found.is_some();
+            reproduced = self.slice(SLICE_MS).await? && self.place.found.is_some();
             if self.paused() {
                 break;
             }
@@ -559,19 +521,19 @@ impl<'t> Replayer<'t> {
     pub async fn finish(mut self) -> Result<ReplayResult, RunError> {
         self.pause = None;
         let reproduced = self.settle().await?;
-        if let Some(v) = &self.found {
+        if let Some(v) = &self.place.found {
             let now = self.session.runner.clock.now();
             self.writer.violation(now, v.clone()).map_err(self.env())?;
         }
         self.session.clock_notices();
-        let divergence = diverge(self.trace, &self.observed);
+        let divergence = diverge(self.trace, &self.place.observed);
         let clock = self.session.runner.clock.summary();
         Ok(ReplayResult {
             run: self.run,
             reproduced,
-            violation: self.found,
-            injected: self.injected,
-            timeouts: self.timeouts,
+            violation: self.place.found,
+            injected: self.place.injected,
+            timeouts: self.place.timeouts,
             divergence,
             trace: self.trace_path,
             clock,

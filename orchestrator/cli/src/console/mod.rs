@@ -509,19 +509,23 @@ impl<'t> Console<'t> {
         out
     }
 
-    /// Makes the run pause on Ctrl-C and on message breakpoints (for a
-    /// message held since the last such stop).
-    fn arm(&mut self) {
-        self.interrupted.store(false, Ordering::SeqCst);
-        let flag = self.interrupted.clone();
-        let msgs: Vec<(String, Option<u64>)> = self
-            .breaks
+    /// The message breakpoints: (type, switch).
+    fn msg_breaks(&self) -> Vec<(String, Option<u64>)> {
+        self.breaks
             .iter()
             .filter_map(|b| match b {
                 Break::Msg { msg_type, switch } => Some((msg_type.clone(), *switch)),
                 _ => None,
             })
-            .collect();
+            .collect()
+    }
+
+    /// Makes the run pause on Ctrl-C and on message breakpoints (for a
+    /// message held since the last such stop).
+    fn arm(&mut self) {
+        self.interrupted.store(false, Ordering::SeqCst);
+        let flag = self.interrupted.clone();
+        let msgs = self.msg_breaks();
         let from = self.msg_from;
         self.replayer.set_pause(Some(Box::new(move |s| {
             flag.load(Ordering::SeqCst) || (!msgs.is_empty() && new_held(s, from, &msgs).is_some())
@@ -536,14 +540,7 @@ impl<'t> Console<'t> {
             self.say_upcoming(out);
             return true;
         }
-        let msgs: Vec<(String, Option<u64>)> = self
-            .breaks
-            .iter()
-            .filter_map(|b| match b {
-                Break::Msg { msg_type, switch } => Some((msg_type.clone(), *switch)),
-                _ => None,
-            })
-            .collect();
+        let msgs = self.msg_breaks();
         if let Some((seq, dpid, msg_type)) = new_held(self.replayer.session(), self.msg_from, &msgs) {
             let i = self.breaks.iter().position(|b| {
                 matches!(b, Break::Msg { msg_type: t, switch } if *t == msg_type && switch.is_none_or(|d| d == dpid))
@@ -879,23 +876,16 @@ impl<'t> Console<'t> {
         out.set("took_ms", json!(ms));
         out.set("by_replay", json!(how.starts_with("by replaying")));
         // Message breakpoints set since the checkpoint hold again.
+        let rules = &self.replayer.session().runner.interposer.rules;
         let holds: Vec<External> = self
-            .breaks
-            .iter()
-            .filter_map(|b| match b {
-                Break::Msg { msg_type, switch } => {
-                    Some(External::ControlHold { switch: *switch, msg_type: msg_type.clone() })
-                }
-                _ => None,
-            })
-            .filter(|e| {
-                let External::ControlHold { switch, msg_type } = e else { return false };
-                !self.replayer.session().runner.interposer.rules.iter().any(|r| {
-                    r.action == sts_proxy::interpose::Action::Hold
-                        && r.dpid == *switch
-                        && r.msg_type.as_deref() == Some(msg_type.as_str())
+            .msg_breaks()
+            .into_iter()
+            .filter(|(t, d)| {
+                !rules.iter().any(|r| {
+                    r.action == sts_proxy::interpose::Action::Hold && r.dpid == *d && r.msg_type.as_ref() == Some(t)
                 })
             })
+            .map(|(msg_type, switch)| External::ControlHold { switch, msg_type })
             .collect();
         for e in holds {
             self.inject(rt, e, out);
