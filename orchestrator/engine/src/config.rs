@@ -185,9 +185,13 @@ pub struct Rates {
     /// A message-level fault: the proxy drops the next message of one of
     /// `message_types` to or from a random switch.
     pub message_drop: f64,
+    /// A message-level fault: the proxy delays the next message of one of
+    /// `message_types` to or from a random switch by `delay_ms`.
+    pub message_delay: f64,
     /// How long dataplane and control delays hold things, in milliseconds.
     pub delay_ms: u64,
-    /// The OpenFlow message types `message_drop` picks from (snake_case
+    /// The OpenFlow message types `message_drop` and `message_delay` pick
+    /// from (snake_case
     /// names: `flow_mod`, `packet_out`, `packet_in` ...).
     pub message_types: Vec<String>,
 }
@@ -212,6 +216,7 @@ impl Default for Rates {
             partition: 0.0,
             partition_heal: 0.1,
             message_drop: 0.0,
+            message_delay: 0.0,
             delay_ms: 100,
             message_types: vec!["flow_mod".into()],
         }
@@ -220,7 +225,7 @@ impl Default for Rates {
 
 impl Rates {
     /// Every rate with its name, in the order the fuzzer draws them.
-    pub fn named(&self) -> [(&'static str, f64); 17] {
+    pub fn named(&self) -> [(&'static str, f64); 18] {
         [
             ("traffic", self.traffic),
             ("link_failure", self.link_failure),
@@ -240,6 +245,7 @@ impl Rates {
             ("partition_heal", self.partition_heal),
             // Last: older seeds draw what they drew before it existed.
             ("message_drop", self.message_drop),
+            ("message_delay", self.message_delay),
         ]
     }
 }

@@ -86,7 +86,8 @@ fn pairing(e: &External) -> Option<(String, bool)> {
         | External::HostMigrate { .. }
         | External::ControlRelease { .. }
         | External::HeldMessage { .. }
-        | External::ControlDrop { .. } => return None,
+        | External::ControlDrop { .. }
+        | External::ControlDelayNext { .. } => return None,
     })
 }
 

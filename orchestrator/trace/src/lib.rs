@@ -129,6 +129,11 @@ pub enum External {
     /// message-level fault for the fuzzer (`[fuzz.rates] message_drop`).
     /// Armed until such a message comes.
     ControlDrop { switch: u64, msg_type: String },
+    /// The proxy delays the next message of `msg_type` to or from `switch`
+    /// by `ms` (what follows it on that connection waits behind it, in
+    /// order): `[fuzz.rates] message_delay`. Armed until such a message
+    /// comes.
+    ControlDelayNext { switch: u64, msg_type: String, ms: u64 },
     /// One held message meets its fate: the `index`-th (from 0, oldest
     /// first) held message of `msg_type` on `switch`'s connections is
     /// delivered now, dropped, or delivered `ms` later (the console's
@@ -175,7 +180,8 @@ impl External {
             | External::ControlDelay { switch, .. }
             | External::ControlDelayEnd { switch }
             | External::HeldMessage { switch, .. }
-            | External::ControlDrop { switch, .. } => vec![s(*switch)],
+            | External::ControlDrop { switch, .. }
+            | External::ControlDelayNext { switch, .. } => vec![s(*switch)],
             External::ControlHold { switch, .. } | External::ControlRelease { switch } => {
                 switch.iter().map(|d| s(*d)).collect()
             }
@@ -215,6 +221,9 @@ impl External {
             External::ControlRelease { switch: Some(d) } => format!("release the messages held for s{d}"),
             External::ControlRelease { switch: None } => "release the held messages".into(),
             External::ControlDrop { switch, msg_type } => format!("drop the next {msg_type} of s{switch}"),
+            External::ControlDelayNext { switch, msg_type, ms } => {
+                format!("delay the next {msg_type} of s{switch} by {ms} ms")
+            }
             External::HeldMessage { switch, msg_type, index, fate } => {
                 let which = if *index == 0 { String::new() } else { format!(" #{}", index + 1) };
                 match fate {
