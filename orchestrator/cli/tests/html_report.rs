@@ -61,12 +61,22 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
     let unticked = std::fs::read_to_string(&page).unwrap().replace(
         "</script></body>",
         "document.querySelector('input[data-type=packet_in]').click();\
-         document.body.dataset.hidden=getComputedStyle(document.querySelector('.t-packet_in')).display;</script></body>",
+         document.body.dataset.hidden=getComputedStyle(document.querySelector('.t-packet_in')).display;\
+         document.body.dataset.shown=getComputedStyle(document.querySelector('.sw-s1')).display;\
+         document.querySelector('input[data-switch=s1]').click();\
+         document.querySelector('input[data-kind=frame]').click();\
+         document.body.dataset.switch=getComputedStyle(document.querySelector('.sw-s1')).display;\
+         document.body.dataset.frames=getComputedStyle(document.querySelector('.frame')).display;\
+         document.body.dataset.others=getComputedStyle(document.querySelector('.sw-s2.t-flow_mod')).display;</script></body>",
     );
     let probe = dir.join("report/probe.html");
     std::fs::write(&probe, unticked).unwrap();
     let dom = chromium(&["--dump-dom"], &probe);
     assert!(dom.contains(r#"data-hidden="none""#), "unticking packet_in hides its arrows");
+    assert!(dom.contains(r#"data-shown="inline""#), "s1's messages shown before");
+    assert!(dom.contains(r#"data-switch="none""#), "unticking s1 hides its messages");
+    assert!(dom.contains(r#"data-frames="none""#), "unticking host frames hides them");
+    assert!(dom.contains(r#"data-others="inline""#), "s2's FLOW_MODs stay");
 
     let shot = dir.join("report/screenshot.png");
     chromium(&["--window-size=1100,1400", &format!("--screenshot={}", shot.display())], &page);

@@ -170,14 +170,14 @@ pub fn page_with(
             let _ = write!(svg, r#"<circle class="{class}" cx="{sx}" cy="{y}" r="4"{}/>"#, title(&what));
         }
         match &r.internal {
-            Some(i @ Internal::Openflow { msg, .. }) => {
+            Some(i @ Internal::Openflow { msg, dpid, .. }) => {
                 let (from, to) = i.sender_receiver().expect("an OpenFlow message has two ends");
                 let t = msg.as_str();
                 *types.entry(t).or_default() += 1;
                 messages += 1;
                 let _ = write!(
                     svg,
-                    r#"<line class="msg t-{t}" x1="{}" y1="{y}" x2="{}" y2="{}" marker-end="url(#arrow)"{}/>"#,
+                    r#"<line class="msg t-{t} sw-s{dpid}" x1="{}" y1="{y}" x2="{}" y2="{}" marker-end="url(#arrow)"{}/>"#,
                     x[from.as_str()],
                     x[to.as_str()],
                     y + 3,
@@ -282,6 +282,21 @@ pub fn page_with(
     for (t, n) in &types {
         let _ = write!(html, r#" <label><input type="checkbox" checked data-type="{t}">{t} ({n})</label>"#);
     }
+    // Messages by switch; everything by kind.
+    html.push_str("<br>switches:");
+    for lane in lanes.iter().filter(|l| l.starts_with('s') && l.as_str() != "sts") {
+        let _ = write!(html, r#" <label><input type="checkbox" checked data-switch="{lane}">{lane}</label>"#);
+    }
+    html.push_str(" kinds:");
+    for (kind, label) in [
+        ("input", "inputs"),
+        ("msg", "OpenFlow"),
+        ("log", "logs"),
+        ("frame", "host frames"),
+        ("dataplane", "dataplane"),
+    ] {
+        let _ = write!(html, r#" <label><input type="checkbox" checked data-kind="{kind}">{label}</label>"#);
+    }
     html.push_str(r#"</div><div id="tip"></div><div id="view">"#);
     html.push_str(&svg);
     html.push_str("</div>");
@@ -358,12 +373,15 @@ const SCRIPT: &str = r#"
   document.head.appendChild(css);
   function hidden(){
     var rules=[];
-    document.querySelectorAll('#controls input[data-type]').forEach(function(c){
-      if(!c.checked) rules.push('.t-'+c.dataset.type+'{display:none}');
+    document.querySelectorAll('#controls input').forEach(function(c){
+      if(c.checked||c.type!=='checkbox') return;
+      if(c.dataset.type) rules.push('#diagram .t-'+c.dataset.type+'{display:none}');
+      if(c.dataset.switch) rules.push('#diagram .sw-'+c.dataset.switch+'{display:none}');
+      if(c.dataset.kind) rules.push('#diagram .'+c.dataset.kind+'{display:none}');
     });
     css.textContent=rules.join('');
   }
-  document.querySelectorAll('#controls input[data-type]').forEach(function(c){c.addEventListener('change',hidden);});
+  document.querySelectorAll('#controls input').forEach(function(c){c.addEventListener('change',hidden);});
   var w=+svg.getAttribute('width'), h=+svg.getAttribute('height');
   function setZoom(z){zoom=Math.max(0.1,Math.min(8,z));svg.setAttribute('width',w*zoom);svg.setAttribute('height',h*zoom);}
   var tip=document.getElementById('tip');
