@@ -198,6 +198,20 @@ pub enum Command {
         #[arg(long)]
         dataplane: Option<PathBuf>,
     },
+    /// Learn which OpenFlow message fields vary between equivalent runs, so replays match them.
+    ///
+    /// Replays DIR's trace RUNS times (into DIR/learn/N), lines each run's messages up with the
+    /// original's (per switch, controller, direction and type, in order), and learns the fields
+    /// that differ in messages that otherwise agree (a nonce, a timestamp). Saves DIR/masks.json,
+    /// which replay, minimize and the console then apply; prints each replay's divergence from
+    /// the original with the hand-written masks alone and with the learned ones.
+    Learn {
+        /// Experiment directory holding the trace.
+        dir: PathBuf,
+        /// Replays to learn from.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        runs: u32,
+    },
     /// Write DIR/report/index.html: the run as a space-time diagram (self-contained).
     ///
     /// One lane per controller and switch and one for sts; OpenFlow messages

@@ -59,6 +59,7 @@ pub fn run(cli: Cli) -> u8 {
         }
         Command::Pcap { dir, out, dataplane } => pcap(dir, out.as_deref(), dataplane.as_deref()),
         Command::Report { dir, shiviz, out } => report(dir, *shiviz, out.as_deref()),
+        Command::Learn { dir, runs } => learn(&engine, dir, *runs),
         Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
             proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
         }
@@ -483,6 +484,33 @@ fn report(dir: &Path, shiviz: bool, out: Option<&Path>) -> u8 {
             exit::ENVIRONMENT
         }
     }
+}
+
+fn learn(engine: &Engine, dir: &Path, runs: u32) -> u8 {
+    let learned = match block_on("learn", sts_engine::learn::run(engine, dir, runs)) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    println!(
+        "learned from {runs} replays ({} message pairs lined up, {} differing in a few fields only):",
+        learned.pairs, learned.volatile_pairs
+    );
+    if learned.masks.is_empty() {
+        println!("  nothing varies between equivalent messages: the hand-written masks suffice");
+    }
+    for (t, paths) in &learned.masks.by_type {
+        println!("  {t}: {}", paths.iter().cloned().collect::<Vec<_>>().join(", "));
+    }
+    println!("saved: {} (replay, minimize and the console use it)", sts_trace::masks::path(dir).display());
+    println!("| replay | missed, hand-written masks | extra, hand-written | missed, learned masks | extra, learned |");
+    println!("|---|---|---|---|---|");
+    for r in &learned.runs {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            r.run, r.missing_before, r.unexpected_before, r.missing_after, r.unexpected_after
+        );
+    }
+    exit::OK
 }
 
 fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {

@@ -119,6 +119,10 @@ pub struct Config {
     /// ["my_app.py"]`) are resolved against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// Fingerprint masks learned for this experiment (`DIR/masks.json`,
+    /// `sts learn`), set when an experiment is loaded for replay.
+    #[serde(skip)]
+    pub masks: Option<sts_trace::masks::Masks>,
 }
 
 /// The `[time]` table.

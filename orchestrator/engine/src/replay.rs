@@ -28,13 +28,17 @@ use crate::{Engine, NoticeKind, Progress};
 /// How long replay waits in one slice while watching for expected events.
 const SLICE_MS: u64 = 10;
 
-/// Where a replay first differed from the original.
+/// Where a replay first differed from the original, and by how much.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Divergence {
     /// The first original internal event (trace seq and key) not seen again.
     pub first_missing: Option<(u64, String)>,
     /// The first replayed internal event the original did not have.
     pub first_unexpected: Option<String>,
+    /// Original internal events (before its violation) not seen again.
+    pub missing: usize,
+    /// Replayed internal events the original did not have.
+    pub unexpected: usize,
 }
 
 /// The outcome of one replay.
@@ -404,9 +408,18 @@ impl<'t> Replayer<'t> {
         &self.place.monitor.current
     }
 
+    /// What replay matches `e` on: its key, with the experiment's learned
+    /// masks applied when it has some.
+    fn key(&self, e: &sts_trace::Internal) -> Option<String> {
+        match &self.config.masks {
+            Some(m) => m.key(e),
+            None => e.key(),
+        }
+    }
+
     fn see(&mut self, events: Vec<sts_trace::Internal>) {
         for e in events {
-            if let Some(k) = e.key() {
+            if let Some(k) = self.key(&e) {
                 self.place.balance.see(&k);
                 self.place.observed.push(k);
             }
@@ -446,7 +459,7 @@ impl<'t> Replayer<'t> {
         let Some(&(orig_t, index)) = self.externals.get(self.place.next) else { return Ok(Step::End) };
         // Everything recorded before this event is its happens-before set.
         while self.place.pending < index {
-            if let Some(k) = self.trace.records[self.place.pending].internal.as_ref().and_then(|i| i.key()) {
+            if let Some(k) = self.trace.records[self.place.pending].internal.as_ref().and_then(|i| self.key(i)) {
                 self.place.balance.expect(&k);
             }
             self.place.pending += 1;
@@ -526,7 +539,7 @@ impl<'t> Replayer<'t> {
             self.writer.violation(now, v.clone()).map_err(self.env())?;
         }
         self.session.clock_notices();
-        let divergence = diverge(self.trace, &self.place.observed);
+        let divergence = diverge(self.trace, &self.place.observed, self.config.masks.as_ref());
         let clock = self.session.runner.clock.summary();
         Ok(ReplayResult {
             run: self.run,
@@ -555,25 +568,31 @@ pub async fn replay_once(
 }
 
 /// The first original internal event not seen again, and the first replayed
-/// one the original did not have (both by key, as multisets in order).
-fn diverge(trace: &Trace, observed: &[String]) -> Divergence {
+/// one the original did not have (both by key, as multisets in order), and
+/// how many of each; `masks` apply to the original's keys as they did to
+/// `observed`.
+pub fn diverge(trace: &Trace, observed: &[String], masks: Option<&sts_trace::masks::Masks>) -> Divergence {
+    let key = |i: &sts_trace::Internal| match masks {
+        Some(m) => m.key(i),
+        None => i.key(),
+    };
     let original: Vec<(u64, String)> = trace
         .records
         .iter()
         .take_while(|r| r.violation.is_none())
-        .filter_map(|r| r.internal.as_ref().and_then(|i| i.key()).map(|k| (r.seq, k)))
+        .filter_map(|r| r.internal.as_ref().and_then(key).map(|k| (r.seq, k)))
         .collect();
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for k in observed {
         *seen.entry(k).or_default() += 1;
     }
-    let mut first_missing = None;
+    let (mut first_missing, mut missing) = (None, 0);
     for (seq, k) in &original {
         match seen.get_mut(k.as_str()) {
             Some(n) if *n > 0 => *n -= 1,
             _ => {
-                first_missing = Some((*seq, k.clone()));
-                break;
+                missing += 1;
+                first_missing.get_or_insert_with(|| (*seq, k.clone()));
             }
         }
     }
@@ -581,17 +600,17 @@ fn diverge(trace: &Trace, observed: &[String]) -> Divergence {
     for (_, k) in &original {
         *had.entry(k).or_default() += 1;
     }
-    let mut first_unexpected = None;
+    let (mut first_unexpected, mut unexpected) = (None, 0);
     for k in observed {
         match had.get_mut(k.as_str()) {
             Some(n) if *n > 0 => *n -= 1,
             _ => {
-                first_unexpected = Some(k.clone());
-                break;
+                unexpected += 1;
+                first_unexpected.get_or_insert_with(|| k.clone());
             }
         }
     }
-    Divergence { first_missing, first_unexpected }
+    Divergence { first_missing, first_unexpected, missing, unexpected }
 }
 
 /// The summary `sts replay` writes to `DIR/replays/summary.json`.
@@ -624,7 +643,8 @@ fn claim_run_dir(exp: &Experiment, after: u32) -> Result<u32, RunError> {
 /// checked against each other (errors name the file and line).
 pub fn load(dir: &Path) -> Result<(Experiment, Config, Trace), RunError> {
     let exp = Experiment::open(dir);
-    let config = Config::load(&exp.config())?;
+    let mut config = Config::load(&exp.config())?;
+    config.masks = sts_trace::masks::Masks::load(dir).map_err(RunError::BadInput)?;
     if !exp.trace().exists() && exp.meta().exists() {
         return Err(RunError::BadInput(format!(
             "{}: no trace: the run that made this directory ended before its controllers were up, so nothing \

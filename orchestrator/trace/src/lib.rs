@@ -24,6 +24,7 @@ use sts_mocknet::{DataplaneEvent, Endpoint};
 use sts_proxy::wire::Fingerprint;
 
 pub mod dir;
+pub mod masks;
 
 /// The `format` value of a trace's header.
 pub const FORMAT: &str = "sts-trace";
