@@ -2,18 +2,20 @@
 //! [`sts_trace::masks`]).
 //!
 //! The trace is replayed `runs` times (into `DIR/learn/N/`, with no masks).
-//! Each run's OpenFlow messages are lined up with the original's stream by
-//! stream (a switch, a controller, a direction, a message type), in order.
-//! Two aligned messages that differ in a few fields and agree on every other
-//! one are the same message with volatile values: those fields are learned,
-//! for that message type. Messages that differ in many fields are different
-//! messages (the run went elsewhere), and teach nothing.
+//! Each run's OpenFlow messages are lined up with the original's, stream by
+//! stream (a switch, a controller, a direction, a message type): those found
+//! verbatim in both are set aside, the rest lined up in order. Two lined-up
+//! messages that differ in a few fields, agree on every other one, and whose
+//! differing values are new to the other run (a nonce, a timestamp: not a
+//! port or an address seen elsewhere) are the same message with volatile
+//! values: those fields are learned, for that message type. Anything else
+//! teaches nothing ([`learn_from`]).
 //!
 //! The report counts, for each replay, the original's events it missed and
 //! the events it had that the original did not, with today's hand-written
 //! masks alone and with the learned ones too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::Serialize;
@@ -67,6 +69,14 @@ fn streams(trace: &Trace) -> Streams {
 
 /// Learns masks from `original` and `replays` (see the module's comment):
 /// (masks, pairs compared, pairs that taught something).
+///
+/// Per stream, messages present verbatim in both runs are set aside (the
+/// runs may order them differently); the rest are lined up in order. A
+/// field counts as volatile in a lined-up pair only when the pair agrees on
+/// most fields and neither value of the field appears anywhere in the other
+/// run's stream: a nonce or a timestamp is new each run, while a port, an
+/// address or a priority that merely moved (another message, reordered)
+/// shows up elsewhere.
 pub fn learn_from(original: &Trace, replays: &[Trace]) -> (Masks, usize, usize) {
     let base = streams(original);
     let mut masks = Masks::default();
@@ -75,18 +85,35 @@ pub fn learn_from(original: &Trace, replays: &[Trace]) -> (Masks, usize, usize) 
         let other = streams(replay);
         for (stream, fps) in &base {
             let Some(theirs) = other.get(stream) else { continue };
-            for (a, b) in fps.iter().zip(theirs) {
-                pairs += 1;
-                if a == b {
-                    continue;
+            let (ours_left, theirs_left) = leftovers(fps, theirs);
+            let values = |side: &[String]| -> BTreeMap<String, BTreeSet<String>> {
+                let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+                for l in side.iter().filter_map(|fp| masks::leaves(fp)) {
+                    for (k, v) in l {
+                        out.entry(k).or_default().insert(v.to_string());
+                    }
                 }
+                out
+            };
+            let (ours_values, theirs_values) = (values(fps), values(theirs));
+            pairs += fps.len().min(theirs.len());
+            for (a, b) in ours_left.iter().zip(&theirs_left) {
                 let (Some(la), Some(lb)) = (masks::leaves(a), masks::leaves(b)) else { continue };
                 if la.len() != lb.len() || la.keys().ne(lb.keys()) {
                     continue;
                 }
                 let differ: Vec<&String> = la.iter().filter(|(k, v)| lb.get(*k) != Some(v)).map(|(k, _)| k).collect();
                 // A few fields, and fewer than half: the same message.
-                if !differ.is_empty() && differ.len() <= MAX_VOLATILE && differ.len() * 2 < la.len() {
+                if differ.is_empty() || differ.len() > MAX_VOLATILE || differ.len() * 2 >= la.len() {
+                    continue;
+                }
+                let fresh = |k: &String| {
+                    let new_in = |v: &serde_json::Value, vals: &BTreeMap<String, BTreeSet<String>>| {
+                        !vals.get(k).is_some_and(|set| set.contains(&v.to_string()))
+                    };
+                    new_in(&la[k], &theirs_values) && new_in(&lb[k], &ours_values)
+                };
+                if differ.iter().all(|k| fresh(k)) {
                     taught += 1;
                     let set = masks.by_type.entry(stream.3.clone()).or_default();
                     set.extend(differ.into_iter().cloned());
@@ -95,6 +122,29 @@ pub fn learn_from(original: &Trace, replays: &[Trace]) -> (Masks, usize, usize) 
         }
     }
     (masks, pairs, taught)
+}
+
+/// The messages of `a` not in `b` and of `b` not in `a` (as multisets), each
+/// in its own order.
+fn leftovers(a: &[String], b: &[String]) -> (Vec<String>, Vec<String>) {
+    fn count(xs: &[String]) -> BTreeMap<&str, usize> {
+        let mut m = BTreeMap::new();
+        xs.iter().for_each(|x| *m.entry(x.as_str()).or_default() += 1);
+        m
+    }
+    fn only(xs: &[String], mut other: BTreeMap<&str, usize>) -> Vec<String> {
+        xs.iter()
+            .filter(|x| match other.get_mut(x.as_str()) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    false
+                }
+                _ => true,
+            })
+            .cloned()
+            .collect()
+    }
+    (only(a, count(b)), only(b, count(a)))
 }
 
 /// The keys of `trace`'s internal events (what a replay "observed"), with
@@ -190,6 +240,11 @@ mod tests {
         let (masks, pairs, taught) = learn_from(&original, &[r1.clone(), r2]);
         assert_eq!((pairs, taught), (4, 2));
         assert_eq!(masks.by_type["flow_mod"].iter().collect::<Vec<_>>(), vec!["V13.FlowMod.hard_timeout"]);
+        // Reordered messages, and a port seen elsewhere, teach nothing.
+        let reordered = trace(&[&fm(1, 222, 3), &fm(1, 111, 2)]);
+        assert!(learn_from(&original, &[reordered]).0.is_empty());
+        let moved = trace(&[&fm(1, 111, 3), &fm(1, 222, 3)]);
+        assert!(learn_from(&original, &[moved]).0.is_empty(), "port 3 is in the original too");
         let before = diverge(&original, &observed(&r1, None), None);
         let after = diverge(&original, &observed(&r1, Some(&masks)), Some(&masks));
         assert_eq!((before.missing, after.missing), (2, 0));
