@@ -20,14 +20,14 @@ use serde::Serialize;
 use crate::wire::{Fingerprint, Frame};
 
 /// A control connection: a switch and one of its controllers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 pub struct ChannelId {
     pub dpid: u64,
     pub controller: usize,
 }
 
 /// Which way a message travels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     SwitchToController,
@@ -102,6 +102,16 @@ impl Recorded {
     }
 }
 
+/// One particular message of a run: the `occurrence`-th (from 0) with this
+/// fingerprint on this channel and direction.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+pub struct MessageId {
+    pub channel: ChannelId,
+    pub dir: Direction,
+    pub fp: String,
+    pub occurrence: u32,
+}
+
 /// A message waiting in a queue.
 #[derive(Debug, Clone)]
 struct Queued {
@@ -144,6 +154,13 @@ pub struct Interposer {
     /// message it selects and is then gone (a fuzzer's "drop the next
     /// FLOW_MOD to s2").
     pub once: Vec<Rule>,
+    /// Particular messages to drop, by identity: the `n`-th (from 0)
+    /// message with this fingerprint on this channel and direction
+    /// (message-level minimization). Costs a decode per message while set.
+    pub drop_ids: BTreeSet<MessageId>,
+    /// Messages seen so far per (channel, direction, fingerprint), for
+    /// `drop_ids`.
+    occurrences: std::collections::HashMap<(ChannelId, Direction, String), u32>,
     pub whitelist: BTreeSet<String>,
     queues: BTreeMap<(ChannelId, Direction), VecDeque<Queued>>,
     log: Vec<Recorded>,
@@ -155,6 +172,8 @@ impl Default for Interposer {
         Interposer {
             rules: Vec::new(),
             once: Vec::new(),
+            drop_ids: BTreeSet::new(),
+            occurrences: std::collections::HashMap::new(),
             whitelist: DEFAULT_WHITELIST.iter().map(|s| s.to_string()).collect(),
             queues: BTreeMap::new(),
             log: Vec::new(),
@@ -193,8 +212,20 @@ impl Interposer {
         let msg_type = crate::wire::type_name(header.version, header.msg_type);
         let xid = header.xid;
         let whitelisted = self.whitelist.contains(msg_type);
+        let dropped_by_id = !self.drop_ids.is_empty() && !whitelisted && {
+            let fp = match frame.decode() {
+                Ok(m) => Fingerprint::of(&m).0,
+                Err(e) => format!("undecodable {e}"),
+            };
+            let n = self.occurrences.entry((channel, dir, fp.clone())).or_default();
+            let id = MessageId { channel, dir, fp, occurrence: *n };
+            *n += 1;
+            self.drop_ids.contains(&id)
+        };
         let action = if whitelisted {
             Action::Pass
+        } else if dropped_by_id {
+            Action::Drop
         } else if let Some(i) = self.once.iter().position(|r| r.selects(channel, dir, msg_type)) {
             self.once.remove(i).action
         } else {

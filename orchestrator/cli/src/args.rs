@@ -122,6 +122,12 @@ pub enum Command {
         /// sequence), for CI.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Then minimize the OpenFlow messages too: the smallest set of deliveries (the others dropped
+        /// by the proxy) with which the minimal sequence of inputs still shows the same bug; the
+        /// handshake, keepalives, barriers and roles always pass. Writes DIR/mcs/internal.json and a
+        /// section of DIR/mcs/report.md.
+        #[arg(long)]
+        internal: bool,
         #[command(flatten)]
         executor: ExecutorArgs,
     },

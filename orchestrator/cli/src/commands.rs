@@ -31,7 +31,7 @@ pub fn run(cli: Cli) -> u8 {
             same.as_deref().and_then(|s| s.parse().ok()),
             junit.as_deref(),
         ),
-        Command::Minimize { dir, replays, jobs, budget, final_replays, peek, same, junit, executor } => {
+        Command::Minimize { dir, replays, jobs, budget, final_replays, peek, same, junit, internal, executor } => {
             let peek = PeekMode::from_name(peek).unwrap_or(PeekMode::Off);
             let opts = minimize::Options {
                 replays: *replays,
@@ -41,7 +41,10 @@ pub fn run(cli: Cli) -> u8 {
                 final_replays: *final_replays,
                 same: same.as_deref().and_then(|s| s.parse().ok()),
             };
-            minimize(&engine, dir, &opts, junit.as_deref(), executor)
+            match minimize(&engine, dir, &opts, junit.as_deref(), executor) {
+                exit::OK if *internal => minimize_internal(&engine, dir, &opts),
+                code => code,
+            }
         }
         Command::Candidate { dir, trace, first_run, replays, peek, same } => {
             candidate(&engine, dir, trace, *first_run, *replays, peek, same.as_deref())
@@ -338,6 +341,26 @@ fn minimize(
         Ok(path) => println!("space-time diagram: {}", path.display()),
         Err(e) => eprintln!("sts minimize: no HTML report: {e}"),
     }
+    exit::OK
+}
+
+/// `sts minimize --internal`: the messages that matter, after the inputs.
+fn minimize_internal(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u8 {
+    let internal = sts_engine::internal::Options { replays: opts.replays.max(2), final_replays: opts.final_replays };
+    let report = match block_on("minimize --internal", sts_engine::internal::run(engine, dir, &internal)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    print!("{}", sts_report::internal_summary(&report));
+    let md = dir.join("mcs").join("report.md");
+    let appended = std::fs::read_to_string(&md)
+        .map(|text| text + "\n" + &sts_report::internal_markdown(&report))
+        .and_then(|text| sts_trace::dir::write_atomic(&md, text.as_bytes()));
+    if let Err(e) = appended {
+        eprintln!("sts minimize: {}: {e}", md.display());
+        return exit::ENVIRONMENT;
+    }
+    println!("written to {} and {}", dir.join("mcs").join("internal.json").display(), md.display());
     exit::OK
 }
 

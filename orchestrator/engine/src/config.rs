@@ -123,6 +123,10 @@ pub struct Config {
     /// `sts learn`), set when an experiment is loaded for replay.
     #[serde(skip)]
     pub masks: Option<sts_trace::masks::Masks>,
+    /// Particular OpenFlow messages the proxy drops in this run
+    /// (message-level minimization, [`crate::internal`]).
+    #[serde(skip)]
+    pub drop_ids: std::collections::BTreeSet<sts_proxy::interpose::MessageId>,
 }
 
 /// The `[time]` table.

@@ -39,6 +39,7 @@ pub mod config;
 pub mod controller;
 pub mod fuzz;
 pub mod inputs;
+pub mod internal;
 pub mod learn;
 pub mod minimize;
 pub mod netrun;

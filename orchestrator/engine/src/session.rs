@@ -299,6 +299,7 @@ pub async fn start_with(
     };
     let mut runner = NetRunner::connect(net, &addrs, clock).await.map_err(|e| RunError::Environment(e.to_string()))?;
     runner.interposer.whitelist = config.interpose.whitelist.iter().cloned().collect();
+    runner.interposer.drop_ids = config.drop_ids.clone();
     let total = runner.connection_count() as u64;
     let mut reported = u64::MAX;
     runner

@@ -263,6 +263,67 @@ pub fn shorten(s: &str) -> String {
     }
 }
 
+/// One kept message in a line: when, which way, what (FLOW_MODs and
+/// PACKET_OUTs in dump-flows words), and the input it followed.
+fn kept_line(m: &sts_engine::internal::KeptMessage) -> String {
+    use sts_proxy::interpose::Direction;
+    let (from, to) = match m.id.dir {
+        Direction::ControllerToSwitch => (format!("c{}", m.id.channel.controller), format!("s{}", m.id.channel.dpid)),
+        Direction::SwitchToController => (format!("s{}", m.id.channel.dpid), format!("c{}", m.id.channel.controller)),
+    };
+    let decoded = m.raw.as_deref().and_then(|hex| {
+        let bytes: Option<Vec<u8>> =
+            (0..hex.len() / 2).map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()).collect();
+        sts_proxy::wire::Message::parse(bytes?.into()).ok()
+    });
+    let what = decoded.as_ref().and_then(flows::message).unwrap_or_else(|| shorten(&m.id.fp));
+    let after = m.after_input.as_deref().map_or_else(|| "before the first input".to_string(), |e| format!("after {e}"));
+    format!("{} ms, {after}: {from} -> {to} {}: {what}", m.t_ms, m.msg_type)
+}
+
+/// `sts minimize --internal`'s result in a few lines.
+pub fn internal_summary(r: &sts_engine::internal::Report) -> String {
+    let mut s = format!(
+        "messages: {} delivered in the original run, {} in the minimal sequence's replay ({} droppable), {} with the \
+         others dropped; {} kept ({} candidates, {} replays, {:.0} s); reproduces {}/{}\n",
+        r.delivered_original,
+        r.delivered_external,
+        r.droppable,
+        r.delivered_internal,
+        r.kept.len(),
+        r.tested,
+        r.replays,
+        r.elapsed_s,
+        r.final_reproduced,
+        r.final_runs
+    );
+    for m in &r.kept {
+        s.push_str(&format!("  {}\n", kept_line(m)));
+    }
+    s
+}
+
+/// The section `--internal` adds to `mcs/report.md`.
+pub fn internal_markdown(r: &sts_engine::internal::Report) -> String {
+    let mut s = String::from("## Messages that matter (`--internal`)\n\n");
+    s.push_str(&format!(
+        "| run | OpenFlow messages delivered |\n|---|---|\n| original | {} |\n| minimal sequence of inputs | {} |\n\
+         | with only the messages below (and the handshake, keepalives, barriers) | {} |\n\n",
+        r.delivered_original, r.delivered_external, r.delivered_internal
+    ));
+    s.push_str(&format!(
+        "{} of {} droppable messages kept; the rest dropped by the proxy, the bug still reproduces {}/{}.\n\n",
+        r.kept.len(),
+        r.droppable,
+        r.final_reproduced,
+        r.final_runs
+    ));
+    for m in &r.kept {
+        s.push_str(&format!("- {}\n", kept_line(m)));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
