@@ -361,6 +361,10 @@ fn minimize_internal(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u
         return exit::ENVIRONMENT;
     }
     println!("written to {} and {}", dir.join("mcs").join("internal.json").display(), md.display());
+    match sts_report::html::write_experiment(dir) {
+        Ok(path) => println!("space-time diagram (the kept messages in orange): {}", path.display()),
+        Err(e) => eprintln!("sts minimize: no HTML report: {e}"),
+    }
     exit::OK
 }
 

@@ -33,6 +33,10 @@ pub struct Mcs {
     pub summary: String,
     /// Inputs left after each reduction (the first: the original's).
     pub curve: Vec<u64>,
+    /// The OpenFlow messages `--internal` kept, as `dpid controller dir fp`
+    /// (`mcs/internal.json`): the original's messages like them are drawn in
+    /// orange.
+    pub messages: BTreeSet<String>,
 }
 
 impl Mcs {
@@ -49,7 +53,33 @@ impl Mcs {
             v["violation"].as_str().unwrap_or("")
         );
         let curve = v["curve"].as_array().map(|c| c.iter().filter_map(|n| n.as_u64()).collect()).unwrap_or_default();
-        Some(Mcs { seqs, summary, curve })
+        Some(Mcs { seqs, summary, curve, messages: BTreeSet::new() })
+    }
+
+    /// Adds the messages `mcs/internal.json` (`sts minimize --internal`) kept.
+    pub fn with_internal_json(mut self, text: &str) -> Mcs {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else { return self };
+        for m in v["kept"].as_array().into_iter().flatten() {
+            let id = &m["id"];
+            let dir = match id["dir"].as_str() {
+                Some("controller_to_switch") => "to_switch",
+                Some("switch_to_controller") => "to_controller",
+                _ => continue,
+            };
+            let (Some(dpid), Some(c), Some(fp)) =
+                (id["channel"]["dpid"].as_u64(), id["channel"]["controller"].as_u64(), id["fp"].as_str())
+            else {
+                continue;
+            };
+            self.messages.insert(format!("{dpid} {c} {dir} {fp}"));
+        }
+        if !self.messages.is_empty() {
+            self.summary.push_str(&format!(
+                "; --internal kept {} messages (orange arrows: the original's messages like them)",
+                v["kept"].as_array().map_or(0, Vec::len)
+            ));
+        }
+        self
     }
 }
 
@@ -170,14 +200,19 @@ pub fn page_with(
             let _ = write!(svg, r#"<circle class="{class}" cx="{sx}" cy="{y}" r="4"{}/>"#, title(&what));
         }
         match &r.internal {
-            Some(i @ Internal::Openflow { msg, dpid, .. }) => {
+            Some(i @ Internal::Openflow { msg, dpid, controller, dir, fp, .. }) => {
                 let (from, to) = i.sender_receiver().expect("an OpenFlow message has two ends");
                 let t = msg.as_str();
                 *types.entry(t).or_default() += 1;
                 messages += 1;
+                let kept = mcs.is_some_and(|m| {
+                    !m.messages.is_empty()
+                        && m.messages.contains(&format!("{dpid} {controller} {} {}", dir.as_str(), fp.0))
+                });
                 let _ = write!(
                     svg,
-                    r#"<line class="msg t-{t} sw-s{dpid}" x1="{}" y1="{y}" x2="{}" y2="{}" marker-end="url(#arrow)"{}/>"#,
+                    r#"<line class="msg t-{t} sw-s{dpid}{}" x1="{}" y1="{y}" x2="{}" y2="{}" marker-end="url(#arrow)"{}/>"#,
+                    if kept { " kept" } else { "" },
                     x[from.as_str()],
                     x[to.as_str()],
                     y + 3,
@@ -359,7 +394,7 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 #topology-map .failed rect{fill:#ddd;stroke:#999;stroke-dasharray:3 2}\
 #topology-map text{font:11px sans-serif;text-anchor:middle}#topology-map .drop{font:bold 18px sans-serif;fill:#c0392b}\
 .lane{stroke:#bbb;stroke-width:1}.label{font:bold 12px sans-serif;text-anchor:middle;fill:#333}\
-.msg{stroke:#456;stroke-width:1}.msg:hover{stroke:#06c;stroke-width:3}\
+.msg{stroke:#456;stroke-width:1}.msg:hover{stroke:#06c;stroke-width:3}.msg.kept{stroke:#d35400;stroke-width:2.5}\
 .frame.sent{fill:#2a7}.frame.received{fill:#fff;stroke:#2a7;stroke-width:1.5}\
 .input{stroke:#888;fill:#888;stroke-width:1.5}.input.mcs{stroke:#e07000;fill:#e07000;stroke-width:3}\
 .log{stroke:#9a6;stroke-width:2}.curve{fill:none;stroke:#e07000;stroke-width:2}.curve-point{fill:#e07000}\
@@ -418,6 +453,10 @@ pub fn write_experiment(dir: &std::path::Path) -> Result<std::path::PathBuf, Str
 /// what loading it says is said once).
 pub fn write_experiment_with(dir: &std::path::Path, trace: &Trace) -> Result<std::path::PathBuf, String> {
     let mcs = std::fs::read_to_string(dir.join("mcs").join("report.json")).ok().and_then(|t| Mcs::from_report_json(&t));
+    let mcs = match std::fs::read_to_string(dir.join("mcs").join("internal.json")) {
+        Ok(text) => mcs.map(|m| m.with_internal_json(&text)),
+        Err(_) => mcs,
+    };
     let pair = latest_replay(dir).map(|other| ("original".to_string(), None, other)).or_else(|| {
         let mcs_trace = Trace::load(&dir.join("mcs").join("trace.jsonl")).ok()?;
         let replay = Trace::load(&dir.join("mcs").join("final").join("1").join("trace.jsonl")).ok()?;
