@@ -43,6 +43,9 @@ pub enum Action {
     Hold,
     /// Deliver after this many milliseconds.
     Delay(u64),
+    /// Deliver after this many milliseconds, letting later messages of the
+    /// connection overtake it: a reordering.
+    Reorder(u64),
     Drop,
 }
 
@@ -158,6 +161,9 @@ pub struct Interposer {
     /// message with this fingerprint on this channel and direction
     /// (message-level minimization). Costs a decode per message while set.
     pub drop_ids: BTreeSet<MessageId>,
+    /// Messages set aside by [`Action::Reorder`]: due at their time, out of
+    /// their connection's order.
+    aside: Vec<(ChannelId, Direction, Queued)>,
     /// Messages seen so far per (channel, direction, fingerprint), for
     /// `drop_ids`.
     occurrences: std::collections::HashMap<(ChannelId, Direction, String), u32>,
@@ -173,6 +179,7 @@ impl Default for Interposer {
             rules: Vec::new(),
             once: Vec::new(),
             drop_ids: BTreeSet::new(),
+            aside: Vec::new(),
             occurrences: std::collections::HashMap::new(),
             whitelist: DEFAULT_WHITELIST.iter().map(|s| s.to_string()).collect(),
             queues: BTreeMap::new(),
@@ -200,7 +207,7 @@ impl Interposer {
 
     /// Messages currently queued (held or delayed), over all channels.
     pub fn queued(&self) -> usize {
-        self.queues.values().map(VecDeque::len).sum()
+        self.queues.values().map(VecDeque::len).sum::<usize>() + self.aside.len()
     }
 
     /// Records a message and returns what to deliver now (the message itself,
@@ -248,6 +255,10 @@ impl Interposer {
                 queue.push_back(Queued { seq, frame: frame.clone(), due: Some(now + ms) });
                 (Disposition::Queued, vec![])
             }
+            Action::Reorder(ms) => {
+                self.aside.push((channel, dir, Queued { seq, frame: frame.clone(), due: Some(now + ms) }));
+                (Disposition::Queued, vec![])
+            }
         };
         self.log.push(Recorded {
             seq,
@@ -274,13 +285,21 @@ impl Interposer {
                 out.push(Delivery { channel, dir, frame: m.frame });
             }
         }
+        if self.aside.iter().any(|(_, _, m)| m.due.is_some_and(|d| d <= now)) {
+            let (mut ready, rest): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut self.aside).into_iter().partition(|(_, _, m)| m.due.is_some_and(|d| d <= now));
+            self.aside = rest;
+            ready.sort_by_key(|(_, _, m)| (m.due, m.seq));
+            out.extend(ready.into_iter().map(|(channel, dir, m)| Delivery { channel, dir, frame: m.frame }));
+        }
         out
     }
 
     /// When the earliest queued message becomes due (`None` if nothing
     /// queued is due at a known time: held, or nothing queued).
     pub fn next_due(&self) -> Option<u64> {
-        self.queues.values().filter_map(|q| q.front().and_then(|m| m.due)).min()
+        let queued = self.queues.values().filter_map(|q| q.front().and_then(|m| m.due));
+        queued.chain(self.aside.iter().filter_map(|(_, _, m)| m.due)).min()
     }
 
     /// Releases held messages on the selected channels: they become due at
@@ -316,19 +335,19 @@ impl Interposer {
     /// each queue.
     pub fn waiting(&self) -> Vec<Waiting> {
         let mut out = Vec::new();
-        for (&(channel, dir), q) in &self.queues {
-            for m in q {
-                let h = m.frame.header();
-                out.push(Waiting {
-                    seq: m.seq,
-                    channel,
-                    dir,
-                    msg_type: crate::wire::type_name(h.version, h.msg_type),
-                    xid: h.xid,
-                    due: m.due,
-                    frame: m.frame.clone(),
-                });
-            }
+        let aside = self.aside.iter().map(|(c, d, m)| (*c, *d, m));
+        let queued = self.queues.iter().flat_map(|(&(c, d), q)| q.iter().map(move |m| (c, d, m)));
+        for (channel, dir, m) in queued.chain(aside) {
+            let h = m.frame.header();
+            out.push(Waiting {
+                seq: m.seq,
+                channel,
+                dir,
+                msg_type: crate::wire::type_name(h.version, h.msg_type),
+                xid: h.xid,
+                due: m.due,
+                frame: m.frame.clone(),
+            });
         }
         out
     }
@@ -343,13 +362,16 @@ impl Interposer {
                 return Some(Delivery { channel, dir, frame: m.frame });
             }
         }
-        None
+        let i = self.aside.iter().position(|(_, _, m)| m.seq == seq)?;
+        let (channel, dir, m) = self.aside.remove(i);
+        Some(Delivery { channel, dir, frame: m.frame })
     }
 
     /// Makes the queued message `seq` due at `due` (a held message becomes
     /// a delayed one); false if no such message is queued.
     pub fn set_due(&mut self, seq: u64, due: u64) -> bool {
-        let m = self.queues.values_mut().flat_map(|q| q.iter_mut()).find(|m| m.seq == seq);
+        let aside = self.aside.iter_mut().map(|(_, _, m)| m);
+        let m = self.queues.values_mut().flat_map(|q| q.iter_mut()).chain(aside).find(|m| m.seq == seq);
         m.map(|m| m.due = Some(due)).is_some()
     }
 
@@ -452,6 +474,24 @@ mod tests {
         assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 3), 0).is_empty(), "dropped");
         assert!(ip.once.is_empty(), "used up");
         assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 4), 0)), vec![4]);
+    }
+
+    #[test]
+    fn a_reordered_message_lets_later_ones_overtake_it() {
+        let mut ip = Interposer::default();
+        ip.once.push(Rule {
+            dir: None,
+            dpid: None,
+            msg_type: Some("barrier_request".into()),
+            action: Action::Reorder(20),
+        });
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 1), 0).is_empty());
+        // The next message on the same connection does not wait behind it.
+        assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 2), 1)), vec![2]);
+        assert_eq!(ip.next_due(), Some(20));
+        assert!(ip.due(19).is_empty());
+        assert_eq!(xids(&ip.due(20)), vec![1]);
+        assert_eq!(ip.queued(), 0);
     }
 
     #[test]

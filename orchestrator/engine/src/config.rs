@@ -196,10 +196,14 @@ pub struct Rates {
     /// A message-level fault: the proxy delays the next message of one of
     /// `message_types` to or from a random switch by `delay_ms`.
     pub message_delay: f64,
+    /// A message-level fault: the next message of one of `message_types`
+    /// to or from a random switch comes `delay_ms` late, the ones after it
+    /// overtaking it.
+    pub message_reorder: f64,
     /// How long dataplane and control delays hold things, in milliseconds.
     pub delay_ms: u64,
-    /// The OpenFlow message types `message_drop` and `message_delay` pick
-    /// from (snake_case
+    /// The OpenFlow message types `message_drop`, `message_delay` and
+    /// `message_reorder` pick from (snake_case
     /// names: `flow_mod`, `packet_out`, `packet_in` ...).
     pub message_types: Vec<String>,
 }
@@ -225,6 +229,7 @@ impl Default for Rates {
             partition_heal: 0.1,
             message_drop: 0.0,
             message_delay: 0.0,
+            message_reorder: 0.0,
             delay_ms: 100,
             message_types: vec!["flow_mod".into()],
         }
@@ -233,7 +238,7 @@ impl Default for Rates {
 
 impl Rates {
     /// Every rate with its name, in the order the fuzzer draws them.
-    pub fn named(&self) -> [(&'static str, f64); 18] {
+    pub fn named(&self) -> [(&'static str, f64); 19] {
         [
             ("traffic", self.traffic),
             ("link_failure", self.link_failure),
@@ -254,6 +259,7 @@ impl Rates {
             // Last: older seeds draw what they drew before it existed.
             ("message_drop", self.message_drop),
             ("message_delay", self.message_delay),
+            ("message_reorder", self.message_reorder),
         ]
     }
 }

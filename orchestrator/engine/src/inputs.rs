@@ -84,7 +84,8 @@ pub fn validate(net: &Network, controllers: usize, relays: &[String], e: &Extern
         External::ControlRelease { switch } => check_switch(net, *switch)?,
         External::HeldMessage { switch, msg_type, .. }
         | External::ControlDrop { switch, msg_type }
-        | External::ControlDelayNext { switch, msg_type, .. } => {
+        | External::ControlDelayNext { switch, msg_type, .. }
+        | External::ControlReorderNext { switch, msg_type, .. } => {
             check_switch(net, Some(*switch))?;
             check_msg_type(msg_type)?;
         }
@@ -196,6 +197,12 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
             dpid: Some(*switch),
             msg_type: Some(msg_type.clone()),
             action: Action::Delay(*ms),
+        }),
+        External::ControlReorderNext { switch, msg_type, ms } => runner.interposer.once.push(Rule {
+            dir: None,
+            dpid: Some(*switch),
+            msg_type: Some(msg_type.clone()),
+            action: Action::Reorder(*ms),
         }),
         External::HeldMessage { switch, msg_type, index, fate } => {
             // Nothing held to act on (a candidate without its hold): nothing to do.
@@ -364,7 +371,7 @@ impl Fuzzer {
                 "partition_heal" => {
                     end(&mut self.rng, &mut self.partitioned).map(|relay| External::PartitionHeal { relay })
                 }
-                "message_drop" | "message_delay" => {
+                "message_drop" | "message_delay" | "message_reorder" => {
                     let switches: Vec<u64> = net.switches.keys().copied().collect();
                     let types = self.rates.message_types.clone();
                     let ms = self.rates.delay_ms;
@@ -372,7 +379,10 @@ impl Fuzzer {
                         (Some(switch), Some(msg_type)) if name == "message_drop" => {
                             Some(External::ControlDrop { switch, msg_type })
                         }
-                        (Some(switch), Some(msg_type)) => Some(External::ControlDelayNext { switch, msg_type, ms }),
+                        (Some(switch), Some(msg_type)) if name == "message_delay" => {
+                            Some(External::ControlDelayNext { switch, msg_type, ms })
+                        }
+                        (Some(switch), Some(msg_type)) => Some(External::ControlReorderNext { switch, msg_type, ms }),
                         _ => None,
                     }
                 }
@@ -413,6 +423,7 @@ mod tests {
             partition_heal: 0.3,
             message_drop: 0.05,
             message_delay: 0.05,
+            message_reorder: 0.05,
             delay_ms: 100,
             message_types: vec!["flow_mod".into(), "packet_out".into()],
         };
@@ -435,6 +446,7 @@ mod tests {
             "controller c",
             "drop the next",
             "delay the next",
+            "let later messages overtake",
         ] {
             assert!(a.iter().any(|e| e.describe().starts_with(kind)), "no {kind} in 200 steps");
         }

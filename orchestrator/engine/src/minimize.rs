@@ -87,7 +87,8 @@ fn pairing(e: &External) -> Option<(String, bool)> {
         | External::ControlRelease { .. }
         | External::HeldMessage { .. }
         | External::ControlDrop { .. }
-        | External::ControlDelayNext { .. } => return None,
+        | External::ControlDelayNext { .. }
+        | External::ControlReorderNext { .. } => return None,
     })
 }
 

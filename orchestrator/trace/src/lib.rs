@@ -135,6 +135,11 @@ pub enum External {
     /// order): `[fuzz.rates] message_delay`. Armed until such a message
     /// comes.
     ControlDelayNext { switch: u64, msg_type: String, ms: u64 },
+    /// The proxy delivers the next message of `msg_type` to or from
+    /// `switch` `ms` late and lets the messages after it overtake it: a
+    /// reordering (`[fuzz.rates] message_reorder`). Armed until such a
+    /// message comes.
+    ControlReorderNext { switch: u64, msg_type: String, ms: u64 },
     /// One held message meets its fate: the `index`-th (from 0, oldest
     /// first) held message of `msg_type` on `switch`'s connections is
     /// delivered now, dropped, or delivered `ms` later (the console's
@@ -182,7 +187,8 @@ impl External {
             | External::ControlDelayEnd { switch }
             | External::HeldMessage { switch, .. }
             | External::ControlDrop { switch, .. }
-            | External::ControlDelayNext { switch, .. } => vec![s(*switch)],
+            | External::ControlDelayNext { switch, .. }
+            | External::ControlReorderNext { switch, .. } => vec![s(*switch)],
             External::ControlHold { switch, .. } | External::ControlRelease { switch } => {
                 switch.iter().map(|d| s(*d)).collect()
             }
@@ -224,6 +230,9 @@ impl External {
             External::ControlDrop { switch, msg_type } => format!("drop the next {msg_type} of s{switch}"),
             External::ControlDelayNext { switch, msg_type, ms } => {
                 format!("delay the next {msg_type} of s{switch} by {ms} ms")
+            }
+            External::ControlReorderNext { switch, msg_type, ms } => {
+                format!("let later messages overtake the next {msg_type} of s{switch} ({ms} ms late)")
             }
             External::HeldMessage { switch, msg_type, index, fate } => {
                 let which = if *index == 0 { String::new() } else { format!(" #{}", index + 1) };
