@@ -128,6 +128,10 @@ pub enum Command {
         /// section of DIR/mcs/report.md.
         #[arg(long)]
         internal: bool,
+        /// First learn fingerprint masks from this many replays (as `sts learn DIR --runs N`), so
+        /// candidates' replays match messages with volatile fields the hand-written masks keep.
+        #[arg(long, value_name = "RUNS", value_parser = clap::value_parser!(u32).range(1..=100))]
+        learn: Option<u32>,
         #[command(flatten)]
         executor: ExecutorArgs,
     },

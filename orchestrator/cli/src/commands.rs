@@ -31,7 +31,25 @@ pub fn run(cli: Cli) -> u8 {
             same.as_deref().and_then(|s| s.parse().ok()),
             junit.as_deref(),
         ),
-        Command::Minimize { dir, replays, jobs, budget, final_replays, peek, same, junit, internal, executor } => {
+        Command::Minimize {
+            dir,
+            replays,
+            jobs,
+            budget,
+            final_replays,
+            peek,
+            same,
+            junit,
+            internal,
+            learn,
+            executor,
+        } => {
+            if let Some(runs) = learn {
+                match self::learn(&engine, dir, *runs) {
+                    exit::OK => {}
+                    code => return code,
+                }
+            }
             let peek = PeekMode::from_name(peek).unwrap_or(PeekMode::Off);
             let opts = minimize::Options {
                 replays: *replays,

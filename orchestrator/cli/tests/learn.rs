@@ -71,6 +71,10 @@ fn a_nonce_in_a_rule_is_learned_and_replays_match_again() {
         assert!(cells[2].parse::<u32>().unwrap() > 0 && cells[4] == "0", "{row}");
     }
 
+    // `sts minimize --learn` learns first (here: the same masks again).
+    let (_, out, err) = sts(&["minimize", exp.to_str().unwrap(), "--learn", "1", "--final-replays", "1"]);
+    assert!(out.contains("flow_mod: V13.FlowMod.hard_timeout"), "{out}\n{err}");
+
     // With the masks: the replay matches every event of the original.
     let (_, out, err) = sts(&["replay", exp.to_str().unwrap()]);
     let after = latest_divergence(&exp);
