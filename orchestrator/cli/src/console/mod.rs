@@ -54,10 +54,17 @@ pub struct Options<'a> {
     pub json: bool,
 }
 
-/// Completion of command names, then of what commands take: switches,
-/// hosts, controllers, checkpoint names, held message ids, sub-words.
+/// What completion offers after a command word: per command (held message
+/// ids after `drop`, checkpoint names after `rewind` ...), else everything.
+#[derive(Default)]
+struct Words {
+    by_command: std::collections::BTreeMap<&'static str, Vec<String>>,
+    all: Vec<String>,
+}
+
+/// Completion of command names, then of what each command takes.
 struct Complete {
-    words: Arc<Mutex<Vec<String>>>,
+    words: Arc<Mutex<Words>>,
 }
 
 impl Completer for Complete {
@@ -67,10 +74,14 @@ impl Completer for Complete {
         let head = &line[..pos];
         let start = head.rfind(' ').map_or(0, |i| i + 1);
         let word = &head[start..];
+        let command = head.split_whitespace().next().and_then(commands::resolve).map(|c| c.name);
         let pool: Vec<String> = if start == 0 {
             COMMANDS.iter().map(|c| c.name.to_string()).collect()
         } else {
-            self.words.lock().map(|w| w.clone()).unwrap_or_default()
+            self.words
+                .lock()
+                .map(|w| command.and_then(|c| w.by_command.get(c)).unwrap_or(&w.all).clone())
+                .unwrap_or_default()
         };
         let found = pool
             .into_iter()
@@ -169,7 +180,7 @@ struct Console<'t> {
     /// for message breakpoints.
     msg_from: u64,
     rewinds_by_replay: u32,
-    words: Arc<Mutex<Vec<String>>>,
+    words: Arc<Mutex<Words>>,
 }
 
 fn load_text(path: &Path) -> Result<String, RunError> {
@@ -207,7 +218,7 @@ fn start(engine: &Engine, o: &Options<'_>) -> Result<u8, RunError> {
         }
     };
     let interactive = o.script.is_none() && std::io::stdin().is_terminal();
-    let words = Arc::new(Mutex::new(Vec::new()));
+    let words = Arc::new(Mutex::new(Words::default()));
     let mut input = match o.script {
         Some(path) => {
             let text =
@@ -323,34 +334,47 @@ impl<'t> Console<'t> {
     /// Refreshes what completion offers after a command word.
     fn update_words(&self) {
         let s = self.replayer.session();
-        let mut w: Vec<String> = s.runner.net.switches.keys().map(|d| format!("s{d}")).collect();
-        w.extend(s.runner.net.hosts.iter().map(|h| h.name.clone()));
-        w.extend((0..s.controllers.len()).map(observe::controller_name));
-        w.extend(self.marks.iter().map(|m| m.name.clone()));
-        w.extend(s.runner.interposer.waiting().iter().map(|m| m.seq.to_string()));
-        w.extend(s.relays.keys().cloned());
-        w.extend(
-            [
-                "down",
-                "up",
-                "crash",
-                "restart",
-                "seq",
-                "event",
-                "msg",
-                "invariant",
-                "violation",
-                "pcap",
-                "--stats",
-                "--replay",
-            ]
-            .map(String::from),
-        );
-        w.extend(
-            ["flow_mod", "packet_in", "packet_out", "port_status", "barrier_request", "group_mod"].map(String::from),
-        );
+        let switches: Vec<String> = s.runner.net.switches.keys().map(|d| format!("s{d}")).collect();
+        let hosts: Vec<String> = s.runner.net.hosts.iter().map(|h| h.name.clone()).collect();
+        let controllers: Vec<String> = (0..s.controllers.len()).map(observe::controller_name).collect();
+        let marks: Vec<String> = self.marks.iter().map(|m| m.name.clone()).collect();
+        let mut held: Vec<String> =
+            s.runner.interposer.waiting().iter().filter(|m| m.due.is_none()).map(|m| m.seq.to_string()).collect();
+        held.push("all".into());
+        let relays: Vec<String> = s.relays.keys().cloned().collect();
+        let types: Vec<String> = ["flow_mod", "packet_in", "packet_out", "port_status", "barrier_request", "group_mod"]
+            .map(String::from)
+            .to_vec();
+        let join = |parts: &[&[String]]| parts.concat();
+        let word = |w: &[&str]| w.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let mut by: std::collections::BTreeMap<&'static str, Vec<String>> = std::collections::BTreeMap::new();
+        for c in ["deliver", "drop", "delay"] {
+            by.insert(c, held.clone());
+        }
+        by.insert("rewind", join(&[&marks, &word(&["--replay"])]));
+        by.insert("checkpoint", marks.clone());
+        by.insert("break", join(&[&word(&["seq", "event", "msg", "invariant"]), &types, &switches]));
+        by.insert("hold", join(&[&types, &switches]));
+        by.insert("release", switches.clone());
+        by.insert("link", join(&[&word(&["down", "up"]), &switches]));
+        by.insert("switch", join(&[&word(&["down", "up"]), &switches]));
+        by.insert("controller", join(&[&word(&["crash", "restart"]), &controllers]));
+        for c in ["flows", "ports", "groups"] {
+            by.insert(c, join(&[&switches, &word(&["--stats"])]));
+        }
+        for c in ["ping", "path"] {
+            by.insert(c, hosts.clone());
+        }
+        by.insert("migrate", join(&[&hosts, &switches]));
+        for c in ["partition", "heal"] {
+            by.insert(c, relays.clone());
+        }
+        by.insert("run-to", word(&["violation", "+1s"]));
+        by.insert("export", word(&["pcap"]));
+        by.insert("help", COMMANDS.iter().map(|c| c.name.to_string()).collect());
+        let all = join(&[&switches, &hosts, &controllers, &marks, &held, &relays]);
         if let Ok(mut words) = self.words.lock() {
-            *words = w;
+            *words = Words { by_command: by, all };
         }
     }
 
