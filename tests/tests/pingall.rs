@@ -34,6 +34,8 @@ const OSKEN_13: &str = "kind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13
 const OVS_10: &str = "kind = \"ovs-testcontroller\"";
 const OVS_13: &str = "kind = \"ovs-testcontroller\"\nargs = [\"-O\", \"OpenFlow13\"]";
 const FAUCET: &str = "kind = \"faucet\"";
+const RYU_10: &str = "kind = \"ryu\"\napps = [\"ryu.app.simple_switch\"]";
+const RYU_13: &str = "kind = \"ryu\"\napps = [\"ryu.app.simple_switch_13\"]";
 
 #[test]
 fn os_ken_simple_switch_10_linear() {
@@ -50,6 +52,22 @@ fn os_ken_simple_switch_13_linear() {
 #[test]
 fn os_ken_simple_switch_13_tree() {
     all_reach("osken13-tree", TREE_13, OSKEN_13);
+}
+#[test]
+fn ryu_simple_switch_10_linear() {
+    all_reach("ryu10-linear", LINEAR_10, RYU_10);
+}
+#[test]
+fn ryu_simple_switch_10_tree() {
+    all_reach("ryu10-tree", TREE_10, RYU_10);
+}
+#[test]
+fn ryu_simple_switch_13_linear() {
+    all_reach("ryu13-linear", LINEAR_13, RYU_13);
+}
+#[test]
+fn ryu_simple_switch_13_tree() {
+    all_reach("ryu13-tree", TREE_13, RYU_13);
 }
 #[test]
 fn ovs_testcontroller_10_linear() {

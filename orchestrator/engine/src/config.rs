@@ -18,9 +18,9 @@
 //!                       # max_len (0: none, whole frames, as Open vSwitch)
 //!
 //! [[controllers]]
-//! kind = "os-ken"       # os-ken | faucet | ovs-testcontroller | command
-//! apps = ["os_ken.app.simple_switch_13"]   # os-ken only; a .py file is found next to the config
-//! args = []             # os-ken, ovs-testcontroller: extra options ({aux_port} ...)
+//! kind = "os-ken"       # os-ken | ryu | faucet | ovs-testcontroller | command
+//! apps = ["os_ken.app.simple_switch_13"]   # os-ken and ryu (ryu.app....); a .py file is found next to the config
+//! args = []             # os-ken, ryu, ovs-testcontroller: extra options ({aux_port} ...)
 //! command = []          # command: program and arguments ({port}, {address} ...)
 //! env = {}              # command: environment
 //! start_timeout_ms = 30000
@@ -431,6 +431,8 @@ impl ControllerConfig {
 #[serde(rename_all = "kebab-case")]
 pub enum ControllerKind {
     OsKen,
+    /// Ryu 4.34, os-ken's parent (`.local/ryu`, installed by `scripts/setup`).
+    Ryu,
     Faucet,
     OvsTestcontroller,
     Command,
@@ -717,6 +719,11 @@ impl Config {
                 ControllerKind::OsKen if c.apps.is_empty() => {
                     return Err(format!("controllers[{i}].apps: os-ken needs at least one app"))
                 }
+                ControllerKind::Ryu if c.apps.is_empty() => {
+                    return Err(format!(
+                        "controllers[{i}].apps: ryu needs at least one app (ryu.app.simple_switch_13 ...)"
+                    ))
+                }
                 ControllerKind::Command if c.command.is_empty() => {
                     return Err(format!("controllers[{i}].command: a command controller needs a program"))
                 }
@@ -798,7 +805,7 @@ impl Config {
             .enumerate()
             .map(|(i, c)| {
                 let mut spec = match c.kind {
-                    ControllerKind::OsKen => {
+                    ControllerKind::OsKen | ControllerKind::Ryu => {
                         // An app given as a .py file is found next to the config.
                         let apps: Vec<String> = c
                             .apps
@@ -811,10 +818,15 @@ impl Config {
                                 }
                             })
                             .collect();
-                        presets::os_ken_with(
-                            &c.args.iter().map(String::as_str).collect::<Vec<_>>(),
-                            &apps.iter().map(String::as_str).collect::<Vec<_>>(),
-                        )
+                        let (args, apps) = (
+                            c.args.iter().map(String::as_str).collect::<Vec<_>>(),
+                            apps.iter().map(String::as_str).collect::<Vec<_>>(),
+                        );
+                        if c.kind == ControllerKind::Ryu {
+                            presets::ryu_with(&args, &apps)
+                        } else {
+                            presets::os_ken_with(&args, &apps)
+                        }
                     }
                     ControllerKind::OvsTestcontroller => {
                         presets::ovs_testcontroller(&c.args.iter().map(String::as_str).collect::<Vec<_>>())

@@ -1,5 +1,5 @@
 //! Ready-made [`ControllerSpec`]s for the real controllers `scripts/setup`
-//! installs: os-ken apps, faucet and ovs-testcontroller.
+//! installs: os-ken and Ryu apps, faucet and ovs-testcontroller.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -54,6 +54,22 @@ pub fn os_ken_with(options: &[&str], apps: &[&str]) -> ControllerSpec {
     cmd.extend(options.iter().map(|a| a.to_string()));
     cmd.extend(apps.iter().map(|a| a.to_string()));
     spec("os-ken", cmd, vec![PYTHON_FAULTS], None, 30)
+}
+
+/// Ryu 4.34 (os-ken's parent; `.local/ryu`) running `apps` (`ryu.app.simple_switch_13` ...),
+/// with extra options before them.
+pub fn ryu_with(options: &[&str], apps: &[&str]) -> ControllerSpec {
+    let manager = local_dir().join("ryu/bin/ryu-manager");
+    let mut cmd = vec![
+        manager.display().to_string(),
+        "--ofp-listen-host".into(),
+        "{address}".into(),
+        "--ofp-tcp-listen-port".into(),
+        "{port}".into(),
+    ];
+    cmd.extend(options.iter().map(|a| a.to_string()));
+    cmd.extend(apps.iter().map(|a| a.to_string()));
+    spec("ryu", cmd, vec![PYTHON_FAULTS], None, 30)
 }
 
 /// Open vSwitch's test controller (a learning switch), with extra arguments
