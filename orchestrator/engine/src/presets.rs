@@ -43,23 +43,18 @@ pub fn os_ken(apps: &[&str]) -> ControllerSpec {
 /// os-ken with extra options (such as `--observe-links`, or `--wsapi-port
 /// {aux_port}` for the REST API) before its apps.
 pub fn os_ken_with(options: &[&str], apps: &[&str]) -> ControllerSpec {
-    let manager = local_dir().join("osken/bin/osken-manager");
-    let mut cmd = vec![
-        manager.display().to_string(),
-        "--ofp-listen-host".into(),
-        "{address}".into(),
-        "--ofp-tcp-listen-port".into(),
-        "{port}".into(),
-    ];
-    cmd.extend(options.iter().map(|a| a.to_string()));
-    cmd.extend(apps.iter().map(|a| a.to_string()));
-    spec("os-ken", cmd, vec![PYTHON_FAULTS], None, 30)
+    manager("os-ken", local_dir().join("osken/bin/osken-manager"), options, apps)
 }
 
 /// Ryu 4.34 (os-ken's parent; `.local/ryu`) running `apps` (`ryu.app.simple_switch_13` ...),
 /// with extra options before them.
 pub fn ryu_with(options: &[&str], apps: &[&str]) -> ControllerSpec {
-    let manager = local_dir().join("ryu/bin/ryu-manager");
+    manager("ryu", local_dir().join("ryu/bin/ryu-manager"), options, apps)
+}
+
+/// A Ryu-lineage `manager` (os-ken's, Ryu's: the same command line) with
+/// `options`, then `apps`.
+fn manager(name: &str, manager: PathBuf, options: &[&str], apps: &[&str]) -> ControllerSpec {
     let mut cmd = vec![
         manager.display().to_string(),
         "--ofp-listen-host".into(),
@@ -69,7 +64,7 @@ pub fn ryu_with(options: &[&str], apps: &[&str]) -> ControllerSpec {
     ];
     cmd.extend(options.iter().map(|a| a.to_string()));
     cmd.extend(apps.iter().map(|a| a.to_string()));
-    spec("ryu", cmd, vec![PYTHON_FAULTS], None, 30)
+    spec(name, cmd, vec![PYTHON_FAULTS], None, 30)
 }
 
 /// Open vSwitch's test controller (a learning switch), with extra arguments
