@@ -243,6 +243,15 @@ fn tmux(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Kills a tmux session when dropped, a test's panic included.
+struct KillSession(String);
+
+impl Drop for KillSession {
+    fn drop(&mut self) {
+        let _ = tmux(&["kill-session", "-t", &self.0]);
+    }
+}
+
 /// Waits until the pane shows `needle`; returns the pane.
 fn wait_for(session: &str, needle: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -290,6 +299,8 @@ fn the_interactive_prompt_completes_remembers_and_ends_cleanly() {
     let _ = tmux(&["kill-session", "-t", &session]);
     let cmd = format!("{} console {}; echo console-exited-$?; sleep 30", env!("CARGO_BIN_EXE_sts"), dir.display());
     tmux(&["new-session", "-d", "-s", &session, "-x", "200", "-y", "50", &cmd]);
+    // A failing assertion must not leave the session (and its controllers) running.
+    let _ends = KillSession(session.clone());
     wait_for(&session, "`help` lists the commands");
     // The run stands still while the prompt waits: 4 s of thinking cost the
     // controllers no time (the first input comes at its recorded 1.2 s, not
