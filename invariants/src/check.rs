@@ -659,7 +659,8 @@ impl Checker {
             self.pairs(net, &ctx.hosts, &ctx.comps, &[(b, b_sw)], a, a_sw, &w.terminals, &mut violations);
             let hole_found =
                 violations.iter().any(|v| matches!(v.invariant, Invariant::Blackhole | Invariant::Reachability));
-            if holes && blackholed.contains(&(a, b)) && !hole_found && !w.truncated {
+            let isolated = self.isolation.iter().any(|r| r.from == net.hosts[a].name && r.to == net.hosts[b].name);
+            if holes && blackholed.contains(&(a, b)) && !hole_found && !w.truncated && !isolated {
                 debug_assert!(false, "class engine and per-source walk disagree on {a} -> {b}");
                 found.notes.insert(format!(
                     "internal: the class engine reports {} -> {} blackholed, the per-source walk does not",
@@ -728,7 +729,8 @@ impl Checker {
                 }
             }
             let check_hole = on(Invariant::Blackhole) || on(Invariant::Reachability);
-            if !check_hole || !comps.same(a_sw, b_sw) {
+            // A pair that must not communicate is meant to be dropped.
+            if !check_hole || isolated || !comps.same(a_sw, b_sw) {
                 continue;
             }
             let good = |t: &Terminal| {

@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 use sts_mocknet::flow::{Action, ActionSet, FlowEntry};
 use sts_mocknet::network::{Endpoint, LinkFault, Network, HOP_LIMIT};
-use sts_mocknet::switch::{Switch, NO_FLOOD_10};
+use sts_mocknet::switch::Switch;
 use sts_proxy::wire::v13::oxm::VID_PRESENT;
 use sts_proxy::wire::v13::{self, Field};
 use sts_proxy::wire::OFP10;
@@ -737,22 +737,17 @@ impl<'m, 'n> Walker<'m, 'n> {
 
     fn output(&mut self, at: &At, pkt: Pkt, port: u32, rules: &[RuleRef]) {
         use v13::port as P;
-        if matches!(port, P::IN_PORT | P::FLOOD | P::ALL) || port == at.in_port {
+        if matches!(port, P::IN_PORT | P::FLOOD | P::ALL | P::NORMAL) || port == at.in_port {
             self.consult_in_port();
         }
         match port {
             P::IN_PORT => self.emit(at, pkt, at.in_port, rules),
-            P::FLOOD | P::ALL => {
-                let ports: Vec<u32> = at
-                    .sw
-                    .ports
-                    .values()
-                    .filter(|p| {
-                        p.no != at.in_port
-                            && !(port == P::FLOOD && at.sw.version == OFP10 && p.config & NO_FLOOD_10 != 0)
-                    })
-                    .map(|p| p.no)
-                    .collect();
+            P::FLOOD | P::ALL | P::NORMAL => {
+                // NORMAL is judged as the flood it is for an unknown
+                // destination: what the switch learned is not flow-table
+                // state, and a header class holds many destinations (so the
+                // class engine's memoised fates stay valid as it learns).
+                let ports = at.sw.flood_ports(if port == P::NORMAL { P::FLOOD } else { port }, at.in_port);
                 if ports.is_empty() {
                     let node = Self::node(at, rules);
                     return self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::NoOutput }, Some(node));
@@ -775,7 +770,7 @@ impl<'m, 'n> Walker<'m, 'n> {
                     self.end(pkt, Outcome::Punted { dpid: at.dpid }, Some(node));
                 }
             }
-            P::TABLE | P::LOCAL | P::NORMAL | P::ANY => {
+            P::TABLE | P::LOCAL | P::ANY => {
                 let node = Self::node(at, rules);
                 self.end(pkt, Outcome::Dropped { dpid: at.dpid, reason: DropReason::NoOutput }, Some(node));
             }

@@ -155,7 +155,16 @@ pub struct Switch {
     pub buffers: PacketBuffers,
     /// What is left of [`WORK_BUDGET`] for the frame being processed.
     work_left: usize,
+    /// The addresses the NORMAL action learned (Open vSwitch's L2 learning
+    /// switch): each source MAC and the port it was last seen on. Entries on
+    /// a port whose link goes down are forgotten; at most [`MAC_TABLE_MAX`].
+    pub mac_table: BTreeMap<[u8; 6], u32>,
 }
+
+/// The most addresses a switch's NORMAL action learns (Open vSwitch's
+/// default `mac-table-size`); past it, new sources are not learned and their
+/// replies are flooded.
+pub const MAC_TABLE_MAX: usize = 2048;
 
 /// What a switch keeps per controller connection (OpenFlow 1.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,7 +288,48 @@ impl Switch {
             requester: 0,
             buffers: PacketBuffers::default(),
             work_left: WORK_BUDGET,
+            mac_table: BTreeMap::new(),
         }
+    }
+
+    /// The ports the NORMAL action sends `frame` (from `in_port`) to, after
+    /// learning its source: the port its destination was learned on, or,
+    /// for a broadcast, multicast or unknown destination (or one learned on
+    /// a port that is down), every port but the ingress one. A destination
+    /// learned on the ingress port goes nowhere.
+    pub fn normal_ports(&mut self, frame: &[u8], in_port: u32) -> Vec<u32> {
+        if frame.len() < 14 {
+            return Vec::new();
+        }
+        let (dst, src): ([u8; 6], [u8; 6]) =
+            (frame[0..6].try_into().expect("6 bytes"), frame[6..12].try_into().expect("6 bytes"));
+        if src[0] & 1 == 0 && (self.mac_table.len() < MAC_TABLE_MAX || self.mac_table.contains_key(&src)) {
+            self.mac_table.insert(src, in_port);
+        }
+        self.normal_lookup(&dst, in_port)
+    }
+
+    /// Where NORMAL sends a frame for `dst` that came in on `in_port`, by
+    /// what the switch has learned (nothing is learned here).
+    pub fn normal_lookup(&self, dst: &[u8; 6], in_port: u32) -> Vec<u32> {
+        let learned = (dst[0] & 1 == 0).then(|| self.mac_table.get(dst)).flatten();
+        match learned {
+            Some(&p) if p == in_port => Vec::new(),
+            Some(&p) if self.ports.get(&p).is_some_and(|port| port.is_live()) => vec![p],
+            _ => self.flood_ports(v13::port::FLOOD, in_port),
+        }
+    }
+
+    /// The ports a FLOOD (or ALL) output from `in_port` reaches: every port
+    /// but the ingress one, less 1.0's NO_FLOOD ports for FLOOD.
+    pub fn flood_ports(&self, port: u32, in_port: u32) -> Vec<u32> {
+        self.ports
+            .values()
+            .filter(|p| {
+                p.no != in_port && !(port == v13::port::FLOOD && self.version == OFP10 && p.config & NO_FLOOD_10 != 0)
+            })
+            .map(|p| p.no)
+            .collect()
     }
 
     /// The HELLO this switch sends when it connects.
@@ -1061,15 +1111,12 @@ impl Switch {
         match port {
             P::IN_PORT => emit(self, in_port),
             P::FLOOD | P::ALL => {
-                let ports: Vec<u32> = self
-                    .ports
-                    .values()
-                    .filter(|p| {
-                        p.no != in_port && !(port == P::FLOOD && version == OFP10 && p.config & NO_FLOOD_10 != 0)
-                    })
-                    .map(|p| p.no)
-                    .collect();
-                for p in ports {
+                for p in self.flood_ports(port, in_port) {
+                    emit(self, p);
+                }
+            }
+            P::NORMAL => {
+                for p in self.normal_ports(frame, in_port) {
                     emit(self, p);
                 }
             }
@@ -1083,7 +1130,7 @@ impl Switch {
             }
             P::TABLE if hit.packet_out => self.pipeline(frame.to_vec(), in_port, 0, now, out),
             P::TABLE => {}
-            P::LOCAL | P::NORMAL | P::ANY => {}
+            P::LOCAL | P::ANY => {}
             // The spec: a frame never leaves through its ingress port unless the
             // action names IN_PORT (faucet's flood rules rely on this).
             p if p == in_port => {}
@@ -1148,7 +1195,12 @@ impl Switch {
             return None;
         }
         p.link_up = up;
-        Some(port_status(version, v13::port_reason::MODIFY, p))
+        let status = port_status(version, v13::port_reason::MODIFY, p);
+        if !up {
+            // As Open vSwitch: addresses learned on a port that went away are forgotten.
+            self.mac_table.retain(|_, learned| *learned != port_no);
+        }
+        Some(status)
     }
 
     /// Adds a port (link up, as when a cable is plugged into a new interface)

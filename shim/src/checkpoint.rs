@@ -226,7 +226,8 @@ unsafe fn hold(control: RawFd) {
                 report: fds[2],
                 clock: Some(fds[3]),
                 control: Some(fds[4]),
-                only_port: Some(port),
+                // 0: every listener moves (a REST API's too).
+                only_port: (port != 0).then_some(port),
             };
             // SAFETY: a freshly forked copy, resumed on the sockets sts sent.
             unsafe { crate::become_child(child, &sockets) };

@@ -141,6 +141,22 @@ def case_events(case, extra, rng):
         culprit = "s1 table 0: a rule of priority 50 on eth_dst"
         return events, {"invariant": "blackhole", "elements": ["h1", "h2"], "culprit": culprit,
                         "summary": "h2 quarantined at s1 after s3 reconnected"}, 2
+    if case == "policy_unmonitor":
+        # The line s1-s2-s3. Needs two policy changes, in order: monitor h1,
+        # then stop monitoring it (which wipes every flow). Noise: pings and
+        # monitoring h2 (never stopped).
+        events = []
+        for _ in range(extra):
+            if rng.random() < 0.8:
+                events.append(ping(*rng.sample([1, 2, 3], 2)))
+            else:
+                events.append({"type": "policy", "name": "monitor-h2"})
+        start = rng.randrange(0, len(events) // 2)
+        events[start:start] = [{"type": "policy", "name": "monitor-h1"}]
+        stop = rng.randrange(start + 1, len(events) + 1)
+        events[stop:stop] = [{"type": "policy", "name": "unmonitor-h1"}]
+        return events, {"invariant": "blackhole", "elements": ["h1", "h2"], "culprit": "s1 table 0: no rule matches",
+                        "summary": "every flow deleted when monitoring h1 stopped"}, 2
     raise SystemExit("unknown case %r" % case)
 
 

@@ -79,6 +79,24 @@ fn stale_routes_minimizes_to_the_link_failure_with_peek_by_checkpoints() {
     assert!(checkpointed > 0 && refused == 0, "{checkpointed} candidates peeked with checkpoints, {refused} refused");
 }
 
+/// A bug that needs two policy changes in order (monitor h1, then stop):
+/// the MCS is both policy events and nothing else; a candidate keeping the
+/// stop without the start skips it (its `after`), so none reproduces by
+/// accident.
+#[test]
+fn a_bug_needing_two_policy_changes_minimizes_to_both() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let engine = Engine::silent();
+    let (dir, optimal) = make_case("policy_unmonitor", 8, "policies");
+    let opts = Options { jobs: 2, peek: PeekMode::Checkpoints, final_replays: 1, ..Options::default() };
+    let r = rt.block_on(minimize::run(&engine, &dir, &opts)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((optimal, r.mcs_inputs, r.final_reproduced), (2, 2, 1), "{:?}", r.mcs);
+    let mcs = std::fs::read_to_string(dir.join("mcs/trace.jsonl")).expect("the MCS trace");
+    let policies: Vec<&str> = mcs.lines().filter(|l| l.contains(r#""type":"policy""#)).collect();
+    assert_eq!(policies.len(), 2, "{mcs}");
+    assert!(policies[0].contains(r#""monitor-h1""#) && policies[1].contains(r#""unmonitor-h1""#), "{policies:?}");
+}
+
 /// A violation present before any input (an unconfigured default-deny
 /// firewall): the empty sequence is tried first and reproduces it, so the
 /// MCS is empty and the report says so, instead of naming an input.

@@ -130,7 +130,8 @@ impl Checkpoint {
         fds.extend([clock.fd(), theirs.as_raw_fd()]);
         fds.extend(sockets.iter().map(|(_, s)| s.as_raw_fd()));
         let targets: Vec<String> = sockets.iter().map(|(t, _)| t.to_string()).collect();
-        let command = format!("resume {} {}\n", self.listen.port(), targets.join(" "));
+        // Port 0: every listener moves, as in a fork.
+        let command = format!("resume 0 {}\n", targets.join(" "));
         send(self.control.get_mut(), &command, &fds).map_err(|x| e("sending the command", &x))?;
         drop((theirs, sockets));
         let mut line = String::new();

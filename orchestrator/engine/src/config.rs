@@ -26,6 +26,22 @@
 //! start_timeout_ms = 30000
 //! snapshot = true       # fork each run's copy from a parked pristine one (LD_PRELOAD
 //!                       # shim; docs/snapshots.md); default true except for command
+//! setup = [             # once its switches are connected, after each restart, in
+//!                       # each fresh copy: REST calls to 127.0.0.1:{aux_port} or
+//!                       # commands ({port} {aux_port} {pid} {dir}); a failure stops the run
+//!   { http = "PUT /firewall/module/enable/all" },
+//!   { http = "POST /firewall/rules/all", body = '{"dl_type": "IPv4", "actions": "ALLOW"}' },
+//!   { command = ["kill", "-HUP", "{pid}"], timeout_ms = 10000 },
+//! ]
+//!
+//! [[policies]]          # named policy changes: the `policy` input applies one
+//! name = "deny-h1"      # letters, digits, - and _
+//! controller = "c0"     # whose {aux_port}, {pid} ... (default c0)
+//! http = "POST /firewall/rules/all"   # or command = [...], as a setup step
+//! body = '{"nw_src": "10.0.0.1/32", "actions": "DENY"}'
+//! after = ["allow-all"] # skipped unless these were applied earlier in the run
+//! isolate = [["h1", "h2"]]   # pairs that must not communicate from now on
+//! allow = []            # pairs allowed again (undoing an isolate)
 //!
 //! [pingall]
 //! min_wait_ms = 0       # wait at least this long before pinging (STP convergence ...)
@@ -58,6 +74,7 @@
 //! controller_recovery = 0.1  # a crashed controller starts again; switches reconnect
 //! partition = 0.0       # a random [[relays]] entry blocks: its controllers are partitioned
 //! partition_heal = 0.1  # a blocked relay heals (both drawn only if relays exist)
+//! policy = 0.0          # one of [[policies]] whose `after` ones came before
 //! delay_ms = 100
 //! # not yet: TCAM reordering
 //!
@@ -115,6 +132,9 @@ pub struct Config {
     pub relays: Vec<RelayConfig>,
     #[serde(default)]
     pub time: TimeConfig,
+    /// Named policy changes (`[[policies]]`): the `policy` input applies one.
+    #[serde(default)]
+    pub policies: Vec<PolicyConfig>,
     /// The directory of the config file: relative app paths (`apps =
     /// ["my_app.py"]`) are resolved against it.
     #[serde(skip)]
@@ -200,6 +220,9 @@ pub struct Rates {
     /// to or from a random switch comes `delay_ms` late, the ones after it
     /// overtaking it.
     pub message_reorder: f64,
+    /// A policy change: one of the config's `[[policies]]` whose `after`
+    /// policies were applied already.
+    pub policy: f64,
     /// How long dataplane and control delays hold things, in milliseconds.
     pub delay_ms: u64,
     /// The OpenFlow message types `message_drop`, `message_delay` and
@@ -230,6 +253,7 @@ impl Default for Rates {
             message_drop: 0.0,
             message_delay: 0.0,
             message_reorder: 0.0,
+            policy: 0.0,
             delay_ms: 100,
             message_types: vec!["flow_mod".into()],
         }
@@ -238,7 +262,7 @@ impl Default for Rates {
 
 impl Rates {
     /// Every rate with its name, in the order the fuzzer draws them.
-    pub fn named(&self) -> [(&'static str, f64); 19] {
+    pub fn named(&self) -> [(&'static str, f64); 20] {
         [
             ("traffic", self.traffic),
             ("link_failure", self.link_failure),
@@ -260,6 +284,7 @@ impl Rates {
             ("message_drop", self.message_drop),
             ("message_delay", self.message_delay),
             ("message_reorder", self.message_reorder),
+            ("policy", self.policy),
         ]
     }
 }
@@ -417,6 +442,123 @@ pub struct ControllerConfig {
     /// and ovs-testcontroller (measured to work), off for `command`.
     #[serde(default)]
     pub snapshot: Option<bool>,
+    /// Steps run once the controller is ready (its switches connected), and
+    /// again after each restart and in each fresh copy: REST calls or
+    /// commands that put a REST-configured app into a meaningful state.
+    #[serde(default)]
+    pub setup: Vec<StepConfig>,
+}
+
+/// One thing done to a controller from outside: an HTTP request to its REST
+/// API, or a command. Exactly one of `http` and `command`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StepConfig {
+    /// `"METHOD /path"`: sent to `127.0.0.1:{aux_port}` (the controller's
+    /// side port: give it to the REST API, e.g. `--wsapi-port {aux_port}`),
+    /// or `"METHOD http://host:port/path"`. Any 2xx answer is success.
+    pub http: Option<String>,
+    /// The request body (JSON, usually).
+    pub body: Option<String>,
+    /// A program and its arguments; `{port}`, `{aux_port}`, `{pid}` and
+    /// `{dir}` (the run's directory) are replaced. Exit status 0 is success.
+    pub command: Option<Vec<String>>,
+    /// How long the step may take (default 10 s; sts keeps the network
+    /// running meanwhile).
+    pub timeout_ms: Option<u64>,
+}
+
+impl StepConfig {
+    /// Checks the step's shape; `what` names it in the error.
+    fn validate(&self, what: &str) -> Result<(), String> {
+        match (&self.http, &self.command) {
+            (Some(h), None) => {
+                let mut words = h.split_whitespace();
+                let (Some(method), Some(target), None) = (words.next(), words.next(), words.next()) else {
+                    return Err(format!(
+                        "{what}.http = {h:?}: write \"METHOD /path\" (e.g. \"PUT /firewall/module/enable/all\")"
+                    ));
+                };
+                if !method.chars().all(|c| c.is_ascii_uppercase()) {
+                    return Err(format!(
+                        "{what}.http = {h:?}: {method:?} is not an HTTP method (GET, PUT, POST, DELETE ...)"
+                    ));
+                }
+                if !(target.starts_with('/') || target.starts_with("http://")) {
+                    return Err(format!("{what}.http = {h:?}: the target is a path (/...) or an http:// URL"));
+                }
+                Ok(())
+            }
+            (None, Some(c)) if !c.is_empty() => {
+                if self.body.is_some() {
+                    return Err(format!("{what}: `body` goes with `http`, not `command`"));
+                }
+                Ok(())
+            }
+            (None, Some(_)) => Err(format!("{what}.command is empty: name a program")),
+            (Some(_), Some(_)) => Err(format!("{what}: give `http` or `command`, not both")),
+            (None, None) => Err(format!("{what}: give `http = \"METHOD /path\"` or `command = [...]`")),
+        }
+    }
+
+    /// The step's time limit.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.unwrap_or(10_000))
+    }
+
+    /// A short description for errors and logs.
+    pub fn describe(&self) -> String {
+        match (&self.http, &self.command) {
+            (Some(h), _) => h.clone(),
+            (_, Some(c)) => c.join(" "),
+            _ => String::new(),
+        }
+    }
+}
+
+/// One `[[policies]]` entry: a named policy change the `policy` input applies.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Letters, digits, `-` and `_`; the trace names the policy by it.
+    pub name: String,
+    /// The controller it is applied to: `c0` (default), `c1` ...
+    #[serde(default = "first_controller")]
+    pub controller: String,
+    /// What is done, as in a `setup` step: `http` (with `body`) or `command`.
+    pub http: Option<String>,
+    pub body: Option<String>,
+    pub command: Option<Vec<String>>,
+    pub timeout_ms: Option<u64>,
+    /// Policies that must have been applied earlier in the run for this one
+    /// to make sense (a rule deleted after it was added); without them it is
+    /// skipped. Minimization relies on it: a candidate that drops a
+    /// prerequisite skips what depends on it.
+    #[serde(default)]
+    pub after: Vec<String>,
+    /// Host pairs (`[from, to]`) that must not communicate once applied:
+    /// checked by the isolation invariant, excused from blackholes.
+    #[serde(default)]
+    pub isolate: Vec<(String, String)>,
+    /// Host pairs allowed again once applied (undoing an `isolate`).
+    #[serde(default)]
+    pub allow: Vec<(String, String)>,
+}
+
+impl PolicyConfig {
+    /// What applying the policy does.
+    pub fn step(&self) -> StepConfig {
+        StepConfig {
+            http: self.http.clone(),
+            body: self.body.clone(),
+            command: self.command.clone(),
+            timeout_ms: self.timeout_ms,
+        }
+    }
+}
+
+fn first_controller() -> String {
+    "c0".into()
 }
 
 impl ControllerConfig {
@@ -599,6 +741,55 @@ impl Config {
             .collect()
     }
 
+    fn validate_policies(&self) -> Result<(), String> {
+        let mut names = BTreeSet::new();
+        for (i, p) in self.policies.iter().enumerate() {
+            let what = format!("policies[{i}]");
+            if p.name.is_empty() || !p.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(format!("{what}.name = {:?}: use letters, digits, - and _", p.name));
+            }
+            if !names.insert(p.name.as_str()) {
+                return Err(format!("{what}.name = {:?}: another policy has this name", p.name));
+            }
+            let known = p
+                .controller
+                .strip_prefix('c')
+                .and_then(|k| k.parse::<usize>().ok())
+                .is_some_and(|k| k < self.controllers.len() && p.controller == format!("c{k}"));
+            if !known {
+                return Err(format!(
+                    "{what}.controller = {:?}: controllers are c0..c{}",
+                    p.controller,
+                    self.controllers.len().saturating_sub(1)
+                ));
+            }
+            p.step().validate(&what)?;
+        }
+        let hosts: Vec<String> = if self.policies.iter().any(|p| !p.isolate.is_empty() || !p.allow.is_empty()) {
+            self.topology().hosts.iter().map(|h| h.name.clone()).collect()
+        } else {
+            vec![]
+        };
+        for (i, p) in self.policies.iter().enumerate() {
+            for a in &p.after {
+                if a == &p.name {
+                    return Err(format!("policies[{i}].after names the policy itself ({a:?})"));
+                }
+                if !names.contains(a.as_str()) {
+                    return Err(format!("policies[{i}].after: no policy named {a:?}"));
+                }
+            }
+            for (field, pairs) in [("isolate", &p.isolate), ("allow", &p.allow)] {
+                for h in pairs.iter().flat_map(|(a, b)| [a, b]) {
+                    if !hosts.contains(h) {
+                        return Err(format!("policies[{i}].{field}: no host named {h:?}"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn validate(&self) -> Result<(), String> {
         let n = &self.network;
         if n.topology == TopologyKind::Custom {
@@ -692,6 +883,12 @@ impl Config {
         if self.controllers.is_empty() {
             return Err("no [[controllers]]: at least one controller is needed".into());
         }
+        for (i, c) in self.controllers.iter().enumerate() {
+            for (k, step) in c.setup.iter().enumerate() {
+                step.validate(&format!("controllers[{i}].setup[{k}]"))?;
+            }
+        }
+        self.validate_policies()?;
         let mut relay_names = BTreeSet::new();
         for (i, r) in self.relays.iter().enumerate() {
             if r.name.is_empty() || !r.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {

@@ -84,7 +84,8 @@ pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<F
     s.runner.run_for(Duration::from_millis(config.fuzz.warmup_ms)).await;
     let mut monitor = Monitor::new(config, s.runner.clock.now());
     let mut fuzzer = Fuzzer::new(config.fuzz.seed, config.fuzz.rates.clone(), config.controllers.len())
-        .with_relays(config.relays.iter().map(|r| r.name.clone()).collect());
+        .with_relays(config.relays.iter().map(|r| r.name.clone()).collect())
+        .with_policies(&config.policies);
     let f = &config.fuzz;
     let mut inputs = 0;
     let mut last = None;

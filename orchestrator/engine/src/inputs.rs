@@ -45,8 +45,21 @@ fn check_relay(relays: &[String], name: &str) -> Result<(), String> {
 
 /// Checks that `e` fits the network (hosts, switches, links and relays
 /// exist) without changing anything.
-pub fn validate(net: &Network, controllers: usize, relays: &[String], e: &External) -> Result<(), String> {
+pub fn validate(
+    net: &Network,
+    controllers: usize,
+    relays: &[String],
+    policies: &[String],
+    e: &External,
+) -> Result<(), String> {
     match e {
+        External::Policy { name } if !policies.contains(name) => {
+            return Err(format!(
+                "no policy named {name:?} in the config's [[policies]] (there are: {})",
+                if policies.is_empty() { "none".to_string() } else { policies.join(", ") }
+            ))
+        }
+        External::Policy { .. } => {}
         External::Partition { relay } | External::PartitionHeal { relay } => check_relay(relays, relay)?,
         External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
             controller_index(controller, controllers)?;
@@ -124,9 +137,15 @@ pub fn held_message(runner: &crate::netrun::NetRunner, switch: u64, msg_type: &s
 /// link that does not exist) is an error naming what is wrong.
 pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
     let relays: Vec<String> = session.relays.keys().cloned().collect();
-    validate(&session.runner.net, session.controllers.len(), &relays, e)?;
+    let policies: Vec<String> = session.policies.keys().cloned().collect();
+    validate(&session.runner.net, session.controllers.len(), &relays, &policies, e)?;
+    if let External::Policy { name } = e {
+        crate::policy::apply(session, name).await?;
+        return Ok(());
+    }
     let runner = &mut session.runner;
     match e {
+        External::Policy { .. } => {} // applied above
         External::Partition { relay } => session.relays[relay].block(),
         External::PartitionHeal { relay } => session.relays[relay].heal(),
         External::ControllerCrash { controller } => {
@@ -257,6 +276,10 @@ pub struct Fuzzer {
     controllers_down: BTreeSet<usize>,
     relays: Vec<String>,
     partitioned: BTreeSet<String>,
+    /// The config's policies (name, the policies it must come after), and
+    /// those chosen so far.
+    policies: Vec<(String, Vec<String>)>,
+    applied: BTreeSet<String>,
 }
 
 impl Fuzzer {
@@ -264,6 +287,13 @@ impl Fuzzer {
     pub fn with_relays(mut self, mut relays: Vec<String>) -> Fuzzer {
         relays.sort();
         self.relays = relays;
+        self
+    }
+
+    /// The same fuzzer, also applying the config's policies (`policy` rate):
+    /// each time one whose `after` policies it chose earlier.
+    pub fn with_policies(mut self, policies: &[crate::config::PolicyConfig]) -> Fuzzer {
+        self.policies = policies.iter().map(|p| (p.name.clone(), p.after.clone())).collect();
         self
     }
 
@@ -281,6 +311,8 @@ impl Fuzzer {
             controllers_down: BTreeSet::new(),
             relays: Vec::new(),
             partitioned: BTreeSet::new(),
+            policies: Vec::new(),
+            applied: BTreeSet::new(),
         }
     }
 
@@ -302,7 +334,8 @@ impl Fuzzer {
             // Partitions draw nothing without relays, so adding them left
             // every older seed's choices as they were.
             let needs_relays = matches!(name, "partition" | "partition_heal");
-            if rate <= 0.0 || (needs_relays && self.relays.is_empty()) || !self.rng.gen_bool(rate) {
+            let needs_policies = name == "policy" && self.policies.is_empty();
+            if rate <= 0.0 || (needs_relays && self.relays.is_empty()) || needs_policies || !self.rng.gen_bool(rate) {
                 continue;
             }
             let e = match name {
@@ -368,6 +401,19 @@ impl Fuzzer {
                     .map(|c| External::ControllerRestart { controller: format!("c{c}") }),
                 "partition" => begin(&mut self.rng, &mut self.partitioned, self.relays.clone())
                     .map(|relay| External::Partition { relay }),
+                "policy" => {
+                    let ready: Vec<String> = self
+                        .policies
+                        .iter()
+                        .filter(|(_, after)| after.iter().all(|a| self.applied.contains(a)))
+                        .map(|(n, _)| n.clone())
+                        .collect();
+                    let name = self.pick(&ready);
+                    if let Some(n) = &name {
+                        self.applied.insert(n.clone());
+                    }
+                    name.map(|name| External::Policy { name })
+                }
                 "partition_heal" => {
                     end(&mut self.rng, &mut self.partitioned).map(|relay| External::PartitionHeal { relay })
                 }
@@ -424,6 +470,7 @@ mod tests {
             message_drop: 0.05,
             message_delay: 0.05,
             message_reorder: 0.05,
+            policy: 0.2,
             delay_ms: 100,
             message_types: vec!["flow_mod".into(), "packet_out".into()],
         };
@@ -479,5 +526,31 @@ mod tests {
             }
         }
         assert!(partitions >= 5, "{partitions} partitions in 200 steps");
+
+        // Policies only when the config has some (none above); one that
+        // must come after another never comes first.
+        assert!(!events.iter().any(|e| matches!(e, External::Policy { .. })));
+        let policy = |name: &str, after: &[&str]| crate::config::PolicyConfig {
+            name: name.into(),
+            controller: "c0".into(),
+            http: Some("PUT /x".into()),
+            body: None,
+            command: None,
+            timeout_ms: None,
+            after: after.iter().map(|a| a.to_string()).collect(),
+            isolate: vec![],
+            allow: vec![],
+        };
+        let mut f = Fuzzer::new(7, rates.clone(), 2).with_policies(&[policy("undo", &["do"]), policy("do", &[])]);
+        let names: Vec<String> = (0..200)
+            .flat_map(|_| f.step(&net))
+            .filter_map(|e| match e {
+                External::Policy { name } => Some(name),
+                _ => None,
+            })
+            .collect();
+        let first_do = names.iter().position(|n| n == "do").expect("do applied");
+        let first_undo = names.iter().position(|n| n == "undo").expect("undo applied");
+        assert!(first_do < first_undo, "{names:?}");
     }
 }

@@ -47,6 +47,7 @@ pub mod observe;
 pub mod observer;
 pub mod peek;
 pub mod pingall;
+pub mod policy;
 pub mod presets;
 pub mod replay;
 pub mod session;

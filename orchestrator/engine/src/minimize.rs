@@ -82,7 +82,10 @@ fn pairing(e: &External) -> Option<(String, bool)> {
         External::ControlHold { switch, msg_type } => (format!("hold {switch:?} {msg_type}"), true),
         // A release ends every hold of its switch (or all): paired with none
         // in particular, it stays where it is.
+        // Policies depend on each other by name (`after`): a policy whose
+        // prerequisites were left out is skipped when it comes (inputs::apply).
         External::Ping { .. }
+        | External::Policy { .. }
         | External::HostMigrate { .. }
         | External::ControlRelease { .. }
         | External::HeldMessage { .. }

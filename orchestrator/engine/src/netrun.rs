@@ -574,6 +574,31 @@ impl NetRunner {
         }
     }
 
+    /// Processes messages, without letting virtual time jump, until `done`
+    /// holds or `max` of real time passes: while a controller answers
+    /// something outside OpenFlow (a REST call, [`crate::policy`]), as if the
+    /// request took no time. On real time the clock runs as always. Returns
+    /// whether `done` held.
+    pub async fn serve_until(&mut self, max: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let give_up = tokio::time::Instant::now() + max;
+        loop {
+            self.tick();
+            while let Ok(i) = self.rx.try_recv() {
+                self.on_inbound(i);
+            }
+            if done() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= give_up {
+                return false;
+            }
+            tokio::select! {
+                inbound = self.rx.recv() => if let Some(i) = inbound { self.on_inbound(i) },
+                _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+            }
+        }
+    }
+
     /// Processes messages for `d`.
     pub async fn run_for(&mut self, d: Duration) {
         let deadline = self.clock.now() + d.as_millis() as Millis;

@@ -103,6 +103,16 @@ pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
     Drained { internal, dataplane, log_lines }
 }
 
+/// The checker `config` describes, for `session` as it stands now (the
+/// isolation pairs its applied policies added or removed).
+pub fn checker(config: &Config, session: &Session) -> sts_invariants::Checker {
+    sts_invariants::Checker { isolation: isolation_rules(session), ..config.checker() }
+}
+
+fn isolation_rules(session: &Session) -> Vec<sts_invariants::check::IsolationRule> {
+    session.isolation().into_iter().map(|(from, to)| sts_invariants::check::IsolationRule { from, to }).collect()
+}
+
 /// Checks invariants on a schedule and tracks persistence (fuzz and replay).
 #[derive(Clone)]
 pub struct Monitor {
@@ -203,6 +213,10 @@ impl Monitor {
         self.next_ms = now + self.every_ms;
         let log_lines = self.hold_open_tracebacks(session);
         let facts = facts(session, std::mem::take(&mut self.dataplane), log_lines);
+        if !session.policies.is_empty() {
+            // Policies move the pairs that must not communicate.
+            self.checker.isolation = isolation_rules(session);
+        }
         let report = self.checker.check(&session.runner.net, &facts);
         self.current = report.violations.iter().map(Violation::fingerprint).collect();
         Ok(self.persistence.observe(now, &report.violations))

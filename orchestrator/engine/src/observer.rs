@@ -77,6 +77,9 @@ pub enum NoticeKind {
     PeekFallback,
     /// A minimization resumed from its saved state.
     Resuming,
+    /// A policy change failed (the controller refused the request, or the
+    /// command failed): the run goes on without it.
+    PolicyFailed,
     /// Anything else worth a line.
     Info,
 }

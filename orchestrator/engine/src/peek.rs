@@ -34,7 +34,6 @@ use sts_trace::{External, Internal, Record, Trace};
 use crate::checkpoint::{self, Checkpoint};
 use crate::config::Config;
 use crate::inputs;
-use crate::netrun::RunState;
 use crate::observe::drain;
 use crate::session::{self, RunError, Session};
 use crate::Engine;
@@ -207,7 +206,7 @@ async fn checkpointed(engine: &Engine, config: &Config, cand: &Trace, out: &Path
     observed.extend(records(drain(&mut s.runner, &s.controllers).internal));
     // The checkpoint taken when the next input was due, in the window of the
     // current one: where the next input starts from.
-    let mut next: Option<(RunState, Vec<Checkpoint>)> = None;
+    let mut next: Option<(crate::session::SessionState, Vec<Checkpoint>)> = None;
     // The checkpoints the live controllers were resumed from: they must
     // outlive them.
     let mut _holding: Vec<Checkpoint> = Vec::new();
@@ -230,7 +229,7 @@ async fn checkpointed(engine: &Engine, config: &Config, cand: &Trace, out: &Path
             // After the controllers' checkpoints: each copy forked at or
             // before this time, so setting time back to it never makes a
             // clock step back.
-            next = Some((s.runner.state(), checkpoints));
+            next = Some((s.state(), checkpoints));
         }
         s.runner.run_until(end, |_| false).await;
         window.extend(drain(&mut s.runner, &s.controllers).internal);
@@ -290,7 +289,7 @@ pub(crate) async fn checkpoint_all(
 /// output to `controller-K-LABEL.log`.
 pub(crate) async fn roll_back(
     s: &mut Session,
-    state: &RunState,
+    state: &crate::session::SessionState,
     checkpoints: &mut [Checkpoint],
     label: &str,
 ) -> Result<(), PeekError> {
@@ -300,6 +299,7 @@ pub(crate) async fn roll_back(
     }
     let mut streams = BTreeMap::new();
     let mut sockets: Vec<Vec<(i32, OwnedFd)>> = checkpoints.iter().map(|_| Vec::new()).collect();
+    let (session_state, state) = (state, &state.run);
     for (dpid, conn, port) in state.open_connections() {
         let held = checkpoints
             .iter()
@@ -327,6 +327,7 @@ pub(crate) async fn roll_back(
     s.crashed.clear();
     s.expect_controllers();
     s.runner.restore(state, streams, &moved).await.map_err(env)?;
+    s.restore_state(session_state);
     Ok(())
 }
 

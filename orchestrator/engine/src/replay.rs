@@ -95,6 +95,7 @@ pub fn validate(config: &Config, trace: &Trace, path: &Path) -> Result<(), RunEr
                 &net,
                 config.controllers.len(),
                 &config.relays.iter().map(|r| r.name.clone()).collect::<Vec<_>>(),
+                &config.policies.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
                 e,
             )
             .map_err(|m| RunError::BadInput(format!("{}:{}: external: {m}", path.display(), r.line)))?;
@@ -143,7 +144,7 @@ struct Place {
 /// state, and where the replay stood. Keep it as long as the run goes on:
 /// controllers resumed from it die with it.
 pub struct Mark {
-    state: crate::netrun::RunState,
+    state: crate::session::SessionState,
     checkpoints: Vec<crate::checkpoint::Checkpoint>,
     place: Place,
     written: trace::WriterMark,
@@ -261,7 +262,8 @@ impl<'t> Replayer<'t> {
     /// this replay's trace like any input. Returns its seq in that trace.
     pub async fn inject(&mut self, e: &External) -> Result<u64, RunError> {
         let relays: Vec<String> = self.session.relays.keys().cloned().collect();
-        inputs::validate(&self.session.runner.net, self.session.controllers.len(), &relays, e)
+        let policies: Vec<String> = self.session.policies.keys().cloned().collect();
+        inputs::validate(&self.session.runner.net, self.session.controllers.len(), &relays, &policies, e)
             .map_err(RunError::BadInput)?;
         self.flush()?;
         let now = self.session.runner.clock.now();
@@ -308,7 +310,7 @@ impl<'t> Replayer<'t> {
         self.flush()?;
         let written = self.writer.mark().map_err(self.env())?;
         Ok(Mark {
-            state: self.session.runner.state(),
+            state: self.session.state(),
             checkpoints,
             place: self.place.clone(),
             written,

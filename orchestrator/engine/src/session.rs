@@ -48,6 +48,22 @@ pub struct Session {
     pub wall_epoch_ns: Option<u64>,
     /// The engine this run belongs to (its notices, its zygotes).
     pub engine: crate::Engine,
+    /// Each controller's `setup` steps.
+    pub setup: Vec<Vec<crate::config::StepConfig>>,
+    /// The config's `[[policies]]`, by name.
+    pub policies: BTreeMap<String, crate::config::PolicyConfig>,
+    /// The policies applied so far in this run, in order.
+    pub applied_policies: Vec<String>,
+    /// The config's own `[invariants] isolation` pairs.
+    base_isolation: Vec<(String, String)>,
+}
+
+/// Where a run stands beyond its network ([`crate::netrun::RunState`]): what
+/// a rollback to a checkpoint restores besides the controllers.
+#[derive(Clone)]
+pub struct SessionState {
+    pub run: crate::netrun::RunState,
+    applied_policies: Vec<String>,
 }
 
 impl Session {
@@ -80,7 +96,33 @@ impl Session {
         self.controllers[i] = ctl;
         self.crashed.remove(&i);
         self.expect_controllers();
-        self.runner.reconnect_controller(addr).await.map_err(|e| e.to_string())
+        self.runner.reconnect_controller(addr).await.map_err(|e| e.to_string())?;
+        if !self.setup[i].is_empty() {
+            // Once its switches are back: the steps configure them.
+            self.runner.settle(200, 10_000).await;
+            crate::policy::set_up(self, i).await?;
+        }
+        Ok(())
+    }
+
+    /// Where the run stands, for a rollback ([`Session::restore_state`]).
+    pub fn state(&self) -> SessionState {
+        SessionState { run: self.runner.state(), applied_policies: self.applied_policies.clone() }
+    }
+
+    /// Takes back the session's own part of `state` (the network's is
+    /// restored with the controllers, by `peek::roll_back`).
+    pub fn restore_state(&mut self, state: &SessionState) {
+        self.applied_policies = state.applied_policies.clone();
+    }
+
+    /// The host pairs that must not communicate now: the config's, with the
+    /// applied policies' `isolate` and `allow` on top.
+    pub fn isolation(&self) -> Vec<(String, String)> {
+        crate::policy::isolation(
+            &self.base_isolation,
+            self.applied_policies.iter().filter_map(|n| self.policies.get(n)),
+        )
     }
 }
 
@@ -327,7 +369,7 @@ pub async fn start_with(
         }
         return Err(RunError::Environment(why));
     }
-    Ok(Session {
+    let mut session = Session {
         runner,
         controllers,
         run_dir: run_dir.to_owned(),
@@ -337,5 +379,17 @@ pub async fn start_with(
         relays,
         wall_epoch_ns,
         engine: engine.clone(),
-    })
+        setup: config.controllers.iter().map(|c| c.setup.clone()).collect(),
+        policies: config.policies.iter().map(|p| (p.name.clone(), p.clone())).collect(),
+        applied_policies: Vec::new(),
+        base_isolation: config.invariants.isolation.clone(),
+    };
+    for i in 0..session.controllers.len() {
+        crate::policy::set_up(&mut session, i).await.map_err(RunError::BadInput)?;
+    }
+    if session.setup.iter().any(|s| !s.is_empty()) {
+        // What the steps set off (FLOW_MODs ...) settles before the run goes on.
+        session.runner.settle(settle.quiet_ms, settle.max_ms).await;
+    }
+    Ok(session)
 }

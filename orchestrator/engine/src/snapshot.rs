@@ -171,8 +171,9 @@ impl Zygote {
             |what: &str, e: &dyn std::fmt::Display| SnapshotError::Start(format!("forking {}: {what}: {e}", self.name));
         let output = CopyOutput::new().map_err(|e| err("pipe", &e))?;
         let mut fds = output.theirs().to_vec();
-        // Only the OpenFlow listener moves; side services keep their ports.
-        let mut command = format!("fork {}", self.process.addr().port());
+        // Every TCP listener moves, a REST API's too: copies running side by
+        // side must not accept each other's requests.
+        let mut command = "fork".to_string();
         // A copy on virtual time also gets a control socket, for checkpoints.
         let mut shim = None;
         if let Some(c) = clock {
@@ -245,6 +246,8 @@ impl CopyOutput {
             return Err(format!("its report: no new port for {} in {ports:?}", listen.port()));
         };
         let addr = SocketAddr::new(listen.ip(), port);
+        // A side service (`{aux_port}`) listening before the snapshot moved too.
+        let aux_port = ports.iter().find(|(old, _)| *old == aux_port).map_or(aux_port, |&(_, new)| new);
         Controller::adopt_forked(name, pid, addr, aux_port, log_path, File::from(out.0), File::from(err.0), shim)
             .map_err(|e| format!("adopting it (log {}): {e}", log_path.display()))
     }

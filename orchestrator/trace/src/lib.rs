@@ -152,6 +152,11 @@ pub enum External {
         index: u32,
         fate: Fate,
     },
+    /// The named policy change of the config's `[[policies]]` is applied (an
+    /// HTTP request to a controller's REST API, or a command): an operator
+    /// reconfiguring the network. Skipped when a policy it must come
+    /// `after` was not applied earlier in the run.
+    Policy { name: String },
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -195,7 +200,10 @@ impl External {
             External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
                 vec![controller.clone()]
             }
-            External::Ping { .. } | External::Partition { .. } | External::PartitionHeal { .. } => vec![],
+            External::Ping { .. }
+            | External::Partition { .. }
+            | External::PartitionHeal { .. }
+            | External::Policy { .. } => vec![],
         };
         v.dedup();
         v
@@ -217,6 +225,7 @@ impl External {
             External::SwitchUp { switch } => format!("switch s{switch} recovers"),
             External::Partition { relay } => format!("partition {relay}"),
             External::PartitionHeal { relay } => format!("partition {relay} heals"),
+            External::Policy { name } => format!("policy {name}"),
             External::ControlDelay { switch, ms } => format!("control messages to s{switch} delayed {ms} ms"),
             External::ControlDelayEnd { switch } => format!("control delay to s{switch} ends"),
             External::ControllerCrash { controller } => format!("controller {controller} crashes"),

@@ -369,6 +369,7 @@ impl<'t> Console<'t> {
         for c in ["partition", "heal"] {
             by.insert(c, relays.clone());
         }
+        by.insert("policy", s.policies.keys().cloned().collect());
         by.insert("run-to", word(&["violation", "+1s"]));
         by.insert("export", word(&["pcap"]));
         by.insert("help", COMMANDS.iter().map(|c| c.name.to_string()).collect());
@@ -820,8 +821,8 @@ impl<'t> Console<'t> {
     }
 
     fn check(&mut self, kind: Option<&str>, out: &mut Reply) {
-        let checker = self.config.checker();
         let session = self.replayer.session_mut();
+        let checker = observe::checker(&self.config, session);
         let facts = observe::facts(session, Vec::new(), Vec::new());
         let report = checker.check(&session.runner.net, &facts);
         let found: Vec<_> =

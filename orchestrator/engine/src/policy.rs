@@ -1,0 +1,229 @@
+//! Things done to a controller from outside OpenFlow: its `setup` steps
+//! (run once it is ready, again after each restart, in every fresh copy) and
+//! the named policy changes of `[[policies]]` (the `policy` input).
+//!
+//! A step is an HTTP request to the controller's REST API or a command. It
+//! runs on a blocking thread while the network keeps running (a REST handler
+//! may send FLOW_MODs and wait for their replies). On virtual time the clock
+//! stands still meanwhile: the operator's request takes no time, and no
+//! timer fires early because sts waited for an answer.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::config::{PolicyConfig, StepConfig};
+use crate::session::Session;
+
+/// What a step is run against: the controller's ports, pid and run directory.
+#[derive(Debug, Clone)]
+struct Target {
+    port: u16,
+    aux_port: u16,
+    pid: u32,
+    dir: String,
+}
+
+impl Target {
+    fn fill(&self, s: &str) -> String {
+        s.replace("{port}", &self.port.to_string())
+            .replace("{aux_port}", &self.aux_port.to_string())
+            .replace("{pid}", &self.pid.to_string())
+            .replace("{dir}", &self.dir)
+    }
+}
+
+/// Runs `step` against controller `i` of `session`, keeping the network
+/// running until it is done. The error names the step and what went wrong.
+pub async fn run_step(session: &mut Session, i: usize, step: &StepConfig) -> Result<(), String> {
+    let c = session.controllers.get(i).ok_or_else(|| format!("no controller c{i}"))?;
+    let target = Target {
+        port: c.addr().port(),
+        aux_port: c.aux_port(),
+        pid: c.pid(),
+        dir: session.run_dir.display().to_string(),
+    };
+    let (step, timeout) = (step.clone(), step.timeout());
+    let what = step.describe();
+    let job = tokio::task::spawn_blocking(move || perform(&step, &target, timeout));
+    // Generous: `perform` itself gives up at the step's timeout.
+    let finished = session.runner.serve_until(timeout + Duration::from_secs(1), || job.is_finished()).await;
+    if !finished {
+        return Err(format!("c{i}: `{what}` did not finish within {} ms", timeout.as_millis()));
+    }
+    job.await.map_err(|e| format!("c{i}: `{what}`: {e}"))?.map_err(|e| format!("c{i}: `{what}`: {e}"))
+}
+
+/// Runs `session`'s setup steps for controller `i`, in order.
+pub async fn set_up(session: &mut Session, i: usize) -> Result<(), String> {
+    let steps = session.setup.get(i).cloned().unwrap_or_default();
+    for (k, step) in steps.iter().enumerate() {
+        run_step(session, i, step).await.map_err(|e| format!("setup step {} of c{i}: {e}", k + 1))?;
+    }
+    Ok(())
+}
+
+/// Applies policy `name`, unless a policy it must come after was not applied
+/// earlier in the run: then it is skipped (`Ok(false)`), as minimization's
+/// candidates that left the prerequisite out expect.
+pub async fn apply(session: &mut Session, name: &str) -> Result<bool, String> {
+    let policy = session.policies.get(name).cloned().ok_or_else(|| unknown(session, name))?;
+    if let Some(missing) = policy.after.iter().find(|a| !session.applied_policies.contains(a)) {
+        tracing::debug!("policy {name} skipped: {missing} was not applied before it");
+        return Ok(false);
+    }
+    let i = controller_index(&policy)?;
+    if session.crashed.contains(&i) {
+        // The operator's request meets a dead controller: refused, nothing changes.
+        tracing::debug!("policy {name} skipped: c{i} is down");
+        return Ok(false);
+    }
+    if let Err(e) = run_step(session, i, &policy.step()).await {
+        // The controller's answer, not sts's failure: the run goes on, as
+        // an operator's would, without the change.
+        session.engine.notice_once(
+            crate::NoticeKind::PolicyFailed,
+            format!("policy {name} failed and was not applied (said once per job): {e}"),
+        );
+        return Ok(false);
+    }
+    session.applied_policies.push(name.to_string());
+    Ok(true)
+}
+
+/// The message for a policy the config does not declare.
+pub fn unknown(session: &Session, name: &str) -> String {
+    let known: Vec<&str> = session.policies.keys().map(String::as_str).collect();
+    format!(
+        "no policy named {name:?} in the config's [[policies]] (there are: {})",
+        if known.is_empty() { "none".to_string() } else { known.join(", ") }
+    )
+}
+
+fn controller_index(p: &PolicyConfig) -> Result<usize, String> {
+    p.controller
+        .strip_prefix('c')
+        .and_then(|k| k.parse().ok())
+        .ok_or_else(|| format!("bad controller {:?}", p.controller))
+}
+
+/// The host pairs that must not communicate after the policies `applied`
+/// (in order) on top of the config's own `base` pairs: each policy's
+/// `isolate` pairs added, its `allow` pairs removed.
+pub fn isolation<'a>(
+    base: &[(String, String)],
+    applied: impl IntoIterator<Item = &'a PolicyConfig>,
+) -> Vec<(String, String)> {
+    let mut pairs: BTreeSet<(String, String)> = base.iter().cloned().collect();
+    for p in applied {
+        pairs.extend(p.isolate.iter().cloned());
+        p.allow.iter().for_each(|a| {
+            pairs.remove(a);
+        });
+    }
+    pairs.into_iter().collect()
+}
+
+/// Does the step, on a blocking thread, within `timeout`.
+fn perform(step: &StepConfig, target: &Target, timeout: Duration) -> Result<(), String> {
+    match (&step.http, &step.command) {
+        (Some(http), _) => request(http, step.body.as_deref(), target, timeout),
+        (_, Some(command)) => run_command(command, target, timeout),
+        _ => Err("neither `http` nor `command`".into()),
+    }
+}
+
+fn request(http: &str, body: Option<&str>, target: &Target, timeout: Duration) -> Result<(), String> {
+    let http = target.fill(http);
+    let (method, path) = http.split_once(' ').ok_or("no method")?;
+    let url = if path.starts_with('/') { format!("http://127.0.0.1:{}{path}", target.aux_port) } else { path.into() };
+    let agent = ureq::AgentBuilder::new().timeout(timeout).build();
+    let req = agent.request(method, &url);
+    let sent = match body {
+        Some(b) => req.set("Content-Type", "application/json").send_string(&target.fill(b)),
+        None => req.call(),
+    };
+    match sent {
+        Ok(_) => Ok(()),
+        Err(ureq::Error::Status(code, resp)) => {
+            let mut text = resp.into_string().unwrap_or_default();
+            text.truncate(300);
+            Err(format!("HTTP {code} from {url}: {}", text.trim()))
+        }
+        Err(e) => Err(format!("{url}: {e}")),
+    }
+}
+
+fn run_command(command: &[String], target: &Target, timeout: Duration) -> Result<(), String> {
+    let args: Vec<String> = command.iter().map(|a| target.fill(a)).collect();
+    let mut child = Command::new(&args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", args[0]))?;
+    let give_up = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            if status.success() {
+                return Ok(());
+            }
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            err.truncate(300);
+            return Err(format!("{status}: {}", err.trim()));
+        }
+        if Instant::now() >= give_up {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("killed after {} ms", timeout.as_millis()));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(name: &str, isolate: &[(&str, &str)], allow: &[(&str, &str)]) -> PolicyConfig {
+        let pairs = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+        PolicyConfig {
+            name: name.into(),
+            controller: "c0".into(),
+            http: Some("PUT /x".into()),
+            body: None,
+            command: None,
+            timeout_ms: None,
+            after: vec![],
+            isolate: pairs(isolate),
+            allow: pairs(allow),
+        }
+    }
+
+    #[test]
+    fn isolation_follows_the_policies_in_order() {
+        let base = vec![("h3".to_string(), "h4".to_string())];
+        let deny = policy("deny", &[("h1", "h2")], &[]);
+        let undo = policy("undo", &[], &[("h1", "h2"), ("h3", "h4")]);
+        let p = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(isolation(&base, [&deny]), vec![p("h1", "h2"), p("h3", "h4")]);
+        assert_eq!(isolation(&base, [&deny, &undo]), vec![]);
+        assert_eq!(isolation(&base, [&undo, &deny]), vec![p("h1", "h2")]);
+    }
+
+    #[test]
+    fn a_failing_command_says_why() {
+        let t = Target { port: 1, aux_port: 2, pid: 3, dir: "/tmp".into() };
+        let cmd = |s: &str| vec!["sh".to_string(), "-c".to_string(), s.to_string()];
+        assert!(run_command(&cmd("test {port}{aux_port}{pid} = 123"), &t, Duration::from_secs(5)).is_ok());
+        let e = run_command(&cmd("echo nope >&2; exit 3"), &t, Duration::from_secs(5)).unwrap_err();
+        assert!(e.contains("nope") && e.contains('3'), "{e}");
+        let e = run_command(&cmd("sleep 5"), &t, Duration::from_millis(50)).unwrap_err();
+        assert!(e.contains("killed after 50 ms"), "{e}");
+    }
+}
