@@ -293,6 +293,31 @@ pub enum Command {
         #[arg(long)]
         partition: Option<String>,
     },
+    /// Make a recording of real switches (`sts proxy --record`) into an experiment that replays on the
+    /// mock network with the same controller; --check N replays it and compares the controller's messages
+    #[command(after_help = "Build the testbed with the config's wiring (`sts import --config FILE --wiring`; \
+scripts/ovs-testbed does it with Open vSwitch), record through `sts proxy`, then import: link failures and \
+recoveries seen in PORT_STATUS become inputs; disagreements between the testbed and the mock network are \
+listed. Exit 0 when every checked replay sent the recorded controller-to-switch messages, 1 when some did not.")]
+    Import {
+        /// The recording (`sts proxy --record FILE`).
+        #[arg(required_unless_present = "wiring")]
+        recording: Option<PathBuf>,
+        /// The experiment config whose network the testbed was built as, with the same controller.
+        #[arg(long)]
+        config: PathBuf,
+        /// Experiment directory to write (config, trace, import.json).
+        #[arg(long, required_unless_present = "wiring")]
+        out: Option<PathBuf>,
+        /// Replay the import N times and count the replays whose controller-to-switch messages
+        /// (fingerprints, per switch) are the recording's.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        check: u32,
+        /// Print the wiring a testbed needs to match the config (switches, links with port numbers,
+        /// hosts with MAC and IP) and exit.
+        #[arg(long)]
+        wiring: bool,
+    },
     /// Standalone interposition between real switches and a controller.
     Proxy {
         /// Address switches connect to.

@@ -81,6 +81,11 @@ pub fn run(cli: Cli) -> u8 {
         Command::Pcap { dir, out, dataplane } => pcap(dir, out.as_deref(), dataplane.as_deref()),
         Command::Report { dir, shiviz, out } => report(dir, *shiviz, out.as_deref()),
         Command::Learn { dir, runs } => learn(&engine, dir, *runs),
+        Command::Import { recording, config, out, check, wiring } => match (recording, out) {
+            _ if *wiring => import_wiring(config),
+            (Some(recording), Some(out)) => import(&engine, recording, config, out, *check),
+            _ => exit::BAD_INPUT, // clap requires both without --wiring
+        },
         Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
             proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
         }
@@ -556,6 +561,103 @@ fn learn(engine: &Engine, dir: &Path, runs: u32) -> u8 {
         );
     }
     exit::OK
+}
+
+fn import_wiring(config_path: &Path) -> u8 {
+    match load_config("import", config_path) {
+        Ok((config, _)) => {
+            print!("{}", sts_engine::import::wiring(&config));
+            exit::OK
+        }
+        Err(code) => code,
+    }
+}
+
+fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, check: u32) -> u8 {
+    let (config, text) = match load_config("import", config_path) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let exp = match fuzz::create_experiment(&config, &text, out) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("sts import: {e}");
+            return exit::of_error(&e);
+        }
+    };
+    let imported = match sts_engine::import::import(recording, &config, &exp.trace()) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("sts import: {e}");
+            return exit::of_error(&e);
+        }
+    };
+    let named: Vec<String> = imported.switches.iter().map(|(c, d)| format!("connection {c} = s{d}")).collect();
+    println!(
+        "imported {} messages from {} switches ({}), {} inputs",
+        imported.messages,
+        imported.switches.len(),
+        named.join(", "),
+        imported.inputs.len()
+    );
+    for i in &imported.inputs {
+        println!("  {i}");
+    }
+    for d in &imported.disagreements {
+        println!("  disagreement: {d}");
+    }
+    let mut report = serde_json::json!({ "import": imported });
+    let mut code = exit::OK;
+    if check > 0 {
+        let original = match sts_trace::Trace::load(&exp.trace()) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("sts import: {e}");
+                return exit::ENVIRONMENT;
+            }
+        };
+        let summary = match block_on("import", sts_engine::replay::run(engine, &exp.dir, check, |_| {})) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+        let (recorded_out, recorded_in) =
+            (sts_engine::import::to_switch(&original), sts_engine::import::to_controller(&original));
+        let mut same = 0;
+        let mut runs = Vec::new();
+        for r in &summary.runs {
+            let Ok(replayed) = sts_trace::Trace::load(&r.trace) else { continue };
+            let out_diff =
+                sts_engine::import::differences(&recorded_out, &sts_engine::import::to_switch(&replayed), 10);
+            let in_diff =
+                sts_engine::import::differences(&recorded_in, &sts_engine::import::to_controller(&replayed), 10);
+            same += usize::from(out_diff.is_empty());
+            runs.push(serde_json::json!({ "run": r.run, "to_switch": out_diff, "to_controller": in_diff }));
+        }
+        println!(
+            "replays sending the recorded controller-to-switch messages: {same}/{check} (fingerprints per switch)"
+        );
+        if let Some(first) = runs.first() {
+            // Where the mock network answers differently from the testbed's switches.
+            for d in first["to_controller"].as_array().into_iter().flatten() {
+                println!("  switch-to-controller, mock vs testbed: {}", d.as_str().unwrap_or_default());
+            }
+        }
+        for r in &runs {
+            for d in r["to_switch"].as_array().into_iter().flatten() {
+                println!("  replay {}: {}", r["run"], d.as_str().unwrap_or_default());
+            }
+        }
+        report["check"] = serde_json::json!({ "replays": check, "same_to_switch": same, "runs": runs });
+        if same < check as usize {
+            code = exit::VIOLATION;
+        }
+    }
+    if let Err(e) = sts_trace::dir::write_json(&exp.dir.join("import.json"), &report) {
+        eprintln!("sts import: cannot write import.json: {e}");
+        return exit::ENVIRONMENT;
+    }
+    println!("experiment: {} (sts replay, sts minimize and sts console take it)", exp.dir.display());
+    code
 }
 
 fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {

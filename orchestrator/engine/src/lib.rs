@@ -38,6 +38,7 @@ pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod fuzz;
+pub mod import;
 pub mod inputs;
 pub mod internal;
 pub mod learn;
