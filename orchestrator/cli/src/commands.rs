@@ -627,9 +627,9 @@ fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, che
         for r in &summary.runs {
             let Ok(replayed) = sts_trace::Trace::load(&r.trace) else { continue };
             let out_diff =
-                sts_engine::import::differences(&recorded_out, &sts_engine::import::to_switch(&replayed), 10);
+                sts_engine::import::differences(&recorded_out, &sts_engine::import::to_switch(&replayed), 100);
             let in_diff =
-                sts_engine::import::differences(&recorded_in, &sts_engine::import::to_controller(&replayed), 10);
+                sts_engine::import::differences(&recorded_in, &sts_engine::import::to_controller(&replayed), 100);
             same += usize::from(out_diff.is_empty());
             runs.push(serde_json::json!({ "run": r.run, "to_switch": out_diff, "to_controller": in_diff }));
         }
@@ -638,12 +638,16 @@ fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, che
         );
         if let Some(first) = runs.first() {
             // Where the mock network answers differently from the testbed's switches.
-            for d in first["to_controller"].as_array().into_iter().flatten() {
+            let all = first["to_controller"].as_array().cloned().unwrap_or_default();
+            for d in all.iter().take(10) {
                 println!("  switch-to-controller, mock vs testbed: {}", d.as_str().unwrap_or_default());
+            }
+            if all.len() > 10 {
+                println!("  ... {} more in {}", all.len() - 10, exp.dir.join("import.json").display());
             }
         }
         for r in &runs {
-            for d in r["to_switch"].as_array().into_iter().flatten() {
+            for d in r["to_switch"].as_array().into_iter().flatten().take(10) {
                 println!("  replay {}: {}", r["run"], d.as_str().unwrap_or_default());
             }
         }
