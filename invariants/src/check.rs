@@ -738,7 +738,11 @@ impl Checker {
                     || t.outcome == Outcome::Delivered { host: b }
             };
             let goods: Vec<&Terminal> = relevant.iter().filter(|t| good(t)).copied().collect();
-            let found = relevant.iter().filter(|t| !good(t)).find_map(|t| {
+            // A copy that is dropped names the fault better than one that
+            // reaches another host (a flood's copies reach everyone): those last.
+            let mut bad: Vec<&Terminal> = relevant.iter().filter(|t| !good(t)).copied().collect();
+            bad.sort_by_key(|t| matches!(t.outcome, Outcome::Delivered { .. }));
+            let found = bad.into_iter().find_map(|t| {
                 let start = class(t)?;
                 let mut left = vec![start];
                 for g in &goods {
@@ -747,7 +751,7 @@ impl Checker {
                         return None;
                     }
                 }
-                left.iter().find_map(Cube::witness).map(|h| (*t, h))
+                left.iter().find_map(Cube::witness).map(|h| (t, h))
             });
             if let Some((t, h)) = found {
                 let invariant = if on(Invariant::Blackhole) { Invariant::Blackhole } else { Invariant::Reachability };

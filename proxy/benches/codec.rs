@@ -167,6 +167,10 @@ fn mix() -> Vec<Message> {
 fn bench(c: &mut Criterion) {
     let msgs = mix();
     let stream: Vec<u8> = msgs.iter().flat_map(|m| m.emit().unwrap()).collect();
+    // The same bytes for the peers beside it (scripts/bench-codec-peers).
+    if let Some(path) = std::env::var_os("STS_CODEC_MIX") {
+        std::fs::write(&path, &stream).expect("write the mix");
+    }
     let mut g = c.benchmark_group("codec");
     g.throughput(Throughput::Bytes(stream.len() as u64));
 
