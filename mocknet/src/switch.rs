@@ -80,6 +80,17 @@ impl Port {
         }
     }
 
+    /// The switch's LOCAL port as Open vSwitch describes a bridge's own
+    /// interface (named after the bridge, administratively down): listed in
+    /// the port descriptions, never forwarding (apps such as os-ken's igmplib
+    /// read its address).
+    fn local(dpid: u64) -> Port {
+        let mut p = Port::new(dpid, v13::port::LOCAL);
+        p.name = format!("s{dpid}");
+        p.config = v13::port_config::PORT_DOWN;
+        p
+    }
+
     /// True if the port can carry frames.
     pub fn is_live(&self) -> bool {
         self.link_up && self.config & v13::port_config::PORT_DOWN == 0
@@ -397,7 +408,7 @@ impl Switch {
                     n_tables: 1,
                     capabilities: 0x87, // flow, table, port stats; ARP match IP
                     actions: 0xfff,
-                    ports: self.ports.values().map(Port::to_v10).collect(),
+                    ports: self.ports.values().chain([&Port::local(self.dpid)]).map(Port::to_v10).collect(),
                 }),
             )),
             M::GetConfigRequest => out.push(Self::reply10(
@@ -586,7 +597,9 @@ impl Switch {
     fn multipart(&self, req: &RequestBody, now: Millis) -> Option<ReplyBody> {
         Some(match req {
             RequestBody::Desc => ReplyBody::Desc(Box::new(desc())),
-            RequestBody::PortDesc => ReplyBody::PortDesc(self.ports.values().map(Port::to_v13).collect()),
+            RequestBody::PortDesc => {
+                ReplyBody::PortDesc(self.ports.values().chain([&Port::local(self.dpid)]).map(Port::to_v13).collect())
+            }
             RequestBody::Flow(f) | RequestBody::Aggregate(f) => {
                 let fm = FlowMatch::from_v13(&f.r#match).ok()?;
                 let sel = Selector {

@@ -37,7 +37,23 @@ fn many_ports_are_described_in_several_parts() {
     assert!(parts.len() > 1, "{} parts", parts.len());
     assert_flags(&parts);
     let ports: usize = parts.iter().map(|(_, b)| if let ReplyBody::PortDesc(p) = b { p.len() } else { 0 }).sum();
-    assert_eq!(ports, 1500);
+    assert_eq!(ports, 1500 + 1, "and the LOCAL port");
+}
+
+/// As Open vSwitch describes a bridge: its own interface, the LOCAL port,
+/// named after the bridge and down, beside the others (os-ken's igmplib
+/// reads its address and failed with a KeyError without it).
+#[test]
+fn the_local_port_is_described_and_down() {
+    let mut sw = Switch::new(7, OFP13, 2);
+    let parts = ask(&mut sw, RequestBody::PortDesc);
+    let [(_, ReplyBody::PortDesc(ports))] = parts.as_slice() else { panic!("{parts:?}") };
+    let numbers: Vec<u32> = ports.iter().map(|p| p.port_no).collect();
+    assert_eq!(numbers, [1, 2, v13::port::LOCAL]);
+    let local = &ports[2];
+    assert_eq!(local.name.text(), "s7");
+    assert_eq!((local.config, local.state), (v13::port_config::PORT_DOWN, v13::port_state::LINK_DOWN));
+    assert!(!sw.ports.contains_key(&v13::port::LOCAL), "described, never forwarding");
 }
 
 #[test]

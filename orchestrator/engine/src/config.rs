@@ -612,8 +612,9 @@ impl Default for PingallConfig {
 
 /// The largest network a config may describe.
 /// Ports an OpenFlow 1.0 switch can have: its FEATURES_REPLY (at most
-/// 65,535 bytes, a 32-byte header) lists each in 48 bytes.
-pub const MAX_PORTS_10: usize = (65_535 - 32) / 48;
+/// 65,535 bytes, a 32-byte header) lists each in 48 bytes, and its LOCAL
+/// port too.
+pub const MAX_PORTS_10: usize = (65_535 - 32) / 48 - 1;
 
 pub const MAX_SWITCHES: u64 = 1_000_000;
 
@@ -1213,7 +1214,7 @@ mod tests {
         };
         assert!(load_str(&config(MAX_PORTS_10, "1.0")).is_ok());
         let e = load_str(&config(MAX_PORTS_10 + 1, "1.0")).unwrap_err().to_string();
-        assert!(e.contains("line 1: network: switch s1 would have 1365 ports"), "{e}");
+        assert!(e.contains(&format!("line 1: network: switch s1 would have {} ports", MAX_PORTS_10 + 1)), "{e}");
         assert!(load_str(&config(MAX_PORTS_10 + 1, "1.3")).is_ok(), "1.3 lists ports in multipart replies");
     }
 

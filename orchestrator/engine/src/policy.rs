@@ -52,6 +52,10 @@ pub async fn run_step(session: &mut Session, i: usize, step: &StepConfig) -> Res
     if !finished {
         return Err(format!("c{i}: `{what}` did not finish within {} ms", timeout.as_millis()));
     }
+    // What the request set off (a FLOW_MOD still in the controller's send
+    // queue when it answered) goes out before the run moves on: on virtual
+    // time, until every controller waits again with nothing in flight.
+    session.runner.quiesce(Duration::from_secs(2)).await;
     job.await.map_err(|e| format!("c{i}: `{what}`: {e}"))?.map_err(|e| format!("c{i}: `{what}`: {e}"))
 }
 
