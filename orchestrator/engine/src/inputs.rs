@@ -53,7 +53,7 @@ pub fn validate(
     e: &External,
 ) -> Result<(), String> {
     match e {
-        External::Policy { name } if !policies.contains(name) => {
+        External::Policy { name, .. } if !policies.contains(name) => {
             return Err(format!(
                 "no policy named {name:?} in the config's [[policies]] (there are: {})",
                 if policies.is_empty() { "none".to_string() } else { policies.join(", ") }
@@ -139,7 +139,7 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
     let relays: Vec<String> = session.relays.keys().cloned().collect();
     let policies: Vec<String> = session.policies.keys().cloned().collect();
     validate(&session.runner.net, session.controllers.len(), &relays, &policies, e)?;
-    if let External::Policy { name } = e {
+    if let External::Policy { name, .. } = e {
         crate::policy::apply(session, name).await?;
         return Ok(());
     }
@@ -276,9 +276,9 @@ pub struct Fuzzer {
     controllers_down: BTreeSet<usize>,
     relays: Vec<String>,
     partitioned: BTreeSet<String>,
-    /// The config's policies (name, the policies it must come after), and
-    /// those chosen so far.
-    policies: Vec<(String, Vec<String>)>,
+    /// The config's policies (name, the policies it must come after, its
+    /// controller), and those chosen so far.
+    policies: Vec<(String, Vec<String>, String)>,
     applied: BTreeSet<String>,
 }
 
@@ -293,7 +293,7 @@ impl Fuzzer {
     /// The same fuzzer, also applying the config's policies (`policy` rate):
     /// each time one whose `after` policies it chose earlier.
     pub fn with_policies(mut self, policies: &[crate::config::PolicyConfig]) -> Fuzzer {
-        self.policies = policies.iter().map(|p| (p.name.clone(), p.after.clone())).collect();
+        self.policies = policies.iter().map(|p| (p.name.clone(), p.after.clone(), p.controller.clone())).collect();
         self
     }
 
@@ -402,17 +402,17 @@ impl Fuzzer {
                 "partition" => begin(&mut self.rng, &mut self.partitioned, self.relays.clone())
                     .map(|relay| External::Partition { relay }),
                 "policy" => {
-                    let ready: Vec<String> = self
+                    let ready: Vec<(String, String)> = self
                         .policies
                         .iter()
-                        .filter(|(_, after)| after.iter().all(|a| self.applied.contains(a)))
-                        .map(|(n, _)| n.clone())
+                        .filter(|(_, after, _)| after.iter().all(|a| self.applied.contains(a)))
+                        .map(|(n, _, c)| (n.clone(), c.clone()))
                         .collect();
-                    let name = self.pick(&ready);
-                    if let Some(n) = &name {
+                    let chosen = self.pick(&ready);
+                    if let Some((n, _)) = &chosen {
                         self.applied.insert(n.clone());
                     }
-                    name.map(|name| External::Policy { name })
+                    chosen.map(|(name, c)| External::Policy { name, controller: Some(c) })
                 }
                 "partition_heal" => {
                     end(&mut self.rng, &mut self.partitioned).map(|relay| External::PartitionHeal { relay })
@@ -545,7 +545,7 @@ mod tests {
         let names: Vec<String> = (0..200)
             .flat_map(|_| f.step(&net))
             .filter_map(|e| match e {
-                External::Policy { name } => Some(name),
+                External::Policy { name, .. } => Some(name),
                 _ => None,
             })
             .collect();

@@ -267,6 +267,14 @@ impl<'t> Replayer<'t> {
             .map_err(RunError::BadInput)?;
         self.flush()?;
         let now = self.session.runner.clock.now();
+        // A typed policy names its controller, as the fuzzer's do (for reports).
+        let e = &match e {
+            External::Policy { name, controller: None } => External::Policy {
+                name: name.clone(),
+                controller: self.session.policies.get(name).map(|p| p.controller.clone()),
+            },
+            other => other.clone(),
+        };
         let seq = self.writer.external(now, e.clone()).map_err(self.env())?;
         inputs::apply(&mut self.session, e).await.map_err(RunError::BadInput)?;
         self.place.injected += 1;

@@ -156,7 +156,13 @@ pub enum External {
     /// HTTP request to a controller's REST API, or a command): an operator
     /// reconfiguring the network. Skipped when a policy it must come
     /// `after` was not applied earlier in the run.
-    Policy { name: String },
+    Policy {
+        name: String,
+        /// The controller the config applies it to (`c0` ...), for reports;
+        /// the config decides.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        controller: Option<String>,
+    },
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -200,10 +206,8 @@ impl External {
             External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
                 vec![controller.clone()]
             }
-            External::Ping { .. }
-            | External::Partition { .. }
-            | External::PartitionHeal { .. }
-            | External::Policy { .. } => vec![],
+            External::Policy { controller, .. } => controller.iter().cloned().collect(),
+            External::Ping { .. } | External::Partition { .. } | External::PartitionHeal { .. } => vec![],
         };
         v.dedup();
         v
@@ -225,7 +229,7 @@ impl External {
             External::SwitchUp { switch } => format!("switch s{switch} recovers"),
             External::Partition { relay } => format!("partition {relay}"),
             External::PartitionHeal { relay } => format!("partition {relay} heals"),
-            External::Policy { name } => format!("policy {name}"),
+            External::Policy { name, .. } => format!("policy {name}"),
             External::ControlDelay { switch, ms } => format!("control messages to s{switch} delayed {ms} ms"),
             External::ControlDelayEnd { switch } => format!("control delay to s{switch} ends"),
             External::ControllerCrash { controller } => format!("controller {controller} crashes"),
