@@ -13,7 +13,12 @@
 //! - recording: the recorder thread (fingerprints, JSON Lines) trails the relay;
 //!   its rate is measured from the burst's start until it has written everything.
 //!
-//! Run: `cargo run --release -p sts --example proxy_bench`. Results: docs/benchmarks.md.
+//! With `--peers`, the same measures through socat and haproxy (tcp mode),
+//! relaying the same streams to the same sink (Debian's packages, installed
+//! by scripts/setup): what a user would otherwise put in the path.
+//!
+//! Run: `cargo run --release -p sts-engine --example proxy_bench [-- --peers]`.
+//! Results: docs/benchmarks.md.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -146,7 +151,49 @@ async fn throughput(addr: SocketAddr, count: &AtomicU64) -> f64 {
     BURST as f64 / t.elapsed().as_secs_f64()
 }
 
+/// A relay of someone else's from a free port to `to`: the child and the address.
+fn peer(name: &str, to: SocketAddr, dir: &std::path::Path) -> (std::process::Child, SocketAddr) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut cmd = match name {
+        "socat" => {
+            let mut c = std::process::Command::new("socat");
+            c.arg(format!("TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork,nodelay")).arg(format!("TCP:{to},nodelay"));
+            c
+        }
+        _ => {
+            let cfg = dir.join("haproxy.cfg");
+            std::fs::write(
+                &cfg,
+                format!(
+                    "global\n  nbthread 1\ndefaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n  \
+                     timeout server 1h\nlisten relay\n  bind 127.0.0.1:{port}\n  option tcp-smart-connect\n  \
+                     server sink {to}\n"
+                ),
+            )
+            .unwrap();
+            let mut c = std::process::Command::new("haproxy");
+            c.arg("-db").arg("-f").arg(&cfg);
+            c
+        }
+    };
+    let child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{name} (scripts/setup installs it): {e}"));
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < deadline, "{name} does not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, addr)
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "--peers") {
+        return peers();
+    }
     let (sink_addr, count) = sink();
     let record = std::env::temp_dir().join(format!("sts-proxy-bench-{}.jsonl", std::process::id()));
     let (rec, _recorder) = sts_proxy::standalone::record_to(&record).unwrap();
@@ -199,4 +246,45 @@ fn main() {
         );
     });
     let _ = std::fs::remove_file(record);
+}
+
+/// sts's proxy (recording and not) beside socat and haproxy in one run: echo
+/// round trips and a PACKET_IN burst through each, to the same sink.
+fn peers() {
+    let (sink_addr, count) = sink();
+    let dir = std::env::temp_dir().join(format!("sts-proxy-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = dir.join("recording.jsonl");
+    let (rec, _recorder) = sts_proxy::standalone::record_to(&record).unwrap();
+    let recording = proxy(sink_addr, Some(rec));
+    let bare = proxy(sink_addr, None);
+    let (mut socat, socat_addr) = peer("socat", sink_addr, &dir);
+    let (mut haproxy, haproxy_addr) = peer("haproxy", sink_addr, &dir);
+    let rt = runtime();
+    rt.block_on(async {
+        latencies(sink_addr).await;
+        let direct = latencies(sink_addr).await;
+        let d50 = percentile(&direct, 0.5).as_secs_f64() * 1e6;
+        println!("| relay | echo round trip, median | added per message, median | p99 round trip | PACKET_IN relay, 300,000 burst |");
+        println!("|---|---|---|---|---|");
+        let direct_rate = throughput(sink_addr, &count).await;
+        println!(
+            "| none (direct) | {d50:.1} µs | | {:.1} µs | {direct_rate:.0} msgs/s |",
+            percentile(&direct, 0.99).as_secs_f64() * 1e6
+        );
+        for (name, addr) in [
+            ("sts proxy, not recording", bare),
+            ("sts proxy, recording", recording),
+            ("socat", socat_addr),
+            ("haproxy (tcp mode, one thread)", haproxy_addr),
+        ] {
+            latencies(addr).await; // warm up
+            let l = latencies(addr).await;
+            let (p50, p99) = (percentile(&l, 0.5).as_secs_f64() * 1e6, percentile(&l, 0.99).as_secs_f64() * 1e6);
+            let rate = throughput(addr, &count).await;
+            println!("| {name} | {p50:.1} µs | {:.1} µs | {p99:.1} µs | {rate:.0} msgs/s |", (p50 - d50) / 2.0);
+        }
+    });
+    let _ = (socat.kill(), haproxy.kill(), socat.wait(), haproxy.wait());
+    let _ = std::fs::remove_dir_all(dir);
 }
