@@ -546,6 +546,22 @@ pub struct PolicyConfig {
 }
 
 impl PolicyConfig {
+    /// A policy `PUT /NAME` on c0 that comes `after` others (for tests).
+    #[cfg(test)]
+    pub(crate) fn named(name: &str, after: &[&str]) -> PolicyConfig {
+        PolicyConfig {
+            name: name.into(),
+            controller: "c0".into(),
+            http: Some(format!("PUT /{name}")),
+            body: None,
+            command: None,
+            timeout_ms: None,
+            after: after.iter().map(|a| a.to_string()).collect(),
+            isolate: vec![],
+            allow: vec![],
+        }
+    }
+
     /// What applying the policy does.
     pub fn step(&self) -> StepConfig {
         StepConfig {

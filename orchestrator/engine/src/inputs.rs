@@ -530,17 +530,7 @@ mod tests {
         // Policies only when the config has some (none above); one that
         // must come after another never comes first.
         assert!(!events.iter().any(|e| matches!(e, External::Policy { .. })));
-        let policy = |name: &str, after: &[&str]| crate::config::PolicyConfig {
-            name: name.into(),
-            controller: "c0".into(),
-            http: Some("PUT /x".into()),
-            body: None,
-            command: None,
-            timeout_ms: None,
-            after: after.iter().map(|a| a.to_string()).collect(),
-            isolate: vec![],
-            allow: vec![],
-        };
+        let policy = crate::config::PolicyConfig::named;
         let mut f = Fuzzer::new(7, rates.clone(), 2).with_policies(&[policy("undo", &["do"]), policy("do", &[])]);
         let names: Vec<String> = (0..200)
             .flat_map(|_| f.step(&net))

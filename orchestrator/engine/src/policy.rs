@@ -196,17 +196,7 @@ mod tests {
 
     fn policy(name: &str, isolate: &[(&str, &str)], allow: &[(&str, &str)]) -> PolicyConfig {
         let pairs = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-        PolicyConfig {
-            name: name.into(),
-            controller: "c0".into(),
-            http: Some("PUT /x".into()),
-            body: None,
-            command: None,
-            timeout_ms: None,
-            after: vec![],
-            isolate: pairs(isolate),
-            allow: pairs(allow),
-        }
+        PolicyConfig { isolate: pairs(isolate), allow: pairs(allow), ..PolicyConfig::named(name, &[]) }
     }
 
     #[test]
