@@ -16,7 +16,8 @@ fn host_index(net: &Network, name: &str) -> Result<usize, String> {
     net.hosts.iter().position(|h| h.name == name).ok_or_else(|| format!("no host named {name:?}"))
 }
 
-fn controller_index(name: &str, n: usize) -> Result<usize, String> {
+/// Controller `c<i>`'s index among `n` controllers.
+pub(crate) fn controller_index(name: &str, n: usize) -> Result<usize, String> {
     name.strip_prefix('c')
         .and_then(|i| i.parse::<usize>().ok())
         .filter(|&i| i < n)
@@ -54,10 +55,7 @@ pub fn validate(
 ) -> Result<(), String> {
     match e {
         External::Policy { name, .. } if !policies.contains(name) => {
-            return Err(format!(
-                "no policy named {name:?} in the config's [[policies]] (there are: {})",
-                if policies.is_empty() { "none".to_string() } else { policies.join(", ") }
-            ))
+            return Err(crate::policy::unknown(name, policies))
         }
         External::Policy { .. } => {}
         External::Partition { relay } | External::PartitionHeal { relay } => check_relay(relays, relay)?,

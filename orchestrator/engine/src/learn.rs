@@ -150,15 +150,7 @@ fn leftovers(a: &[String], b: &[String]) -> (Vec<String>, Vec<String>) {
 /// The keys of `trace`'s internal events (what a replay "observed"), with
 /// `masks` if given.
 fn observed(trace: &Trace, masks: Option<&Masks>) -> Vec<String> {
-    trace
-        .records
-        .iter()
-        .filter_map(|r| r.internal.as_ref())
-        .filter_map(|i| match masks {
-            Some(m) => m.key(i),
-            None => i.key(),
-        })
-        .collect()
+    trace.records.iter().filter_map(|r| r.internal.as_ref()).filter_map(|i| sts_trace::masks::key(masks, i)).collect()
 }
 
 /// `sts learn DIR --runs K`: replays, learns, saves `DIR/masks.json`.

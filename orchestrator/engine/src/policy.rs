@@ -72,12 +72,14 @@ pub async fn set_up(session: &mut Session, i: usize) -> Result<(), String> {
 /// earlier in the run: then it is skipped (`Ok(false)`), as minimization's
 /// candidates that left the prerequisite out expect.
 pub async fn apply(session: &mut Session, name: &str) -> Result<bool, String> {
-    let policy = session.policies.get(name).cloned().ok_or_else(|| unknown(session, name))?;
+    let Some(policy) = session.policies.get(name).cloned() else {
+        return Err(unknown(name, &session.policies.keys().cloned().collect::<Vec<_>>()));
+    };
     if let Some(missing) = policy.after.iter().find(|a| !session.applied_policies.contains(a)) {
         tracing::debug!("policy {name} skipped: {missing} was not applied before it");
         return Ok(false);
     }
-    let i = controller_index(&policy)?;
+    let i = crate::inputs::controller_index(&policy.controller, session.controllers.len())?;
     if session.crashed.contains(&i) {
         // The operator's request meets a dead controller: refused, nothing changes.
         tracing::debug!("policy {name} skipped: c{i} is down");
@@ -96,20 +98,13 @@ pub async fn apply(session: &mut Session, name: &str) -> Result<bool, String> {
     Ok(true)
 }
 
-/// The message for a policy the config does not declare.
-pub fn unknown(session: &Session, name: &str) -> String {
-    let known: Vec<&str> = session.policies.keys().map(String::as_str).collect();
+/// The message for a policy the config does not declare (`known` are the
+/// ones it does).
+pub fn unknown(name: &str, known: &[String]) -> String {
     format!(
         "no policy named {name:?} in the config's [[policies]] (there are: {})",
         if known.is_empty() { "none".to_string() } else { known.join(", ") }
     )
-}
-
-fn controller_index(p: &PolicyConfig) -> Result<usize, String> {
-    p.controller
-        .strip_prefix('c')
-        .and_then(|k| k.parse().ok())
-        .ok_or_else(|| format!("bad controller {:?}", p.controller))
 }
 
 /// The host pairs that must not communicate after the policies `applied`
@@ -151,8 +146,7 @@ fn request(http: &str, body: Option<&str>, target: &Target, timeout: Duration) -
     match sent {
         Ok(_) => Ok(()),
         Err(ureq::Error::Status(code, resp)) => {
-            let mut text = resp.into_string().unwrap_or_default();
-            text.truncate(300);
+            let text = sts_trace::bounded_message(resp.into_string().unwrap_or_default(), 300);
             Err(format!("HTTP {code} from {url}: {}", text.trim()))
         }
         Err(e) => Err(format!("{url}: {e}")),
@@ -178,8 +172,7 @@ fn run_command(command: &[String], target: &Target, timeout: Duration) -> Result
             if let Some(mut e) = child.stderr.take() {
                 let _ = e.read_to_string(&mut err);
             }
-            err.truncate(300);
-            return Err(format!("{status}: {}", err.trim()));
+            return Err(format!("{status}: {}", sts_trace::bounded_message(err, 300).trim()));
         }
         if Instant::now() >= give_up {
             let _ = child.kill();
@@ -217,6 +210,15 @@ mod tests {
         assert!(run_command(&cmd("test {port}{aux_port}{pid} = 123"), &t, Duration::from_secs(5)).is_ok());
         let e = run_command(&cmd("echo nope >&2; exit 3"), &t, Duration::from_secs(5)).unwrap_err();
         assert!(e.contains("nope") && e.contains('3'), "{e}");
+        // A long message is cut, on a character boundary (byte 300 falls
+        // inside a three-byte character here).
+        let e = run_command(
+            &cmd("printf x >&2; for i in $(seq 400); do printf '€' >&2; done; exit 1"),
+            &t,
+            Duration::from_secs(5),
+        )
+        .unwrap_err();
+        assert!(e.contains("characters ...") && e.chars().count() < 400, "{e}");
         let e = run_command(&cmd("sleep 5"), &t, Duration::from_millis(50)).unwrap_err();
         assert!(e.contains("killed after 50 ms"), "{e}");
     }

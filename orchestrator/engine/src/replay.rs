@@ -421,10 +421,7 @@ impl<'t> Replayer<'t> {
     /// What replay matches `e` on: its key, with the experiment's learned
     /// masks applied when it has some.
     fn key(&self, e: &sts_trace::Internal) -> Option<String> {
-        match &self.config.masks {
-            Some(m) => m.key(e),
-            None => e.key(),
-        }
+        sts_trace::masks::key(self.config.masks.as_ref(), e)
     }
 
     fn see(&mut self, events: Vec<sts_trace::Internal>) {
@@ -582,10 +579,7 @@ pub async fn replay_once(
 /// how many of each; `masks` apply to the original's keys as they did to
 /// `observed`.
 pub fn diverge(trace: &Trace, observed: &[String], masks: Option<&sts_trace::masks::Masks>) -> Divergence {
-    let key = |i: &sts_trace::Internal| match masks {
-        Some(m) => m.key(i),
-        None => i.key(),
-    };
+    let key = |i: &sts_trace::Internal| sts_trace::masks::key(masks, i);
     let original: Vec<(u64, String)> = trace
         .records
         .iter()

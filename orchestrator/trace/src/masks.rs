@@ -112,6 +112,15 @@ impl Masks {
     }
 }
 
+/// What replay matches `i` on: [`Masks::key`] when an experiment has
+/// masks, else [`Internal::key`].
+pub fn key(masks: Option<&Masks>, i: &Internal) -> Option<String> {
+    match masks {
+        Some(m) => m.key(i),
+        None => i.key(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
