@@ -36,6 +36,7 @@ const OVS_13: &str = "kind = \"ovs-testcontroller\"\nargs = [\"-O\", \"OpenFlow1
 const FAUCET: &str = "kind = \"faucet\"";
 const RYU_10: &str = "kind = \"ryu\"\napps = [\"ryu.app.simple_switch\"]";
 const RYU_13: &str = "kind = \"ryu\"\napps = [\"ryu.app.simple_switch_13\"]";
+const CERBERUS: &str = "kind = \"cerberus\"";
 
 #[test]
 fn os_ken_simple_switch_10_linear() {
@@ -84,6 +85,14 @@ fn ovs_testcontroller_13_linear() {
 #[test]
 fn ovs_testcontroller_13_tree() {
     all_reach("ovs13-tree", TREE_13, OVS_13);
+}
+#[test]
+fn cerberus_linear() {
+    all_reach("cerberus-linear", LINEAR_13, CERBERUS);
+}
+#[test]
+fn cerberus_tree() {
+    all_reach("cerberus-tree", TREE_13, CERBERUS);
 }
 #[test]
 fn faucet_linear() {

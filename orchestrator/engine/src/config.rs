@@ -18,7 +18,7 @@
 //!                       # max_len (0: none, whole frames, as Open vSwitch)
 //!
 //! [[controllers]]
-//! kind = "os-ken"       # os-ken | ryu | faucet | ovs-testcontroller | command
+//! kind = "os-ken"       # os-ken | ryu | faucet | cerberus | ovs-testcontroller | command
 //! apps = ["os_ken.app.simple_switch_13"]   # os-ken and ryu (ryu.app....); a .py file is found next to the config
 //! args = []             # os-ken, ryu, ovs-testcontroller: extra options ({aux_port} ...)
 //! command = []          # command: program and arguments ({port}, {address} ...)
@@ -592,6 +592,10 @@ pub enum ControllerKind {
     /// Ryu 4.34, os-ken's parent (`.local/ryu`, installed by `scripts/setup`).
     Ryu,
     Faucet,
+    /// Cerberus 0.1.8, a proactive layer-2 controller on Ryu (fast-failover
+    /// groups, no MAC learning; installed into `.local/ryu`). sts writes its
+    /// topology.json from the network.
+    Cerberus,
     OvsTestcontroller,
     Command,
 }
@@ -941,10 +945,11 @@ impl Config {
                 ControllerKind::Command if c.command.is_empty() => {
                     return Err(format!("controllers[{i}].command: a command controller needs a program"))
                 }
-                ControllerKind::Faucet if n.openflow != OpenFlowVersion::V13 => {
+                ControllerKind::Faucet | ControllerKind::Cerberus if n.openflow != OpenFlowVersion::V13 => {
+                    let name = if c.kind == ControllerKind::Faucet { "faucet" } else { "cerberus" };
                     return Err(format!(
-                        "controllers[{i}]: faucet speaks only OpenFlow 1.3; set network.openflow = \"1.3\""
-                    ))
+                        "controllers[{i}]: {name} speaks only OpenFlow 1.3; set network.openflow = \"1.3\""
+                    ));
                 }
                 _ => {}
             }
@@ -1050,6 +1055,16 @@ impl Config {
                         std::fs::write(&path, faucet_yaml(&topo))?;
                         presets::faucet(&path)
                     }
+                    ControllerKind::Cerberus => {
+                        let dir = run_dir.join(format!("cerberus-{i}"));
+                        for sub in ["rollback", "failed"] {
+                            std::fs::create_dir_all(dir.join(sub))?;
+                        }
+                        let path = dir.join("topology.json");
+                        let net = sts_mocknet::Network::new(&topo, self.network.openflow.wire());
+                        std::fs::write(&path, cerberus_topology(&net))?;
+                        presets::cerberus(&path, &c.args.iter().map(String::as_str).collect::<Vec<_>>())
+                    }
                     ControllerKind::Command => ControllerSpec {
                         name: c.command[0].rsplit('/').next().unwrap_or("controller").to_string(),
                         command: c.command.clone(),
@@ -1085,6 +1100,47 @@ pub fn faucet_yaml(topo: &Topology) -> String {
         }
     }
     y
+}
+
+/// Cerberus's topology.json for `net`: every switch (`sN`, its datapath id),
+/// every switch-to-switch link with its two ports, and every host with the
+/// MAC, IPv4 address (/8) and port sts gives it, all on VLAN 100, untagged.
+/// Cerberus installs its flows from this alone: a host it does not list, or
+/// one that moved, is dropped.
+pub fn cerberus_topology(net: &sts_mocknet::Network) -> String {
+    let dp_ids: serde_json::Map<String, serde_json::Value> =
+        net.switches.keys().map(|d| (format!("s{d}"), serde_json::json!(d))).collect();
+    let links: Vec<serde_json::Value> = net
+        .switch_links()
+        .into_iter()
+        .map(|((d1, p1), (d2, p2))| {
+            serde_json::json!([format!("s{d1}"), p1.to_string(), format!("s{d2}"), p2.to_string()])
+        })
+        .collect();
+    let hosts: Vec<serde_json::Value> = net
+        .hosts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| {
+            let (d, p) = net.host_port(i)?;
+            Some(serde_json::json!({
+                "name": h.name,
+                "interfaces": [{
+                    "switch": format!("s{d}"),
+                    "swport": p,
+                    "mac": h.mac.to_string(),
+                    "ipv4": format!("{}/8", h.ip),
+                    "vlan": 100,
+                    "tagged": false,
+                }],
+            }))
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "switch_matrix": { "dp_ids": dp_ids, "links": links, "p4": [] },
+        "hosts_matrix": hosts,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
 
 /// toml's error, with the offending line quoted.
@@ -1377,5 +1433,43 @@ mod tests {
             }
         }
         assert!(n >= 5, "expected an example per controller, found {n}");
+    }
+
+    #[test]
+    fn cerberus_gets_a_topology_json_of_the_network_and_only_openflow_13() {
+        let e = Config::from_toml(
+            "[network]\ntopology = \"linear\"\nopenflow = \"1.0\"\n[[controllers]]\nkind = \"cerberus\"\n",
+            Path::new("."),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cerberus speaks only OpenFlow 1.3"), "{e}");
+
+        let config = Config::from_toml(
+            "[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"1.3\"\n[[controllers]]\nkind = \"cerberus\"\n",
+            Path::new("."),
+        )
+        .unwrap();
+        let net = sts_mocknet::Network::new(&config.topology(), config.network.openflow.wire());
+        let doc: serde_json::Value = serde_json::from_str(&cerberus_topology(&net)).unwrap();
+        let sw = &doc["switch_matrix"];
+        assert_eq!(sw["dp_ids"], serde_json::json!({"s1": 1, "s2": 2, "s3": 3}));
+        // Each link once, with the ports the mock network gives it (hosts take port 1).
+        assert_eq!(sw["links"], serde_json::json!([["s1", "2", "s2", "2"], ["s2", "3", "s3", "2"]]));
+        let hosts = doc["hosts_matrix"].as_array().unwrap();
+        assert_eq!(hosts.len(), 3);
+        assert_eq!(
+            hosts[0],
+            serde_json::json!({"name": "h1", "interfaces": [{"switch": "s1", "swport": 1, "mac": "00:00:00:00:00:01",
+                "ipv4": "10.0.0.1/8", "vlan": 100, "tagged": false}]})
+        );
+
+        let dir = std::env::temp_dir().join(format!("sts-config-cerberus-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = &config.controller_specs(&dir).unwrap()[0];
+        assert!(dir.join("cerberus-0/topology.json").is_file() && dir.join("cerberus-0/rollback").is_dir());
+        assert!(spec.command.iter().any(|a| a == "cerberus.cerberus"), "{:?}", spec.command);
+        assert!(spec.env.iter().any(|(k, v)| k == "CERBERUS_CONFIG" && v == "{config}"), "{:?}", spec.env);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

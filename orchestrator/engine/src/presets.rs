@@ -67,6 +67,25 @@ fn manager(name: &str, manager: PathBuf, options: &[&str], apps: &[&str]) -> Con
     spec(name, cmd, vec![PYTHON_FAULTS], None, 30)
 }
 
+/// Cerberus 0.1.8 (a Ryu app, installed into `.local/ryu` by `scripts/setup`)
+/// with the topology.json at `config`; its log, rollback and failed-config
+/// directories sit beside it (setup points Cerberus's fixed `/etc/cerberus`
+/// and `/var/log/cerberus` paths at `CERBERUS_*` variables). Its REST API
+/// (`PUT /api/push_config` ...) listens on 127.0.0.1:{aux_port}.
+pub fn cerberus(config: &Path, options: &[&str]) -> ControllerSpec {
+    let dir = config.parent().unwrap_or(Path::new(".")).display().to_string();
+    let mut wsapi = vec!["--wsapi-host", "127.0.0.1", "--wsapi-port", "{aux_port}"];
+    wsapi.extend_from_slice(options);
+    let mut s = manager("cerberus", local_dir().join("ryu/bin/ryu-manager"), &wsapi, &["cerberus.cerberus"]);
+    s.config = Some(config.to_owned());
+    s.env.push(("CERBERUS_CONFIG".into(), "{config}".into()));
+    s.env.push(("CERBERUS_LOG_PATH".into(), dir.clone()));
+    s.env.push(("CERBERUS_LOG_FILE".into(), format!("{dir}/cerberus.log")));
+    s.env.push(("CERBERUS_ROLLBACK_DIR".into(), format!("{dir}/rollback")));
+    s.env.push(("CERBERUS_FAILED_CONF_DIR".into(), format!("{dir}/failed")));
+    s
+}
+
 /// Open vSwitch's test controller (a learning switch), with extra arguments
 /// such as `-O OpenFlow13`. One process serves at most 16 switches (its
 /// `MAX_SWITCHES`); larger networks need several.
