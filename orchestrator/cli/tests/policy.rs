@@ -75,3 +75,17 @@ fn a_failing_setup_step_names_itself_and_a_bad_one_is_a_config_error() {
     assert_eq!(run.status.code(), Some(2), "{}", said(&run));
     assert!(said(&run).contains(r#"no policy named "log-of""#), "{}", said(&run));
 }
+
+#[test]
+fn faucets_vlan_race_pinned_by_a_delayed_packet_in_reproduces_every_time() {
+    // docs/bugs-found.md, bug 3: the MCS `sts minimize` found, as a trace.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/traces/faucet-slow-packet-in");
+    let dir = scratch("faucet-race");
+    for f in ["config.toml", "trace.jsonl"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let run = sts(&["replay", dir.to_str().unwrap(), "--repeat", "3", "--expect", "reproduce"]);
+    assert_eq!(run.status.code(), Some(0), "{}", said(&run));
+    assert!(said(&run).contains("reproduced 3/3"), "{}", said(&run));
+    assert!(said(&run).contains("h2 reaches h1 despite the isolation policy"), "{}", said(&run));
+}
