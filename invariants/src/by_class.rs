@@ -180,7 +180,9 @@ struct RuleMeta {
 }
 
 impl RuleMeta {
-    fn of(r: &Rule, id: u32, keep: bool, conditional: bool) -> RuleMeta {
+    /// `fingerprint`: the rule's [`fingerprint`] when kept for updates
+    /// (computed once by the caller), else 0.
+    fn of(r: &Rule, id: u32, keep: bool, conditional: bool, fingerprint: u64) -> RuleMeta {
         let ins = &r.entry.instructions;
         RuleMeta {
             id,
@@ -190,7 +192,7 @@ impl RuleMeta {
             never: r.never,
             goto: ins.goto,
             write_metadata: ins.write_metadata,
-            fingerprint: if keep { fingerprint(r) } else { 0 },
+            fingerprint,
         }
     }
 }
@@ -233,8 +235,11 @@ struct TableIndex {
 impl TableIndex {
     fn new(rules: &[Rule], keep: bool) -> TableIndex {
         let conditional = rules.iter().any(|r| r.in_port.is_some() || r.metadata.is_some());
-        let rules: Vec<RuleMeta> =
-            rules.iter().enumerate().map(|(i, r)| RuleMeta::of(r, i as u32, keep, conditional)).collect();
+        let rules: Vec<RuleMeta> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| RuleMeta::of(r, i as u32, keep, conditional, if keep { fingerprint(r) } else { 0 }))
+            .collect();
         let position = (0..rules.len() as u32).collect();
         TableIndex { rules, position, conditional, first: Vec::new() }
     }
@@ -623,6 +628,11 @@ impl ByClass {
             return Err(Irregular::Loop);
         }
         let mut affected = BTreeSet::new();
+        // Per atom, the (switch, old table-0 rule) pairs a change may have
+        // left forwarding it as before; atoms also changed in a way that
+        // cannot be compared so are in `must`.
+        let mut before: BTreeMap<usize, Vec<(usize, u32)>> = BTreeMap::new();
+        let mut must = BTreeSet::new();
         for &dpid in changed {
             let Some(&s) = self.ix.by_dpid.get(&dpid) else {
                 return Err(Irregular::Unexpected("a switch the engine does not know"));
@@ -630,10 +640,20 @@ impl ByClass {
             if model.rewrites_at(dpid) {
                 return Err(Irregular::Rewrites);
             }
-            self.ix.reindex(model, s as usize, &mut affected)?;
-            if self.ix.switches[s as usize].tables.first().map_or(0, |t| t.position.len())
-                > self.ix.single_capacity[s as usize]
-            {
+            let s = s as usize;
+            let plain_before = self.ix.plain0[s];
+            let mut mine = BTreeSet::new();
+            let olds = self.ix.reindex(model, s, &mut mine)?;
+            match olds.filter(|_| plain_before && self.ix.plain0[s]) {
+                Some(olds) => {
+                    for (x, old) in olds {
+                        before.entry(x).or_default().push((s, old));
+                    }
+                }
+                None => must.extend(mine.iter().copied()),
+            }
+            affected.extend(mine);
+            if self.ix.switches[s].tables.first().map_or(0, |t| t.position.len()) > self.ix.single_capacity[s] {
                 self.relayout();
             }
         }
@@ -642,6 +662,21 @@ impl ByClass {
         let mut judged = Vec::with_capacity(affected.len());
         let mut buffers = (Vec::new(), Vec::new());
         for &x in &affected {
+            // A changed switch that still does exactly what it did with the
+            // atom (the same outputs, forwards and local fate, for any
+            // ingress port) changes no fate anywhere: nothing to follow.
+            if !must.contains(&x) {
+                let mut same = true;
+                for &(s, old) in before.get(&x).into_iter().flatten() {
+                    if !t.same_step_as(s, x, old)? {
+                        same = false;
+                        break;
+                    }
+                }
+                if same {
+                    continue;
+                }
+            }
             judged.push((x, self.hosts.judge(&mut t, x, &mut buffers)?));
         }
         drop(t);
@@ -734,8 +769,15 @@ impl Index {
 
     /// Re-reads switch `s`'s tables from `model`, keeping the ids of rules
     /// that did not change, and adds to `affected` the atoms held by rules
-    /// that appeared or went.
-    fn reindex(&mut self, model: &Model, s: usize, affected: &mut BTreeSet<usize>) -> Result<(), Irregular> {
+    /// that appeared or went. Returns, when only table 0 changed, each such
+    /// atom with the id of the table-0 rule that held it before (`NONE`: a
+    /// miss); `None` when a later table changed too.
+    fn reindex(
+        &mut self,
+        model: &Model,
+        s: usize,
+        affected: &mut BTreeSet<usize>,
+    ) -> Result<Option<Vec<(usize, u32)>>, Irregular> {
         let classes = &self.classes;
         let compiled = model.tables_of(self.switches[s].dpid);
         // Every match value must be one the classes were cut for.
@@ -762,7 +804,8 @@ impl Index {
             let mut metas = Vec::with_capacity(rules.len());
             let mut any = false;
             for r in rules {
-                let kept = old.get_mut(&fingerprint(r)).and_then(Vec::pop).map(|i| table.rules[i].id);
+                let print = fingerprint(r);
+                let kept = old.get_mut(&print).and_then(Vec::pop).map(|i| table.rules[i].id);
                 let id = kept.unwrap_or_else(|| {
                     next += 1;
                     next - 1
@@ -773,7 +816,7 @@ impl Index {
                         mine.insert(x);
                     });
                 }
-                metas.push(RuleMeta::of(r, id, true, conditional));
+                metas.push(RuleMeta::of(r, id, true, conditional, print));
             }
             for i in old.into_values().flatten() {
                 any = true;
@@ -793,11 +836,16 @@ impl Index {
             changed_tables.push(t);
         }
         let n = self.switches.len();
+        let mut olds = changed_tables.iter().all(|&t| t == 0).then(Vec::new);
         for &t in &changed_tables {
             let table = &mut self.switches[s].tables[t];
             if t == 0 {
                 for &x in &mine {
-                    self.table0[x * n + s] = table.first_by_scan(classes, x);
+                    let slot = &mut self.table0[x * n + s];
+                    if let Some(olds) = olds.as_mut() {
+                        olds.push((x, *slot));
+                    }
+                    *slot = table.first_by_scan(classes, x);
                 }
             } else if table.rules.is_empty() {
                 table.first = Vec::new();
@@ -807,7 +855,7 @@ impl Index {
         }
         self.plain0[s] = !self.switches[s].tables.first().is_some_and(|t| t.conditional);
         affected.extend(mine);
-        Ok(())
+        Ok(olds)
     }
 }
 
@@ -962,14 +1010,15 @@ struct Traversal<'a, 'm, 'n> {
 
 impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
     fn new(ix: &'a Index, cache: &'a mut Caches, model: &'m Model<'n>) -> Traversal<'a, 'm, 'n> {
-        let n = ix.switches.len();
         Traversal {
             ix,
             cache,
             walker: Walker::new(model),
             stamp: 0,
-            memo_stamp: vec![0; n],
-            memo_fate: vec![Fate::default(); n],
+            // Made by the first `next_atom` (an update that follows no atom
+            // needs none).
+            memo_stamp: Vec::new(),
+            memo_fate: Vec::new(),
             memo_by_port: HashMap::new(),
             chain: Vec::new(),
             start: Vec::new(),
@@ -978,6 +1027,11 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
 
     /// Forgets the previous atom's memo.
     fn next_atom(&mut self) {
+        if self.memo_stamp.is_empty() {
+            let n = self.ix.switches.len();
+            self.memo_stamp = vec![0; n];
+            self.memo_fate = vec![Fate::default(); n];
+        }
         self.stamp += 1;
         if !self.memo_by_port.is_empty() {
             self.memo_by_port.clear();
@@ -1062,6 +1116,35 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
     fn outputs_to(&self, id: u32, port: u32) -> bool {
         let (a, b) = self.cache.steps[id as usize].outputs;
         self.cache.outputs[a as usize..b as usize].contains(&port)
+    }
+
+    /// True if switch `s` (a plain table 0) now does with atom `x` exactly
+    /// what its table-0 rule `old` did: both single-rule steps that hold for
+    /// any ingress port, with the same local fate, forwards and outputs.
+    /// False when that cannot be told (the old step was never computed).
+    fn same_step_as(&mut self, s: usize, x: usize, old: u32) -> Result<bool, Irregular> {
+        let ix = self.ix;
+        let old_id = self.cache.single[ix.single_slot(s, old)];
+        if old_id == NONE {
+            return Ok(false);
+        }
+        // Asked for an ingress port the old step does not output to, the new
+        // step is one that holds for any port if the new rule ignores it.
+        let Some(&port) = ix.switches[s].receiving.iter().find(|&&p| !self.outputs_to(old_id, p)) else {
+            return Ok(false);
+        };
+        let new_id = self.step(s, x, port)?;
+        let (a, b) = (&self.cache.steps[old_id as usize], &self.cache.steps[new_id as usize]);
+        let c = &*self.cache;
+        Ok(a.any_port
+            && b.any_port
+            && a.local.punt == b.local.punt
+            && a.local.drop == b.local.drop
+            && c.dests.slice(&a.local.dests) == c.dests.slice(&b.local.dests)
+            && c.forwards[a.forwards.0 as usize..a.forwards.1 as usize]
+                == c.forwards[b.forwards.0 as usize..b.forwards.1 as usize]
+            && c.outputs[a.outputs.0 as usize..a.outputs.1 as usize]
+                == c.outputs[b.outputs.0 as usize..b.outputs.1 as usize])
     }
 
     /// What switch `s` does with atom `x` arriving on `in_port`: a step id.

@@ -201,6 +201,10 @@ pub struct Report {
 struct Context {
     /// Hosts with a live link to a switch, and that switch.
     attached: Vec<(usize, u64)>,
+    /// The switch each host is attached to (by host index), if any.
+    switch_of: Vec<Option<u64>>,
+    /// Every host attached, all in one component: no reachability violation.
+    all_together: bool,
     comps: Components,
     hosts: HostIndex,
     /// The disjoint cubes every walk starts from: one per frame shape, with
@@ -224,7 +228,16 @@ impl Context {
                 shapes.push(c);
             }
         }
-        Context { attached, comps: Components::of(net), hosts: HostIndex::of(net), shapes }
+        let attached: Vec<(usize, u64)> = attached;
+        let mut switch_of = vec![None; net.hosts.len()];
+        for &(i, d) in &attached {
+            switch_of[i] = Some(d);
+        }
+        let comps = Components::of(net);
+        let one = attached.first().map(|&(_, d)| comps.root(d));
+        let all_together =
+            attached.len() == net.hosts.len() && attached.iter().all(|&(_, d)| Some(comps.root(d)) == one);
+        Context { attached, switch_of, all_together, comps, hosts: HostIndex::of(net), shapes }
     }
 }
 
@@ -242,6 +255,11 @@ struct ClassState {
     engine: ByClass,
     ctx: Context,
     found: Explained,
+    /// Flow entries per switch and in all, kept up to date by each re-check
+    /// (counting every table of every switch again costs more than the
+    /// re-check itself on a large network).
+    rules_at: HashMap<u64, usize>,
+    rules: usize,
 }
 
 /// A checker that keeps what it learnt between checks: after a few
@@ -275,6 +293,11 @@ impl Incremental {
         let Some(mut st) = self.state.take() else { return self.check(net, facts) };
         let model = Model::new(net);
         let Ok(mut touched) = st.engine.update(&model, changed) else { return self.check(net, facts) };
+        for d in changed {
+            let now = net.switches.get(d).map_or(0, |s| s.tables.iter().map(|t| t.len()).sum());
+            let before = st.rules_at.insert(*d, now).unwrap_or(0);
+            st.rules = st.rules + now - before;
+        }
         // Witnesses name rules by their position, which shifts when a rule
         // is added or removed before them: explain again the pairs whose
         // witness crosses a changed switch.
@@ -288,13 +311,13 @@ impl Incremental {
         st.found.terminals = 0;
         self.checker.explain(net, &model, &st.ctx, &st.engine, &mut st.found, touched);
         let mut report = Report {
-            rules: model.rule_count(),
+            rules: st.rules,
             classes: st.engine.classes(),
             terminals: st.found.terminals,
             ..Report::default()
         };
         report.violations.extend(st.found.explained.values().flatten().cloned());
-        self.checker.tail(net, facts, &st.ctx.attached, &st.ctx.comps, &mut report);
+        self.checker.tail(net, facts, &st.ctx, &mut report);
         report.notes = st.found.notes.iter().cloned().collect();
         self.state = Some(st);
         report
@@ -339,8 +362,9 @@ fn sw(dpid: u64) -> String {
     format!("s{dpid}")
 }
 
-/// Which switches are connected by live links (union-find).
-struct Components(BTreeMap<u64, u64>);
+/// Which switches are connected by live links: each switch's component root
+/// (found by union-find once, then looked up in O(1)).
+struct Components(HashMap<u64, u64>);
 
 impl Components {
     fn of(net: &Network) -> Components {
@@ -363,10 +387,7 @@ impl Components {
             }
         }
         let keys: Vec<u64> = parent.keys().copied().collect();
-        for k in keys {
-            find(&mut parent, k);
-        }
-        Components(parent)
+        Components(keys.into_iter().map(|k| (k, find(&mut parent, k))).collect())
     }
 
     fn same(&self, a: u64, b: u64) -> bool {
@@ -437,7 +458,7 @@ impl Checker {
         let model = Model::new(net);
         report.rules = model.rule_count();
         let ctx = Context::of(net, &model);
-        let Context { attached, comps, hosts, shapes } = &ctx;
+        let Context { attached, comps, hosts, shapes, .. } = &ctx;
         let mut loops: BTreeMap<Vec<u64>, Violation> = BTreeMap::new();
         let mut notes = BTreeSet::new();
         let pairs_needed = on(Invariant::Blackhole) || on(Invariant::Reachability) || on(Invariant::Isolation);
@@ -503,29 +524,27 @@ impl Checker {
             }
         }
         report.violations.extend(loops.into_values());
-        self.tail(net, facts, attached, comps, &mut report);
+        self.tail(net, facts, &ctx, &mut report);
         report.notes = notes.into_iter().collect();
-        let state = by_class.filter(|_| keep).map(|(engine, found)| ClassState { engine, ctx, found });
+        let state = by_class.filter(|_| keep).map(|(engine, found)| {
+            let rules_at: HashMap<u64, usize> =
+                net.switches.iter().map(|(&d, s)| (d, s.tables.iter().map(|t| t.len()).sum())).collect();
+            ClassState { engine, ctx, found, rules: report.rules, rules_at }
+        });
         (report, state)
     }
 
     /// The checks that read no flow table: loops the dataplane saw,
     /// reachability over live links, liveness, controller errors.
-    fn tail(&self, net: &Network, facts: &Facts, attached: &[(usize, u64)], comps: &Components, report: &mut Report) {
+    fn tail(&self, net: &Network, facts: &Facts, ctx: &Context, report: &mut Report) {
         let on = |i| self.enabled.contains(&i);
         if on(Invariant::Loop) {
             report.violations.extend(observed_loop(&facts.dataplane));
         }
         if on(Invariant::Reachability) {
-            let mut switch_of: Vec<Option<u64>> = vec![None; net.hosts.len()];
-            for &(i, d) in attached {
-                switch_of[i] = Some(d);
-            }
+            let (switch_of, comps) = (&ctx.switch_of, &ctx.comps);
             // Everyone attached, all in one component: nothing to report.
-            let one = attached.first().map(|&(_, d)| comps.root(d));
-            let all_together =
-                attached.len() == net.hosts.len() && attached.iter().all(|&(_, d)| Some(comps.root(d)) == one);
-            for &(a, a_sw) in attached.iter().filter(|_| !all_together) {
+            for &(a, a_sw) in if ctx.all_together { &[][..] } else { &ctx.attached[..] } {
                 for (b, _) in net.hosts.iter().enumerate().filter(|(b, _)| *b != a) {
                     if !switch_of[b].is_some_and(|d| comps.same(a_sw, d)) {
                         let (na, nb) = (net.hosts[a].name.clone(), net.hosts[b].name.clone());
@@ -636,13 +655,9 @@ impl Checker {
             let index = |name: &str| net.hosts.iter().position(|h| h.name == name);
             todo.extend(self.isolation.iter().filter_map(|r| Some((index(&r.from)?, index(&r.to)?))));
         }
-        let mut switch_of: Vec<Option<u64>> = vec![None; net.hosts.len()];
-        for &(i, d) in &ctx.attached {
-            switch_of[i] = Some(d);
-        }
         for (a, b) in todo {
             found.explained.remove(&(a, b));
-            let (Some(a_sw), Some(b_sw)) = (switch_of[a], switch_of[b]) else { continue };
+            let (Some(a_sw), Some(b_sw)) = (ctx.switch_of[a], ctx.switch_of[b]) else { continue };
             if a == b {
                 continue;
             }

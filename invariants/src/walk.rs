@@ -14,7 +14,6 @@
 //! same header it had the first time, so it cycles forever. Paths longer than
 //! the dataplane's hop limit count as loops too, as they do in the dataplane.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::OnceLock;
 
@@ -77,18 +76,26 @@ impl<'n> Rule<'n> {
 /// The flow tables of every switch, each compiled the first time it is needed.
 pub struct Model<'n> {
     pub net: &'n Network,
-    tables: BTreeMap<u64, OnceLock<Vec<Vec<Rule<'n>>>>>,
+    /// Datapath ids in order, and each switch's compiled tables at the same
+    /// index: cheap to make (an incremental re-check makes one per change and
+    /// compiles only the switches it visits).
+    dpids: Vec<u64>,
+    tables: Vec<OnceLock<Vec<Vec<Rule<'n>>>>>,
 }
 
 impl<'n> Model<'n> {
     /// A model of the network's current forwarding state (nothing compiled yet).
     pub fn new(net: &'n Network) -> Model<'n> {
-        Model { net, tables: net.switches.keys().map(|&d| (d, OnceLock::new())).collect() }
+        let dpids: Vec<u64> = net.switches.keys().copied().collect();
+        let mut tables = Vec::with_capacity(dpids.len());
+        tables.resize_with(dpids.len(), OnceLock::new);
+        Model { net, dpids, tables }
     }
 
     /// The compiled tables of a switch (none if it does not exist).
     pub(crate) fn tables_of(&self, dpid: u64) -> &[Vec<Rule<'n>>] {
-        let Some(cell) = self.tables.get(&dpid) else { return &[] };
+        let Ok(i) = self.dpids.binary_search(&dpid) else { return &[] };
+        let cell = &self.tables[i];
         cell.get_or_init(|| {
             let sw = &self.net.switches[&dpid];
             sw.tables
@@ -100,7 +107,7 @@ impl<'n> Model<'n> {
 
     /// Every switch's compiled tables, by datapath id.
     fn all_tables(&self) -> impl Iterator<Item = (u64, &[Vec<Rule<'n>>])> {
-        self.tables.keys().map(|&d| (d, self.tables_of(d)))
+        self.dpids.iter().map(|&d| (d, self.tables_of(d)))
     }
 
     /// The header fields (a bit per slot) some rule matches or some action
