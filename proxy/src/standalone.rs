@@ -6,8 +6,11 @@
 //! shared [`Interposer`]. Channels are numbered by connection order (the
 //! channel's `dpid` field is that number: the proxy does not parse FEATURES
 //! to learn datapath ids). With a [`Recording`], every message is appended to a
-//! JSON Lines file: a header line, then one event per line (a [`Recorded`] plus
-//! its fingerprint). A recorder thread fingerprints and writes, off the relay's
+//! JSON Lines file: a header line, then one event per line (a [`Recorded`],
+//! its bytes in hex). The fingerprint is not written: it is a function of the
+//! bytes, computed where it is needed ([`Recorded::fingerprint`], `sts
+//! import`), which keeps decoding off the recording path (version 1 files
+//! carried it; readers accept both). A recorder thread writes, off the relay's
 //! path, and flushes whenever it has caught up, so a killed proxy leaves a
 //! readable file that lacks at most what was queued. The queue is bounded
 //! ([`RECORDER_BACKLOG`] batches): beyond it the relay waits for the recorder.
@@ -42,7 +45,11 @@ pub type Now = Arc<dyn Fn() -> u64 + Send + Sync>;
 pub const RECORDER_BACKLOG: usize = 1024;
 
 /// The first line of a recording.
-pub const RECORDING_HEADER: &str = r#"{"format":"sts-openflow-recording","version":1}"#;
+pub const RECORDING_HEADER: &str = r#"{"format":"sts-openflow-recording","version":2}"#;
+
+/// The first line of a version-1 recording (each line also carried its
+/// fingerprint); still read.
+pub const RECORDING_HEADER_V1: &str = r#"{"format":"sts-openflow-recording","version":1}"#;
 
 /// Where recorded events go: a recorder thread writing a JSON Lines file.
 #[derive(Clone)]
@@ -70,13 +77,6 @@ impl RecorderHandle {
     pub fn finish(self) -> std::io::Result<u64> {
         self.thread.join().map_err(|_| std::io::Error::other("the recorder thread panicked"))?
     }
-}
-
-#[derive(serde::Serialize)]
-struct Line<'a> {
-    #[serde(flatten)]
-    event: &'a Recorded,
-    fingerprint: crate::wire::Fingerprint,
 }
 
 /// Creates `path` with the recording header and starts the recorder thread.
@@ -111,7 +111,7 @@ pub fn record_to(path: &Path) -> std::io::Result<(Recording, RecorderHandle)> {
             let mut next = Some(batch);
             while let Some(events) = next {
                 for e in &events {
-                    serde_json::to_writer(&mut lines, &Line { event: e, fingerprint: e.fingerprint() })?;
+                    serde_json::to_writer(&mut lines, e)?;
                     lines.push(b'\n');
                     written += 1;
                 }

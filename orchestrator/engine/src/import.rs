@@ -164,7 +164,9 @@ pub fn import(recording: &Path, config: &Config, trace_path: &Path) -> Result<Im
         .map_err(|e| RunError::BadInput(format!("cannot read {}: {e}", recording.display())))?;
     let mut lines = text.lines().enumerate();
     match lines.next() {
-        Some((_, h)) if h.trim() == sts_proxy::standalone::RECORDING_HEADER => {}
+        Some((_, h))
+            if [sts_proxy::standalone::RECORDING_HEADER, sts_proxy::standalone::RECORDING_HEADER_V1]
+                .contains(&h.trim()) => {}
         _ => {
             return Err(bad(
                 1,
