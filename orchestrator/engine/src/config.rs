@@ -20,7 +20,7 @@
 //! [[controllers]]
 //! kind = "os-ken"       # os-ken | ryu | faucet | cerberus | ovs-testcontroller | command
 //! apps = ["os_ken.app.simple_switch_13"]   # os-ken and ryu (ryu.app....); a .py file is found next to the config
-//! args = []             # os-ken, ryu, ovs-testcontroller: extra options ({aux_port} ...)
+//! args = []             # os-ken, ryu, cerberus, ovs-testcontroller: extra options ({aux_port} ...)
 //! command = []          # command: program and arguments ({port}, {address} ...)
 //! env = {}              # command: environment
 //! start_timeout_ms = 30000
@@ -940,6 +940,13 @@ impl Config {
                 ControllerKind::Ryu if c.apps.is_empty() => {
                     return Err(format!(
                         "controllers[{i}].apps: ryu needs at least one app (ryu.app.simple_switch_13 ...)"
+                    ))
+                }
+                ControllerKind::Cerberus | ControllerKind::Faucet | ControllerKind::OvsTestcontroller
+                    if !c.apps.is_empty() =>
+                {
+                    return Err(format!(
+                        "controllers[{i}].apps: only os-ken and ryu run apps; this controller is one program"
                     ))
                 }
                 ControllerKind::Command if c.command.is_empty() => {
