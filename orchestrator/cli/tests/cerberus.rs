@@ -1,5 +1,5 @@
 //! Cerberus 0.1.8 (a proactive layer-2 controller on Ryu, from PyPI) under
-//! sts: the two bugs `docs/bugs-found.md` lists for it, found by fuzzing the
+//! sts: the three bugs `docs/bugs-found.md` lists for it, found by fuzzing the
 //! shipped example configs and minimized to the one input that causes each.
 
 use std::path::{Path, PathBuf};
@@ -71,4 +71,13 @@ fn a_host_removed_from_the_config_keeps_its_connectivity() {
         trace.lines().any(|l| l.contains(r#"\"command\":3"#) && l.contains(r#"\"out_port\":0,"#)),
         "Cerberus's DELETEs with out_port 0 are in the trace"
     );
+}
+
+#[test]
+fn a_config_push_on_two_switches_crashes_the_group_check() {
+    let out = scratch("two");
+    let (fuzzed, mcs) = fuzz_and_minimize("fuzz-cerberus-two-switches.toml", &out);
+    assert!(fuzzed.contains("TypeError at cerberus.py:1292 in compare_and_update_groups"), "{fuzzed}");
+    assert_eq!(mcs.len(), 1, "one input: {mcs:?}");
+    assert_eq!(mcs[0]["type"], "policy", "{mcs:?}");
 }
