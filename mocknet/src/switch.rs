@@ -1447,7 +1447,17 @@ fn flow_stats10(e: &FlowEntry, now: Millis) -> v10::stats::FlowStats {
 fn flow_stats13(table: u8, e: &FlowEntry, now: Millis) -> mp::FlowStats {
     let (sec, nsec) = duration(e, now);
     let (m, instructions) = match &e.wire {
-        WireForm::V13 { r#match, instructions } => (r#match.clone(), instructions.clone()),
+        // As Open vSwitch reports it: an apply-actions instruction without
+        // actions is no instruction at all (a drop rule comes back with none;
+        // checked against OVS 3.1, and Cerberus recognises its drop rules by it).
+        WireForm::V13 { r#match, instructions } => (
+            r#match.clone(),
+            instructions
+                .iter()
+                .filter(|i| !matches!(i, v13::Instruction::ApplyActions(a) if a.is_empty()))
+                .cloned()
+                .collect(),
+        ),
         WireForm::V10 { .. } => (v13::Match::default(), vec![]),
     };
     mp::FlowStats {
