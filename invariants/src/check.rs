@@ -215,7 +215,7 @@ struct Context {
 
 impl Context {
     fn of(net: &Network, model: &Model) -> Context {
-        let attached = (0..net.hosts.len())
+        let attached: Vec<(usize, u64)> = (0..net.hosts.len())
             .filter_map(|i| match net.live_peer(Endpoint::Host(i)) {
                 Some(Endpoint::Switch { dpid, .. }) => Some((i, dpid)),
                 _ => None,
@@ -228,7 +228,6 @@ impl Context {
                 shapes.push(c);
             }
         }
-        let attached: Vec<(usize, u64)> = attached;
         let mut switch_of = vec![None; net.hosts.len()];
         for &(i, d) in &attached {
             switch_of[i] = Some(d);

@@ -24,6 +24,18 @@ fn ask(sw: &mut Switch, body: RequestBody) -> Vec<(u16, ReplyBody)> {
         .collect()
 }
 
+/// A request for every flow of every table.
+fn all_flows() -> v13::multipart::FlowStatsRequest {
+    v13::multipart::FlowStatsRequest {
+        table_id: v13::TABLE_ALL,
+        out_port: v13::port::ANY,
+        out_group: v13::GROUP_ANY,
+        cookie: 0,
+        cookie_mask: 0,
+        r#match: v13::Match::default(),
+    }
+}
+
 fn assert_flags(parts: &[(u16, ReplyBody)]) {
     let (last, rest) = parts.split_last().unwrap();
     assert!(rest.iter().all(|(f, _)| *f == 1), "REPLY_MORE on all but the last");
@@ -69,15 +81,7 @@ fn many_flows_come_back_in_several_parts() {
         let msg = Message::new(1, Body::V13(v13::Msg::FlowMod(fm)));
         assert!(sw.handle(&msg.emit().unwrap(), &msg, 0).is_empty());
     }
-    let all = v13::multipart::FlowStatsRequest {
-        table_id: v13::TABLE_ALL,
-        out_port: v13::port::ANY,
-        out_group: v13::GROUP_ANY,
-        cookie: 0,
-        cookie_mask: 0,
-        r#match: v13::Match::default(),
-    };
-    let parts = ask(&mut sw, RequestBody::Flow(all));
+    let parts = ask(&mut sw, RequestBody::Flow(all_flows()));
     assert!(parts.len() > 1, "{} parts", parts.len());
     assert_flags(&parts);
     let flows: usize = parts.iter().map(|(_, b)| if let ReplyBody::Flow(f) = b { f.len() } else { 0 }).sum();
@@ -102,15 +106,7 @@ fn an_empty_apply_actions_instruction_is_reported_as_none() {
         let msg = Message::new(1, Body::V13(v13::Msg::FlowMod(v13::FlowMod::add(0, priority, m, instructions))));
         assert!(sw.handle(&msg.emit().unwrap(), &msg, 0).is_empty());
     }
-    let all = v13::multipart::FlowStatsRequest {
-        table_id: v13::TABLE_ALL,
-        out_port: v13::port::ANY,
-        out_group: v13::GROUP_ANY,
-        cookie: 0,
-        cookie_mask: 0,
-        r#match: v13::Match::default(),
-    };
-    let parts = ask(&mut sw, RequestBody::Flow(all));
+    let parts = ask(&mut sw, RequestBody::Flow(all_flows()));
     let [(_, ReplyBody::Flow(flows))] = parts.as_slice() else { panic!("{parts:?}") };
     let by_priority = |p: u16| &flows.iter().find(|f| f.priority == p).expect("the rule").instructions;
     assert!(by_priority(0).is_empty(), "{:?}", by_priority(0));
