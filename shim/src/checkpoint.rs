@@ -22,24 +22,113 @@
 //!   and returns into the controller's wait as if nothing happened. Because
 //!   the checkpoint was quiescent, every stream restarts at a message
 //!   boundary. The holder replies `resumed PID`.
+//! - `take PORT FD...` (to a holder), with the same descriptors as `resume`:
+//!   the holder itself becomes that copy, without a fork, and replies
+//!   `took PID` (its own). For a checkpoint used once (PEEK rolls back to
+//!   each checkpoint once): it saves a fork of the whole process, and the
+//!   copy-on-write faults that follow one, since the copy that ran on from
+//!   the checkpoint is killed and its pages become the holder's alone again.
 //!
 //! A holder exits when its control socket closes (sts dropped the checkpoint
-//! or died); copies it resumed die with it (PDEATHSIG).
+//! or died); copies it resumed die with it (PDEATHSIG). A holder that took
+//! over has no parent of sts's to die with, so it exits as soon as it sees
+//! its control socket close (between the chunks of its waits).
 
+use std::collections::BTreeSet;
 use std::ffi::c_int;
 use std::io::Write;
 use std::os::unix::io::RawFd;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Mutex;
 
 /// This copy's control socket, or -1.
 static CONTROL: AtomicI32 = AtomicI32::new(-1);
 
+/// Set in a holder that took over (`take`): sts letting go of its control
+/// socket means sts is gone, and this process must not outlive it.
+static EXIT_WHEN_RELEASED: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process ends when sts lets go of its control socket (a
+/// holder that took over) or carries on (a forked copy, which dies with its
+/// parent anyway).
+pub fn exit_when_released(yes: bool) {
+    EXIT_WHEN_RELEASED.store(yes, Ordering::Release);
+}
+
 /// Makes `fd` this process's control socket (closing any previous one).
 pub fn set_control(fd: RawFd) {
     let old = CONTROL.swap(fd, Ordering::AcqRel);
+    // Out of every epoll instance first: a registration outlives the
+    // descriptor while another process (a fork) holds the socket.
+    let mut watched = watched();
+    if old >= 0 {
+        type EpollCtl = unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int;
+        for &epfd in watched.iter() {
+            // SAFETY: libc's epoll_ctl removing our own socket; a null event
+            // is allowed for EPOLL_CTL_DEL.
+            unsafe { real!("epoll_ctl", EpollCtl)(epfd, libc::EPOLL_CTL_DEL, old, std::ptr::null_mut()) };
+        }
+    }
+    watched.clear();
+    drop(watched);
     if old >= 0 && old != fd {
         crate::close_ours(&[old]);
     }
+}
+
+/// The `data` of the control socket's event in a controller's epoll
+/// instance: never handed to the controller.
+const CONTROL_EVENT: u64 = u64::from_le_bytes(*b"sts-ctl!");
+
+/// The epoll instances the control socket is registered in.
+static WATCHED: Mutex<BTreeSet<RawFd>> = Mutex::new(BTreeSet::new());
+
+fn watched() -> std::sync::MutexGuard<'static, BTreeSet<RawFd>> {
+    // A poisoned lock only means a panic elsewhere; the set is still usable.
+    WATCHED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers the control socket in epoll instance `epfd` (once), so that a
+/// command ends a wait on it at once instead of at the end of its chunk.
+pub fn watch_from(epfd: RawFd) {
+    let fd = CONTROL.load(Ordering::Acquire);
+    if fd < 0 || !watched().insert(epfd) {
+        return;
+    }
+    type EpollCtl = unsafe extern "C" fn(c_int, c_int, c_int, *mut libc::epoll_event) -> c_int;
+    let mut event = libc::epoll_event { events: libc::EPOLLIN as u32, u64: CONTROL_EVENT };
+    // SAFETY: libc's epoll_ctl on the controller's instance and our own
+    // socket, with an event of ours (not tracked: copies rebuild their
+    // instances without it, and register their own socket).
+    unsafe { real!("epoll_ctl", EpollCtl)(epfd, libc::EPOLL_CTL_ADD, fd, &mut event) };
+}
+
+/// An epoll instance is closed: its number may come back as another one.
+pub fn forget_epoll(epfd: RawFd) {
+    watched().remove(&epfd);
+}
+
+/// Takes the control socket's event out of the `n` events at `events` (an
+/// epoll wait's result) and returns how many are left for the controller.
+///
+/// # Safety
+///
+/// `events` must point to `n` (if positive) initialised events.
+pub unsafe fn strip_control_event(events: *mut libc::epoll_event, n: c_int) -> c_int {
+    if n <= 0 {
+        return n;
+    }
+    // SAFETY: `n` initialised events at `events` (this function's contract).
+    let list = unsafe { std::slice::from_raw_parts_mut(events, n as usize) };
+    let mut kept = 0;
+    for i in 0..list.len() {
+        let data = list[i].u64;
+        if data != CONTROL_EVENT {
+            list[kept] = list[i];
+            kept += 1;
+        }
+    }
+    kept as c_int
 }
 
 /// True if sts may send commands to this process.
@@ -73,6 +162,12 @@ pub unsafe fn poll() -> bool {
     let (command, fds) = match crate::receive(fd, libc::MSG_DONTWAIT) {
         crate::Received::Nothing => return false,
         crate::Received::Closed => {
+            if EXIT_WHEN_RELEASED.load(Ordering::Acquire) {
+                // SAFETY: a holder that took over, whose sts is gone (see
+                // EXIT_WHEN_RELEASED): it ends at once, as a copy would with
+                // its zygote.
+                unsafe { libc::_exit(0) };
+            }
             // sts let go of this copy: it carries on, uncommanded.
             set_control(-1);
             return false;
@@ -195,10 +290,14 @@ unsafe fn hold(control: RawFd) {
         let targets: Option<Vec<RawFd>> = words.iter().skip(2).map(|w| w.parse().ok()).collect();
         let (Some(port), Some(targets)) = (port, targets) else {
             close_all(&fds);
-            reply(control, &format!("error expected `resume PORT FD...`, got {:?}", command.trim()));
+            reply(
+                control,
+                &format!("error expected `resume PORT FD...` or `take PORT FD...`, got {:?}", command.trim()),
+            );
             continue;
         };
-        if words[0] != "resume" || fds.len() != 5 + targets.len() {
+        let take = words[0] == "take";
+        if !(take || words[0] == "resume") || fds.len() != 5 + targets.len() {
             close_all(&fds);
             reply(
                 control,
@@ -210,6 +309,29 @@ unsafe fn hold(control: RawFd) {
                 ),
             );
             continue;
+        }
+        if take {
+            reply(control, &format!("took {holder}"));
+            // SAFETY: restoring the disposition saved by
+            // `reap_children_automatically`, a valid sigaction.
+            unsafe { libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut()) };
+            close_all(&[control]);
+            let sockets: Vec<(RawFd, RawFd)> = targets.iter().copied().zip(fds[5..].iter().copied()).collect();
+            // SAFETY: getppid has no preconditions.
+            let parent = unsafe { libc::getppid() };
+            let child = crate::Child {
+                parent,
+                stdout: fds[0],
+                stderr: fds[1],
+                report: fds[2],
+                clock: Some(fds[3]),
+                control: Some(fds[4]),
+                only_port: (port != 0).then_some(port),
+            };
+            // SAFETY: the holder, single-threaded (this function's contract),
+            // becoming the copy on the sockets sts sent, with no parent to die with.
+            unsafe { crate::become_child(child, &sockets, crate::Parent::None) };
+            return;
         }
         // SAFETY: single-threaded (this function's contract).
         let pid = unsafe { crate::shim_fork() };
@@ -230,7 +352,7 @@ unsafe fn hold(control: RawFd) {
                 only_port: (port != 0).then_some(port),
             };
             // SAFETY: a freshly forked copy, resumed on the sockets sts sent.
-            unsafe { crate::become_child(child, &sockets) };
+            unsafe { crate::become_child(child, &sockets, crate::Parent::DieWith) };
             return;
         }
         if pid > 0 {

@@ -199,7 +199,9 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if fd >= 0 && STATE.load(Ordering::Relaxed) != INERT {
         let mut t = tracked();
         t.listening.retain(|&l| l != fd);
-        t.epolls.remove(&fd);
+        if t.epolls.remove(&fd).is_some() {
+            checkpoint::forget_epoll(fd);
+        }
         // Closing a descriptor drops its registrations (when it was the last
         // reference, as it is for the controller's own sockets).
         t.epolls.values_mut().for_each(|l| {
@@ -214,9 +216,14 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 pub unsafe extern "C" fn epoll_wait(epfd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int {
     at_wait();
     let real = real!("epoll_wait", unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int);
+    checkpoint::watch_from(epfd);
     // SAFETY: libc's epoll_wait with the caller's buffer and size; only the
-    // timeout is ours.
-    vtime::wait(vtime::from_ms(timeout), |chunk| unsafe { real(epfd, events, max, vtime::to_ms(chunk)) })
+    // timeout is ours. What it returns is initialised, as the strip needs; a
+    // wait ended by a command alone looks like a chunk that timed out, after
+    // which the command is served (`vtime::wait`).
+    vtime::wait(vtime::from_ms(timeout), |chunk| unsafe {
+        checkpoint::strip_control_event(events, real(epfd, events, max, vtime::to_ms(chunk)))
+    })
 }
 
 #[no_mangle]
@@ -232,9 +239,12 @@ pub unsafe extern "C" fn epoll_pwait(
         "epoll_pwait",
         unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int
     );
+    checkpoint::watch_from(epfd);
     // SAFETY: libc's epoll_pwait with the caller's buffer, size and mask;
-    // only the timeout is ours.
-    vtime::wait(vtime::from_ms(timeout), |chunk| unsafe { real(epfd, events, max, vtime::to_ms(chunk), mask) })
+    // only the timeout is ours. As in `epoll_wait` for the strip.
+    vtime::wait(vtime::from_ms(timeout), |chunk| unsafe {
+        checkpoint::strip_control_event(events, real(epfd, events, max, vtime::to_ms(chunk), mask))
+    })
 }
 
 #[no_mangle]
@@ -405,7 +415,7 @@ unsafe fn zygote(mut control: UnixStream) {
             // zygote talks on it.
             drop(control);
             // SAFETY: a freshly forked copy, as `become_child` needs.
-            unsafe { become_child(child, &[]) };
+            unsafe { become_child(child, &[], Parent::DieWith) };
             return;
         }
         if pid > 0 {
@@ -537,23 +547,35 @@ struct Child {
     only_port: Option<u16>,
 }
 
-/// Makes a forked child independent of its parent and its siblings; with
+/// Whether a new copy dies with the process that made it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Parent {
+    /// A forked copy: it dies with its zygote or holder (PDEATHSIG).
+    DieWith,
+    /// A holder that took over: its parent is the copy sts is killing; it
+    /// ends when sts lets go of its control socket instead.
+    None,
+}
+
+/// Makes a new copy independent of its parent and its siblings; with
 /// `sockets` (target, fresh), puts each fresh socket in place of its target
 /// descriptor (a copy resumed from a checkpoint).
 ///
 /// # Safety
 ///
-/// Only in a freshly forked copy: it takes over standard output, and
-/// replaces listeners, epoll instances and (with `sockets`) connections under
-/// the controller's descriptor numbers.
-unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)]) {
+/// Only in a freshly forked copy, or a holder taking over: it takes over
+/// standard output, and replaces listeners, epoll instances and (with
+/// `sockets`) connections under the controller's descriptor numbers.
+unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)], parent: Parent) {
     // SAFETY: process-level calls with plain arguments; the descriptors in
     // `child` came with the command and are this copy's to use and close.
     unsafe {
         libc::setpgid(0, 0);
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        if libc::getppid() != child.parent {
-            libc::_exit(1); // the parent died before PDEATHSIG was set
+        if parent == Parent::DieWith {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != child.parent {
+                libc::_exit(1); // the parent died before PDEATHSIG was set
+            }
         }
         libc::dup2(child.stdout, 1);
         libc::dup2(child.stderr, 2);
@@ -569,6 +591,7 @@ unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)]) {
         close_ours(&[clock]);
     }
     checkpoint::set_control(child.control.unwrap_or(-1));
+    checkpoint::exit_when_released(parent == Parent::None);
     for &(target, fresh) in sockets {
         // SAFETY: a resumed copy (this function's contract) replacing a
         // connection sts listed, with the fresh socket it sent for it.

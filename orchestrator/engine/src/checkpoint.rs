@@ -11,6 +11,8 @@
 //!
 //! A holder lives as long as its [`Checkpoint`]; copies resumed from it die
 //! with it (PDEATHSIG), so keep the checkpoint while its copies run.
+//! [`Checkpoint::take_over`] uses a checkpoint up instead: the holder itself
+//! continues as the copy.
 
 use std::io::{BufRead, BufReader, IoSlice};
 use std::net::SocketAddr;
@@ -122,6 +124,37 @@ impl Checkpoint {
         clock: &VirtualTime,
         sockets: Vec<(i32, OwnedFd)>,
     ) -> Result<Controller, SnapshotError> {
+        self.copy("resume", "resumed", log_path, clock, sockets)
+    }
+
+    /// [`Checkpoint::resume`] for the last time: the holder itself becomes
+    /// the copy (no fork), so the checkpoint is used up. Cheaper by a fork of
+    /// the whole controller and the copy-on-write faults after it (PEEK rolls
+    /// back to each checkpoint once).
+    pub fn take_over(
+        mut self,
+        log_path: &Path,
+        clock: &VirtualTime,
+        sockets: Vec<(i32, OwnedFd)>,
+    ) -> Result<Controller, SnapshotError> {
+        let copy = self.copy("take", "took", log_path, clock, sockets);
+        if copy.is_ok() {
+            // The holder is the copy now: dropping the checkpoint must not kill it.
+            self.holder = Pid::from_raw(0);
+        }
+        copy
+    }
+
+    /// Sends `verb` (`resume` or `take`) and adopts the copy the holder
+    /// answers `answer PID` for.
+    fn copy(
+        &mut self,
+        verb: &str,
+        answer: &str,
+        log_path: &Path,
+        clock: &VirtualTime,
+        sockets: Vec<(i32, OwnedFd)>,
+    ) -> Result<Controller, SnapshotError> {
         let name = self.name.clone();
         let e = |what: &str, x: &dyn std::fmt::Display| err(&name, what, x);
         let output = CopyOutput::new().map_err(|x| e("pipe", &x))?;
@@ -131,13 +164,13 @@ impl Checkpoint {
         fds.extend(sockets.iter().map(|(_, s)| s.as_raw_fd()));
         let targets: Vec<String> = sockets.iter().map(|(t, _)| t.to_string()).collect();
         // Port 0: every listener moves, as in a fork.
-        let command = format!("resume 0 {}\n", targets.join(" "));
+        let command = format!("{verb} 0 {}\n", targets.join(" "));
         send(self.control.get_mut(), &command, &fds).map_err(|x| e("sending the command", &x))?;
         drop((theirs, sockets));
         let mut line = String::new();
         self.control.read_line(&mut line).map_err(|x| e("reading the reply", &x))?;
         let pid: u32 = match line.split_whitespace().collect::<Vec<_>>().as_slice() {
-            ["resumed", pid] => pid.parse().map_err(|x| e("the reply", &x))?,
+            [word, pid] if *word == answer => pid.parse().map_err(|x| e("the reply", &x))?,
             _ => return Err(e("the holder said", &line.trim())),
         };
         output
@@ -148,8 +181,11 @@ impl Checkpoint {
 
 impl Drop for Checkpoint {
     fn drop(&mut self) {
-        // Closing the socket ends the holder; make sure of it.
-        let _ = kill(self.holder, Signal::SIGKILL);
+        // Closing the socket ends the holder; make sure of it (unless it
+        // took over: it is a controller copy now, killed as one).
+        if self.holder.as_raw() > 0 {
+            let _ = kill(self.holder, Signal::SIGKILL);
+        }
     }
 }
 

@@ -387,6 +387,13 @@ impl Controller {
         self.process.kill();
     }
 
+    /// Sends the controller's process group SIGKILL without waiting for it
+    /// to go (dropping the controller waits). A killed process never runs
+    /// its own code again.
+    pub(crate) fn stop(&mut self) {
+        let _ = killpg(Pid::from_raw(self.process.pid() as i32), Signal::SIGKILL);
+    }
+
     /// Marks that a checkpoint holder shares this process's output pipes.
     pub(crate) fn mark_checkpointed(&mut self) {
         self.checkpointed = true;

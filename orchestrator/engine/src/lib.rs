@@ -37,6 +37,7 @@ pub mod checkpoint;
 pub mod clock;
 pub mod config;
 pub mod controller;
+mod finesleep;
 pub mod fuzz;
 pub mod import;
 pub mod inputs;

@@ -21,13 +21,15 @@ use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
 use crate::clock::{Clock, Millis};
+use crate::finesleep::FineSleep;
 
 /// How often flow timeouts are checked.
 const TICK_MS: Millis = 200;
 /// How often waiting loops re-check their condition without input.
 const POLL_MS: Millis = 20;
-/// How often, in real time, a run on virtual time checks whether it is idle.
-const VIRTUAL_POLL: Duration = Duration::from_micros(500);
+/// How often, in real time, a run on virtual time checks whether it is idle
+/// (with a [`FineSleep`]: tokio's timers would round it up to 1 ms).
+const VIRTUAL_POLL: Duration = Duration::from_micros(200);
 /// Connections opened at once (more would overflow small listen backlogs).
 pub const CONNECT_PARALLELISM: usize = 64;
 
@@ -217,6 +219,8 @@ pub struct NetRunner {
     pub issues: Vec<ConnIssue>,
     pub messages_from_controllers: u64,
     pub messages_to_controllers: u64,
+    /// The idle test's pace on virtual time (made in the runtime, on first use).
+    fine: Option<FineSleep>,
 }
 
 impl NetRunner {
@@ -280,6 +284,7 @@ impl NetRunner {
             issues: Vec::new(),
             messages_from_controllers: 0,
             messages_to_controllers: 0,
+            fine: None,
         })
     }
 
@@ -532,17 +537,18 @@ impl NetRunner {
                     continue;
                 }
             }
-            let mut wake = self.clock.instant_at(deadline.min(now + POLL_MS).min(next_frame.max(now)));
-            if on_virtual_time {
-                // Look at the run again soon: it may be idle, and time may jump.
-                wake = wake.min(tokio::time::Instant::now() + VIRTUAL_POLL);
-            }
+            let wake = self.clock.instant_at(deadline.min(now + POLL_MS).min(next_frame.max(now)));
+            // On virtual time, look at the run again soon: it may be idle, and
+            // time may jump.
+            let look = if on_virtual_time { VIRTUAL_POLL } else { Duration::MAX };
+            let fine = self.fine.get_or_insert_with(FineSleep::new);
             tokio::select! {
                 inbound = self.rx.recv() => match inbound {
                     Some(i) => self.on_inbound(i),
                     None => tokio::time::sleep_until(wake).await,
                 },
                 _ = tokio::time::sleep_until(wake) => {}
+                _ = fine.sleep(look), if on_virtual_time => {}
             }
         }
     }
@@ -567,9 +573,10 @@ impl NetRunner {
             if tokio::time::Instant::now() >= give_up {
                 return false;
             }
+            let fine = self.fine.get_or_insert_with(FineSleep::new);
             tokio::select! {
                 inbound = self.rx.recv() => if let Some(i) = inbound { self.on_inbound(i) },
-                _ = tokio::time::sleep(VIRTUAL_POLL) => {}
+                _ = fine.sleep(VIRTUAL_POLL) => {}
             }
         }
     }

@@ -207,14 +207,11 @@ async fn checkpointed(engine: &Engine, config: &Config, cand: &Trace, out: &Path
     // The checkpoint taken when the next input was due, in the window of the
     // current one: where the next input starts from.
     let mut next: Option<(crate::session::SessionState, Vec<Checkpoint>)> = None;
-    // The checkpoints the live controllers were resumed from: they must
-    // outlive them.
-    let mut _holding: Vec<Checkpoint> = Vec::new();
     for (i, (t, e, gap)) in plan.iter().enumerate() {
-        if let Some((state, mut checkpoints)) = next.take() {
-            roll_back(&mut s, &state, &mut checkpoints, &format!("peek-{}", i + 1)).await?;
+        if let Some((state, checkpoints)) = next.take() {
+            // Each checkpoint is returned to once: its holders take over.
+            roll_back(&mut s, &state, Restart::TakeOver(checkpoints), &format!("peek-{}", i + 1)).await?;
             rollbacks += 1;
-            _holding = checkpoints;
         }
         inputs::apply(&mut s, e).await.map_err(RunError::BadInput)?;
         let end = s.runner.clock.now() + gap + epsilon;
@@ -237,7 +234,6 @@ async fn checkpointed(engine: &Engine, config: &Config, cand: &Trace, out: &Path
         observed.extend(records(window));
     }
     drop(s);
-    drop(_holding);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Peek { observed: Trace { header: cand.header.clone(), records: observed }, runs: 1, rollbacks, busy })
 }
@@ -283,6 +279,24 @@ pub(crate) async fn checkpoint_all(
     }
 }
 
+/// How [`roll_back`] brings the controllers back from their checkpoints.
+pub(crate) enum Restart<'a> {
+    /// Fork a new copy from each holder; the checkpoints stay usable.
+    Resume(&'a mut [Checkpoint]),
+    /// Each holder becomes the copy itself: the checkpoints are used up
+    /// (one fork fewer per controller; PEEK returns to each checkpoint once).
+    TakeOver(Vec<Checkpoint>),
+}
+
+impl Restart<'_> {
+    fn connections(&self) -> Vec<&[checkpoint::HeldConnection]> {
+        match self {
+            Restart::Resume(cps) => cps.iter().map(|c| c.connections.as_slice()).collect(),
+            Restart::TakeOver(cps) => cps.iter().map(|c| c.connections.as_slice()).collect(),
+        }
+    }
+}
+
 /// Puts the run back to `state`, with every controller resumed from its
 /// checkpoint and each switch connection paired with the controller
 /// connection it was at the checkpoint. The resumed copies write their
@@ -290,21 +304,27 @@ pub(crate) async fn checkpoint_all(
 pub(crate) async fn roll_back(
     s: &mut Session,
     state: &crate::session::SessionState,
-    checkpoints: &mut [Checkpoint],
+    checkpoints: Restart<'_>,
     label: &str,
 ) -> Result<(), PeekError> {
     let env = |e: std::io::Error| RunError::Environment(format!("rolling back: {e}"));
+    // SIGKILL is final: a killed copy never runs its code again, so nothing
+    // needs to wait for it to be gone before time is set back. It is waited
+    // for (dropped) off the run's path, below.
+    let vt = s.runner.clock.virtual_time().cloned().ok_or_else(|| PeekError::Refused("no virtual time".into()))?;
     for c in s.controllers.iter_mut() {
-        c.kill();
+        c.stop();
+        vt.forget(c.pid());
     }
+    let held = checkpoints.connections();
     let mut streams = BTreeMap::new();
-    let mut sockets: Vec<Vec<(i32, OwnedFd)>> = checkpoints.iter().map(|_| Vec::new()).collect();
+    let mut sockets: Vec<Vec<(i32, OwnedFd)>> = held.iter().map(|_| Vec::new()).collect();
     let (session_state, state) = (state, &state.run);
     for (dpid, conn, port) in state.open_connections() {
-        let held = checkpoints
+        let held = held
             .iter()
             .enumerate()
-            .find_map(|(k, cp)| cp.connections.iter().find(|h| h.peer_port == port).map(|h| (k, h.fd)));
+            .find_map(|(k, conns)| conns.iter().find(|h| h.peer_port == port).map(|h| (k, h.fd)));
         let Some((k, fd)) = held else {
             return Err(PeekError::Refused(format!(
                 "switch {dpid}'s connection {conn} is not held by any controller checkpoint"
@@ -314,16 +334,33 @@ pub(crate) async fn roll_back(
         streams.insert((dpid, conn), ours);
         sockets[k].push((fd, theirs));
     }
-    let vt = s.runner.clock.virtual_time().cloned().ok_or_else(|| PeekError::Refused("no virtual time".into()))?;
     // Time goes back before any copy runs: none may read the later time.
     vt.rewind_to(state.time_ns());
     let mut moved = BTreeMap::new();
-    for (k, (cp, socks)) in checkpoints.iter_mut().zip(sockets).enumerate() {
-        let log = s.run_dir.join(format!("controller-{k}-{label}.log"));
-        let resumed = cp.resume(&log, &vt, socks).map_err(|e| PeekError::Refused(e.to_string()))?;
-        moved.insert(cp.addr(), resumed.addr());
-        s.controllers[k] = resumed;
+    let mut gone = Vec::new();
+    let log = |k: usize| s.run_dir.join(format!("controller-{k}-{label}.log"));
+    let resumed: Vec<(std::net::SocketAddr, Result<crate::controller::Controller, crate::snapshot::SnapshotError>)> =
+        match checkpoints {
+            Restart::Resume(cps) => cps
+                .iter_mut()
+                .zip(sockets)
+                .enumerate()
+                .map(|(k, (cp, socks))| (cp.addr(), cp.resume(&log(k), &vt, socks)))
+                .collect(),
+            Restart::TakeOver(cps) => cps
+                .into_iter()
+                .zip(sockets)
+                .enumerate()
+                .map(|(k, (cp, socks))| (cp.addr(), cp.take_over(&log(k), &vt, socks)))
+                .collect(),
+        };
+    for (k, (addr, copy)) in resumed.into_iter().enumerate() {
+        let copy = copy.map_err(|e| PeekError::Refused(e.to_string()))?;
+        moved.insert(addr, copy.addr());
+        gone.push(std::mem::replace(&mut s.controllers[k], copy));
     }
+    // Dropping a controller waits until its process is gone: not here.
+    std::thread::spawn(move || drop(gone));
     s.crashed.clear();
     s.expect_controllers();
     s.runner.restore(state, streams, &moved).await.map_err(env)?;

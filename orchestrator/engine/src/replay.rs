@@ -336,7 +336,13 @@ impl<'t> Replayer<'t> {
         self.rewinds += 1;
         mark.rewinds += 1;
         let label = format!("rewind-{}", self.rewinds);
-        crate::peek::roll_back(&mut self.session, &mark.state, &mut mark.checkpoints, &label).await?;
+        crate::peek::roll_back(
+            &mut self.session,
+            &mark.state,
+            crate::peek::Restart::Resume(&mut mark.checkpoints),
+            &label,
+        )
+        .await?;
         self.place = mark.place.clone();
         self.writer.truncate(&mark.written).map_err(self.env())?;
         Ok(())
