@@ -103,6 +103,42 @@ pub fn watch_from(epfd: RawFd) {
     unsafe { real!("epoll_ctl", EpollCtl)(epfd, libc::EPOLL_CTL_ADD, fd, &mut event) };
 }
 
+/// Runs a `poll`-style wait on the caller's `n` descriptors at `fds` with
+/// this process's control socket added (if it has one), so that a command
+/// ends the wait at once; the caller sees only its own descriptors and
+/// their events. `wait(fds, n)` is the real call.
+///
+/// # Safety
+///
+/// `fds` must point to `n` pollfds (poll's contract).
+pub unsafe fn with_control_pollfd(
+    fds: *mut libc::pollfd,
+    n: libc::nfds_t,
+    mut wait: impl FnMut(*mut libc::pollfd, libc::nfds_t) -> c_int,
+) -> c_int {
+    let control = CONTROL.load(Ordering::Acquire);
+    if control < 0 || fds.is_null() && n > 0 {
+        return wait(fds, n);
+    }
+    let theirs: &mut [libc::pollfd] = if n == 0 {
+        &mut []
+    } else {
+        // SAFETY: `n` pollfds at `fds` (this function's contract).
+        unsafe { std::slice::from_raw_parts_mut(fds, n as usize) }
+    };
+    let mut all = Vec::with_capacity(theirs.len() + 1);
+    all.extend_from_slice(theirs);
+    all.push(libc::pollfd { fd: control, events: libc::POLLIN, revents: 0 });
+    let r = wait(all.as_mut_ptr(), n + 1);
+    if r < 0 {
+        return r;
+    }
+    for (mine, copy) in theirs.iter_mut().zip(&all) {
+        mine.revents = copy.revents;
+    }
+    r - c_int::from(all[theirs.len()].revents != 0)
+}
+
 /// An epoll instance is closed: its number may come back as another one.
 pub fn forget_epoll(epfd: RawFd) {
     watched().remove(&epfd);

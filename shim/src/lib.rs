@@ -216,12 +216,13 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 pub unsafe extern "C" fn epoll_wait(epfd: c_int, events: *mut libc::epoll_event, max: c_int, timeout: c_int) -> c_int {
     at_wait();
     let real = real!("epoll_wait", unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int) -> c_int);
-    checkpoint::watch_from(epfd);
     // SAFETY: libc's epoll_wait with the caller's buffer and size; only the
     // timeout is ours. What it returns is initialised, as the strip needs; a
     // wait ended by a command alone looks like a chunk that timed out, after
-    // which the command is served (`vtime::wait`).
+    // which the command is served (`vtime::wait`). The control socket is
+    // registered at every chunk: a resumed copy gets a new one mid-wait.
     vtime::wait(vtime::from_ms(timeout), |chunk| unsafe {
+        checkpoint::watch_from(epfd);
         checkpoint::strip_control_event(events, real(epfd, events, max, vtime::to_ms(chunk)))
     })
 }
@@ -239,10 +240,10 @@ pub unsafe extern "C" fn epoll_pwait(
         "epoll_pwait",
         unsafe extern "C" fn(c_int, *mut libc::epoll_event, c_int, c_int, *const libc::sigset_t) -> c_int
     );
-    checkpoint::watch_from(epfd);
     // SAFETY: libc's epoll_pwait with the caller's buffer, size and mask;
-    // only the timeout is ours. As in `epoll_wait` for the strip.
+    // only the timeout is ours. As in `epoll_wait`.
     vtime::wait(vtime::from_ms(timeout), |chunk| unsafe {
+        checkpoint::watch_from(epfd);
         checkpoint::strip_control_event(events, real(epfd, events, max, vtime::to_ms(chunk), mask))
     })
 }
@@ -251,9 +252,11 @@ pub unsafe extern "C" fn epoll_pwait(
 pub unsafe extern "C" fn poll(fds: *mut libc::pollfd, n: libc::nfds_t, timeout: c_int) -> c_int {
     at_wait();
     let real = real!("poll", unsafe extern "C" fn(*mut libc::pollfd, libc::nfds_t, c_int) -> c_int);
-    // SAFETY: libc's poll with the caller's array and length; only the
-    // timeout is ours.
-    vtime::wait(vtime::from_ms(timeout), |chunk| unsafe { real(fds, n, vtime::to_ms(chunk)) })
+    // SAFETY: libc's poll with the caller's array and length, or a copy of
+    // it with the control socket added; only the timeout is ours.
+    vtime::wait(vtime::from_ms(timeout), |chunk| unsafe {
+        checkpoint::with_control_pollfd(fds, n, |fds, n| real(fds, n, vtime::to_ms(chunk)))
+    })
 }
 
 #[no_mangle]
@@ -273,10 +276,10 @@ pub unsafe extern "C" fn ppoll(
     // SAFETY: libc's ppoll with the caller's array, length and mask, and a
     // timeout of ours that lives through the call.
     vtime::wait(want, |chunk| unsafe {
-        match chunk {
+        checkpoint::with_control_pollfd(fds, n, |fds, n| match chunk {
             Some(ns) => real(fds, n, &vtime::timespec_of(ns), mask),
             None => real(fds, n, std::ptr::null(), mask),
-        }
+        })
     })
 }
 
@@ -389,6 +392,13 @@ unsafe fn zygote(mut control: UnixStream) {
     // SAFETY: getpid has no preconditions.
     let zygote_pid = unsafe { libc::getpid() };
     let old_chld = reap_children_automatically();
+    // SAFETY: single-threaded (this function's contract).
+    let Forked::Zygote(mut spare) = (unsafe { Spare::fork(zygote_pid, &old_chld) }) else {
+        // The spare, started: into the controller's wait, without the
+        // zygote's control socket (only the zygote talks on it).
+        drop(control);
+        return;
+    };
     loop {
         let Received::Command(command, fds) = receive(control.as_raw_fd(), 0) else {
             // SAFETY: sts let go of the zygote: it ends, with nothing to flush.
@@ -404,6 +414,24 @@ unsafe fn zygote(mut control: UnixStream) {
             );
             continue;
         };
+        // The copy forked ahead of time takes the command if it can: the
+        // fork is then off the path of whoever asked.
+        if let Some(pid) = spare.take().and_then(|s| s.start(&command, &fds)) {
+            close_ours(&fds);
+            if writeln!(control, "forked {pid}").is_err() {
+                // SAFETY: sts is gone: the zygote ends, with nothing to flush.
+                unsafe { libc::_exit(0) };
+            }
+            // SAFETY: single-threaded (this function's contract).
+            match unsafe { Spare::fork(zygote_pid, &old_chld) } {
+                Forked::Zygote(next) => spare = next,
+                Forked::Spare => {
+                    drop(control); // as above
+                    return;
+                }
+            }
+            continue;
+        }
         // SAFETY: single-threaded (this function's contract), so the child is
         // a whole copy of the process.
         let pid = unsafe { shim_fork() };
@@ -431,6 +459,103 @@ unsafe fn zygote(mut control: UnixStream) {
             // SAFETY: sts is gone: the zygote ends, with nothing to flush.
             unsafe { libc::_exit(0) };
         }
+    }
+}
+
+/// Who returns from [`Spare::fork`].
+enum Forked {
+    /// The zygote, with its new spare (none if the fork failed).
+    Zygote(Option<Spare>),
+    /// The spare, started by a `fork` command: a copy now.
+    Spare,
+}
+
+/// A copy a zygote forked ahead of time, parked until the next `fork`
+/// command, which the zygote passes on to it: the copy then becomes a child
+/// as a copy forked on the spot would (the zygote never changes, so the two
+/// are the same), and the fork's cost (a millisecond or more for a Python
+/// controller) is paid while nobody waits.
+struct Spare {
+    pid: libc::pid_t,
+    /// The zygote's end of the socket the spare waits on.
+    socket: UnixStream,
+}
+
+impl Spare {
+    /// Forks a spare of the zygote `zygote` (`old_chld` is the SIGCHLD
+    /// disposition children restore). No spare if it cannot (the zygote then
+    /// forks on demand). Returns in the spare too, once a command started it.
+    ///
+    /// # Safety
+    ///
+    /// The process must have a single thread (it forks).
+    unsafe fn fork(zygote: libc::pid_t, old_chld: &libc::sigaction) -> Forked {
+        let Ok((ours, theirs)) = UnixStream::pair() else { return Forked::Zygote(None) };
+        // SAFETY: single-threaded (this function's contract).
+        let pid = unsafe { shim_fork() };
+        if pid < 0 {
+            return Forked::Zygote(None);
+        }
+        if pid > 0 {
+            // SAFETY: setpgid on our own child has no memory effects.
+            unsafe { libc::setpgid(pid, pid) };
+            return Forked::Zygote(Some(Spare { pid, socket: ours }));
+        }
+        // The spare, which must die with the zygote even while it is parked.
+        drop(ours);
+        // SAFETY: process-level calls with plain arguments; restoring the
+        // disposition saved by `reap_children_automatically`.
+        unsafe {
+            libc::sigaction(libc::SIGCHLD, old_chld, std::ptr::null_mut());
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != zygote {
+                libc::_exit(1); // the zygote died before PDEATHSIG was set
+            }
+        }
+        let Received::Command(command, fds) = receive(theirs.as_raw_fd(), 0) else {
+            // SAFETY: the zygote let go of its spare (it ends, or is gone).
+            unsafe { libc::_exit(0) }
+        };
+        drop(theirs);
+        let Some(child) = parse_fork(zygote, &command, &fds) else {
+            // SAFETY: the zygote checked the command before passing it on.
+            unsafe { libc::_exit(1) }
+        };
+        // SAFETY: a copy of the zygote, as freshly forked as one forked now.
+        unsafe { become_child(child, &[], Parent::DieWith) };
+        Forked::Spare
+    }
+
+    /// Passes a `fork` command and its descriptors on; the spare's pid if it
+    /// took them (`None` if it is gone: the zygote forks on demand).
+    fn start(self, command: &str, fds: &[RawFd]) -> Option<libc::pid_t> {
+        let mut cmsg = [0u8; 512];
+        let bytes = std::mem::size_of_val(fds);
+        // SAFETY: CMSG_SPACE only computes a size.
+        let space = unsafe { libc::CMSG_SPACE(bytes as u32) } as usize;
+        if space > cmsg.len() {
+            return None;
+        }
+        let mut iov = libc::iovec { iov_base: command.as_ptr() as *mut c_void, iov_len: command.len() };
+        // SAFETY: msghdr is a plain C struct, valid all zero.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cmsg.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        // SAFETY: the CMSG macros fill our own buffer, sized by CMSG_SPACE
+        // for `fds` above; sendmsg reads our live buffers with their true
+        // lengths (the command is only read).
+        let sent = unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(bytes as u32) as _;
+            std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c) as *mut RawFd, fds.len());
+            libc::sendmsg(self.socket.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+        };
+        (sent == command.len() as isize).then_some(self.pid)
     }
 }
 
