@@ -32,7 +32,8 @@
 //! A holder exits when its control socket closes (sts dropped the checkpoint
 //! or died); copies it resumed die with it (PDEATHSIG). A holder that took
 //! over has no parent of sts's to die with, so it exits as soon as it sees
-//! its control socket close (between the chunks of its waits).
+//! its control socket close (at once in an epoll or poll wait, within a
+//! chunk in a `select`).
 
 use std::collections::BTreeSet;
 use std::ffi::c_int;
@@ -72,6 +73,18 @@ pub fn set_control(fd: RawFd) {
     watched.clear();
     drop(watched);
     if old >= 0 && old != fd {
+        crate::close_ours(&[old]);
+    }
+}
+
+/// Closes this process's copy of the control socket without touching the
+/// epoll instances: in a holder, which shares them with the copy that goes
+/// on (whose registration of the same socket they hold) until it takes over
+/// or resumes a copy, which rebuilds them.
+fn leave_control() {
+    let old = CONTROL.swap(-1, Ordering::AcqRel);
+    watched().clear();
+    if old >= 0 {
         crate::close_ours(&[old]);
     }
 }
@@ -282,7 +295,7 @@ unsafe fn checkpoint(control: RawFd, holder_control: RawFd) -> bool {
         // not commanded through the copy's socket.
         // SAFETY: setpgid on ourselves has no memory effects.
         unsafe { libc::setpgid(0, 0) };
-        set_control(-1);
+        leave_control();
         // SAFETY: the holder is single-threaded too (a fork copies one thread).
         unsafe { hold(holder_control) };
         // Only a resumed copy gets here.

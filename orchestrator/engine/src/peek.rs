@@ -25,6 +25,7 @@
 //! first input ([`crate::minimize`] merges it into the candidate).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::Duration;
@@ -33,9 +34,11 @@ use sts_trace::{External, Internal, Record, Trace};
 
 use crate::checkpoint::{self, Checkpoint};
 use crate::config::Config;
+use crate::controller::Controller;
 use crate::inputs;
 use crate::observe::drain;
 use crate::session::{self, RunError, Session};
+use crate::snapshot::SnapshotError;
 use crate::Engine;
 
 /// How long (real time) a run may take to become quiescent before an input.
@@ -339,21 +342,21 @@ pub(crate) async fn roll_back(
     let mut moved = BTreeMap::new();
     let mut gone = Vec::new();
     let log = |k: usize| s.run_dir.join(format!("controller-{k}-{label}.log"));
-    let resumed: Vec<(std::net::SocketAddr, Result<crate::controller::Controller, crate::snapshot::SnapshotError>)> =
-        match checkpoints {
-            Restart::Resume(cps) => cps
-                .iter_mut()
-                .zip(sockets)
-                .enumerate()
-                .map(|(k, (cp, socks))| (cp.addr(), cp.resume(&log(k), &vt, socks)))
-                .collect(),
-            Restart::TakeOver(cps) => cps
-                .into_iter()
-                .zip(sockets)
-                .enumerate()
-                .map(|(k, (cp, socks))| (cp.addr(), cp.take_over(&log(k), &vt, socks)))
-                .collect(),
-        };
+    // (the checkpointed copy's address, its successor)
+    let resumed: Vec<(SocketAddr, Result<Controller, SnapshotError>)> = match checkpoints {
+        Restart::Resume(cps) => cps
+            .iter_mut()
+            .zip(sockets)
+            .enumerate()
+            .map(|(k, (cp, socks))| (cp.addr(), cp.resume(&log(k), &vt, socks)))
+            .collect(),
+        Restart::TakeOver(cps) => cps
+            .into_iter()
+            .zip(sockets)
+            .enumerate()
+            .map(|(k, (cp, socks))| (cp.addr(), cp.take_over(&log(k), &vt, socks)))
+            .collect(),
+    };
     for (k, (addr, copy)) in resumed.into_iter().enumerate() {
         let copy = copy.map_err(|e| PeekError::Refused(e.to_string()))?;
         moved.insert(addr, copy.addr());
