@@ -19,6 +19,12 @@ use sts_engine::config::Config;
 use sts_engine::peek;
 use sts_trace::Trace;
 
+/// Says why the benchmark cannot go on, and exits with 2 (bad input).
+fn fail(why: &str) -> ! {
+    eprintln!("peek_bench: {why}");
+    std::process::exit(2);
+}
+
 fn main() {
     let dirs: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
     if dirs.is_empty() {
@@ -33,18 +39,19 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|");
     for dir in dirs {
-        let config = Config::load(&dir.join("config.toml")).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-        let trace = Trace::load(&dir.join("trace.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+        let config =
+            Config::load(&dir.join("config.toml")).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
+        let trace = Trace::load(&dir.join("trace.jsonl")).unwrap_or_else(|e| fail(&e.to_string()));
         let out = std::env::temp_dir().join(format!("sts-peek-bench-{}", std::process::id()));
         let t = Instant::now();
         let prefix = rt
             .block_on(peek::by_prefix(&engine, &config, &trace, &out))
-            .unwrap_or_else(|e| panic!("{}: prefix: {e}", dir.display()));
+            .unwrap_or_else(|e| fail(&format!("{}: prefix replay: {e}", dir.display())));
         let prefix_s = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let cps = rt
             .block_on(peek::by_checkpoints(&engine, &config, &trace, &out))
-            .unwrap_or_else(|e| panic!("{}: checkpoints: {e}", dir.display()));
+            .unwrap_or_else(|e| fail(&format!("{}: checkpoints: {e}", dir.display())));
         let cps_s = t.elapsed().as_secs_f64();
         let (a, b) = (prefix.windows(), cps.windows());
         let differ: Vec<usize> = (0..a.len().max(b.len())).filter(|&i| a.get(i) != b.get(i)).collect();
