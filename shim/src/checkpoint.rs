@@ -351,7 +351,8 @@ unsafe fn hold(control: RawFd) {
             reply(
                 control,
                 &format!(
-                    "error `resume` with {} sockets needs {} descriptors, got {}",
+                    "error `{}` with {} sockets needs {} descriptors, got {}",
+                    words[0],
                     targets.len(),
                     5 + targets.len(),
                     fds.len()
@@ -359,37 +360,23 @@ unsafe fn hold(control: RawFd) {
             );
             continue;
         }
-        if take {
+        // `take`: the holder itself becomes the copy (it answers first, as it
+        // will not come back); `resume`: a fork of it does.
+        let pid = if take {
             reply(control, &format!("took {holder}"));
-            // SAFETY: restoring the disposition saved by
-            // `reap_children_automatically`, a valid sigaction.
-            unsafe { libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut()) };
-            close_all(&[control]);
-            let sockets: Vec<(RawFd, RawFd)> = targets.iter().copied().zip(fds[5..].iter().copied()).collect();
-            // SAFETY: getppid has no preconditions.
-            let parent = unsafe { libc::getppid() };
-            let child = crate::Child {
-                parent,
-                stdout: fds[0],
-                stderr: fds[1],
-                report: fds[2],
-                clock: Some(fds[3]),
-                control: Some(fds[4]),
-                only_port: (port != 0).then_some(port),
-            };
-            // SAFETY: the holder, single-threaded (this function's contract),
-            // becoming the copy on the sockets sts sent, with no parent to die with.
-            unsafe { crate::become_child(child, &sockets, crate::Parent::None) };
-            return;
-        }
-        // SAFETY: single-threaded (this function's contract).
-        let pid = unsafe { crate::shim_fork() };
+            0
+        } else {
+            // SAFETY: single-threaded (this function's contract).
+            unsafe { crate::shim_fork() }
+        };
         if pid == 0 {
             // SAFETY: restoring the disposition saved by
             // `reap_children_automatically`, a valid sigaction.
             unsafe { libc::sigaction(libc::SIGCHLD, &old_chld, std::ptr::null_mut()) };
             close_all(&[control]);
             let sockets: Vec<(RawFd, RawFd)> = targets.iter().copied().zip(fds[5..].iter().copied()).collect();
+            // A holder that takes over has no parent of sts's to die with.
+            let dies = if take { crate::Parent::None } else { crate::Parent::DieWith };
             let child = crate::Child {
                 parent: holder,
                 stdout: fds[0],
@@ -400,8 +387,9 @@ unsafe fn hold(control: RawFd) {
                 // 0: every listener moves (a REST API's too).
                 only_port: (port != 0).then_some(port),
             };
-            // SAFETY: a freshly forked copy, resumed on the sockets sts sent.
-            unsafe { crate::become_child(child, &sockets, crate::Parent::DieWith) };
+            // SAFETY: a freshly forked copy, or the single-threaded holder
+            // itself (this function's contract), resumed on the sockets sts sent.
+            unsafe { crate::become_child(child, &sockets, dies) };
             return;
         }
         if pid > 0 {

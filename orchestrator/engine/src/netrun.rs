@@ -219,8 +219,8 @@ pub struct NetRunner {
     pub issues: Vec<ConnIssue>,
     pub messages_from_controllers: u64,
     pub messages_to_controllers: u64,
-    /// The idle test's pace on virtual time (made in the runtime, on first use).
-    fine: Option<FineSleep>,
+    /// The idle test's pace on virtual time.
+    fine: FineSleep,
 }
 
 impl NetRunner {
@@ -284,7 +284,7 @@ impl NetRunner {
             issues: Vec::new(),
             messages_from_controllers: 0,
             messages_to_controllers: 0,
-            fine: None,
+            fine: FineSleep::new(),
         })
     }
 
@@ -541,14 +541,13 @@ impl NetRunner {
             // On virtual time, look at the run again soon: it may be idle, and
             // time may jump.
             let look = if on_virtual_time { VIRTUAL_POLL } else { Duration::MAX };
-            let fine = self.fine.get_or_insert_with(FineSleep::new);
             tokio::select! {
                 inbound = self.rx.recv() => match inbound {
                     Some(i) => self.on_inbound(i),
                     None => tokio::time::sleep_until(wake).await,
                 },
                 _ = tokio::time::sleep_until(wake) => {}
-                _ = fine.sleep(look), if on_virtual_time => {}
+                _ = self.fine.sleep(look), if on_virtual_time => {}
             }
         }
     }
@@ -573,10 +572,9 @@ impl NetRunner {
             if tokio::time::Instant::now() >= give_up {
                 return false;
             }
-            let fine = self.fine.get_or_insert_with(FineSleep::new);
             tokio::select! {
                 inbound = self.rx.recv() => if let Some(i) = inbound { self.on_inbound(i) },
-                _ = fine.sleep(VIRTUAL_POLL) => {}
+                _ = self.fine.sleep(VIRTUAL_POLL) => {}
             }
         }
     }
