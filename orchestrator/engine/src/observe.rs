@@ -200,6 +200,12 @@ impl Monitor {
         lines
     }
 
+    /// When the next invariant check is due (run time, ms): nothing is judged
+    /// before then.
+    pub fn next_check_ms(&self) -> u64 {
+        self.next_ms
+    }
+
     /// Records, then checks the invariants if a check is due. Returns the
     /// persistent violations, most fundamental first
     /// ([`Persistence::observe`]).

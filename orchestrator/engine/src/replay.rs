@@ -25,7 +25,8 @@ use crate::observe::Monitor;
 use crate::session::{self, RunError, Session};
 use crate::{Engine, NoticeKind, Progress};
 
-/// How long replay waits in one slice while watching for expected events.
+/// How long replay waits in one slice while watching for expected events
+/// (and, when something may pause it, between looks at the pause).
 const SLICE_MS: u64 = 10;
 
 /// Where a replay first differed from the original, and by how much.
@@ -287,8 +288,7 @@ impl<'t> Replayer<'t> {
     pub async fn run_for(&mut self, ms: u64) -> Result<bool, RunError> {
         let until = self.session.runner.clock.now() + ms;
         while self.session.runner.clock.now() < until {
-            let left = until - self.session.runner.clock.now();
-            if self.slice(SLICE_MS.min(left)).await? && self.place.found.is_some() {
+            if self.slice(self.slice_len(until)).await? && self.place.found.is_some() {
                 return Ok(true);
             }
             if self.paused() {
@@ -447,6 +447,20 @@ impl<'t> Replayer<'t> {
 
     /// Runs for `ms` and observes: true when the wanted violation (or,
     /// without one, any persistent violation) has been found.
+    /// How long the next slice runs, ending by `end` (run time, ms). On
+    /// virtual time with nothing to pause the run, it runs to the next
+    /// invariant check: between checks observing only records events, which
+    /// carry their own times, so a slice end would buy nothing but a clock
+    /// jump (a replay of a long trace made about a thousand of them). Waiting
+    /// for a due event's predecessors, on real time, or when a pause is set
+    /// (a breakpoint on a message), slices stay [`SLICE_MS`] long.
+    fn slice_len(&self, end: u64) -> u64 {
+        let now = self.session.runner.clock.now();
+        let long = self.pause.is_none() && self.session.runner.clock.virtual_time().is_some();
+        let end = if long { end.min(self.place.monitor.next_check_ms().max(now + 1)) } else { end.min(now + SLICE_MS) };
+        end.saturating_sub(now).max(1)
+    }
+
     async fn slice(&mut self, ms: u64) -> Result<bool, RunError> {
         self.session.runner.run_for(Duration::from_millis(ms)).await;
         self.flush()?;
@@ -489,7 +503,10 @@ impl<'t> Replayer<'t> {
                 self.place.timeouts += 1;
                 break;
             }
-            if self.slice(SLICE_MS.min((target + epsilon).saturating_sub(now)).max(1)).await? && self.wanted.is_some() {
+            // Before the event's time only its predecessors' arrival counts,
+            // and they are looked for once it is due.
+            let end = if now < target { target } else { (target + epsilon).min(now + SLICE_MS) };
+            if self.slice(self.slice_len(end)).await? && self.wanted.is_some() {
                 self.place.stopped = true;
                 return Ok(Step::Reproduced);
             }
@@ -535,7 +552,7 @@ impl<'t> Replayer<'t> {
         let until = self.session.runner.clock.now() + tail + inv.persist_ms + inv.check_every_ms + epsilon;
         let mut reproduced = self.place.found.as_ref().is_some_and(|v| self.is_wanted(v));
         while !reproduced && self.session.runner.clock.now() < until {
-            reproduced = self.slice(SLICE_MS).await? && self.place.found.is_some();
+            reproduced = self.slice(self.slice_len(until)).await? && self.place.found.is_some();
             if self.paused() {
                 break;
             }
