@@ -27,6 +27,12 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+/// A fingerprint of the shim's and this crate's sources, the same in a
+/// `libsts_shim.so` and the sts built with it. The shim says it when it greets
+/// sts, so a library left from another build (an old copy next to the binary,
+/// a stale `STS_SHIM`) is named as such instead of failing a command later.
+pub const SHIM_BUILD: &str = env!("STS_SHIM_BUILD");
+
 /// The first word of a valid page ("STSCLK01").
 pub const MAGIC: u64 = u64::from_le_bytes(*b"STSCLK01");
 /// Size of the page in bytes.

@@ -374,7 +374,7 @@ fn at_wait() {
         return;
     }
     // SAFETY: getpid has no preconditions.
-    if writeln!(control, "ready {}", unsafe { libc::getpid() }).is_err() {
+    if writeln!(control, "ready {} build={}", unsafe { libc::getpid() }, sts_clockpage::SHIM_BUILD).is_err() {
         return;
     }
     // SAFETY: the process has one thread (checked just above), as `zygote` needs.

@@ -36,6 +36,9 @@ pub enum SnapshotError {
     /// The shim library is not where sts looks for it.
     #[error("the snapshot shim libsts_shim.so is missing (looked in {0} and around it); build it with `cargo build --release -p sts-shim` (scripts/setup does), or set STS_SHIM")]
     NoShim(PathBuf),
+    /// The shim library was built from other sources than this sts.
+    #[error("{} was built from other sources than this sts (shim build {found}, sts build {}); rebuild both with `cargo build --release -p sts -p sts-shim`, or point STS_SHIM at the library built with this sts", path.display(), sts_clockpage::SHIM_BUILD)]
+    OtherBuild { path: PathBuf, found: String },
     /// The controller could not be started or forked.
     #[error("{0}")]
     Start(String),
@@ -98,6 +101,16 @@ pub fn on_virtual_time(
     Ok(spec)
 }
 
+/// Checks a zygote's greeting (`ready PID build=FINGERPRINT`) against the
+/// shim sources this sts was built with; the error says the shim's build.
+fn same_build(greeting: &str) -> Result<(), String> {
+    match greeting.split_whitespace().find_map(|w| w.strip_prefix("build=")) {
+        Some(b) if b == sts_clockpage::SHIM_BUILD => Ok(()),
+        Some(b) => Err(b.to_string()),
+        None => Err("unknown, older than build checks".to_string()),
+    }
+}
+
 /// A controller parked by the shim, ready to be forked.
 pub struct Zygote {
     /// The parked process itself (killed, with its children, on drop).
@@ -149,7 +162,12 @@ impl Zygote {
         let mut line = String::new();
         control.read_line(&mut line).map_err(|e| SnapshotError::Start(format!("reading the shim's greeting: {e}")))?;
         match line.split_whitespace().next() {
-            Some("ready") => Ok(Zygote { process, control, name: spec.name.clone(), forks: 0 }),
+            Some("ready") => {
+                if let Err(found) = same_build(&line) {
+                    return Err(SnapshotError::OtherBuild { path: shim_path()?, found });
+                }
+                Ok(Zygote { process, control, name: spec.name.clone(), forks: 0 })
+            }
             Some("refuse") => Err(SnapshotError::Refused(line.trim()["refuse".len()..].trim().to_string())),
             _ => Err(SnapshotError::Start(format!("unexpected greeting from the shim: {:?}", line.trim()))),
         }
@@ -343,5 +361,21 @@ impl Drop for Zygote {
         // Closing the control socket ends the zygote; kill it anyway.
         let _ = self.control.get_mut().flush();
         self.process.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shim_from_another_build_is_named_as_such() {
+        assert_eq!(same_build(&format!("ready 42 build={}\n", sts_clockpage::SHIM_BUILD)), Ok(()));
+        assert_eq!(same_build("ready 42 build=0123456789abcdef\n"), Err("0123456789abcdef".to_string()));
+        assert_eq!(same_build("ready 42\n"), Err("unknown, older than build checks".to_string()));
+        let e = SnapshotError::OtherBuild { path: "/opt/old/libsts_shim.so".into(), found: "0123456789abcdef".into() };
+        let text = e.to_string();
+        assert!(text.starts_with("/opt/old/libsts_shim.so was built from other sources than this sts"), "{text}");
+        assert!(text.contains(sts_clockpage::SHIM_BUILD), "{text}");
     }
 }
