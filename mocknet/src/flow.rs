@@ -477,6 +477,19 @@ impl FlowTable {
         Some(e)
     }
 
+    /// When the first entry's idle or hard timeout will pass if no traffic
+    /// refreshes it: nothing in this table expires before.
+    pub fn next_expiry(&self) -> Option<Millis> {
+        self.entries
+            .iter()
+            .flat_map(|e| {
+                let hard = (e.hard_timeout > 0).then(|| e.installed_at + e.hard_timeout as u64 * 1000);
+                let idle = (e.idle_timeout > 0).then(|| e.last_used + e.idle_timeout as u64 * 1000);
+                hard.into_iter().chain(idle)
+            })
+            .min()
+    }
+
     /// Removes entries whose idle or hard timeout has passed at `now`.
     pub fn expire(&mut self, now: Millis) -> Vec<(FlowEntry, RemovedReason)> {
         let mut out = Vec::new();
@@ -587,6 +600,35 @@ mod tests {
         assert!(t.expire(4_999).is_empty());
         assert_eq!(t.expire(5_000)[0].1, RemovedReason::HardTimeout);
         assert_eq!(t.expire(10_000)[0].1, RemovedReason::IdleTimeout);
+    }
+
+    #[test]
+    fn the_next_expiry_is_when_expire_first_removes_an_entry() {
+        // Tables of entries with random timeouts, install and last-use times
+        // (a small LCG: no dependency for a few numbers).
+        let mut x: u64 = 7;
+        let mut next = |n: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        for _ in 0..500 {
+            let mut t = FlowTable::default();
+            for port in 0..next(5) {
+                let mut e = entry(m(&[(Field::InPort, port as u128)]), 1);
+                e.idle_timeout = next(4) as u16;
+                e.hard_timeout = next(4) as u16;
+                e.installed_at = next(3_000);
+                t.add(e, false, 10).unwrap();
+                t.entries.last_mut().unwrap().last_used = t.entries.last().unwrap().installed_at + next(2_000);
+            }
+            match t.next_expiry() {
+                Some(at) => {
+                    assert!(at == 0 || t.clone().expire(at - 1).is_empty(), "nothing before {at}");
+                    assert!(!t.clone().expire(at).is_empty(), "something at {at}");
+                }
+                None => assert!(t.clone().expire(u64::MAX / 2).is_empty(), "no timeout, no expiry"),
+            }
+        }
     }
 
     #[test]

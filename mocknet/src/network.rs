@@ -476,6 +476,12 @@ impl Network {
         probe
     }
 
+    /// When the first flow entry of any switch expires, if none is used
+    /// before: until then [`Network::tick`] does nothing.
+    pub fn next_expiry(&self) -> Option<Millis> {
+        self.switches.values().filter_map(Switch::next_expiry).min()
+    }
+
     /// Expires flow entries on every switch.
     pub fn tick(&mut self, now: Millis) -> Vec<ToController> {
         let mut out = Vec::new();

@@ -915,6 +915,12 @@ impl Switch {
         Ok(())
     }
 
+    /// When the first flow entry expires, if none is used before
+    /// ([`FlowTable::next_expiry`]).
+    pub fn next_expiry(&self) -> Option<Millis> {
+        self.tables.iter().filter_map(FlowTable::next_expiry).min()
+    }
+
     /// Expires flows whose timeouts passed; returns FLOW_REMOVED messages where flagged.
     pub fn expire(&mut self, now: Millis) -> Vec<Output> {
         let mut out = Vec::new();

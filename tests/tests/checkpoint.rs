@@ -228,15 +228,22 @@ fn peek_with_checkpoints_sees_what_prefix_replay_sees() {
     let cps = rt
         .block_on(sts_engine::peek::by_checkpoints(sts_e2e::engine(), &config, &trace, &out))
         .unwrap_or_else(|e| panic!("{e}"));
+    let always = rt
+        .block_on(sts_engine::peek::by_checkpoints_always(sts_e2e::engine(), &config, &trace, &out))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((prefix.runs, prefix.rollbacks), (4, 0));
-    assert_eq!((cps.runs, cps.rollbacks), (1, 3));
-    let (a, b) = (prefix.windows(), cps.windows());
+    assert_eq!((always.runs, always.rollbacks, always.skipped), (1, 3, 0));
+    // Where the rest of a window was known to be quiet, no checkpoint.
+    assert_eq!((cps.runs, cps.rollbacks + cps.skipped), (1, 3), "{} rollbacks, {} skipped", cps.rollbacks, cps.skipped);
+    let a = prefix.windows();
     assert_eq!(a.len(), 5, "a window before the inputs and one per input");
     // Each ping's window holds its PACKET_INs and what the controller answered.
     for w in [1, 4] {
         assert!(a[w].iter().any(|k| k.contains("packet_in")), "window {w} has no PACKET_IN: {:?}", a[w]);
     }
-    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-        assert_eq!(x, y, "window {i} differs between prefix replay and checkpoints");
+    for (method, b) in [("checkpoints", cps.windows()), ("a checkpoint for every input", always.windows())] {
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(x, y, "window {i} differs between prefix replay and {method}");
+        }
     }
 }

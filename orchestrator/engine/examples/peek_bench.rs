@@ -35,9 +35,9 @@ fn main() {
     let engine = sts_engine::Engine::silent();
     let mut all_agree = true;
     println!(
-        "| experiment | inputs | prefix replay | runs | checkpoints | rollbacks (retries) | speed-up | same events |"
+        "| experiment | inputs | prefix replay | runs | checkpoints | rollbacks (retries) | quiet, skipped | speed-up | same events |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for dir in dirs {
         let config =
             Config::load(&dir.join("config.toml")).unwrap_or_else(|e| fail(&format!("{}: {e}", dir.display())));
@@ -71,11 +71,12 @@ fn main() {
         let same = if differ.is_empty() { "yes".to_string() } else { format!("no: windows {differ:?}") };
         let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
         println!(
-            "| {name} | {} | {prefix_s:.2} s | {} | {cps_s:.2} s | {} ({}) | {:.1}x | {same} |",
+            "| {name} | {} | {prefix_s:.2} s | {} | {cps_s:.2} s | {} ({}) | {} | {:.1}x | {same} |",
             trace.externals().len(),
             prefix.runs,
             cps.rollbacks,
             cps.busy,
+            cps.skipped,
             prefix_s / cps_s
         );
         let _ = std::fs::remove_dir_all(&out);

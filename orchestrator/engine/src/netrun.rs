@@ -552,6 +552,21 @@ impl NetRunner {
         }
     }
 
+    /// True when nothing can happen in the run before `until` (run time, ms)
+    /// unless something from outside it arrives: every controller process
+    /// waits with its next timer later than that, and sts has no frame,
+    /// message or flow expiry due by then. What a jump to `until` needs,
+    /// known ahead of it; meaningful right after [`NetRunner::quiesce`].
+    pub fn nothing_due_before(&self, until: Millis) -> bool {
+        let Some(vt) = self.clock.virtual_time() else { return false };
+        let now = self.clock.now();
+        let left = Duration::from_millis(until.saturating_sub(now));
+        let sts_due = [self.net.next_due(), self.interposer.next_due(), self.net.next_expiry()];
+        self.rx.is_empty()
+            && sts_due.iter().flatten().all(|&t| t > until)
+            && vt.processes().iter().all(|&(_, waiting, deadline_in)| waiting && deadline_in.is_none_or(|d| d > left))
+    }
+
     /// Processes messages, without letting time jump, until the run is
     /// quiescent: every controller waiting, nothing in flight (the point where
     /// checkpoints are safe). Gives up after `max` of real time. Always false

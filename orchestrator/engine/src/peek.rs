@@ -15,7 +15,12 @@
 //!   controllers and the runner (`crate::checkpoint`, `NetRunner::state`),
 //!   and after the window it rolls back to that checkpoint to inject the
 //!   next input. Each input costs one window, one checkpoint and one
-//!   rollback instead of a prefix.
+//!   rollback instead of a prefix. Where nothing can happen in the rest of
+//!   the window (every controller at rest with its next timer after it, and
+//!   no frame, message or flow expiry of sts's due in it:
+//!   `NetRunner::nothing_due_before`), time would only jump to the window's
+//!   end, so the window is complete when the next input is due: that input
+//!   starts there, with no checkpoint and no rollback.
 //!   Needs virtual time and controllers forked from snapshots; anything it
 //!   cannot checkpoint is refused ([`PeekError::Refused`]) and the caller
 //!   falls back to [`by_prefix`].
@@ -65,6 +70,9 @@ pub struct Peek {
     pub rollbacks: u32,
     /// Checkpoints tried again because a controller still had bytes to read.
     pub busy: u32,
+    /// Inputs whose window was known to stay quiet after the next input was
+    /// due, which needed no checkpoint and no rollback.
+    pub skipped: u32,
 }
 
 impl Peek {
@@ -172,14 +180,36 @@ pub async fn by_prefix(engine: &Engine, config: &Config, cand: &Trace, out: &Pat
         drop(s);
         let _ = std::fs::remove_dir_all(&dir);
     }
-    Ok(Peek { observed: Trace { header: cand.header.clone(), records: observed }, runs, rollbacks: 0, busy: 0 })
+    Ok(Peek {
+        observed: Trace { header: cand.header.clone(), records: observed },
+        runs,
+        rollbacks: 0,
+        busy: 0,
+        skipped: 0,
+    })
 }
 
-/// PEEK with checkpoints: one run, a checkpoint and a rollback per input (the
+/// PEEK with checkpoints: one run, a checkpoint and a rollback per input
+/// whose window could still see something after the next input is due (the
 /// run directory is `out/checkpoints`, removed when done).
 /// Counted in [`Engine::peek_counts`].
 pub async fn by_checkpoints(engine: &Engine, config: &Config, cand: &Trace, out: &Path) -> Result<Peek, PeekError> {
-    let r = checkpointed(engine, config, cand, out).await;
+    counted(engine, checkpointed(engine, config, cand, out, true).await)
+}
+
+/// [`by_checkpoints`] with a checkpoint and a rollback for every input, even
+/// where the rest of a window is known to be quiet: the plain method, to hold
+/// the shortcut against (tests).
+pub async fn by_checkpoints_always(
+    engine: &Engine,
+    config: &Config,
+    cand: &Trace,
+    out: &Path,
+) -> Result<Peek, PeekError> {
+    counted(engine, checkpointed(engine, config, cand, out, false).await)
+}
+
+fn counted(engine: &Engine, r: Result<Peek, PeekError>) -> Result<Peek, PeekError> {
     match &r {
         Ok(_) => engine.count_peek(true),
         Err(PeekError::Refused(_)) => engine.count_peek(false),
@@ -188,7 +218,13 @@ pub async fn by_checkpoints(engine: &Engine, config: &Config, cand: &Trace, out:
     r
 }
 
-async fn checkpointed(engine: &Engine, config: &Config, cand: &Trace, out: &Path) -> Result<Peek, PeekError> {
+async fn checkpointed(
+    engine: &Engine,
+    config: &Config,
+    cand: &Trace,
+    out: &Path,
+    skip_quiet: bool,
+) -> Result<Peek, PeekError> {
     if !config.relays.is_empty() {
         return Err(PeekError::Refused("the config has relays, whose connections are not checkpointed".into()));
     }
@@ -201,7 +237,7 @@ async fn checkpointed(engine: &Engine, config: &Config, cand: &Trace, out: &Path
     }
     let at = targets(&plan, s.runner.clock.now());
     let mut observed = Vec::new();
-    let (mut rollbacks, mut busy) = (0, 0);
+    let (mut rollbacks, mut busy, mut skipped) = (0, 0, 0);
     s.runner.run_until(at[0], |_| false).await;
     if !s.runner.quiesce(QUIESCE_WITHIN).await {
         return Err(PeekError::Refused("the run did not come to rest before its first input".into()));
@@ -219,26 +255,39 @@ async fn checkpointed(engine: &Engine, config: &Config, cand: &Trace, out: &Path
         inputs::apply(&mut s, e).await.map_err(RunError::BadInput)?;
         let end = s.runner.clock.now() + gap + epsilon;
         let mut window = Vec::new();
+        let mut rest_is_quiet = false;
         if let Some(&due) = at.get(i + 1) {
             // The window of this input covers the next one's start: take the
             // checkpoint there, on the way, and roll back to it afterwards.
             s.runner.run_until(due, |_| false).await;
-            let before = format!("input {} ({})", i + 2, plan[i + 1].1.describe());
-            let checkpoints = checkpoint_all(&mut s, &before, &mut busy).await?;
-            window.extend(drain(&mut s.runner, &s.controllers).internal);
-            // After the controllers' checkpoints: each copy forked at or
-            // before this time, so setting time back to it never makes a
-            // clock step back.
-            next = Some((s.state(), checkpoints));
+            // Unless nothing can happen in the rest of the window: every
+            // controller at rest with its next timer after the window, and
+            // nothing of sts's due in it. Time would jump straight to its end
+            // and the window would see nothing more, so the next input can
+            // start right here, without a checkpoint or a rollback.
+            rest_is_quiet = skip_quiet && s.runner.quiesce(QUIESCE_WITHIN).await && s.runner.nothing_due_before(end);
+            if rest_is_quiet {
+                skipped += 1;
+            } else {
+                let before = format!("input {} ({})", i + 2, plan[i + 1].1.describe());
+                let checkpoints = checkpoint_all(&mut s, &before, &mut busy).await?;
+                window.extend(drain(&mut s.runner, &s.controllers).internal);
+                // After the controllers' checkpoints: each copy forked at or
+                // before this time, so setting time back to it never makes a
+                // clock step back.
+                next = Some((s.state(), checkpoints));
+            }
         }
-        s.runner.run_until(end, |_| false).await;
+        if !rest_is_quiet {
+            s.runner.run_until(end, |_| false).await;
+        }
         window.extend(drain(&mut s.runner, &s.controllers).internal);
         observed.push(Record { seq: 0, t_ms: *t, external: Some(e.clone()), internal: None, violation: None, line: 0 });
         observed.extend(records(window));
     }
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(Peek { observed: Trace { header: cand.header.clone(), records: observed }, runs: 1, rollbacks, busy })
+    Ok(Peek { observed: Trace { header: cand.header.clone(), records: observed }, runs: 1, rollbacks, busy, skipped })
 }
 
 /// How many times a checkpoint is tried again when a controller still had
