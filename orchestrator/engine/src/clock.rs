@@ -31,6 +31,10 @@ const IDLE_QUIET: Duration = Duration::from_micros(500);
 /// connection tasks have read and written what was ready): time spent
 /// descheduled counts for [`IDLE_QUIET`] but gives no look.
 const IDLE_LOOKS: u32 = 3;
+/// While a slot says its process is busy, how often the idle test still
+/// reads every process's state, to notice one that died busy (its slot
+/// would say busy for ever).
+const RESCAN: Duration = Duration::from_millis(2);
 
 /// Nanoseconds of the real monotonic clock (the controllers' base too).
 fn real_monotonic_ns() -> u64 {
@@ -185,6 +189,10 @@ pub struct VirtualTime {
     threaded: AtomicU64,
     /// The processes as the last look saw them (the jump log's material).
     last_look: Mutex<Vec<ProcessLook>>,
+    /// When the idle test last read every process's state from /proc.
+    scanned: Mutex<Instant>,
+    /// The processes' /proc stat files, kept open between looks.
+    stat: Mutex<StatFiles>,
     /// Attached processes found gone (dead, or a zombie) since the last
     /// [`VirtualTime::take_departed`]: time no longer waits for them.
     departed: Mutex<Vec<u64>>,
@@ -226,6 +234,8 @@ impl VirtualTime {
             jumps: AtomicU64::new(0),
             threaded: AtomicU64::new(0),
             last_look: Mutex::new(Vec::new()),
+            scanned: Mutex::new(Instant::now()),
+            stat: Mutex::new(StatFiles::default()),
             departed: Mutex::new(Vec::new()),
             jump_log: Mutex::new(None),
             // A fresh page has a zero offset: virtual time is real time.
@@ -330,7 +340,8 @@ impl VirtualTime {
 
     /// How many live processes are attached.
     pub fn attached(&self) -> usize {
-        self.page().slots().filter(|s| s.pid() != 0 && is_alive(s.pid())).count()
+        let mut stat = self.stat.lock().unwrap_or_else(|e| e.into_inner());
+        self.page().slots().filter(|s| s.pid() != 0 && stat.is_alive(s.pid())).count()
     }
 
     /// The attached processes: pid, waiting or not, and how long until the
@@ -361,16 +372,33 @@ impl VirtualTime {
     fn idle_until(&self, target_ns: u64, activity: u64) -> Option<u64> {
         let page = self.page();
         let now = self.now_ns();
+        // A slot that says busy (or due) settles the look without the
+        // kernel's word: then /proc is read only every `RESCAN`, to notice
+        // a process that died busy. (Reading every process's
+        // /proc/PID/stat on every look, 5,000 times a second per run, was a
+        // third of sts's CPU time in a minimization.)
+        let live = || page.slots().filter(|s| s.pid() != 0);
+        if live().any(|s| s.state() != THREADED && (s.state() != WAITING || s.deadline_ns() <= now)) {
+            let mut scanned = self.scanned.lock().unwrap_or_else(|e| e.into_inner());
+            if scanned.elapsed() < RESCAN {
+                let seen: Vec<(u64, u64)> = live().map(|s| (s.pid(), s.activity())).collect();
+                *self.watch.lock().unwrap_or_else(|e| e.into_inner()) =
+                    IdleWatch { seen, activity, since: Instant::now(), looks: 1 };
+                return None;
+            }
+            *scanned = Instant::now();
+        }
         let mut earliest = target_ns;
         let mut seen = Vec::new();
         let mut looks = Vec::new();
         let mut busy = false;
+        let mut stat = self.stat.lock().unwrap_or_else(|e| e.into_inner());
         for slot in page.slots() {
             let pid = slot.pid();
             if pid == 0 {
                 continue;
             }
-            let state = process_state(pid);
+            let state = stat.state(pid);
             if state.is_none_or(|s| s == 'Z' || s == 'X') {
                 slot.release(pid);
                 self.departed.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
@@ -408,7 +436,7 @@ impl VirtualTime {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .any(|&pid| is_alive(pid) && !seen.iter().any(|&(p, _)| p == pid));
+            .any(|&pid| !seen.iter().any(|&(p, _)| p == pid) && stat.is_alive(pid));
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         if busy || missing || seen != watch.seen || activity != watch.activity {
             *watch = IdleWatch { seen, activity, since: Instant::now(), looks: 1 };
@@ -496,17 +524,40 @@ impl Drop for VirtualTime {
     }
 }
 
-/// The scheduler state of process `pid` (`R` running or runnable, `S`
-/// sleeping, `Z` zombie ...), `None` if it is gone.
-fn process_state(pid: u64) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The state follows the command name, which is in parentheses.
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
-}
+/// Open `/proc/PID/stat` files, read again from the start on every look
+/// (one `pread` instead of an open, a read and a close: the idle test looks
+/// thousands of times a second). A file whose process is gone fails to read
+/// (`ESRCH`) and is dropped, so a pid used again gets a fresh one.
+#[derive(Default)]
+struct StatFiles(std::collections::HashMap<u64, std::fs::File>);
 
-/// True if process `pid` exists and is not a zombie.
-fn is_alive(pid: u64) -> bool {
-    process_state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+impl StatFiles {
+    /// The scheduler state of process `pid` (`R` running or runnable, `S`
+    /// sleeping, `Z` zombie ...), `None` if it is gone.
+    fn state(&mut self, pid: u64) -> Option<char> {
+        use std::os::unix::fs::FileExt;
+        let file = match self.0.entry(pid) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(std::fs::File::open(format!("/proc/{pid}/stat")).ok()?)
+            }
+        };
+        // "PID (COMM) S ...": COMM is at most 16 bytes, so the state is in
+        // the first 64; it follows the last ')' (COMM may hold one).
+        let mut buf = [0u8; 64];
+        let Ok(n) = file.read_at(&mut buf, 0) else {
+            self.0.remove(&pid);
+            return None;
+        };
+        let line = &buf[..n];
+        let close = line.iter().rposition(|&b| b == b')')?;
+        line[close + 1..].iter().find(|b| !b.is_ascii_whitespace()).map(|&b| b as char)
+    }
+
+    /// True if process `pid` exists and is not a zombie.
+    fn is_alive(&mut self, pid: u64) -> bool {
+        self.state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+    }
 }
 
 #[cfg(test)]
@@ -557,6 +608,33 @@ mod tests {
         assert!(!look_for_a_while(&clock, 10_000, 1), "a target in the past never moves time back");
         assert!(clock.now() >= 60_000);
         assert_eq!(vt.jumps(), 1);
+    }
+
+    #[test]
+    fn kept_stat_files_follow_a_process_to_its_end() {
+        let mut stat = StatFiles::default();
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        let mut spinner = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        while stat.state(spinner.id() as u64) != Some('R') && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(stat.state(spinner.id() as u64), Some('R'), "a spinning child runs or is runnable");
+        spinner.kill().unwrap();
+        spinner.wait().unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as u64;
+        while stat.state(pid) != Some('S') && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(stat.state(pid), Some('S'), "a sleeping child, read twice through one open file");
+        child.kill().unwrap();
+        while stat.state(pid) != Some('Z') && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!stat.is_alive(pid), "killed, not yet reaped: a zombie");
+        child.wait().unwrap();
+        assert_eq!(stat.state(pid), None, "reaped: gone");
+        assert!(!stat.0.contains_key(&pid), "its file is let go");
     }
 
     #[test]
