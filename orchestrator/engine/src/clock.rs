@@ -31,10 +31,6 @@ const IDLE_QUIET: Duration = Duration::from_micros(500);
 /// connection tasks have read and written what was ready): time spent
 /// descheduled counts for [`IDLE_QUIET`] but gives no look.
 const IDLE_LOOKS: u32 = 3;
-/// While a slot says its process is busy, how often the idle test still
-/// reads every process's state, to notice one that died busy (its slot
-/// would say busy for ever).
-const RESCAN: Duration = Duration::from_millis(2);
 
 /// Nanoseconds of the real monotonic clock (the controllers' base too).
 fn real_monotonic_ns() -> u64 {
@@ -189,8 +185,6 @@ pub struct VirtualTime {
     threaded: AtomicU64,
     /// The processes as the last look saw them (the jump log's material).
     last_look: Mutex<Vec<ProcessLook>>,
-    /// When the idle test last read every process's state from /proc.
-    scanned: Mutex<Instant>,
     /// The processes' /proc stat files, kept open between looks.
     stat: Mutex<StatFiles>,
     /// Attached processes found gone (dead, or a zombie) since the last
@@ -234,7 +228,6 @@ impl VirtualTime {
             jumps: AtomicU64::new(0),
             threaded: AtomicU64::new(0),
             last_look: Mutex::new(Vec::new()),
-            scanned: Mutex::new(Instant::now()),
             stat: Mutex::new(StatFiles::default()),
             departed: Mutex::new(Vec::new()),
             jump_log: Mutex::new(None),
@@ -372,22 +365,6 @@ impl VirtualTime {
     fn idle_until(&self, target_ns: u64, activity: u64) -> Option<u64> {
         let page = self.page();
         let now = self.now_ns();
-        // A slot that says busy (or due) settles the look without the
-        // kernel's word: then /proc is read only every `RESCAN`, to notice
-        // a process that died busy. (Reading every process's
-        // /proc/PID/stat on every look, 5,000 times a second per run, was a
-        // third of sts's CPU time in a minimization.)
-        let live = || page.slots().filter(|s| s.pid() != 0);
-        if live().any(|s| s.state() != THREADED && (s.state() != WAITING || s.deadline_ns() <= now)) {
-            let mut scanned = self.scanned.lock().unwrap_or_else(|e| e.into_inner());
-            if scanned.elapsed() < RESCAN {
-                let seen: Vec<(u64, u64)> = live().map(|s| (s.pid(), s.activity())).collect();
-                *self.watch.lock().unwrap_or_else(|e| e.into_inner()) =
-                    IdleWatch { seen, activity, since: Instant::now(), looks: 1 };
-                return None;
-            }
-            *scanned = Instant::now();
-        }
         let mut earliest = target_ns;
         let mut seen = Vec::new();
         let mut looks = Vec::new();
@@ -614,7 +591,16 @@ mod tests {
     fn kept_stat_files_follow_a_process_to_its_end() {
         let mut stat = StatFiles::default();
         let until = std::time::Instant::now() + Duration::from_secs(5);
-        let mut spinner = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        // Killed when dropped, so a failing assertion leaves no busy loop.
+        struct Reaped(std::process::Child);
+        impl Drop for Reaped {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let spinner = Reaped(std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap());
+        let spinner = &spinner.0;
         // Seen runnable at least once (a busy machine may also show it
         // waiting on a page for a moment: 'D').
         let mut seen = None;
@@ -623,8 +609,6 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(seen, Some('R'), "a spinning child runs or is runnable");
-        spinner.kill().unwrap();
-        spinner.wait().unwrap();
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id() as u64;
         let mut seen = None;
