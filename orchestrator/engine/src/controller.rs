@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use sts_invariants::identity::mask_numbers;
 
 /// How to start one controller: a command template and its environment.
 ///
@@ -57,23 +56,8 @@ pub enum StartError {
     Io { name: String, context: String, source: std::io::Error },
 }
 
-/// Which output stream a controller log line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
-
-/// One line a controller wrote: an internal event (brief §2: a coarse view of
-/// the controller's state transitions).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogLine {
-    pub stream: Stream,
-    pub line: String,
-    /// The line with every token that contains a digit masked (numbers,
-    /// addresses, times, ids), so equivalent lines match across runs.
-    pub fingerprint: String,
-}
+use crate::output::Output;
+pub use crate::output::{LogLine, Stream, MAX_UNREAD_LINES};
 
 /// How sts holds a controller process.
 enum Process {
@@ -130,9 +114,8 @@ pub struct Controller {
     addr: SocketAddr,
     aux_port: u16,
     log_path: PathBuf,
-    lines: std::sync::mpsc::Receiver<LogLine>,
-    /// Output-copying threads that have reached end of file (0 to 2).
-    readers_done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Its stdout and stderr, copied into the log and taken as lines.
+    output: Output,
     /// The shim's control socket in this process, for checkpoints (a copy
     /// forked on virtual time; `crate::snapshot::Checkpoint`).
     shim: Option<std::os::unix::net::UnixStream>,
@@ -223,28 +206,17 @@ impl Controller {
             false => None,
         };
         // Each output line goes to the log file and becomes a LogLine event.
-        let (tx, lines) = std::sync::mpsc::sync_channel(MAX_UNREAD_LINES);
-        let readers_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        if let Some(out) = child.stdout.take() {
-            copy_lines(
-                out,
-                Stream::Stdout,
-                log.try_clone().map_err(io_err("log file".into()))?,
-                tx.clone(),
-                readers_done.clone(),
-            );
-        }
-        if let Some(err) = child.stderr.take() {
-            copy_lines(err, Stream::Stderr, log, tx, readers_done.clone());
-        }
+        let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+            unreachable!("both streams are piped")
+        };
+        let output = Output::start(out.into(), err.into(), log).map_err(io_err("copying its output".into()))?;
         let mut ctl = Controller {
             name,
             process: Process::Spawned(child),
             addr,
             aux_port,
             log_path: log_path.to_owned(),
-            lines,
-            readers_done,
+            output,
             shim: None,
             checkpointed: false,
             guard,
@@ -268,11 +240,7 @@ impl Controller {
         stderr: File,
         shim: Option<std::os::unix::net::UnixStream>,
     ) -> std::io::Result<Controller> {
-        let log = File::create(log_path)?;
-        let (tx, lines) = std::sync::mpsc::sync_channel(MAX_UNREAD_LINES);
-        let readers_done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        copy_lines(stdout, Stream::Stdout, log.try_clone()?, tx.clone(), readers_done.clone());
-        copy_lines(stderr, Stream::Stderr, log, tx, readers_done.clone());
+        let output = Output::start(stdout.into(), stderr.into(), File::create(log_path)?)?;
         let process = Process::Forked(Pid::from_raw(pid as i32));
         Ok(Controller {
             name: name.to_string(),
@@ -280,8 +248,7 @@ impl Controller {
             addr,
             aux_port,
             log_path: log_path.to_owned(),
-            lines,
-            readers_done,
+            output,
             shim,
             checkpointed: false,
             guard: None,
@@ -342,9 +309,11 @@ impl Controller {
         self.addr
     }
 
-    /// The lines the controller has written since the last call, in order per stream.
+    /// The lines the controller has written since the last call, in order
+    /// per stream: every line it finished before this call
+    /// ([`crate::output`] says why that takes reading the pipes here).
     pub fn take_log_lines(&self) -> Vec<LogLine> {
-        self.lines.try_iter().collect()
+        self.output.take_lines()
     }
 
     /// The port substituted for `{aux_port}` (a side service such as a REST API).
@@ -401,7 +370,7 @@ impl Controller {
 
     fn drain_output(&self, within: Duration) {
         let until = Instant::now() + within;
-        while self.readers_done.load(std::sync::atomic::Ordering::Acquire) < 2 && Instant::now() < until {
+        while !self.output.read_to_end() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
@@ -417,37 +386,6 @@ impl Drop for Controller {
         if !self.checkpointed {
             self.drain_output(Duration::from_millis(500));
         }
-    }
-}
-
-/// Lines a controller may write before they are taken ([`Controller::take_log_lines`]);
-/// later lines still reach the log file but are not queued as events.
-pub const MAX_UNREAD_LINES: usize = 65_536;
-
-/// Copies `from` line by line into `log` and onto `events`, until end of file
-/// (the controller exiting closes it). Lines that are not UTF-8 are kept lossily.
-fn copy_lines(
-    from: impl Read + Send + 'static,
-    stream: Stream,
-    mut log: File,
-    events: std::sync::mpsc::SyncSender<LogLine>,
-    done: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) {
-    use std::io::Write;
-    let spawned = std::thread::Builder::new().name("sts-controller-log".into()).spawn(move || {
-        let mut reader = BufReader::new(from);
-        let mut buf = Vec::new();
-        while matches!(reader.read_until(b'\n', &mut buf), Ok(n) if n > 0) {
-            let _ = log.write_all(&buf);
-            let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string();
-            // Never block the controller on an unread queue: the file has every line.
-            let _ = events.try_send(LogLine { stream, fingerprint: mask_numbers(&line), line });
-            buf.clear();
-        }
-        done.fetch_add(1, std::sync::atomic::Ordering::Release);
-    });
-    if let Err(e) = spawned {
-        tracing::warn!("cannot start a thread for controller output: {e}");
     }
 }
 

@@ -47,6 +47,7 @@ pub mod minimize;
 pub mod netrun;
 pub mod observe;
 pub mod observer;
+mod output;
 pub mod peek;
 pub mod pingall;
 pub mod policy;
