@@ -289,7 +289,7 @@ impl Controller {
                     tail: self.log_tail(20),
                 });
             }
-            if is_listening(self.addr) {
+            if group_listens(self.process.pid(), self.addr) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -431,14 +431,54 @@ pub fn tail_lines(path: &Path, n: usize) -> String {
 /// with the same port). Reads `/proc/net/tcp{,6}` rather than connecting, since
 /// a connection would look like a switch to the controller.
 pub fn is_listening(addr: SocketAddr) -> bool {
-    let port = format!("{:04X}", addr.port());
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
-        let Ok(f) = File::open(table) else { return false };
-        BufReader::new(f).lines().skip(1).map_while(Result::ok).any(|line| {
+    !listening_inodes(addr.port()).is_empty()
+}
+
+/// The inodes of the sockets in LISTEN state on `port` (any address).
+fn listening_inodes(port: u16) -> Vec<String> {
+    let port = format!("{port:04X}");
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(f) = File::open(table) else { continue };
+        for line in BufReader::new(f).lines().skip(1).map_while(Result::ok) {
             let cols: Vec<&str> = line.split_whitespace().collect();
-            // cols[1] = local "ADDR:PORT", cols[3] = state (0A = LISTEN).
-            cols.len() > 3 && cols[3] == "0A" && cols[1].rsplit(':').next() == Some(port.as_str())
+            // cols[1] = local "ADDR:PORT", cols[3] = state (0A = LISTEN), cols[9] = inode.
+            if cols.len() > 9 && cols[3] == "0A" && cols[1].rsplit(':').next() == Some(port.as_str()) {
+                inodes.push(cols[9].to_string());
+            }
+        }
+    }
+    inodes
+}
+
+/// True if a process of group `pgid` holds a socket listening on `addr`'s
+/// port. Someone else's listener does not count: a port chosen free can be
+/// taken before the controller binds it (by another sts on the machine),
+/// and then the controller fails to bind while the port looks taken.
+pub fn group_listens(pgid: u32, addr: SocketAddr) -> bool {
+    let inodes = listening_inodes(addr.port());
+    if inodes.is_empty() {
+        return false;
+    }
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    let holds = |pid: &str| {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+        fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|target| wanted.iter().any(|w| target.as_os_str() == w.as_str()))
         })
+    };
+    // The leader first: it is the listener unless a wrapper runs the controller.
+    if holds(&pgid.to_string()) {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else { return false };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { return false };
+        // pid (comm) state ppid pgrp ...
+        let pgrp = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(2));
+        pgrp == Some(pgid.to_string().as_str()) && pid != pgid.to_string() && holds(pid)
     })
 }
 
@@ -468,6 +508,40 @@ mod tests {
         assert!(is_listening(addr));
         drop(l);
         assert!(!is_listening(addr));
+    }
+
+    /// Another process took the chosen port first (four sts at once did,
+    /// under load): the controller fails to bind, and someone else's
+    /// listener must not pass for its own. Before, the start "succeeded" and
+    /// the run went on without a controller. With a `python3` that sleeps
+    /// before binding, the test's listener is up all along.
+    #[test]
+    fn a_port_someone_else_listens_on_is_not_the_controllers() {
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let bind = "import socket,time\ntime.sleep(0.2)\ns=socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(30)";
+        let spec = ControllerSpec {
+            name: "late".into(),
+            command: vec!["python3".into(), "-c".into(), bind.into()],
+            env: vec![],
+            config: None,
+            start_timeout: Duration::from_secs(10),
+            guard_group: false,
+        };
+        let dir = std::env::temp_dir().join(format!("sts-ctl-taken-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = Controller::start(&spec, addr, &dir.join("late.log")).err().expect("the port was not its own");
+        assert!(err.to_string().contains("Address already in use"), "{err}");
+        // Its own listener, through a wrapper shell (another process of its group), counts.
+        drop(taken);
+        let wrapped = ControllerSpec {
+            command: vec!["sh".into(), "-c".into(), format!("python3 -c \"{bind}\"; true")],
+            guard_group: true,
+            ..spec
+        };
+        let mut ctl = Controller::start(&wrapped, addr, &dir.join("wrapped.log")).expect("listens");
+        assert!(group_listens(ctl.pid(), addr));
+        ctl.kill();
     }
 
     #[test]
