@@ -121,8 +121,23 @@ pub struct Zygote {
 }
 
 impl Zygote {
-    /// Starts `spec` with the shim and waits until it has parked.
+    /// Starts `spec` with the shim and waits until it has parked. A port
+    /// chosen free can be taken before the controller binds it (its side
+    /// service's too, which it may bind after its OpenFlow port): a
+    /// controller that exits saying so is started again on other ports, up
+    /// to three times in all.
     pub fn start(spec: &ControllerSpec, log_path: &Path) -> Result<Zygote, SnapshotError> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Zygote::start_once(spec, log_path) {
+                Err(SnapshotError::Start(e)) if attempt < 3 && e.contains("Address already in use") => continue,
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(spec: &ControllerSpec, log_path: &Path) -> Result<Zygote, SnapshotError> {
         let socket = control_socket_path();
         let _ = std::fs::remove_file(&socket);
         let listener =
