@@ -86,7 +86,8 @@ impl RecorderHandle {
 /// is cut back to the last whole line before the error is returned. A proxy
 /// killed mid-run leaves a file whose every line parses.
 pub fn record_to(path: &Path) -> std::io::Result<(Recording, RecorderHandle)> {
-    let mut file = std::fs::File::create(path)?;
+    // Never over an existing file (someone's recording), nor through a link.
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
     let header = format!("{RECORDING_HEADER}\n");
     file.write_all(header.as_bytes())?;
     let mut whole = header.len() as u64;

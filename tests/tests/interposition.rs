@@ -91,6 +91,7 @@ fn holding_flow_mods_to_one_switch_breaks_paths_through_it_until_released() {
 #[test]
 fn the_standalone_proxy_relays_and_records_a_real_session() {
     let dir = std::env::temp_dir().join(format!("sts-e2e-standalone-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let ctl = Controller::start_on_free_port(
         &sts_engine::presets::os_ken(&["os_ken.app.simple_switch_13"]),

@@ -20,6 +20,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The longest `--budget` (ten years, in seconds): a deadline beyond it is no deadline.
+pub const MAX_BUDGET_S: u64 = 10 * 365 * 24 * 3600;
+
 const EXIT_CODES: &str = "Exit codes: 0 success / nothing found, 1 violation found or not all reachable, \
 2 bad input (config, trace, arguments), 3 environment failure (controller did not start, port taken), \
 4 (fuzz) a violation present before the first input.";
@@ -102,8 +105,8 @@ pub enum Command {
         /// Candidates replayed at once, each with its own controllers.
         #[arg(long, default_value_t = 1)]
         jobs: u32,
-        /// Stop after this many seconds with the smallest sequence so far.
-        #[arg(long)]
+        /// Stop after this many seconds with the smallest sequence so far (at most ten years).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_BUDGET_S))]
         budget: Option<u64>,
         /// Replays of the final sequence, for its reproduction rate.
         #[arg(long, default_value_t = 10)]
@@ -164,7 +167,7 @@ pub enum Command {
         #[arg(long, default_value_t = 10)]
         final_replays: u32,
         /// Stop each minimization after this many seconds with its smallest sequence so far.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_BUDGET_S))]
         budget: Option<u64>,
         /// Also write the result as JUnit XML (one failing test case per distinct bug), for CI.
         #[arg(long, value_name = "FILE")]
@@ -270,21 +273,38 @@ pub enum Command {
     /// and cancel them, fetch their results; and OpenFlow proxies managed over HTTP (docs/api.md).
     ///
     /// Jobs are kept in DATA/jobs.sqlite and DATA/jobs/ID/, and run as `sts` processes, WORKERS at a
-    /// time; a restart runs again what was running (a minimization resumes). Listens on loopback
-    /// unless given a token: a job's config names commands the server runs.
+    /// time; a restart runs again what was running (a minimization resumes). One server per data
+    /// directory.
+    ///
+    /// Whoever can submit a job can run commands as this server's user: a job's config names the
+    /// controller commands (and policy commands) it runs. So every request must carry the token
+    /// (`Authorization: Bearer TOKEN`): DATA/token, made at the first start (owner-only), or
+    /// --token-file. Requests naming a Host that is not the server's, and requests from web pages
+    /// (an Origin header) not allowed by --allow-origin, are refused before the token is looked at.
+    /// A browser opens the index with http://ADDR/?token=TOKEN once (a read-only cookie).
+    #[command(verbatim_doc_comment)]
     Serve {
-        /// Address to listen on; any address but loopback needs --token-file.
+        /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:7878")]
         listen: std::net::SocketAddr,
-        /// Data directory (the job store, each job's files, experiments/ for jobs to refer to).
+        /// Data directory (the job store, each job's files, experiments/ for jobs to refer to, the token).
         #[arg(long, default_value = "sts-data")]
         data: PathBuf,
         /// Jobs run at once.
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=256))]
         workers: u32,
-        /// File holding the bearer token every request must carry (Authorization: Bearer TOKEN).
+        /// File holding the bearer token every request must carry, instead of DATA/token
+        /// (one line of printable ASCII).
         #[arg(long, value_name = "FILE")]
         token_file: Option<PathBuf>,
+        /// A host name requests may carry in `Host` besides loopback's and the listening address
+        /// (a name this machine is reached by); repeatable.
+        #[arg(long, value_name = "NAME")]
+        allow_host: Vec<String>,
+        /// A browser origin (scheme://host:port) whose pages may call the API with the token;
+        /// repeatable. None by default: pages on other origins are refused.
+        #[arg(long, value_name = "ORIGIN")]
+        allow_origin: Vec<String>,
         /// `local` (jobs run here) or `slurm` (each job a Slurm job, through srun; DATA must be on
         /// storage every node shares). --workers still bounds the jobs at once.
         #[arg(long, default_value = "local", value_parser = ["local", "slurm"])]

@@ -93,12 +93,13 @@ pub fn run(cli: Cli) -> u8 {
             &engine,
             crate::console::Options { dir, config: config.as_deref(), script: script.as_deref(), json: *json },
         ),
-        Command::Serve { listen, data, workers, token_file, executor, partition } => {
+        Command::Serve { listen, data, workers, token_file, allow_host, allow_origin, executor, partition } => {
             let executor = match executor.as_str() {
                 "slurm" => sts_server::Executor::Slurm { partition: partition.clone() },
                 _ => sts_server::Executor::Local,
             };
-            serve(*listen, data, *workers as usize, token_file.as_deref(), executor)
+            let allowed = (allow_host.clone(), allow_origin.clone());
+            serve(*listen, data, *workers as usize, token_file.as_deref(), allowed, executor)
         }
     };
     terminal.finish();
@@ -578,6 +579,7 @@ fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, che
         Ok(c) => c,
         Err(code) => return code,
     };
+    let existed = out.exists();
     let exp = match fuzz::create_experiment(&config, &text, out) {
         Ok(x) => x,
         Err(e) => {
@@ -589,6 +591,15 @@ fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, che
         Ok(i) => i,
         Err(e) => {
             eprintln!("sts import: {e}");
+            // No half-made experiment: `out` goes back to what it was (absent, or empty).
+            if existed {
+                for entry in std::fs::read_dir(out).into_iter().flatten().flatten() {
+                    let p = entry.path();
+                    let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+                }
+            } else {
+                let _ = std::fs::remove_dir_all(out);
+            }
             return exit::of_error(&e);
         }
     };
@@ -722,12 +733,13 @@ fn serve(
     data: &Path,
     workers: usize,
     token_file: Option<&Path>,
+    (allow_hosts, allow_origins): (Vec<String>, Vec<String>),
     executor: sts_server::Executor,
 ) -> u8 {
-    let token = match token_file.map(std::fs::read_to_string).transpose() {
-        Ok(t) => t.map(|t| t.trim().to_string()),
+    let token = match token_file.map(sts_server::door::read_token_file).transpose() {
+        Ok(t) => t,
         Err(e) => {
-            eprintln!("sts serve: token file {}: {e}", token_file.unwrap_or(Path::new("")).display());
+            eprintln!("sts serve: {e}");
             return exit::BAD_INPUT;
         }
     };
@@ -739,7 +751,16 @@ fn serve(
         }
     };
     let on_slurm = executor != sts_server::Executor::Local;
-    let opts = sts_server::Options { listen, data: data.to_path_buf(), workers, token, sts, executor };
+    let opts = sts_server::Options {
+        listen,
+        data: data.to_path_buf(),
+        workers,
+        token,
+        allow_hosts,
+        allow_origins,
+        sts,
+        executor,
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -753,6 +774,16 @@ fn serve(
             if !s.requeued.is_empty() {
                 eprintln!("sts serve: running again the jobs the last run left running: {:?}", s.requeued);
             }
+            let file = s.token_file.as_deref().or(token_file).unwrap_or(Path::new("?"));
+            match &s.new_token {
+                Some(t) => eprintln!(
+                    "sts serve: a new token is in {} (every request needs `Authorization: Bearer TOKEN`); \
+                     a browser opens the index at http://{}/?token={t}",
+                    file.display(),
+                    s.addr
+                ),
+                None => eprintln!("sts serve: the token is in {}", file.display()),
+            }
             eprintln!(
                 "sts serve: listening on http://{} ({} worker(s){}, data in {}); Ctrl-C stops",
                 s.addr,
@@ -765,7 +796,7 @@ fn serve(
     ));
     match served {
         Ok(()) => exit::OK,
-        Err(e @ (sts_server::ServeError::NeedsToken(_) | sts_server::ServeError::BadInput(_))) => {
+        Err(e @ sts_server::ServeError::BadInput(_)) => {
             eprintln!("sts serve: {e}");
             exit::BAD_INPUT
         }
@@ -826,11 +857,21 @@ fn proxy(
         Ok(Some((r, h))) => (Some(r), Some(h)),
         Ok(None) => (None, None),
         Err(e) => {
-            eprintln!(
-                "sts proxy: cannot record to {}: {e}",
-                record.map(|p| p.display().to_string()).unwrap_or_default()
-            );
-            return exit::ENVIRONMENT;
+            let shown = record.map(|p| p.display().to_string()).unwrap_or_default();
+            return match e.kind() {
+                std::io::ErrorKind::AlreadyExists => {
+                    eprintln!("sts proxy: {shown} exists: a recording is never overwritten; choose another --record");
+                    exit::BAD_INPUT
+                }
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => {
+                    eprintln!("sts proxy: cannot record to {shown}: its directory does not exist");
+                    exit::BAD_INPUT
+                }
+                _ => {
+                    eprintln!("sts proxy: cannot record to {shown}: {e}");
+                    exit::ENVIRONMENT
+                }
+            };
         }
     };
     eprintln!(

@@ -2,19 +2,27 @@
 //! against a fresh `sts serve` on 127.0.0.1:7878, from a directory whose
 //! `examples/` is the repository's. A block must exit 0 and its output must
 //! hold no API error, unless it is marked `{expect-error}`: then it must
-//! hold one per command.
+//! hold one per command. A block marked `{prelude}` (the token's header) is
+//! run before each block after it.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The ```sh blocks of a Markdown text, with whether each expects errors.
+/// The ```sh blocks of a Markdown text, with whether each expects errors,
+/// each with the `{prelude}` blocks before it in front.
 fn sh_blocks(markdown: &str) -> Vec<(String, bool)> {
     let mut blocks = Vec::new();
+    let mut prelude = String::new();
     let mut current: Option<(String, bool)> = None;
     for line in markdown.lines() {
         match &mut current {
-            None if line.starts_with("```sh") => current = Some((String::new(), line.contains("{expect-error}"))),
+            None if line.starts_with("```sh {prelude}") => current = Some((String::from("#prelude\n"), false)),
+            None if line.starts_with("```sh") => current = Some((prelude.clone(), line.contains("{expect-error}"))),
+            Some((text, _)) if line.starts_with("```") && text.starts_with("#prelude\n") => {
+                prelude.push_str(&text["#prelude\n".len()..]);
+                current = None;
+            }
             None => {}
             Some(_) if line.starts_with("```") => blocks.push(current.take().unwrap()),
             Some((text, _)) => {
@@ -54,8 +62,8 @@ fn the_api_guide_runs_as_written() {
         "port 7878 is taken: the guide's commands need it free"
     );
     let server = Command::new(env!("CARGO_BIN_EXE_sts"))
-        .args(["serve", "--data"])
-        .arg(scratch.join("data"))
+        .arg("serve")
+        .current_dir(&work)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -82,7 +90,9 @@ fn the_api_guide_runs_as_written() {
         }
     }
     // What the session shows happened.
-    let listing = Command::new("curl").args(["-s", "http://127.0.0.1:7878/jobs"]).output().unwrap();
+    let token = std::fs::read_to_string(work.join("sts-data/token")).unwrap();
+    let auth = format!("Authorization: Bearer {}", token.trim());
+    let listing = Command::new("curl").args(["-s", "-H", &auth, "http://127.0.0.1:7878/jobs"]).output().unwrap();
     let jobs: serde_json::Value = serde_json::from_slice(&listing.stdout).unwrap();
     let outcomes: Vec<&str> = jobs.as_array().unwrap().iter().map(|j| j["outcome"].as_str().unwrap_or("-")).collect();
     assert_eq!(outcomes, ["violation", "ok", "cancelled"], "fuzz, minimize, (replay deleted), cancelled replay");

@@ -110,6 +110,7 @@ fn sigterm_finishes_the_recording_in_whole_lines() {
         let (ctl, _) = sink_controller();
         let port = free_port();
         let record = std::env::temp_dir().join(format!("sts-proxy-{}-{signal}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&record);
         let mut proxy = start_proxy(port, &ctl, &["--record", record.to_str().unwrap()], None);
         let mut switch = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let mut burst = Vec::new();

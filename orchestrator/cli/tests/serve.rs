@@ -19,6 +19,8 @@ const WAIT: Duration = Duration::from_secs(300);
 struct Server {
     child: Child,
     addr: String,
+    /// The token clients send (the data directory's, or --token-file's).
+    token: String,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
@@ -51,11 +53,24 @@ impl Server {
             let _ = lines.read_to_string(&mut rest);
             sink.lock().unwrap().push_str(&rest);
         });
-        Server { child, addr, stderr }
+        let token_file = extra
+            .iter()
+            .position(|a| *a == "--token-file")
+            .map_or_else(|| data.join("token"), |i| PathBuf::from(extra[i + 1]));
+        let token = std::fs::read_to_string(token_file).unwrap().trim().to_string();
+        Server { child, addr, token, stderr }
     }
 
     fn client(&self) -> Client {
-        Client::new(format!("http://{}", self.addr))
+        Client::new(format!("http://{}", self.addr)).with_token(&self.token)
+    }
+
+    /// A raw request written with `Host: x` as one this server answers:
+    /// its own address as Host, and the token.
+    fn authed(&self, request: &[u8]) -> Vec<u8> {
+        let text = String::from_utf8_lossy(request);
+        text.replacen("Host: x\r\n", &format!("Host: {}\r\nAuthorization: Bearer {}\r\n", self.addr, self.token), 1)
+            .into_bytes()
     }
 
     fn kill(&mut self) {
@@ -352,7 +367,7 @@ fn hostile_requests_get_a_4xx_and_the_server_goes_on() {
             "POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         );
-        raw_status(&server.addr, req.as_bytes())
+        raw_status(&server.addr, &server.authed(req.as_bytes()))
     };
     assert_eq!(post("{\"kind\": \"fuzz\", "), 400, "malformed JSON");
     assert_eq!(post("[1,2,3]"), 400, "not an object");
@@ -380,12 +395,17 @@ fn hostile_requests_get_a_4xx_and_the_server_goes_on() {
     // A 1 GiB body is refused from its length, before it is read.
     let huge = raw_status(
         &server.addr,
-        b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{\"kind\":",
+        &server.authed(
+            b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{\"kind\":",
+        ),
     );
     assert_eq!(huge, 413);
     // ... and a chunked one as it comes.
     let mut s = TcpStream::connect(&server.addr).unwrap();
-    s.write_all(b"POST /jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n").unwrap();
+    s.write_all(&server.authed(
+        b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+    ))
+    .unwrap();
     let chunk = vec![b' '; 1 << 20];
     let mut refused = false;
     for _ in 0..100 {
@@ -403,11 +423,11 @@ fn hostile_requests_get_a_4xx_and_the_server_goes_on() {
         let n = s.read(&mut answer).unwrap_or(0);
         assert!(String::from_utf8_lossy(&answer[..n]).contains(" 413 "), "{:?}", String::from_utf8_lossy(&answer[..n]));
     }
-    assert_eq!(raw_status(&server.addr, b"GET /jobs/abc HTTP/1.1\r\nHost: x\r\n\r\n"), 400, "a bad id");
-    assert_eq!(raw_status(&server.addr, b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n"), 404);
-    assert_eq!(raw_status(&server.addr, b"GET /jobs?state=weird HTTP/1.1\r\nHost: x\r\n\r\n"), 400);
-    assert_eq!(raw_status(&server.addr, b"DELETE /jobs/1 HTTP/1.1\r\nHost: x\r\n\r\n"), 404);
-    assert_eq!(raw_status(&server.addr, b"BREW /jobs HTTP/1.1\r\nHost: x\r\n\r\n"), 405);
+    assert_eq!(raw_status(&server.addr, &server.authed(b"GET /jobs/abc HTTP/1.1\r\nHost: x\r\n\r\n")), 400, "a bad id");
+    assert_eq!(raw_status(&server.addr, &server.authed(b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n")), 404);
+    assert_eq!(raw_status(&server.addr, &server.authed(b"GET /jobs?state=weird HTTP/1.1\r\nHost: x\r\n\r\n")), 400);
+    assert_eq!(raw_status(&server.addr, &server.authed(b"DELETE /jobs/1 HTTP/1.1\r\nHost: x\r\n\r\n")), 404);
+    assert_eq!(raw_status(&server.addr, &server.authed(b"BREW /jobs HTTP/1.1\r\nHost: x\r\n\r\n")), 405);
 
     // 1,000 idle connections, and the server still answers.
     let idle: Vec<TcpStream> = (0..1000).map(|_| TcpStream::connect(&server.addr).unwrap()).collect();
@@ -421,30 +441,303 @@ fn hostile_requests_get_a_4xx_and_the_server_goes_on() {
     let _ = std::fs::remove_dir_all(&data);
 }
 
+/// A raw request's whole answer (head and body), read to the connection's end.
+fn raw_answer(addr: &str, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request).unwrap();
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
 #[test]
-fn a_token_guards_every_route() {
+fn nothing_gets_in_without_the_token_from_this_host() {
     let data = scratch("token");
-    let token = data.join("token");
+    let token = data.join("given-token");
     std::fs::write(&token, "s3cret\n").unwrap();
     let server = Server::start(&data, &["--token-file", token.to_str().unwrap()]);
-    for path in ["/", "/version", "/jobs", "/openapi.json", "/jobs/1/log"] {
-        let status = raw_status(&server.addr, format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
-        assert_eq!(status, 401, "{path} without the token");
-        let wrong = format!("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cre\r\n\r\n");
-        assert_eq!(raw_status(&server.addr, wrong.as_bytes()), 401, "{path} with a wrong token");
+    let host = &server.addr;
+    let get = |path: &str, extra: &str| {
+        raw_status(host, format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n").as_bytes())
+    };
+    for path in ["/", "/version", "/jobs", "/openapi.json", "/jobs/1/log", "/proxies"] {
+        assert_eq!(get(path, ""), 401, "{path} without the token");
+        assert_eq!(get(path, "Authorization: Bearer s3cre\r\n"), 401, "{path} with a wrong token");
     }
-    assert_eq!(api_status(server.client().jobs()), 401);
-    assert!(server.client().with_token("s3cret").jobs().unwrap().is_empty());
+    assert_eq!(get("/version", "Authorization: bearer s3cret\r\n"), 200, "the scheme is case-insensitive");
+    assert_eq!(api_status(Client::new(format!("http://{host}")).jobs()), 401);
+    assert!(server.client().jobs().unwrap().is_empty());
+    // A name that is not the server's (DNS rebinding), with the token: refused.
+    for foreign in ["evil.example", "evil.example:80", "localhost.evil.example"] {
+        let req = format!("GET /jobs HTTP/1.1\r\nHost: {foreign}\r\nAuthorization: Bearer s3cret\r\n\r\n");
+        assert_eq!(raw_status(host, req.as_bytes()), 400, "Host {foreign}");
+    }
+    // A browser's request from another origin, even with the token: refused.
+    let from_page = |method: &str, path: &str, origin: &str| {
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nAuthorization: Bearer s3cret\r\n\
+             Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        );
+        raw_status(host, req.as_bytes())
+    };
+    for origin in ["http://evil.example", "null", &format!("http://{host}")] {
+        assert_eq!(from_page("POST", "/jobs", origin), 403, "{origin}");
+        assert_eq!(from_page("OPTIONS", "/jobs", origin), 403, "{origin}: a preflight");
+    }
+    // Job submissions come as JSON or multipart: a "simple" text/plain POST is refused.
+    let job = serde_json::to_string(&JobRequest::fuzz(long_config(10))).unwrap();
+    let post = |path: &str, ctype: &str, body: &str, auth: &str| {
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: {ctype}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        raw_status(host, req.as_bytes())
+    };
+    let auth = "Authorization: Bearer s3cret\r\n";
+    assert_eq!(post("/jobs", "text/plain", &job, ""), 401);
+    assert_eq!(post("/jobs", "text/plain", &job, auth), 415);
+    assert_eq!(post("/jobs", "application/x-www-form-urlencoded", &job, auth), 415);
+    assert_eq!(post("/reset", "application/json", "{}", auth), 400, "a reset needs its confirmation");
+    assert_eq!(post("/reset", "application/json", "{\"confirm\": \"yes\"}", auth), 400);
+    assert_eq!(post("/reset", "text/plain", "{\"confirm\": \"delete every job\"}", auth), 415);
+    // The browser's login: `?token=` sets a cookie that reads, and never writes.
+    let login = raw_answer(
+        host,
+        format!("GET /?token=s3cret HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    assert!(
+        login.starts_with("HTTP/1.1 303") && login.contains("sts_token=s3cret") && login.contains("SameSite=Strict"),
+        "{login}"
+    );
+    assert_eq!(raw_status(host, format!("GET /?token=wrong HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes()), 401);
+    assert_eq!(get("/", "Cookie: sts_token=s3cret\r\n"), 200);
+    assert_eq!(post("/jobs", "application/json", &job, "Cookie: sts_token=s3cret\r\n"), 401);
+    assert!(server.client().jobs().unwrap().is_empty(), "nothing above made a job");
     drop(server);
 
-    // Anything but loopback needs a token.
-    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
-        .args(["serve", "--listen", "0.0.0.0:0", "--data"])
-        .arg(&data)
+    // Without --token-file: a token made at the first start, owner-only, printed once.
+    let fresh = scratch("token-made");
+    let first = Server::start(&fresh, &[]);
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(fresh.join("token")).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(first.stderr.lock().unwrap().contains("a new token"), "{}", first.stderr.lock().unwrap());
+    assert!(first.client().jobs().unwrap().is_empty());
+    assert_eq!(api_status(Client::new(format!("http://{}", first.addr)).jobs()), 401);
+    // One server per data directory: a second refuses, naming the first.
+    let second = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(&fresh)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("token"), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{said}");
+    assert!(said.contains("in use") && said.contains(&format!("pid {}", first.child.id())), "{said}");
+    assert!(first.client().jobs().is_ok(), "the first goes on");
+    drop(first);
+    let again = Server::start(&fresh, &[]);
+    assert!(!again.stderr.lock().unwrap().contains("a new token"), "the token is kept");
+    assert!(again.client().jobs().unwrap().is_empty());
+    drop(again);
+
+    // Token files that are no token: exit 2, at once.
+    for bad in ["/dev/zero", "/etc"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--token-file", bad, "--data"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // --data naming a file is bad input.
+    let file = data.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&data);
+    let _ = std::fs::remove_dir_all(&fresh);
+}
+
+/// Serves `page` to every request on a port of its own (another origin).
+fn serve_page(page: String) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut head = [0u8; 4096];
+            let _ = conn.read(&mut head);
+            let _ = write!(
+                conn,
+                "HTTP/1.0 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    addr
+}
+
+fn chromium(url: &str, extra: &[&str]) -> String {
+    let profile = std::env::temp_dir().join(format!("sts-chromium-{}-{}", std::process::id(), url.len()));
+    let out = Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,600"])
+        .args(["--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("chromium runs (scripts/setup installs it)");
+    let _ = std::fs::remove_dir_all(&profile);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_page_on_another_origin_can_neither_run_nor_read_nor_reset() {
+    let data = scratch("csrf");
+    let server = Server::start(&data, &["--workers", "1"]);
+    let c = server.client();
+    let before = c.wait(c.submit(&JobRequest::fuzz(long_config(5))).unwrap().id, WAIT).unwrap();
+    let marker = data.join("pwned");
+    // A controller given as a command: it runs `touch MARKER` first.
+    let config = long_config(5).replace(
+        "kind = \"ovs-testcontroller\"",
+        &format!(
+            "kind = \"command\"\ncommand = [\"sh\", \"-c\", \"touch {} && exec ovs-testcontroller ptcp:{{port}}:127.0.0.1\"]",
+            marker.display()
+        ),
+    );
+    let job = serde_json::to_string(&JobRequest::fuzz(config.clone())).unwrap();
+    let config_with_command = config;
+    let target = format!("http://{}", server.addr);
+    // The page: the user has logged in with the token in this browser (an
+    // iframe does it), and the page even knows the token; then it tries
+    // every way a page has: no-cors fetches (text/plain, JSON), a CORS fetch
+    // with the token (a preflight), self-submitting forms (multipart and
+    // text/plain), a reset, and reading the job list.
+    let page = format!(
+        r#"<!doctype html><html><head><title>start</title></head><body>
+<iframe name="login" src="{target}/?token={token}"></iframe><iframe name="sink1"></iframe><iframe name="sink2"></iframe>
+<form id="multi" method="POST" action="{target}/jobs" enctype="multipart/form-data" target="sink1"><input type="hidden" name="job"></form>
+<form id="plain" method="POST" action="{target}/jobs" enctype="text/plain" target="sink2"><input type="hidden" name="job"></form>
+<pre id="log"></pre>
+<script>
+const job = {job_js};
+const log = (s) => {{ document.getElementById('log').textContent += s + " | "; }};
+setTimeout(async () => {{
+  for (const f of ['multi', 'plain']) {{ const el = document.getElementById(f); el.elements[0].value = job; el.submit(); }}
+  const tries = [
+    ['no-cors multipart', () => {{ const f = new FormData(); f.append('job', job); return fetch("{target}/jobs", {{method: 'POST', mode: 'no-cors', body: f}}); }}],
+    ['no-cors text', () => fetch("{target}/jobs", {{method: 'POST', mode: 'no-cors', headers: {{'Content-Type': 'text/plain'}}, body: job}})],
+    ['no-cors reset', () => fetch("{target}/reset", {{method: 'POST', mode: 'no-cors', body: '{{"confirm": "delete every job"}}'}})],
+    ['cors with token', () => fetch("{target}/jobs", {{method: 'POST', headers: {{'Content-Type': 'application/json', 'Authorization': 'Bearer {token}'}}, body: job}})],
+    ['cors reset', () => fetch("{target}/reset", {{method: 'POST', headers: {{'Content-Type': 'application/json', 'Authorization': 'Bearer {token}'}}, body: '{{"confirm": "delete every job"}}'}})],
+    ['read jobs', () => fetch("{target}/jobs", {{credentials: 'include'}}).then(r => r.text()).then(t => log('READ ' + t))],
+  ];
+  for (const [name, t] of tries) {{ try {{ await t(); log('sent ' + name); }} catch (e) {{ log('blocked ' + name); }} }}
+  document.title = 'done';
+}}, 1500);
+</script></body></html>"#,
+        token = server.token,
+        job_js = serde_json::to_string(&job).unwrap(),
+    );
+    let page_addr = serve_page(page);
+    let dom = chromium(&format!("http://{page_addr}/"), &["--virtual-time-budget=8000", "--dump-dom"]);
+    assert!(dom.contains("<title>done</title>"), "the page ran to its end: {dom}");
+    let log = dom.split("<pre id=\"log\">").nth(1).and_then(|r| r.split("</pre>").next()).unwrap_or("");
+    assert!(!log.contains("READ"), "the page read an answer: {log}");
+    assert!(log.contains("blocked cors with token") && log.contains("blocked read jobs"), "{log}");
+    std::thread::sleep(Duration::from_millis(500));
+    let jobs = c.jobs().unwrap();
+    assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![before.id], "no job made, none reset");
+    assert!(!marker.exists(), "no command ran");
+    // The same job with the token, from a client: the command runs (so the
+    // page's job was a real one, kept out by the door alone).
+    let own = c.wait(c.submit(&JobRequest::fuzz(config_with_command)).unwrap().id, WAIT).unwrap();
+    assert!(own.state.is_final());
+    assert!(marker.exists(), "the job's command ran for the client with the token: {}", c.log(own.id).unwrap());
+    drop(server);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[test]
+fn idle_and_slow_connections_do_not_keep_a_client_out() {
+    let (soft, hard) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard.max(soft), hard);
+    let data = scratch("slow");
+    let server = Server::start(&data, &["--workers", "1"]);
+    let c = server.client();
+    // 1,000 that never send a byte, 1,000 that send half a request head.
+    let mut held: Vec<TcpStream> = Vec::new();
+    for i in 0..2000 {
+        let Ok(mut s) = TcpStream::connect(&server.addr) else { continue };
+        if i % 2 == 1 {
+            let _ = s.write_all(b"GET /jobs HTTP/1.1\r\nHost: ");
+        }
+        held.push(s);
+        if i % 100 == 99 {
+            assert_eq!(c.version().unwrap().api, 1, "answered beside {} held connections", held.len());
+        }
+    }
+    assert!(held.len() >= 1900, "the test opened its connections ({})", held.len());
+    let started = Instant::now();
+    for _ in 0..20 {
+        assert!(c.jobs().unwrap().is_empty());
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "20 answers beside 2,000 held connections");
+    // The server kept only a bounded number of them open.
+    let pid = server.child.id();
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    assert!(fds < 1000, "the server holds {fds} descriptors");
+    drop(held);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// The server's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_mesh_bomb_is_refused_at_once_and_costs_nothing() {
+    let data = scratch("bomb");
+    let server = Server::start(&data, &["--workers", "1"]);
+    let c = server.client();
+    assert_eq!(c.version().unwrap().api, 1);
+    let rss_before = rss_kib(server.child.id());
+    for (size, version) in [(20_000, "1.0"), (100_000, "1.3"), (2_000, "1.0")] {
+        let config = format!(
+            "[network]\ntopology = \"mesh\"\nsize = {size}\nopenflow = \"{version}\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n"
+        );
+        let started = Instant::now();
+        let status = api_status(c.submit(&JobRequest::fuzz(config.clone())));
+        assert_eq!(status, 400, "mesh {size}");
+        assert!(started.elapsed() < Duration::from_secs(1), "mesh {size} refused in {:?}", started.elapsed());
+        // The command line refuses it the same way, naming the field.
+        let file = data.join(format!("mesh-{size}.toml"));
+        std::fs::write(&file, &config).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+            .args(["fuzz", "--config"])
+            .arg(&file)
+            .arg("--out")
+            .arg(data.join(format!("out-{size}")))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains("network.size") && said.contains("links"), "{said}");
+    }
+    let rss_after = rss_kib(server.child.id());
+    assert!(rss_after < rss_before + 20 * 1024, "RSS {rss_before} KiB -> {rss_after} KiB");
+    assert!(c.jobs().unwrap().is_empty());
+    drop(server);
     let _ = std::fs::remove_dir_all(&data);
 }
 
@@ -454,7 +747,7 @@ fn the_openapi_description_covers_every_route() {
     let server = Server::start(&data, &["--workers", "2"]);
     let mut body = String::new();
     let mut s = TcpStream::connect(&server.addr).unwrap();
-    s.write_all(b"GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    s.write_all(&server.authed(b"GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).unwrap();
     s.read_to_string(&mut body).unwrap();
     let json = &body[body.find("\r\n\r\n").unwrap() + 4..];
     let doc: serde_json::Value = serde_json::from_str(json).unwrap();
@@ -486,25 +779,22 @@ fn the_index_and_a_report_open_in_chromium() {
     broken.config =
         Some(long_config(10).replace("ovs-testcontroller", "ovs-testcontroller\ncommand = [\"/nonexistent\"]"));
     let failed = c.submit(&broken).map(|j| c.wait(j.id, WAIT).unwrap());
-    let chromium = |url: &str, extra: &[&str]| {
-        let out = Command::new("chromium")
-            .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,600"])
-            .args(extra)
-            .arg(url)
-            .output()
-            .expect("chromium runs (scripts/setup installs it)");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let index = chromium(&format!("http://{}/", server.addr), &["--dump-dom"]);
+    // A person opens the index once with the token; the cookie lets the browser read.
+    let index = chromium(&format!("http://{}/?token={}", server.addr, server.token), &["--dump-dom"]);
     assert!(index.contains(&format!("data-job=\"{}\"", bug.id)) && index.contains(">violation<"), "{index}");
     if let Ok(failed) = failed {
         assert!(index.contains(&format!("data-job=\"{}\"", failed.id)));
     }
-    let report = chromium(&format!("http://{}/jobs/{}/report.html", server.addr, bug.id), &["--dump-dom"]);
+    let report = chromium(
+        &format!("http://{}/jobs/{}/report.html?token={}", server.addr, bug.id, server.token),
+        &["--dump-dom"],
+    );
     assert!(report.contains("data-lane=\"s1\"") && report.contains("class=\"violation\""), "the report renders");
     let shot = data.join("index.png");
-    chromium(&format!("http://{}/", server.addr), &[&format!("--screenshot={}", shot.display())]);
+    chromium(
+        &format!("http://{}/?token={}", server.addr, server.token),
+        &[&format!("--screenshot={}", shot.display())],
+    );
     assert!(std::fs::metadata(&shot).unwrap().len() > 5_000, "a screenshot with something in it");
     drop(server);
     let _ = std::fs::remove_dir_all(&data);

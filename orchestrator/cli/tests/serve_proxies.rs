@@ -37,7 +37,7 @@ fn start_server(data: &Path) -> (KillOnDrop, String) {
         said.push(byte[0]);
     }
     let said = String::from_utf8_lossy(&said).to_string();
-    let addr = said.split("http://").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    let addr = said.split("listening on http://").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     (KillOnDrop(child), format!("http://{addr}"))
 }
@@ -94,7 +94,7 @@ fn proxies_change_policy_while_they_run() {
     )
     .expect("ovs-testcontroller starts (scripts/setup installs it)");
     let (_server, url) = start_server(&scratch.join("data"));
-    let c = Client::new(url);
+    let c = Client::new(url).with_token_file(scratch.join("data/token")).unwrap();
 
     let req = ProxyRequest {
         name: "s1".into(),

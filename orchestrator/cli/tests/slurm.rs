@@ -247,7 +247,7 @@ fn serve_on_slurm(cluster: &Cluster) {
             break rest.split_whitespace().next().unwrap().to_string();
         }
     };
-    let c = Client::new(url);
+    let c = Client::new(url).with_token_file(data.join("token")).unwrap();
     let mesh = std::fs::read_to_string(root().join("examples/fuzz-ovs-mesh.toml")).unwrap();
     let job = c.wait(c.submit(&JobRequest::fuzz(mesh)).unwrap().id, Duration::from_secs(120)).unwrap();
     assert_eq!((job.state, job.outcome), (State::Succeeded, Some(Outcome::Violation)), "{}", c.log(job.id).unwrap());

@@ -3,7 +3,8 @@
 //!
 //! ```no_run
 //! use sts_client::{Client, JobRequest, Kind};
-//! let client = Client::new("http://127.0.0.1:7878");
+//! // The server's token is in its data directory (`sts serve --data sts-data`).
+//! let client = Client::new("http://127.0.0.1:7878").with_token_file("sts-data/token").unwrap();
 //! let config = std::fs::read_to_string("examples/fuzz-ovs-mesh.toml").unwrap();
 //! let job = client.submit(&JobRequest::fuzz(config)).unwrap();
 //! let done = client.wait(job.id, std::time::Duration::from_secs(600)).unwrap();
@@ -407,6 +408,17 @@ impl Client {
         self
     }
 
+    /// Sends the token read from `path` (a server's `DATA/token`, or the
+    /// file given to its `--token-file`) with every request.
+    pub fn with_token_file(self, path: impl AsRef<std::path::Path>) -> Result<Client, Error> {
+        let path = path.as_ref();
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(4096 + 2).read_to_string(&mut text))
+            .map_err(|e| Error::Transport(format!("token file {}: {e}", path.display())))?;
+        Ok(self.with_token(text.trim_end_matches(['\n', '\r'])))
+    }
+
     fn request(&self, method: &str, path: &str) -> ureq::Request {
         let r = self.agent.request(method, &format!("{}{path}", self.base));
         match &self.token {
@@ -469,9 +481,13 @@ impl Client {
         self.request("DELETE", &format!("/jobs/{id}")).call().map(drop).map_err(error)
     }
 
-    /// `POST /reset`: cancels and forgets every job (test isolation).
+    /// `POST /reset`: cancels and forgets every job and stops every proxy
+    /// (test isolation). Sends the confirmation the server requires.
     pub fn reset(&self) -> Result<(), Error> {
-        self.request("POST", "/reset").call().map(drop).map_err(error)
+        self.request("POST", "/reset")
+            .send_json(serde_json::json!({"confirm": "delete every job"}))
+            .map(drop)
+            .map_err(error)
     }
 
     /// `GET /jobs/ID/log`: the job's output so far.

@@ -636,7 +636,15 @@ impl Default for PingallConfig {
 /// port too.
 pub const MAX_PORTS_10: usize = (65_535 - 32) / 48 - 1;
 
-pub const MAX_SWITCHES: u64 = 1_000_000;
+pub const MAX_SWITCHES: u64 = 100_000;
+
+/// The most links (between switches) a network may have: bounded before
+/// anything is built, since a mesh's links grow with the square of its
+/// switches (a 20,000-switch mesh would be 200 million links).
+pub const MAX_LINKS: u64 = 200_000;
+
+/// The deepest tree topology (its building recurses once per level).
+pub const MAX_TREE_DEPTH: u32 = 64;
 
 /// A config that could not be used: the message names the file, the line and
 /// the field.
@@ -827,9 +835,28 @@ impl Config {
         } else if n.switches.is_some() || n.links.is_some() {
             return Err("network.switches and network.links only apply to topology = \"custom\"".into());
         }
+        if n.topology == TopologyKind::Tree && n.depth > MAX_TREE_DEPTH {
+            return Err(format!("network.depth = {}: at most {MAX_TREE_DEPTH}", n.depth));
+        }
+        let sized = match n.topology {
+            TopologyKind::Tree => "network.depth",
+            TopologyKind::Custom => "network.switches",
+            TopologyKind::File => "network.file",
+            _ => "network.size",
+        };
         let switch_count = self.switch_count().filter(|&c| c <= MAX_SWITCHES).ok_or_else(|| {
-            format!("network: this topology would have more than {MAX_SWITCHES} switches; sts is measured up to about 10,000 (docs/benchmarks.md)")
+            format!("{sized}: this topology would have more than {MAX_SWITCHES} switches; sts is measured up to about 10,000 (docs/benchmarks.md)")
         })?;
+        match self.link_count() {
+            Some(links) if links <= MAX_LINKS => {}
+            links => {
+                let shown = links.map_or_else(|| "more than 2^64".to_string(), |l| l.to_string());
+                return Err(format!(
+                    "{sized}: this topology would have {shown} links between switches, more than the {MAX_LINKS} \
+                     sts builds (a mesh of n switches has n(n-1)/2)"
+                ));
+            }
+        }
         for (i, &s) in n.hosts.iter().flatten().enumerate() {
             if s == 0 || s > switch_count {
                 return Err(format!("network.hosts[{i}] = {s}: no such switch (switches are 1..={switch_count})"));
@@ -966,6 +993,22 @@ impl Config {
 
     /// How many switches the `[network]` table describes, computed without
     /// building anything (`None` on overflow).
+    /// The number of links between switches the topology has, by
+    /// arithmetic (nothing is built); None when it overflows.
+    fn link_count(&self) -> Option<u64> {
+        let n = &self.network;
+        match n.topology {
+            TopologyKind::Linear => Some(n.size.saturating_sub(1)),
+            TopologyKind::Mesh => n.size.checked_mul(n.size.saturating_sub(1)).map(|x| x / 2),
+            TopologyKind::Star => Some(n.size),
+            TopologyKind::Tree => self.switch_count().map(|s| s.saturating_sub(1)),
+            // Edge-aggregation and aggregation-core: k^3/4 each.
+            TopologyKind::FatTree => n.size.checked_pow(3).map(|x| x / 2),
+            TopologyKind::Custom => Some(n.links.as_ref().map_or(0, |l| l.len() as u64)),
+            TopologyKind::File => n.file_topology.as_ref().map(|t| t.links.len() as u64),
+        }
+    }
+
     fn switch_count(&self) -> Option<u64> {
         let n = &self.network;
         match n.topology {
@@ -1413,8 +1456,24 @@ mod tests {
             let e = load_str(&format!("[network]\n{net}\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n"))
                 .unwrap_err()
                 .to_string();
-            assert!(e.contains("more than 1000000 switches"), "{e}");
+            assert!(e.contains("more than 100000 switches") && e.contains("network."), "{e}");
         }
+        // ... and links, which grow faster than switches in a mesh or a fat tree.
+        for (net, field) in [
+            ("topology = \"mesh\"\nsize = 20000", "network.size"),
+            ("topology = \"mesh\"\nsize = 633", "network.size"),
+            ("topology = \"fat-tree\"\nsize = 74", "network.size"),
+            ("topology = \"tree\"\ndepth = 100000\nfanout = 1", "network.depth"),
+        ] {
+            let started = std::time::Instant::now();
+            let e = load_str(&format!("[network]\n{net}\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field) && (e.contains("links") || e.contains("at most")), "{e}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(1), "refused by arithmetic, not by building");
+        }
+        let ok = load_str("[network]\ntopology = \"mesh\"\nsize = 632\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n");
+        assert!(ok.is_ok(), "{:?}", ok.err());
     }
 
     #[test]

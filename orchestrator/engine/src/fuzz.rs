@@ -37,7 +37,9 @@ pub struct FuzzOutcome {
 pub fn create_experiment(config: &Config, config_text: &str, out: &Path) -> Result<Experiment, RunError> {
     let (text, files) = config.portable(config_text).map_err(RunError::BadInput)?;
     let exp = Experiment::create(out, &text).map_err(|e| match e {
-        e @ (CreateError::Exists(_) | CreateError::NotADirectory(_)) => RunError::BadInput(e.to_string()),
+        e @ (CreateError::Exists(_) | CreateError::NotADirectory(_) | CreateError::NotEmpty(..)) => {
+            RunError::BadInput(e.to_string())
+        }
         e => RunError::Environment(e.to_string()),
     })?;
     experiment::copy_config_files(files, &exp.dir)

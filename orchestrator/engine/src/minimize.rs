@@ -434,7 +434,10 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     })?;
     let mcs_dir = dir.join("mcs");
     let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", mcs_dir.display()));
-    std::fs::create_dir_all(&mcs_dir).map_err(env)?;
+    sts_trace::dir::own_dir(&mcs_dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => RunError::BadInput(e.to_string()),
+        _ => env(e),
+    })?;
     let _lock = Lock::take(&mcs_dir.join("lock"))?;
     let state_path = mcs_dir.join("state.json");
     let mut state: State =
@@ -460,7 +463,8 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     let host_start: BTreeMap<String, u64> = topo.hosts.iter().map(|h| (h.name.clone(), h.switch)).collect();
     let events_of = |c: &[usize]| -> BTreeSet<usize> { c.iter().flat_map(|&u| groups[u].iter().copied()).collect() };
     let started = Instant::now();
-    let deadline = opts.budget_s.map(|s| started + std::time::Duration::from_secs(s));
+    // A budget too far away to be an instant is no deadline at all.
+    let deadline = opts.budget_s.and_then(|s| started.checked_add(std::time::Duration::from_secs(s)));
     let mut budget_exhausted = false;
     let mut run_no = 0u32;
     let mut curve = vec![externals.len()];
@@ -631,28 +635,46 @@ impl Lock {
     fn take(path: &Path) -> Result<Lock, RunError> {
         let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", path.display()));
         let me = std::process::id();
-        for _ in 0..2 {
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
-                Ok(mut f) => {
-                    std::io::Write::write_all(&mut f, format!("{me}\n").as_bytes()).map_err(env)?;
-                    return Ok(Lock(path.to_owned()));
-                }
+        // The lock appears whole, pid inside, or not at all: written beside,
+        // then hard-linked into place (which fails if one is there). A lock
+        // created empty and filled after would let another sts read it
+        // between the two and take it for a dead one's.
+        let tmp = path.with_file_name(format!(".lock.{me}"));
+        std::fs::write(&tmp, format!("{me}\n")).map_err(env)?;
+        let _cleanup = RemoveOnDrop(tmp.clone());
+        for _ in 0..20 {
+            match std::fs::hard_link(&tmp, path) {
+                Ok(()) => return Ok(Lock(path.to_owned())),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let holder = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse::<i32>().ok());
-                    let alive = holder.is_some_and(|pid| pid as u32 != me && is_running(pid));
-                    if let (true, Some(pid)) = (alive, holder) {
-                        return Err(RunError::BadInput(format!(
-                            "{}: this directory is being minimized by another sts (pid {pid}); wait for it, or stop it",
-                            path.parent().and_then(Path::parent).unwrap_or(path).display()
-                        )));
+                    match holder {
+                        Some(pid) if pid as u32 != me && is_running(pid) => {
+                            return Err(RunError::BadInput(format!(
+                                "{}: this directory is being minimized by another sts (pid {pid}); wait for it, or stop it",
+                                path.parent().and_then(Path::parent).unwrap_or(path).display()
+                            )));
+                        }
+                        // Left by a process that is gone: take it over (one
+                        // taker wins the link; another sees it held).
+                        Some(_) => {
+                            let _ = std::fs::remove_file(path);
+                        }
+                        // Gone between the link and the read: look again.
+                        None => std::thread::sleep(std::time::Duration::from_millis(5)),
                     }
-                    // Left by a process that is gone: take it over.
-                    let _ = std::fs::remove_file(path);
                 }
                 Err(e) => return Err(env(e)),
             }
         }
         Err(RunError::Environment(format!("{}: cannot take the lock", path.display())))
+    }
+}
+
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 

@@ -34,8 +34,8 @@ pub const API_VERSION: u32 = 1;
 pub struct App {
     pub shared: Arc<Shared>,
     pub proxies: Arc<crate::proxies::Proxies>,
-    /// The bearer token every request must carry, when one is set.
-    pub token: Option<Arc<str>>,
+    /// What every request is checked against (token, Host, Origin).
+    pub door: Arc<crate::door::Door>,
 }
 
 /// A JSON answer ending with a newline (so that `curl` output reads well).
@@ -117,21 +117,38 @@ pub fn router(app: App) -> Router {
         .with_state(app)
 }
 
-/// Refuses requests without the bearer token (when one is set) and bodies
-/// announced larger than [`MAX_BODY`], before reading them.
+/// Time a submission's files have to be unpacked and its config checked
+/// (every size a config names is bounded first, so this is a backstop).
+pub const PREPARE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Time a request body has to arrive whole, once its head passed the door.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Refuses requests that do not pass the [door](crate::door) (foreign Host,
+/// browser Origin, no token) and bodies announced larger than [`MAX_BODY`],
+/// before reading them; marks the connection trusted otherwise. A browser's
+/// `GET /?token=TOKEN` sets the reading cookie and comes back without it.
 async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
-    if let Some(token) = &app.token {
-        let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        let ok = given
-            .and_then(|g| g.strip_prefix("Bearer "))
-            .is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes()));
-        if !ok {
-            let mut r =
-                Failure::new(StatusCode::UNAUTHORIZED, "a bearer token is required (Authorization: Bearer TOKEN)")
-                    .into_response();
-            r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-            return r;
+    use crate::door::Refusal;
+    if let Err(refusal) = app.door.check(req.method(), req.headers()) {
+        let status = match refusal {
+            Refusal::Host(_) => StatusCode::BAD_REQUEST,
+            Refusal::Origin(_) => StatusCode::FORBIDDEN,
+            Refusal::Token => StatusCode::UNAUTHORIZED,
+        };
+        if refusal == Refusal::Token {
+            if let Some(login) = login(&app, &req) {
+                return login;
+            }
         }
+        let mut r = Failure::new(status, refusal.message()).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        }
+        return r;
+    }
+    if let Some(trust) = req.extensions().get::<crate::listener::Trust>() {
+        trust.grant();
     }
     let announced = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if announced.is_some_and(|n| n > MAX_BODY as u64) {
@@ -141,8 +158,41 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// `GET PATH?token=TOKEN` from a browser: sets the cookie that lets it read
+/// (never write) and sends it to PATH, so the token leaves the address bar.
+fn login(app: &App, req: &Request) -> Option<Response> {
+    if req.method() != axum::http::Method::GET {
+        return None;
+    }
+    let query = req.uri().query()?;
+    let token = query.split('&').find_map(|kv| kv.strip_prefix("token="))?;
+    if !app.door.is_token(token.as_bytes()) {
+        return None;
+    }
+    let cookie = format!("{}={token}; Path=/; HttpOnly; SameSite=Strict", crate::door::COOKIE);
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::SEE_OTHER;
+    let h = r.headers_mut();
+    h.insert(header::LOCATION, header::HeaderValue::from_str(req.uri().path()).ok()?);
+    h.insert(header::SET_COOKIE, header::HeaderValue::from_str(&cookie).ok()?);
+    h.insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
+    Some(r)
+}
+
+/// Whether a request says its body is JSON (`application/json`, any parameters).
+fn is_json(req: &Request) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn unsupported_type() -> Failure {
+    Failure::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "send the body as `Content-Type: application/json` (or a job with files as multipart/form-data)",
+    )
 }
 
 fn parse_id(id: &str) -> Answer<i64> {
@@ -209,14 +259,23 @@ pub async fn list_jobs(
     responses((status = 201, body = Job), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 413, body = ApiError)))]
 pub async fn submit(State(app): State<App>, req: Request) -> Answer<(StatusCode, Json<Job>)> {
     let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let (request, upload) = if content_type.starts_with("multipart/form-data") {
-        read_multipart(req).await?
-    } else {
-        // Any other type is read as JSON (curl's -d says form-urlencoded).
+    let (request, upload) = if content_type.to_ascii_lowercase().starts_with("multipart/form-data") {
+        timed(read_multipart(req)).await?
+    } else if is_json(&req) {
         let body = read_body(req).await?;
         (parse_request(&body)?, None)
+    } else {
+        return Err(unsupported_type());
     };
     let kind = jobs::validate(&request, upload.is_some()).map_err(|e| Failure::bad(e.to_string()))?;
+    // The reserve went to record running jobs' ends on a full disk: no new
+    // job until it can be made again.
+    if !app.shared.reserve.ensure() {
+        return Err(Failure::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "the data directory's disk is full: free some space (finished jobs can be deleted) and submit again",
+        ));
+    }
     let source_run = match request.from_job {
         Some(from) => {
             let source = app.shared.store.get(from)?.ok_or_else(|| Failure::not_found(from))?;
@@ -231,11 +290,16 @@ pub async fn submit(State(app): State<App>, req: Request) -> Answer<(StatusCode,
     let staging = jobs::staging_dir(&shared.data, shared.next_staging());
     let prepared = {
         let (request, staging, data) = (request.clone(), staging.clone(), shared.data.clone());
-        tokio::task::spawn_blocking(move || {
+        let work = tokio::task::spawn_blocking(move || {
             jobs::prepare(&staging, &data, &request, upload.as_deref(), source_run.as_deref())
-        })
-        .await
-        .map_err(Failure::internal)?
+        });
+        match tokio::time::timeout(PREPARE_TIMEOUT, work).await {
+            Ok(done) => done.map_err(Failure::internal)?,
+            Err(_) => Err(PrepareError::Request(format!(
+                "checking and writing the submission took more than {} s",
+                PREPARE_TIMEOUT.as_secs()
+            ))),
+        }
     };
     if let Err(e) = prepared {
         let _ = std::fs::remove_dir_all(&staging);
@@ -260,7 +324,21 @@ pub async fn submit(State(app): State<App>, req: Request) -> Answer<(StatusCode,
     Ok((StatusCode::CREATED, Json(job)))
 }
 
+/// `read` within [`BODY_TIMEOUT`], or a 408.
+async fn timed<T>(read: impl std::future::Future<Output = Answer<T>>) -> Answer<T> {
+    tokio::time::timeout(BODY_TIMEOUT, read).await.unwrap_or_else(|_| {
+        Err(Failure::new(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the request body did not arrive within {} s", BODY_TIMEOUT.as_secs()),
+        ))
+    })
+}
+
 async fn read_body(req: Request) -> Answer<Bytes> {
+    timed(read_body_untimed(req)).await
+}
+
+async fn read_body_untimed(req: Request) -> Answer<Bytes> {
     axum::body::to_bytes(req.into_body(), MAX_BODY).await.map_err(|e| {
         if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
             Failure::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {} MiB", MAX_BODY >> 20))
@@ -334,9 +412,26 @@ pub async fn delete_job(State(app): State<App>, Path(id): Path<String>) -> Answe
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Cancels and forgets every job and stops every proxy (test isolation).
-#[utoipa::path(post, path = "/reset", responses((status = 204)))]
-pub async fn reset(State(app): State<App>) -> Answer<StatusCode> {
+/// What `POST /reset` must carry, so that no request does it by mistake.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResetConfirmation {
+    /// Must be `"delete every job"`.
+    pub confirm: String,
+}
+
+/// The words `POST /reset` must carry.
+pub const RESET_WORDS: &str = "delete every job";
+
+/// Cancels and forgets every job and stops every proxy (test isolation);
+/// the body must be `{"confirm": "delete every job"}`.
+#[utoipa::path(post, path = "/reset", request_body = ResetConfirmation,
+    responses((status = 204), (status = 400, body = ApiError), (status = 415, body = ApiError)))]
+pub async fn reset(State(app): State<App>, req: Request) -> Answer<StatusCode> {
+    let confirmation: ResetConfirmation = json_body(req).await?;
+    if confirmation.confirm != RESET_WORDS {
+        return Err(Failure::bad(format!("a reset needs {{\"confirm\": \"{RESET_WORDS}\"}}")));
+    }
     app.proxies.clear().await;
     for job in app.shared.store.list(Some(JobState::Running))? {
         app.shared.store.request_cancel(job.id, unix_time_ms())?;
@@ -360,8 +455,11 @@ impl From<crate::proxies::ProxyError> for Failure {
     }
 }
 
-/// A JSON body of type `T`, or a 400 saying what is wrong with it.
+/// A JSON body of type `T`, or a 4xx saying what is wrong with it.
 async fn json_body<T: serde::de::DeserializeOwned>(req: Request) -> Answer<T> {
+    if !is_json(&req) {
+        return Err(unsupported_type());
+    }
     let body = read_body(req).await?;
     serde_json::from_slice(&body).map_err(|e| Failure::bad(format!("request: {e}")))
 }

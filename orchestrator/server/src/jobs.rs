@@ -51,6 +51,24 @@ pub fn validate(req: &JobRequest, has_upload: bool) -> Result<Kind, PrepareError
     let Some(kind) = req.kind else {
         return bad("`kind` is required: fuzz, replay, minimize or campaign");
     };
+    // The same bounds as a tar upload's and the command line's, whichever way the files come.
+    if req.files.len() > upload::MAX_FILES {
+        return Err(PrepareError::Request(format!("`files`: more than {} files", upload::MAX_FILES)));
+    }
+    let inline: u64 = req.files.values().chain(req.config.iter()).map(|t| t.len() as u64).sum();
+    if inline > upload::MAX_UNPACKED_BYTES {
+        return Err(PrepareError::Request(format!(
+            "`files` and `config` hold more than {} MiB",
+            upload::MAX_UNPACKED_BYTES >> 20
+        )));
+    }
+    if let Some(c) = req.config.as_ref().filter(|c| c.len() as u64 > sts_engine::config::MAX_TEXT_FILE) {
+        return Err(PrepareError::Request(format!(
+            "`config`: {} bytes, more than the {} a config may have",
+            c.len(),
+            sts_engine::config::MAX_TEXT_FILE
+        )));
+    }
     let fuzz_only = req.config.is_some() || req.config_file.is_some();
     let experiment = req.from_job.is_some() || req.experiment.is_some();
     match kind {
@@ -123,6 +141,9 @@ pub fn validate(req: &JobRequest, has_upload: bool) -> Result<Kind, PrepareError
     if req.replays.is_some_and(|n| !(1..=100).contains(&n)) {
         return bad("`replays` must be between 1 and 100");
     }
+    if req.budget_s.is_some_and(|n| !(1..=10 * 365 * 24 * 3600).contains(&n)) {
+        return bad("`budget_s` must be between 1 and 315360000 (ten years)");
+    }
     if req.final_replays.is_some_and(|n| n > 1000) {
         return bad("`final_replays` must be at most 1000");
     }
@@ -160,7 +181,7 @@ pub fn prepare(
                 upload::write_file(&input, "config.toml", text.as_bytes())?;
             }
             let path = input.join(upload::safe_relative(config_name(req))?);
-            let text = std::fs::read_to_string(&path)
+            let text = sts_engine::config::read_text_file(&path)
                 .map_err(|e| PrepareError::Request(format!("config {}: {e}", config_name(req))))?;
             // The engine's own validation, with line numbers, before queueing.
             sts_engine::config::Config::from_toml(&text, &path)

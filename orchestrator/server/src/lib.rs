@@ -20,10 +20,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod api;
+pub mod door;
 pub mod index;
 pub mod jobs;
+pub mod listener;
 pub mod openapi;
 pub mod proxies;
+pub mod reserve;
 pub mod store;
 pub mod upload;
 pub mod worker;
@@ -36,9 +39,13 @@ pub struct Options {
     pub data: PathBuf,
     /// Jobs run at once.
     pub workers: usize,
-    /// Every request must carry `Authorization: Bearer TOKEN` when set;
-    /// required to listen on anything but loopback.
+    /// The token every request must carry (`Authorization: Bearer TOKEN`);
+    /// `None`: the data directory's (`DATA/token`, made at the first start).
     pub token: Option<String>,
+    /// Names besides loopback's and the listening address that `Host` may carry.
+    pub allow_hosts: Vec<String>,
+    /// Browser origins whose pages may call the API (none by default).
+    pub allow_origins: Vec<String>,
     /// The `sts` executable that runs jobs.
     pub sts: PathBuf,
     /// Where jobs run.
@@ -59,8 +66,6 @@ pub enum Executor {
 /// Why the server cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("{0} is not a loopback address: a token is required (--token-file), since a job's config names commands the server runs")]
-    NeedsToken(SocketAddr),
     #[error("{0}")]
     BadInput(String),
     #[error("{0}")]
@@ -74,6 +79,45 @@ pub struct Started {
     pub addr: SocketAddr,
     /// Jobs the previous run left running, queued again.
     pub requeued: Vec<i64>,
+    /// The data directory's token file, when the token is that one (not the caller's).
+    pub token_file: Option<PathBuf>,
+    /// The token, when this start made it (shown once, then only in its file).
+    pub new_token: Option<String>,
+}
+
+/// Takes `DATA/serve.lock` (an exclusive `flock`, held while the server
+/// runs, released by the kernel however it ends), writing this process's
+/// id into it; a second server gets a bad-input error naming the holder.
+fn lock_data_dir(data: &std::path::Path) -> Result<nix::fcntl::Flock<std::fs::File>, ServeError> {
+    use std::io::{Read, Seek, Write};
+    let path = data.join("serve.lock");
+    let env = |e: &dyn std::fmt::Display| ServeError::Environment(format!("{}: {e}", path.display()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| env(&e))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(mut lock) => {
+            let _ = lock.set_len(0);
+            let _ = lock.rewind();
+            let _ = writeln!(lock, "{}", std::process::id());
+            Ok(lock)
+        }
+        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+            let mut holder = String::new();
+            let _ = Read::by_ref(&mut file).take(32).read_to_string(&mut holder);
+            let holder = holder.trim();
+            Err(ServeError::BadInput(format!(
+                "the data directory {} is in use by another sts serve{}: one server per data directory",
+                data.display(),
+                if holder.is_empty() { String::new() } else { format!(" (pid {holder})") }
+            )))
+        }
+        Err((_, e)) => Err(env(&e)),
+    }
 }
 
 /// Processes working in `dir` (a job's `sts` and its controllers run in
@@ -115,9 +159,6 @@ pub async fn serve(
     started: impl FnOnce(&Started),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    if !opts.listen.ip().is_loopback() && opts.token.is_none() {
-        return Err(ServeError::NeedsToken(opts.listen));
-    }
     if opts.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return Err(ServeError::BadInput("the token is empty".into()));
     }
@@ -125,7 +166,23 @@ pub async fn serve(
         return Err(ServeError::BadInput("--workers must be at least 1".into()));
     }
     let env = |what: &str, e: &dyn std::fmt::Display| ServeError::Environment(format!("{what}: {e}"));
+    if opts.data.exists() && !opts.data.is_dir() {
+        return Err(ServeError::BadInput(format!("--data {}: not a directory", opts.data.display())));
+    }
     std::fs::create_dir_all(opts.data.join("jobs")).map_err(|e| env(&opts.data.display().to_string(), &e))?;
+    // One server per data directory: a second would run the first's jobs again and lose their results.
+    let _lock = lock_data_dir(&opts.data)?;
+    let (token, token_file, new_token) = match opts.token.clone() {
+        Some(t) => (t, None, None),
+        None => {
+            let (t, made) = door::data_token(&opts.data).map_err(|e| match e {
+                door::TokenError::Bad(..) => ServeError::BadInput(e.to_string()),
+                door::TokenError::Io(..) => ServeError::Environment(e.to_string()),
+            })?;
+            let shown = made.then(|| t.clone());
+            (t, Some(opts.data.join("token")), shown)
+        }
+    };
     let store = store::Store::open(&opts.data.join("jobs.sqlite")).map_err(|e| env("opening the job store", &e))?;
     let (requeued, dropped) =
         store.recover(sts_engine::clock::unix_time_ms()).map_err(|e| env("recovering the job store", &e))?;
@@ -150,21 +207,17 @@ pub async fn serve(
     let shared = Arc::new(worker::Shared::new(opts.data.clone(), store, opts.sts.clone(), opts.executor.clone()));
     let workers: Vec<_> = (0..opts.workers).map(|_| tokio::spawn(worker::work(shared.clone()))).collect();
     let proxies = Arc::new(proxies::Proxies::new(opts.data.join("proxies")));
-    let app =
-        api::App { shared: shared.clone(), proxies: proxies.clone(), token: opts.token.map(|t| Arc::from(t.trim())) };
-    started(&Started { addr, requeued });
+    let door = door::Door::new(token.trim().to_string(), addr, &opts.allow_hosts, &opts.allow_origins);
+    let app = api::App { shared: shared.clone(), proxies: proxies.clone(), door: Arc::new(door) };
+    started(&Started { addr, requeued, token_file, new_token });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, api::router(app)).with_graceful_shutdown(async move {
-        let mut rx = stop_rx;
-        let _ = rx.wait_for(|s| *s).await;
-    });
-    let server = tokio::spawn(async move { server.await });
+    // Open connections (an event stream, idle clients) get a moment to end.
+    let server = tokio::spawn(listener::run(listener, api::router(app), stop_rx, Duration::from_secs(2)));
     shutdown.await;
     shared.stop();
     proxies.clear().await;
     let _ = stop_tx.send(true);
-    // Open connections (an event stream, idle clients) get a moment to end.
-    let _ = tokio::time::timeout(Duration::from_secs(2), server).await;
+    let _ = tokio::time::timeout(Duration::from_secs(3), server).await;
     for w in workers {
         let _ = tokio::time::timeout(Duration::from_secs(5), w).await;
     }

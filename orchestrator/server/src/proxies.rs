@@ -159,6 +159,11 @@ impl Proxies {
         }
         std::fs::create_dir_all(&self.dir).map_err(|e| ProxyError::Io(format!("{}: {e}", self.dir.display())))?;
         let path = self.dir.join(format!("{}.jsonl", req.name));
+        // A proxy of the same name recorded before: its recording is kept, aside.
+        if path.exists() {
+            let aside = self.dir.join(format!("{}.{}.jsonl", req.name, sts_engine::clock::unix_time_ms()));
+            std::fs::rename(&path, &aside).map_err(|e| ProxyError::Io(format!("{}: {e}", path.display())))?;
+        }
         let (recording, recorder) =
             standalone::record_to(&path).map_err(|e| ProxyError::Io(format!("{}: {e}", path.display())))?;
         let now = self.clock.now_fn();

@@ -83,6 +83,11 @@ fn no_symlink_on_the_way(root: &Path, rel: &Path) -> Result<(), UploadError> {
 /// Writes `contents` to `root/name`, creating directories, never
 /// overwriting, never leaving `root`.
 pub fn write_file(root: &Path, name: &str, contents: &[u8]) -> Result<PathBuf, UploadError> {
+    write_stream(root, name, &mut &contents[..]).map(|(rel, _)| rel)
+}
+
+/// [`write_file`] from a reader; also returns the bytes written.
+fn write_stream(root: &Path, name: &str, contents: &mut dyn Read) -> Result<(PathBuf, u64), UploadError> {
     let rel = safe_relative(name)?;
     no_symlink_on_the_way(root, &rel)?;
     let path = root.join(&rel);
@@ -97,8 +102,14 @@ pub fn write_file(root: &Path, name: &str, contents: &[u8]) -> Result<PathBuf, U
             io(e)
         }
     })?;
-    std::io::Write::write_all(&mut f, contents).map_err(io)?;
-    Ok(rel)
+    let copied = std::io::copy(contents, &mut f).map_err(|e| match e.kind() {
+        // What the reader could not give (a broken tar or gzip stream) is the client's.
+        std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput | std::io::ErrorKind::UnexpectedEof => {
+            UploadError::Unreadable(format!("{}: {e}", rel.display()))
+        }
+        _ => io(e),
+    })?;
+    Ok((rel, copied))
 }
 
 /// Unpacks a tar (gzip-compressed or not) under `root`. Returns the files
@@ -137,18 +148,16 @@ pub fn unpack_tar(root: &Path, bytes: &[u8]) -> Result<Vec<PathBuf>, UploadError
         if written.len() >= MAX_FILES {
             return Err(UploadError::Limit(format!("more than {MAX_FILES} files")));
         }
-        // Read at most what is left of the budget, plus one byte to notice more.
+        // Streamed to its file, at most what is left of the budget plus one
+        // byte to notice more: a compressed bomb costs disk up to the
+        // budget, never memory.
         let left = MAX_UNPACKED_BYTES - total;
-        let mut contents = Vec::new();
-        (&mut entry)
-            .take(left + 1)
-            .read_to_end(&mut contents)
-            .map_err(|e| UploadError::Unreadable(format!("{name}: {e}")))?;
-        total += contents.len() as u64;
+        let (rel, copied) = write_stream(root, &name, &mut (&mut entry).take(left + 1))?;
+        total += copied;
         if total > MAX_UNPACKED_BYTES {
             return Err(UploadError::Limit(format!("unpacks to more than {} MiB", MAX_UNPACKED_BYTES >> 20)));
         }
-        written.push(write_file(root, &name, &contents)?);
+        written.push(rel);
     }
     Ok(written)
 }

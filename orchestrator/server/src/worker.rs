@@ -43,6 +43,8 @@ pub struct Shared {
     pub executor: Executor,
     /// Woken when a job is queued.
     pub wake: tokio::sync::Notify,
+    /// Space kept back to record jobs' ends on a full disk.
+    pub reserve: crate::reserve::Reserve,
     live: Mutex<HashMap<i64, Live>>,
     stopping: AtomicBool,
     staged: AtomicU64,
@@ -51,6 +53,7 @@ pub struct Shared {
 impl Shared {
     pub fn new(data: PathBuf, store: Store, sts: PathBuf, executor: Executor) -> Shared {
         Shared {
+            reserve: crate::reserve::Reserve::new(&data),
             data,
             store,
             sts,
@@ -125,17 +128,26 @@ pub async fn work(shared: Arc<Shared>) {
             // Killed by the shutdown: it stays `running`, and runs again at the next start.
             break;
         }
-        // A store that fails now may not later (a locked or full disk): the end is retried, not lost.
-        for attempt in 1.. {
+        // A store that fails now may not later (a locked or full disk): the
+        // end is retried until it is recorded, never lost. On a full disk the
+        // reserve makes room for it at once.
+        loop {
             match shared.store.finish(id, &end, unix_time_ms()) {
                 Ok(true) => tracing::info!("job {id}: {:?}", end.outcome),
                 Ok(false) => tracing::warn!("job {id} had already ended"),
-                Err(e) if attempt < 30 => {
+                Err(e) if crate::reserve::is_full(&e.to_string()) && shared.reserve.release() => {
+                    tracing::warn!(
+                        "job {id}: the disk is full; released the reserve to record its end (new jobs are refused \
+                         until space is free)"
+                    );
+                    continue;
+                }
+                Err(e) if !shared.stopping() => {
                     tracing::error!("job {id}: recording its end: {e}; trying again");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
-                Err(e) => tracing::error!("job {id}: recording its end: {e}; it stays running until a restart"),
+                Err(e) => tracing::error!("job {id}: recording its end: {e}; the server stops"),
             }
             break;
         }

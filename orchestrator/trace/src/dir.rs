@@ -35,6 +35,23 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
     write_atomic(path, format!("{text}\n").as_bytes())
 }
 
+/// Makes `path` (and its parents) a directory of the experiment's own: a
+/// symbolic link there is refused (`InvalidInput`), so that nothing sts
+/// writes into `replays/`, `mcs/`, `logs/` or `report/` lands where a link
+/// points, outside the experiment.
+pub fn own_dir(path: &Path) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a symbolic link: sts writes only into the experiment's own directories (replace it by a directory)",
+                path.display()
+            ),
+        ));
+    }
+    std::fs::create_dir_all(path)
+}
+
 /// An experiment directory.
 #[derive(Debug, Clone)]
 pub struct Experiment {
@@ -46,6 +63,8 @@ pub struct Experiment {
 pub enum CreateError {
     #[error("{0}: already holds an experiment (trace.jsonl); choose another --out or remove it")]
     Exists(PathBuf),
+    #[error("{0}: already holds files ({1}); choose a new or empty --out, so that nothing of yours is overwritten")]
+    NotEmpty(PathBuf, String),
     #[error("{0}: exists and is not a directory; choose another --out")]
     NotADirectory(PathBuf),
     #[error("{0}: {1}")]
@@ -83,7 +102,18 @@ impl Experiment {
         if dir.join("trace.jsonl").exists() {
             return Err(CreateError::Exists(dir.to_owned()));
         }
-        std::fs::create_dir_all(dir.join("logs")).map_err(io)?;
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            let mut names: Vec<String> =
+                entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            if !names.is_empty() {
+                names.sort();
+                let shown = names.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+                let more = if names.len() > 3 { format!(" and {} more", names.len() - 3) } else { String::new() };
+                return Err(CreateError::NotEmpty(dir.to_owned(), shown + &more));
+            }
+        }
+        std::fs::create_dir_all(dir).map_err(io)?;
+        own_dir(&dir.join("logs")).map_err(io)?;
         let exp = Experiment { dir: dir.to_owned() };
         write_atomic(&exp.config(), config_text.as_bytes()).map_err(io)?;
         Ok(exp)
