@@ -138,8 +138,10 @@ impl Topology {
                 ["switch", ..] => {
                     return Err(err(format!("{}: write one switch per line: `switch s3`", quote(raw.trim()))));
                 }
-                [word, ..] => {
-                    return Err(err(format!("{}: unknown statement (known: link, switch)", quote(word))));
+                // Not quoted: a file that is no topology (a line of
+                // /etc/shadow) must not be echoed, not even its first field.
+                [_, ..] => {
+                    return Err(err("not a statement of a topology file (known: link, switch)".to_string()));
                 }
             }
         }
@@ -194,7 +196,8 @@ mod tests {
         let e = Topology::parse("root:x:0:0:secret-hash-here:/root:/bin/bash\n").unwrap_err();
         assert_eq!(e.line, 1);
         assert!(!e.message.contains("secret"), "{}", e.message);
-        assert!(e.message.contains("\"root...\": unknown statement"), "{}", e.message);
+        assert!(!e.message.contains("root"), "{}", e.message);
+        assert!(e.message.contains("not a statement of a topology file"), "{}", e.message);
     }
 
     #[test]
@@ -208,7 +211,7 @@ mod tests {
             ("link s0 s1\n", 1, "N from 1"),
             ("link s1 s99999999999\n", 1, "go up to"),
             ("switch h1\n", 1, "is a host"),
-            ("node s1\n", 1, "unknown statement"),
+            ("node s1\n", 1, "not a statement of a topology file"),
             ("link s1 s3\n", 1, "s2 is not"),
             ("link h2 s1\n", 1, "h1 is not"),
             ("# nothing\n", 0, "no switches"),

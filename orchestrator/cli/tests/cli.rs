@@ -292,3 +292,60 @@ fn a_trace_cut_in_its_last_line_replays_the_rest_with_a_warning() {
     assert_eq!(err.matches("cut short").count(), 1, "said once: {err}");
     assert!(out.contains("replay 1: not reproduced (1 inputs"), "{out}");
 }
+
+/// Nothing sts writes overwrites a user's file or goes through a link out
+/// of the experiment; sizes past what a number can mean are bad input.
+#[test]
+fn writers_never_overwrite_or_write_through_links() {
+    let base = std::env::temp_dir().join(format!("sts-cli-{}-writers", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fuzz-ovs-mesh.toml");
+    let config = config.to_str().unwrap();
+
+    // `fuzz --out` a folder of the user's: refused, their config.toml untouched.
+    let mine = base.join("mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("config.toml"), "my own\n").unwrap();
+    let (code, _, err) = sts(&["fuzz", "--config", config, "--out", mine.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("already holds files") && err.contains("config.toml"), "{err}");
+    assert_eq!(std::fs::read_to_string(mine.join("config.toml")).unwrap(), "my own\n");
+
+    // `replays/` or `mcs/` a link out of the experiment: refused, nothing written there.
+    let exp = experiment("writers-links", "{\"format\":\"sts-trace\",\"version\":2}\n");
+    let outside = base.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let _ = std::fs::remove_file(exp.join("replays"));
+    std::os::unix::fs::symlink(&outside, exp.join("replays")).unwrap();
+    let (code, _, err) = sts(&["replay", exp.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "nothing written through the link");
+
+    // `proxy --record` onto an existing file, or into a missing directory: exit 2, the file kept.
+    let recording = base.join("recording.jsonl");
+    std::fs::write(&recording, "someone's recording\n").unwrap();
+    for (path, says) in [(recording.clone(), "never overwritten"), (base.join("no/such/dir/r.jsonl"), "does not exist")]
+    {
+        let (code, _, err) = sts(&[
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--controller",
+            "127.0.0.1:1",
+            "--record",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&recording).unwrap(), "someone's recording\n");
+
+    // A budget no deadline can be.
+    let (code, _, err) = sts(&["minimize", exp.to_str().unwrap(), "--budget", "18446744073709551615"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--budget"), "{err}");
+    let _ = std::fs::remove_dir_all(&base);
+    let _ = std::fs::remove_dir_all(&exp);
+}

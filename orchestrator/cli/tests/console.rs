@@ -346,3 +346,45 @@ fn the_interactive_prompt_completes_remembers_and_ends_cleanly() {
         .collect();
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
+
+#[test]
+fn checkpoints_stop_at_the_descriptor_budget_and_rewinds_still_work() {
+    use std::os::unix::process::CommandExt;
+    let dir = migration_copy("fds");
+    let mut commands: String = (0..200).map(|_| "checkpoint\n").collect();
+    commands.push_str("rewind c1\nrewind c40\n");
+    // A 1 MB line is refused with a bounded quote.
+    commands.push_str(&format!("{}\n", "x".repeat(1 << 20)));
+    let script = dir.join("commands.txt");
+    std::fs::write(&script, commands).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sts"));
+    cmd.args(["console", dir.to_str().unwrap(), "--script", script.to_str().unwrap()]);
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, 200, 200)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let started = Instant::now();
+    let out = cmd.output().expect("run sts");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(120), "no hang");
+    assert!(text.contains("no checkpoint taken") && text.contains("file descriptors"), "{text}");
+    assert!(reply(&text, "rewind c1", 0).contains("rewound to c1"), "{text}");
+    assert!(reply(&text, "rewind c40", 0).contains("rewound to c40"), "{text}");
+    let longest = text.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 4 * 1024, "the 1 MB line is quoted in {longest} bytes (echo included)");
+
+    // A script that is not UTF-8 is bad input, not an empty script.
+    std::fs::write(&script, b"checkpoint\n\xff\xfe\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["console", dir.to_str().unwrap(), "--script", script.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("line 2") && said.contains("UTF-8"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

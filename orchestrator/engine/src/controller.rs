@@ -20,7 +20,7 @@ use nix::unistd::Pid;
 ///
 /// Placeholders in the program, the arguments and the environment are replaced
 /// when the controller is started: `{port}` and `{address}` (where it must
-/// listen), `{config}`, `{run_dir}` (the directory of its log file, for sockets
+/// listen), `{config}`, `{socket_dir}` ([`socket_dir`]), `{run_dir}` (the directory of its log file, for sockets
 /// and side files) and `{aux_port}` (a second free port, for side services such
 /// as faucet's Prometheus exporter).
 #[derive(Debug, Clone)]
@@ -124,6 +124,22 @@ pub struct Controller {
     checkpointed: bool,
     /// Kills the process group if sts goes first (`ControllerSpec::guard_group`).
     guard: Option<GroupGuard>,
+    /// Control sockets it made, removed when it goes.
+    sockets: Vec<PathBuf>,
+}
+
+/// A directory of this sts process's own for controllers' control sockets
+/// (`{socket_dir}`): outside the experiment, so that a socket left by a
+/// killed run never sits in an experiment directory, and short, as a socket
+/// path must be (108 bytes).
+pub fn socket_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("sts-sockets-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700));
+        dir
+    })
 }
 
 /// Watches a controller's process group from outside sts: a `sh` blocked
@@ -174,7 +190,8 @@ impl Controller {
                 .replace("{port}", &addr.port().to_string())
                 .replace("{address}", &addr.ip().to_string())
                 .replace("{aux_port}", &aux_port.to_string())
-                .replace("{run_dir}", &run_dir);
+                .replace("{run_dir}", &run_dir)
+                .replace("{socket_dir}", &socket_dir().display().to_string());
             if let Some(c) = &spec.config {
                 s = s.replace("{config}", &c.display().to_string());
             }
@@ -196,6 +213,9 @@ impl Controller {
                 Ok(())
             });
         }
+        // Sockets it is told to make (`--unixctl=PATH`): removed when it goes.
+        let sockets: Vec<PathBuf> =
+            spec.command[1..].iter().filter_map(|a| fill(a).strip_prefix("--unixctl=").map(PathBuf::from)).collect();
         let mut child = spawn_from_long_lived_thread(cmd).map_err(|source| StartError::Spawn {
             name: name.clone(),
             program,
@@ -220,6 +240,7 @@ impl Controller {
             shim: None,
             checkpointed: false,
             guard,
+            sockets,
         };
         ctl.wait_listening(spec.start_timeout)?;
         Ok(ctl)
@@ -252,6 +273,7 @@ impl Controller {
             shim,
             checkpointed: false,
             guard: None,
+            sockets: Vec::new(),
         })
     }
 
@@ -385,6 +407,10 @@ impl Drop for Controller {
         // pipes: they stay open as long as it lives.
         if !self.checkpointed {
             self.drain_output(Duration::from_millis(500));
+            // A checkpoint's copy still serves on the socket; otherwise nobody does.
+            for s in &self.sockets {
+                let _ = std::fs::remove_file(s);
+            }
         }
     }
 }

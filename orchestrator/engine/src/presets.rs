@@ -90,8 +90,9 @@ pub fn cerberus(config: &Path, options: &[&str]) -> ControllerSpec {
 /// such as `-O OpenFlow13`. One process serves at most 16 switches (its
 /// `MAX_SWITCHES`); larger networks need several.
 pub fn ovs_testcontroller(extra: &[&str]) -> ControllerSpec {
-    // Its control socket defaults to /var/run/openvswitch, which may not exist.
-    let mut cmd = vec!["ovs-testcontroller".to_string(), "--unixctl={run_dir}/ovs-testcontroller-{port}.ctl".into()];
+    // Its control socket defaults to /var/run/openvswitch, which may not
+    // exist; in the experiment it would outlive a killed run and stop `cp -r`.
+    let mut cmd = vec!["ovs-testcontroller".to_string(), "--unixctl={socket_dir}/ovs-testcontroller-{port}.ctl".into()];
     cmd.extend(extra.iter().map(|a| a.to_string()));
     cmd.push("ptcp:{port}:{address}".into());
     spec("ovs-testcontroller", cmd, vec![], None, 10)

@@ -126,7 +126,7 @@ impl Input {
             Input::Lines { lines, echo } => {
                 let line = lines.pop_front()?;
                 if *echo {
-                    println!("sts> {line}");
+                    println!("sts> {}", sts_trace::bounded_message(line.clone(), show::MAX_QUOTED));
                 }
                 Some(line)
             }
@@ -221,12 +221,12 @@ fn start(engine: &Engine, o: &Options<'_>) -> Result<u8, RunError> {
     let words = Arc::new(Mutex::new(Words::default()));
     let mut input = match o.script {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| RunError::BadInput(format!("{}: {e}", path.display())))?;
+            let file = std::fs::File::open(path).map_err(|e| RunError::BadInput(format!("{}: {e}", path.display())))?;
+            let text = read_script(file, &path.display().to_string())?;
             Input::Lines { lines: text.lines().map(str::to_string).collect(), echo: !o.json }
         }
         None if !interactive => {
-            let text = std::io::read_to_string(std::io::stdin()).unwrap_or_default();
+            let text = read_script(std::io::stdin(), "the console's standard input")?;
             Input::Lines { lines: text.lines().map(str::to_string).collect(), echo: !o.json }
         }
         None => {
@@ -837,6 +837,9 @@ impl<'t> Console<'t> {
     }
 
     fn checkpoint(&mut self, rt: &Runtime, name: Option<&str>, out: &mut Reply) {
+        if let Some(short) = descriptors_short(CHECKPOINT_MARGIN) {
+            return out.fail(format!("no checkpoint taken: {short}"));
+        }
         let name = name.map_or_else(|| format!("c{}", self.marks.len() + 1), str::to_string);
         let started = Instant::now();
         let taken = rt.block_on(self.replayer.checkpoint());
@@ -881,6 +884,9 @@ impl<'t> Console<'t> {
                 None => "no checkpoint yet (`checkpoint [NAME]` takes one)".into(),
             });
         };
+        if let Some(short) = descriptors_short(REWIND_MARGIN) {
+            return out.fail(format!("cannot rewind: {short}"));
+        }
         let started = Instant::now();
         let how = if let (Some(mark), false) = (self.marks[i].mark.as_mut(), by_replay) {
             match rt.block_on(self.replayer.rewind(mark)) {
@@ -1039,6 +1045,46 @@ impl<'t> Console<'t> {
             Step::Paused => out.say("paused"),
         }
     }
+}
+
+/// Descriptors a new checkpoint leaves free: enough to rewind to every
+/// checkpoint taken (the switches' new connections, the copies' control
+/// sockets) and to go on.
+const CHECKPOINT_MARGIN: usize = 64;
+/// Descriptors a rewind needs free.
+const REWIND_MARGIN: usize = 16;
+
+/// Why there are too few file descriptors left to take a checkpoint or
+/// rewind safely (each checkpoint keeps descriptors open), or None.
+fn descriptors_short(margin: usize) -> Option<String> {
+    let used = std::fs::read_dir("/proc/self/fd").ok()?.count();
+    let (soft, _) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok()?;
+    let limit = usize::try_from(soft).unwrap_or(usize::MAX);
+    (used + margin > limit).then(|| {
+        format!(
+            "{used} of this process's {limit} file descriptors are in use (checkpoints keep theirs open); \
+             take fewer checkpoints, or raise the limit (`ulimit -n`) and start again"
+        )
+    })
+}
+
+/// The most a script (a file or a pipe) may hold.
+const MAX_SCRIPT: u64 = 16 << 20;
+
+/// A whole script: UTF-8 text of at most [`MAX_SCRIPT`] bytes, or bad input
+/// saying which it is not (never an empty script in silence).
+fn read_script(reader: impl std::io::Read, what: &str) -> Result<String, RunError> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut reader.take(MAX_SCRIPT + 1), &mut bytes)
+        .map_err(|e| RunError::BadInput(format!("{what}: {e}")))?;
+    if bytes.len() as u64 > MAX_SCRIPT {
+        return Err(RunError::BadInput(format!("{what}: a script of more than {} MiB", MAX_SCRIPT >> 20)));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        RunError::BadInput(format!("{what}: line {line}: not UTF-8 text (byte {at})"))
+    })
 }
 
 fn fail(mut out: Reply, e: RunError) -> Reply {

@@ -9,6 +9,9 @@ use sts_engine::session::Session;
 use sts_mocknet::network::Endpoint;
 use sts_proxy::interpose::Direction;
 
+/// Most characters of a command or an error a reply quotes (head and tail kept).
+pub const MAX_QUOTED: usize = 400;
+
 /// What one command answered: its lines, whether it did what was asked,
 /// and structured fields for `--json`.
 #[derive(Debug)]
@@ -28,10 +31,11 @@ impl Reply {
         self.lines.extend(text.as_ref().lines().map(str::to_string));
     }
 
-    /// Adds an error line: the command did not do what was asked.
+    /// Adds an error line: the command did not do what was asked. Bounded
+    /// (an error quoting a 10 MB line must not answer with 10 MB).
     pub fn fail(&mut self, text: impl AsRef<str>) {
         self.ok = false;
-        self.say(text);
+        self.say(sts_trace::bounded_message(text.as_ref().to_string(), MAX_QUOTED));
     }
 
     pub fn set(&mut self, key: &str, value: Value) {
@@ -42,7 +46,7 @@ impl Reply {
     pub fn print(self, command: &str, as_json: bool) {
         if as_json {
             let mut obj = Map::new();
-            obj.insert("command".into(), json!(command));
+            obj.insert("command".into(), json!(sts_trace::bounded_message(command.to_string(), MAX_QUOTED)));
             obj.insert("ok".into(), json!(self.ok));
             obj.insert("output".into(), json!(self.lines));
             obj.extend(self.data);
