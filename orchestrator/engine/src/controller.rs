@@ -128,18 +128,24 @@ pub struct Controller {
     sockets: Vec<PathBuf>,
 }
 
-/// A directory of this sts process's own for controllers' control sockets
-/// (`{socket_dir}`): outside the experiment, so that a socket left by a
-/// killed run never sits in an experiment directory, and short, as a socket
-/// path must be (108 bytes).
-pub fn socket_dir() -> &'static Path {
-    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+/// A directory of this user's for controllers' control sockets
+/// (`{socket_dir}`, `$TMPDIR/sts-sockets-UID`, owner-only): outside the
+/// experiment, so that a socket left by a killed run never sits in an
+/// experiment directory, and short, as a socket path must be (108 bytes).
+/// `None` when it cannot be had safely (it exists and is someone else's):
+/// then the log directory serves.
+pub fn socket_dir() -> Option<&'static Path> {
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("sts-sockets-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let _ = std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700));
-        dir
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+        // /proc/self belongs to this process's user.
+        let uid = std::fs::metadata("/proc/self").ok()?.uid();
+        let dir = std::env::temp_dir().join(format!("sts-sockets-{uid}"));
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+        let meta = std::fs::symlink_metadata(&dir).ok()?;
+        (meta.is_dir() && meta.uid() == uid && meta.permissions().mode() & 0o077 == 0).then_some(dir)
     })
+    .as_deref()
 }
 
 /// Watches a controller's process group from outside sts: a `sh` blocked
@@ -191,7 +197,7 @@ impl Controller {
                 .replace("{address}", &addr.ip().to_string())
                 .replace("{aux_port}", &aux_port.to_string())
                 .replace("{run_dir}", &run_dir)
-                .replace("{socket_dir}", &socket_dir().display().to_string());
+                .replace("{socket_dir}", &socket_dir().map_or_else(|| run_dir.clone(), |d| d.display().to_string()));
             if let Some(c) = &spec.config {
                 s = s.replace("{config}", &c.display().to_string());
             }
