@@ -3,20 +3,6 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Processes whose command line contains `needle`.
-fn processes_mentioning(needle: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmdline).contains(needle) {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
-}
-
 /// Processes whose environment holds `entry` (`NAME=value`): controllers
 /// inherit sts's environment, and forks of them keep it.
 fn processes_with_env(entry: &str) -> Vec<u32> {
@@ -33,28 +19,29 @@ fn processes_with_env(entry: &str) -> Vec<u32> {
 }
 
 /// Runs `sts pingall` on `config` (a long one: on real time, since virtual
-/// time would skip its waiting), waits until at least
-/// `processes` controller processes run, SIGKILLs sts mid-run and asserts that
-/// none of them survives. Every controller's command line names the run
-/// directory, which holds sts's pid (a zombie's command line is empty: dead
-/// processes waiting to be reaped do not count).
+/// time would skip its waiting), waits until at least `processes`
+/// controller processes run, SIGKILLs sts mid-run and asserts that none of
+/// them survives. Controllers are found by a marker in sts's environment,
+/// which they inherit (their command lines need not name anything of the
+/// run; a zombie's environment reads empty: dead processes waiting to be
+/// reaped do not count).
 fn sigkill_mid_pingall_leaves_nothing(name: &str, config: &str, processes: usize) {
     let path = std::env::temp_dir().join(format!("sts-orphans-{name}-{}.toml", std::process::id()));
     std::fs::write(&path, config).unwrap();
+    let mark = format!("STS_ORPHAN_MARK={name}-{}", std::process::id());
+    let (key, value) = mark.split_once('=').unwrap();
     let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
         .args(["pingall", "--config", path.to_str().unwrap()])
+        .env(key, value)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let run_dir = format!("sts-pingall-{}", sts.id());
+    let sts_pid = sts.id();
+    let controllers = || -> Vec<u32> { processes_with_env(&mark).into_iter().filter(|&p| p != sts_pid).collect() };
     let deadline = Instant::now() + Duration::from_secs(20);
-    while processes_mentioning(&run_dir).len() < processes {
-        assert!(
-            Instant::now() < deadline,
-            "{name}: the controllers never started: {:?}",
-            processes_mentioning(&run_dir)
-        );
+    while controllers().len() < processes {
+        assert!(Instant::now() < deadline, "{name}: the controllers never started: {:?}", controllers());
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(500)); // mid-run: switches connected
@@ -62,7 +49,7 @@ fn sigkill_mid_pingall_leaves_nothing(name: &str, config: &str, processes: usize
     sts.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let left = processes_mentioning(&run_dir);
+        let left = controllers();
         if left.is_empty() {
             break;
         }
@@ -116,8 +103,10 @@ fn a_fuzz_run_killed_half_way_leaves_a_readable_directory() {
     .unwrap();
     let out = std::env::temp_dir().join(format!("sts-killed-fuzz-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
+    let mark = format!("STS_ORPHAN_MARK=killed-fuzz-{}", std::process::id());
     let mut sts = Command::new(env!("CARGO_BIN_EXE_sts"))
         .args(["fuzz", "--config", config.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .env("STS_ORPHAN_MARK", mark.split_once('=').unwrap().1)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -138,8 +127,7 @@ fn a_fuzz_run_killed_half_way_leaves_a_readable_directory() {
         serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).expect("meta.json is whole");
     assert_eq!(meta["seed"], 1);
     let deadline = Instant::now() + Duration::from_secs(5);
-    let logs = out.join("logs");
-    while !processes_mentioning(logs.to_str().unwrap()).is_empty() {
+    while !processes_with_env(&mark).is_empty() {
         assert!(Instant::now() < deadline, "a controller survived");
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -398,7 +398,9 @@ pub struct Client {
 impl Client {
     /// A client of the server at `base` (e.g. `http://127.0.0.1:7878`).
     pub fn new(base: impl Into<String>) -> Client {
-        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build();
+        // No pooled connections: the server closes idle ones after 15 s, and a
+        // POST on a connection it just closed would not be retried.
+        let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).max_idle_connections(0).build();
         Client { base: base.into().trim_end_matches('/').to_string(), token: None, agent }
     }
 
