@@ -20,8 +20,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The longest `--budget` (ten years, in seconds): a deadline beyond it is no deadline.
-pub const MAX_BUDGET_S: u64 = 10 * 365 * 24 * 3600;
+use sts_engine::minimize::MAX_BUDGET_S;
 
 const EXIT_CODES: &str = "Exit codes: 0 success / nothing found, 1 violation found or not all reachable, \
 2 bad input (config, trace, arguments), 3 environment failure (controller did not start, port taken), \

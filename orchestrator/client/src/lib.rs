@@ -387,6 +387,9 @@ pub enum Error {
     Timeout(i64, Duration),
 }
 
+/// The words `POST /reset` must carry: `{"confirm": "delete every job"}`.
+pub const RESET_WORDS: &str = "delete every job";
+
 /// A blocking client for `sts serve`.
 #[derive(Clone)]
 pub struct Client {
@@ -486,10 +489,7 @@ impl Client {
     /// `POST /reset`: cancels and forgets every job and stops every proxy
     /// (test isolation). Sends the confirmation the server requires.
     pub fn reset(&self) -> Result<(), Error> {
-        self.request("POST", "/reset")
-            .send_json(serde_json::json!({"confirm": "delete every job"}))
-            .map(drop)
-            .map_err(error)
+        self.request("POST", "/reset").send_json(serde_json::json!({ "confirm": RESET_WORDS })).map(drop).map_err(error)
     }
 
     /// `GET /jobs/ID/log`: the job's output so far.

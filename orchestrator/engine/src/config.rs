@@ -640,8 +640,10 @@ pub const MAX_SWITCHES: u64 = 100_000;
 
 /// The most links (between switches) a network may have: bounded before
 /// anything is built, since a mesh's links grow with the square of its
-/// switches (a 20,000-switch mesh would be 200 million links).
-pub const MAX_LINKS: u64 = 200_000;
+/// switches (a 20,000-switch mesh would be 200 million links). Room for the
+/// largest network measured (docs/benchmarks.md: a k = 90 fat-tree, 364,500
+/// links, 344 MiB in sts); a mesh reaches it at 1,415 switches.
+pub const MAX_LINKS: u64 = 1_000_000;
 
 /// The deepest tree topology (its building recurses once per level).
 pub const MAX_TREE_DEPTH: u32 = 64;
@@ -991,8 +993,6 @@ impl Config {
         Ok(())
     }
 
-    /// How many switches the `[network]` table describes, computed without
-    /// building anything (`None` on overflow).
     /// The number of links between switches the topology has, by
     /// arithmetic (nothing is built); None when it overflows.
     fn link_count(&self) -> Option<u64> {
@@ -1009,6 +1009,8 @@ impl Config {
         }
     }
 
+    /// How many switches the `[network]` table describes, computed without
+    /// building anything (`None` on overflow).
     fn switch_count(&self) -> Option<u64> {
         let n = &self.network;
         match n.topology {
@@ -1213,6 +1215,12 @@ pub fn read_text_file(path: &Path) -> Result<String, String> {
         ));
     }
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    utf8_text(bytes)
+}
+
+/// `bytes` as text, or `line N: not UTF-8 text (byte B)` naming the first
+/// invalid byte.
+pub fn utf8_text(bytes: Vec<u8>) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
@@ -1461,8 +1469,8 @@ mod tests {
         // ... and links, which grow faster than switches in a mesh or a fat tree.
         for (net, field) in [
             ("topology = \"mesh\"\nsize = 20000", "network.size"),
-            ("topology = \"mesh\"\nsize = 633", "network.size"),
-            ("topology = \"fat-tree\"\nsize = 74", "network.size"),
+            ("topology = \"mesh\"\nsize = 1415", "network.size"),
+            ("topology = \"fat-tree\"\nsize = 126", "network.size"),
             ("topology = \"tree\"\ndepth = 100000\nfanout = 1", "network.depth"),
         ] {
             let started = std::time::Instant::now();
@@ -1472,7 +1480,7 @@ mod tests {
             assert!(e.contains(field) && (e.contains("links") || e.contains("at most")), "{e}");
             assert!(started.elapsed() < std::time::Duration::from_secs(1), "refused by arithmetic, not by building");
         }
-        let ok = load_str("[network]\ntopology = \"mesh\"\nsize = 632\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n");
+        let ok = load_str("[network]\ntopology = \"mesh\"\nsize = 1414\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n");
         assert!(ok.is_ok(), "{:?}", ok.err());
     }
 

@@ -434,10 +434,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     })?;
     let mcs_dir = dir.join("mcs");
     let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", mcs_dir.display()));
-    sts_trace::dir::own_dir(&mcs_dir).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput => RunError::BadInput(e.to_string()),
-        _ => env(e),
-    })?;
+    crate::session::own_dir(&mcs_dir)?;
     let _lock = Lock::take(&mcs_dir.join("lock"))?;
     let state_path = mcs_dir.join("state.json");
     let mut state: State =
@@ -669,6 +666,10 @@ impl Lock {
         Err(RunError::Environment(format!("{}: cannot take the lock", path.display())))
     }
 }
+
+/// The longest minimization budget, in seconds (ten years): a deadline
+/// beyond it is no deadline. The command line and the API refuse more.
+pub const MAX_BUDGET_S: u64 = 10 * 365 * 24 * 3600;
 
 struct RemoveOnDrop(PathBuf);
 

@@ -655,10 +655,7 @@ pub struct Summary {
 /// returns its N.
 fn claim_run_dir(exp: &Experiment, after: u32) -> Result<u32, RunError> {
     let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", exp.dir.join("replays").display()));
-    experiment::own_dir(&exp.dir.join("replays")).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidInput => RunError::BadInput(e.to_string()),
-        _ => env(e),
-    })?;
+    crate::session::own_dir(&exp.dir.join("replays"))?;
     for n in after + 1.. {
         match std::fs::create_dir(exp.replay(n)) {
             Ok(()) => return Ok(n),

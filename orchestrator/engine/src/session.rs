@@ -32,6 +32,16 @@ impl RunError {
     }
 }
 
+/// Makes `dir` a directory of the experiment's own
+/// ([`sts_trace::dir::own_dir`]): a symbolic link there is bad input, any
+/// other failure the environment's.
+pub fn own_dir(dir: &std::path::Path) -> Result<(), RunError> {
+    sts_trace::dir::own_dir(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => RunError::BadInput(e.to_string()),
+        _ => RunError::Environment(format!("{}: {e}", dir.display())),
+    })
+}
+
 /// A running experiment: the controllers and the network connected to them.
 pub struct Session {
     pub runner: NetRunner,

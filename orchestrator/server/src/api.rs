@@ -179,13 +179,10 @@ fn login(app: &App, req: &Request) -> Option<Response> {
     Some(r)
 }
 
-/// Whether a request says its body is JSON (`application/json`, any parameters).
-fn is_json(req: &Request) -> bool {
-    req.headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+/// A request's media type, lower case, without parameters (`""` when none).
+fn media_type(req: &Request) -> String {
+    let value = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    value.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
 }
 
 fn unsupported_type() -> Failure {
@@ -258,14 +255,10 @@ pub async fn list_jobs(
 #[utoipa::path(post, path = "/jobs", request_body = JobRequest,
     responses((status = 201, body = Job), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 413, body = ApiError)))]
 pub async fn submit(State(app): State<App>, req: Request) -> Answer<(StatusCode, Json<Job>)> {
-    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let (request, upload) = if content_type.to_ascii_lowercase().starts_with("multipart/form-data") {
-        timed(read_multipart(req)).await?
-    } else if is_json(&req) {
-        let body = read_body(req).await?;
-        (parse_request(&body)?, None)
-    } else {
-        return Err(unsupported_type());
+    let (request, upload) = match media_type(&req).as_str() {
+        "multipart/form-data" => timed(read_multipart(req)).await?,
+        "application/json" => (parse_request(&read_body(req).await?)?, None),
+        _ => return Err(unsupported_type()),
     };
     let kind = jobs::validate(&request, upload.is_some()).map_err(|e| Failure::bad(e.to_string()))?;
     // The reserve went to record running jobs' ends on a full disk: no new
@@ -335,17 +328,17 @@ async fn timed<T>(read: impl std::future::Future<Output = Answer<T>>) -> Answer<
 }
 
 async fn read_body(req: Request) -> Answer<Bytes> {
-    timed(read_body_untimed(req)).await
-}
-
-async fn read_body_untimed(req: Request) -> Answer<Bytes> {
-    axum::body::to_bytes(req.into_body(), MAX_BODY).await.map_err(|e| {
-        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
-            Failure::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {} MiB", MAX_BODY >> 20))
-        } else {
-            Failure::bad(format!("cannot read the request body: {e}"))
-        }
+    let read = axum::body::to_bytes(req.into_body(), MAX_BODY);
+    timed(async {
+        read.await.map_err(|e| {
+            if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>()) {
+                Failure::new(StatusCode::PAYLOAD_TOO_LARGE, format!("request body larger than {} MiB", MAX_BODY >> 20))
+            } else {
+                Failure::bad(format!("cannot read the request body: {e}"))
+            }
+        })
     })
+    .await
 }
 
 fn parse_request(body: &[u8]) -> Answer<JobRequest> {
@@ -420,17 +413,14 @@ pub struct ResetConfirmation {
     pub confirm: String,
 }
 
-/// The words `POST /reset` must carry.
-pub const RESET_WORDS: &str = "delete every job";
-
 /// Cancels and forgets every job and stops every proxy (test isolation);
 /// the body must be `{"confirm": "delete every job"}`.
 #[utoipa::path(post, path = "/reset", request_body = ResetConfirmation,
     responses((status = 204), (status = 400, body = ApiError), (status = 415, body = ApiError)))]
 pub async fn reset(State(app): State<App>, req: Request) -> Answer<StatusCode> {
     let confirmation: ResetConfirmation = json_body(req).await?;
-    if confirmation.confirm != RESET_WORDS {
-        return Err(Failure::bad(format!("a reset needs {{\"confirm\": \"{RESET_WORDS}\"}}")));
+    if confirmation.confirm != sts_client::RESET_WORDS {
+        return Err(Failure::bad(format!("a reset needs {{\"confirm\": \"{}\"}}", sts_client::RESET_WORDS)));
     }
     app.proxies.clear().await;
     for job in app.shared.store.list(Some(JobState::Running))? {
@@ -457,7 +447,7 @@ impl From<crate::proxies::ProxyError> for Failure {
 
 /// A JSON body of type `T`, or a 4xx saying what is wrong with it.
 async fn json_body<T: serde::de::DeserializeOwned>(req: Request) -> Answer<T> {
-    if !is_json(&req) {
+    if media_type(&req) != "application/json" {
         return Err(unsupported_type());
     }
     let body = read_body(req).await?;

@@ -110,13 +110,13 @@ impl Door {
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
         match host {
             Some(h) if self.host_allowed(h) => {}
-            Some(h) => return Err(Refusal::Host(quote_bounded(h))),
+            Some(h) => return Err(Refusal::Host(quoted(h))),
             None => return Err(Refusal::Host(String::new())),
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let o = origin.to_str().unwrap_or("").trim_end_matches('/').to_ascii_lowercase();
             if !self.origins.contains(&o) {
-                return Err(Refusal::Origin(quote_bounded(&o)));
+                return Err(Refusal::Origin(quoted(&o)));
             }
         }
         if self.bearer_ok(headers) {
@@ -170,13 +170,9 @@ fn split_host_port(host: &str) -> Option<(&str, Option<u16>)> {
     }
 }
 
-/// At most 80 characters of something a client sent, for a message.
-pub fn quote_bounded(s: &str) -> String {
-    let mut out: String = s.chars().take(80).collect();
-    if out.len() < s.len() {
-        out.push('…');
-    }
-    out
+/// Something a client sent, bounded for a message.
+fn quoted(s: &str) -> String {
+    sts_trace::bounded_message(s.to_string(), 80)
 }
 
 /// Why a token could not be had.

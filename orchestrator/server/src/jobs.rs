@@ -141,8 +141,9 @@ pub fn validate(req: &JobRequest, has_upload: bool) -> Result<Kind, PrepareError
     if req.replays.is_some_and(|n| !(1..=100).contains(&n)) {
         return bad("`replays` must be between 1 and 100");
     }
-    if req.budget_s.is_some_and(|n| !(1..=10 * 365 * 24 * 3600).contains(&n)) {
-        return bad("`budget_s` must be between 1 and 315360000 (ten years)");
+    if req.budget_s.is_some_and(|n| !(1..=sts_engine::minimize::MAX_BUDGET_S).contains(&n)) {
+        let most = sts_engine::minimize::MAX_BUDGET_S;
+        return Err(PrepareError::Request(format!("`budget_s` must be between 1 and {most} (ten years)")));
     }
     if req.final_replays.is_some_and(|n| n > 1000) {
         return bad("`final_replays` must be at most 1000");

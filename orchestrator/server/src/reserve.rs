@@ -35,6 +35,11 @@ impl Reserve {
         if self.held.load(Ordering::SeqCst) {
             return true;
         }
+        // Left whole by an earlier start: nothing to write again.
+        if std::fs::metadata(&self.path).is_ok_and(|m| m.len() == RESERVE_BYTES as u64) {
+            self.held.store(true, Ordering::SeqCst);
+            return true;
+        }
         let tmp = self.path.with_extension("tmp");
         let made = (|| -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;

@@ -1080,11 +1080,7 @@ fn read_script(reader: impl std::io::Read, what: &str) -> Result<String, RunErro
     if bytes.len() as u64 > MAX_SCRIPT {
         return Err(RunError::BadInput(format!("{what}: a script of more than {} MiB", MAX_SCRIPT >> 20)));
     }
-    String::from_utf8(bytes).map_err(|e| {
-        let at = e.utf8_error().valid_up_to();
-        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-        RunError::BadInput(format!("{what}: line {line}: not UTF-8 text (byte {at})"))
-    })
+    sts_engine::config::utf8_text(bytes).map_err(|e| RunError::BadInput(format!("{what}: {e}")))
 }
 
 fn fail(mut out: Reply, e: RunError) -> Reply {
