@@ -181,7 +181,10 @@ fn sigkill_mid_peek_leaves_no_holder_or_resumed_copy_behind() {
         // of the run's (its own parent, the copy it was forked from, is gone).
         let taken_over = || {
             let live = live();
-            live.iter().copied().filter(|&p| ![sts_pid, 0].contains(&parent_of(p)) && !live.contains(&parent_of(p))).count()
+            live.iter()
+                .copied()
+                .filter(|&p| ![sts_pid, 0].contains(&parent_of(p)) && !live.contains(&parent_of(p)))
+                .count()
         };
         let deadline = Instant::now() + Duration::from_secs(60);
         let seen = loop {
