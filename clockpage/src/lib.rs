@@ -12,13 +12,18 @@
 //! - the **wall-clock shift**: signed nanoseconds added, on top of the
 //!   offset, to wall-clock reads only (`CLOCK_REALTIME`, `gettimeofday`,
 //!   `time`), so a replay can serve the recorded run's dates back;
-//! - one **slot per controller process**: its pid, whether it is busy or
-//!   blocked in a wait, the virtual deadline of that wait (its next timer), and
-//!   an activity counter bumped on every return from a wait.
+//! - one **slot per controller thread**: its thread id and process id,
+//!   whether it is busy or blocked in a wait, the virtual deadline of that
+//!   wait (its next timer), and an activity counter bumped on every return
+//!   from a wait;
+//! - a **refusal**: set by the shim when a process of the run arms a timer
+//!   sts cannot follow (a socket timeout, a timerfd, a POSIX timer): from
+//!   then on time must not jump.
 //!
-//! When every process waits, nothing is in flight and sts itself has nothing
-//! to do before some time, sts raises the offset to the earliest deadline:
-//! time jumps to the next timer instead of being waited for.
+//! When every thread waits, none is runnable, nothing is in flight and sts
+//! itself has nothing to do before some time, sts raises the offset to the
+//! earliest deadline: time jumps to the next timer instead of being waited
+//! for.
 //!
 //! Both sides use only atomics on the page; this crate is the layout, shared so
 //! the two cannot disagree. It has no dependencies (the shim links it).
@@ -33,29 +38,57 @@ use core::sync::atomic::{AtomicU64, Ordering};
 /// a stale `STS_SHIM`) is named as such instead of failing a command later.
 pub const SHIM_BUILD: &str = env!("STS_SHIM_BUILD");
 
-/// The first word of a valid page ("STSCLK01").
-pub const MAGIC: u64 = u64::from_le_bytes(*b"STSCLK01");
-/// Size of the page in bytes.
-pub const BYTES: usize = 4096;
-/// How many processes one page can track.
-pub const SLOTS: usize = 64;
-/// Words before the first slot: magic, offset, wall-clock shift.
-const HEADER_WORDS: usize = 3;
-/// Words per slot: pid, state, deadline, activity.
-const SLOT_WORDS: usize = 4;
+/// The first word of a valid page ("STSCLK02": slots per thread).
+pub const MAGIC: u64 = u64::from_le_bytes(*b"STSCLK02");
+/// Size of the page in bytes (four memory pages).
+pub const BYTES: usize = 16384;
+/// How many threads one page can track (all processes of a run together: a
+/// threaded Python controller has a dozen, and copies run side by side).
+pub const SLOTS: usize = 400;
+/// Words before the first slot: magic, offset, wall-clock shift, refusal.
+const HEADER_WORDS: usize = 4;
+/// Words per slot: thread id, state, deadline, activity, process id.
+const SLOT_WORDS: usize = 5;
 /// Words in the page that are used.
 pub const WORDS: usize = HEADER_WORDS + SLOTS * SLOT_WORDS;
 const _: () = assert!(WORDS * 8 <= BYTES);
 
-/// A slot's process is running (or between waits).
+/// A slot's thread is running (or between waits).
 pub const BUSY: u64 = 1;
-/// A slot's process is blocked in a wait, until its deadline or an event.
+/// A slot's thread is blocked in a wait, until its deadline or an event.
 pub const WAITING: u64 = 2;
-/// A slot's process started a second thread: its waits are no longer
-/// tracked, and time must not jump (sticky).
-pub const THREADED: u64 = 3;
 /// The deadline of a wait without timeout.
 pub const NO_DEADLINE: u64 = u64::MAX;
+
+/// Why a run's time must stop jumping: a timer the shim cannot move with
+/// virtual time (the refusal word holds one of these, and the thread's id
+/// above the low byte).
+pub mod refusal {
+    /// `setsockopt(SO_RCVTIMEO | SO_SNDTIMEO)`: a blocking socket call that
+    /// times out on real time.
+    pub const SOCKET_TIMEOUT: u64 = 1;
+    /// `timerfd_settime`: a descriptor that becomes readable on real time.
+    pub const TIMERFD: u64 = 2;
+    /// `timer_settime`: a POSIX timer, which signals on real time.
+    pub const POSIX_TIMER: u64 = 3;
+    /// `setitimer` or `alarm`: a signal on real time.
+    pub const ITIMER: u64 = 4;
+    /// A thread started when every slot of the page was taken: its waits
+    /// cannot be followed.
+    pub const NO_SLOT: u64 = 5;
+
+    /// What refusal `code` means, for a person.
+    pub fn describe(code: u64) -> &'static str {
+        match code {
+            SOCKET_TIMEOUT => "a socket timeout (setsockopt SO_RCVTIMEO/SO_SNDTIMEO)",
+            TIMERFD => "a timerfd (timerfd_settime)",
+            POSIX_TIMER => "a POSIX timer (timer_settime)",
+            ITIMER => "an interval timer (setitimer or alarm)",
+            NO_SLOT => "more threads than the clock page has slots",
+            _ => "a timer the shim cannot follow",
+        }
+    }
+}
 
 /// A view of a mapped clock page.
 #[derive(Clone, Copy)]
@@ -63,7 +96,7 @@ pub struct Page<'a> {
     words: &'a [AtomicU64; WORDS],
 }
 
-/// One process's slot in a [`Page`].
+/// One thread's slot in a [`Page`].
 #[derive(Clone, Copy)]
 pub struct Slot<'a> {
     words: &'a [AtomicU64],
@@ -125,6 +158,23 @@ impl<'a> Page<'a> {
         (real_ns as i128 + self.offset_ns() as i128 + self.wall_shift_ns() as i128).clamp(0, u64::MAX as i128) as u64
     }
 
+    /// Records that thread `tid` armed a timer sts cannot follow (`code`, one
+    /// of [`refusal`]'s); the first refusal stays.
+    pub fn refuse(&self, code: u64, tid: u64) {
+        let _ = self.words[3].compare_exchange(0, code | tid << 8, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// The refusal recorded, if any: its code and the thread's id.
+    pub fn refusal(&self) -> Option<(u64, u64)> {
+        let w = self.words[3].load(Ordering::Acquire);
+        (w != 0).then_some((w & 0xff, w >> 8))
+    }
+
+    /// Clears the refusal (sts, when it rolls a run back to before it).
+    pub fn clear_refusal(&self) {
+        self.words[3].store(0, Ordering::Release);
+    }
+
     /// Slot `i` (`i < SLOTS`).
     pub fn slot(&self, i: usize) -> Slot<'a> {
         let start = HEADER_WORDS + i * SLOT_WORDS;
@@ -137,14 +187,16 @@ impl<'a> Page<'a> {
         (0..SLOTS).map(move |i| page.slot(i))
     }
 
-    /// Takes a free slot for process `pid`, marked busy, and returns its
-    /// index; `None` if all are taken. `is_dead(pid)` lets a slot of a process
-    /// that is gone be reused.
-    pub fn claim(&self, pid: u64, is_dead: impl Fn(u64) -> bool) -> Option<(usize, Slot<'a>)> {
+    /// Takes a free slot for thread `tid` of process `pid`, marked busy, and
+    /// returns its index; `None` if all are taken. `is_dead(tid)` lets a slot
+    /// of a thread that is gone be reused. A thread owns at most one slot at a
+    /// time, but may claim one for a thread it is about to create ([`Slot::hand_to`]).
+    pub fn claim(&self, pid: u64, tid: u64, is_dead: impl Fn(u64) -> bool) -> Option<(usize, Slot<'a>)> {
         for (i, s) in self.slots().enumerate() {
-            let owner = s.pid();
-            let free = owner == 0 || owner == pid || is_dead(owner);
-            if free && s.words[0].compare_exchange(owner, pid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            let owner = s.tid();
+            let free = owner == 0 || is_dead(owner);
+            if free && s.words[0].compare_exchange(owner, tid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                s.words[4].store(pid, Ordering::Release);
                 s.words[2].store(NO_DEADLINE, Ordering::Relaxed);
                 s.words[1].store(BUSY, Ordering::Release);
                 return Some((i, s));
@@ -155,9 +207,14 @@ impl<'a> Page<'a> {
 }
 
 impl Slot<'_> {
-    /// The owning process (0: free).
-    pub fn pid(&self) -> u64 {
+    /// The owning thread (0: free).
+    pub fn tid(&self) -> u64 {
         self.words[0].load(Ordering::Acquire)
+    }
+
+    /// The process the owning thread belongs to (0 while being claimed).
+    pub fn pid(&self) -> u64 {
+        self.words[4].load(Ordering::Acquire)
     }
 
     /// [`BUSY`] or [`WAITING`] (0 for a free slot).
@@ -175,27 +232,36 @@ impl Slot<'_> {
         self.words[3].load(Ordering::Acquire)
     }
 
-    /// The process blocks until `deadline_ns` (virtual) or an event.
+    /// The thread blocks until `deadline_ns` (virtual) or an event.
     pub fn wait_until(&self, deadline_ns: u64) {
         self.words[2].store(deadline_ns, Ordering::Release);
         self.words[1].store(WAITING, Ordering::Release);
     }
 
-    /// The process returned from its wait.
+    /// The thread returned from its wait.
     pub fn woke(&self) {
         self.words[1].store(BUSY, Ordering::Release);
         self.words[3].fetch_add(1, Ordering::AcqRel);
     }
 
-    /// The process has several threads: no more tracking (see [`THREADED`]).
-    pub fn mark_threaded(&self) {
-        self.words[1].store(THREADED, Ordering::Release);
+    /// The thread left a wait that has not ended for it (a condition
+    /// wait's chunk, returned as a spurious wakeup so that the caller looks
+    /// at its predicate and waits again): busy, but no activity.
+    pub fn between_waits(&self) {
+        self.words[1].store(BUSY, Ordering::Release);
     }
 
-    /// Frees the slot if `pid` still owns it.
-    pub fn release(&self, pid: u64) {
-        if self.words[0].compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+    /// Gives a slot claimed by a creating thread (under its own id, so that
+    /// it counts as busy from before the new thread exists) to the new thread.
+    pub fn hand_to(&self, tid: u64) {
+        self.words[0].store(tid, Ordering::Release);
+    }
+
+    /// Frees the slot if thread `tid` still owns it.
+    pub fn release(&self, tid: u64) {
+        if self.words[0].compare_exchange(tid, 0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             self.words[1].store(0, Ordering::Release);
+            self.words[4].store(0, Ordering::Release);
         }
     }
 }
@@ -228,25 +294,37 @@ mod tests {
         page.set_wall_shift(-1000);
         assert_eq!(page.shift_wall(5000), 4005, "wall clock: offset and shift");
         assert_eq!(page.shift(5000), 5005, "other clocks: the offset only");
-        let (i, a) = page.claim(100, |_| false).unwrap();
+        let (i, a) = page.claim(100, 100, |_| false).unwrap();
         assert_eq!(i, 0);
-        assert_eq!((a.pid(), a.state(), a.deadline_ns()), (100, BUSY, NO_DEADLINE));
+        assert_eq!((a.tid(), a.pid(), a.state(), a.deadline_ns()), (100, 100, BUSY, NO_DEADLINE));
         a.wait_until(42);
         assert_eq!((a.state(), a.deadline_ns()), (WAITING, 42));
         a.woke();
         assert_eq!((a.state(), a.activity()), (BUSY, 1));
         // Every slot taken: none left, unless a process is dead.
-        for pid in 101..(100 + SLOTS as u64) {
-            page.claim(pid, |_| false).unwrap();
+        // A thread claims for the thread it creates, then hands the slot over.
+        let (_, b) = page.claim(100, 100, |_| false).unwrap();
+        assert_eq!(b.tid(), 100, "counted busy under its creator's id");
+        b.hand_to(101);
+        assert_eq!((b.tid(), b.pid(), b.state()), (101, 100, BUSY));
+        for tid in 102..(100 + SLOTS as u64) {
+            page.claim(7, tid, |_| false).unwrap();
         }
-        assert!(page.claim(999, |_| false).is_none());
-        let (i, reused) = page.claim(999, |pid| pid == 150).unwrap();
+        assert!(page.claim(7, 999, |_| false).is_none());
+        let (i, reused) = page.claim(7, 999, |tid| tid == 150).unwrap();
         assert_eq!(i, 50);
-        assert_eq!(reused.pid(), 999);
+        assert_eq!((reused.tid(), reused.pid()), (999, 7));
         assert_eq!(reused.state(), BUSY);
         a.release(1); // not its owner: no effect
-        assert_eq!(a.pid(), 100);
+        assert_eq!(a.tid(), 100);
         a.release(100);
-        assert_eq!((a.pid(), a.state()), (0, 0));
+        assert_eq!((a.tid(), a.pid(), a.state()), (0, 0, 0));
+        // A refusal: the first one stays.
+        assert_eq!(page.refusal(), None);
+        page.refuse(refusal::TIMERFD, 4242);
+        page.refuse(refusal::ITIMER, 1);
+        assert_eq!(page.refusal(), Some((refusal::TIMERFD, 4242)));
+        page.clear_refusal();
+        assert_eq!(page.refusal(), None);
     }
 }

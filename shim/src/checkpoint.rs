@@ -386,6 +386,8 @@ unsafe fn hold(control: RawFd) {
                 control: Some(fds[4]),
                 // 0: every listener moves (a REST API's too).
                 only_port: (port != 0).then_some(port),
+                // A holder was single-threaded and listening: nothing to await.
+                await_port: None,
             };
             // SAFETY: a freshly forked copy, or the single-threaded holder
             // itself (this function's contract), resumed on the sockets sts sent.

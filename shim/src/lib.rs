@@ -119,6 +119,8 @@ macro_rules! real {
 }
 
 mod checkpoint;
+mod deferred;
+mod threads;
 mod vtime;
 
 /// Runs at load: attaches the clock page named by `STS_CLOCK`, if any, and
@@ -148,6 +150,8 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         if !t.listening.contains(&fd) {
             t.listening.push(fd);
         }
+        drop(t);
+        deferred::listening(fd);
     }
     r
 }
@@ -350,19 +354,41 @@ fn forked_by_shim() -> bool {
     SHIM_FORK.load(Ordering::Acquire)
 }
 
-/// Called on every wait: becomes the zygote at the first one after a listen.
-fn at_wait() {
-    let state = match STATE.load(Ordering::Relaxed) {
+/// Whether the shim should act: resolves `UNKNOWN` from the environment.
+fn state() -> u8 {
+    match STATE.load(Ordering::Relaxed) {
         UNKNOWN => {
             let s = if std::env::var_os("STS_SHIM_SOCKET").is_some() { ARMED } else { INERT };
             STATE.store(s, Ordering::Relaxed);
             s
         }
         s => s,
-    };
-    if state != ARMED || tracked().listening.is_empty() {
+    }
+}
+
+/// Called before the process starts a thread. A process that is still
+/// armed has never waited after a listen: it is starting up, and this is
+/// the last moment it has one thread, so it becomes the zygote here (most of
+/// a Python controller's start, its imports and config parsing, is behind
+/// it). Each copy returns and starts its threads, and binds its listeners,
+/// itself (see `deferred`).
+fn before_first_thread() {
+    if state() != ARMED {
         return;
     }
+    park();
+}
+
+/// Called on every wait: becomes the zygote at the first one after a listen.
+fn at_wait() {
+    if state() != ARMED || tracked().listening.is_empty() {
+        return;
+    }
+    park();
+}
+
+/// Becomes the zygote (returns only in a copy), or says why it cannot.
+fn park() {
     STATE.store(DONE, Ordering::Relaxed);
     let Some(path) = std::env::var_os("STS_SHIM_SOCKET") else { return };
     // The variable must not leak into processes the controller starts.
@@ -580,13 +606,19 @@ fn reap_children_automatically() -> libc::sigaction {
     old
 }
 
-/// Reads `fork [PORT] [clock] [control]` and its descriptors: stdout, stderr,
-/// a report pipe, then one per option named. Four descriptors and no option
-/// named mean a clock page (the older form).
+/// Reads `fork [PORT] [clock] [control] [await=PORT]` and its descriptors:
+/// stdout, stderr, a report pipe, then one per option named (`await` takes
+/// none: the port whose listener ends the report, see `deferred`). Four
+/// descriptors and no option named mean a clock page (the older form).
 fn parse_fork(parent: libc::pid_t, command: &str, fds: &[RawFd]) -> Option<Child> {
-    let words: Vec<&str> = command.split_whitespace().collect();
+    let mut words: Vec<&str> = command.split_whitespace().collect();
     if words.first() != Some(&"fork") || fds.len() < 3 {
         return None;
+    }
+    let mut await_port = None;
+    if let Some(i) = words.iter().position(|w| w.starts_with("await=")) {
+        await_port = Some(words[i]["await=".len()..].parse::<u16>().ok()?);
+        words.remove(i);
     }
     let only_port: Option<u16> = words.get(1).and_then(|p| p.parse().ok());
     let mut options: Vec<&str> = words.iter().skip(1 + usize::from(only_port.is_some())).copied().collect();
@@ -596,8 +628,16 @@ fn parse_fork(parent: libc::pid_t, command: &str, fds: &[RawFd]) -> Option<Child
     if fds.len() != 3 + options.len() {
         return None;
     }
-    let mut child =
-        Child { parent, stdout: fds[0], stderr: fds[1], report: fds[2], clock: None, control: None, only_port };
+    let mut child = Child {
+        parent,
+        stdout: fds[0],
+        stderr: fds[1],
+        report: fds[2],
+        clock: None,
+        control: None,
+        only_port,
+        await_port,
+    };
     for (name, &fd) in options.iter().zip(&fds[3..]) {
         match *name {
             "clock" => child.clock = Some(fd),
@@ -629,8 +669,10 @@ fn receive(fd: RawFd, flags: c_int) -> Received {
     msg.msg_iovlen = 1;
     msg.msg_control = cmsg.as_mut_ptr().cast();
     msg.msg_controllen = cmsg.len() as _;
+    type RecvMsg = unsafe extern "C" fn(c_int, *mut libc::msghdr, c_int) -> isize;
+    // libc's own: the shim's reads are not the controller's waits.
     // SAFETY: `msg` describes our own live buffers, with their true lengths.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | flags) };
+    let n = unsafe { real!("recvmsg", RecvMsg)(fd, &mut msg, libc::MSG_CMSG_CLOEXEC | flags) };
     if n < 0 {
         let e = std::io::Error::last_os_error().raw_os_error();
         if e == Some(libc::EAGAIN) || e == Some(libc::EINTR) {
@@ -670,6 +712,10 @@ struct Child {
     clock: Option<RawFd>,
     control: Option<RawFd>,
     only_port: Option<u16>,
+    /// The controller's OpenFlow port: if no listener on it was replaced,
+    /// the copy has yet to bind it (it was parked before its first thread),
+    /// and the report ends only once it listens (see `deferred`).
+    await_port: Option<u16>,
 }
 
 /// Whether a new copy dies with the process that made it.
@@ -723,11 +769,13 @@ unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)], parent: Parent)
         unsafe { checkpoint::replace_socket(target, fresh, &mut report) };
     }
     let listening = tracked().listening.clone();
+    let mut awaited_found = child.await_port.is_none();
     for fd in listening {
         // SAFETY: a fresh copy (this function's contract) replacing its own
         // listener.
         match unsafe { fresh_listener(fd, child.only_port) } {
             Ok(Some((old, new))) => {
+                awaited_found |= Some(old) == child.await_port;
                 let _ = writeln!(report, "port {old} {new}");
             }
             Ok(None) => {}
@@ -745,7 +793,12 @@ unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)], parent: Parent)
             let _ = writeln!(report, "error epoll {epfd}: {e}");
         }
     }
-    let _ = writeln!(report, "ok");
+    match child.await_port {
+        Some(port) if !awaited_found => deferred::start(report, port),
+        _ => {
+            let _ = writeln!(report, "ok");
+        }
+    }
 }
 
 /// The port of an IPv4 or IPv6 socket address (`None` for other families).

@@ -12,8 +12,9 @@
 //! The shim's own time reads go to libc directly (`real!`): its exported
 //! `clock_gettime` is the controller's, shifted.
 
+use std::cell::Cell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 use sts_clockpage::{Page, Slot, NO_DEADLINE};
 
@@ -22,9 +23,16 @@ use sts_clockpage::{Page, Slot, NO_DEADLINE};
 pub const CHUNK_NS: u64 = 1_000_000;
 
 static PAGE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-/// Set once the process starts a second thread: waits are no longer tracked.
-static THREADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-static SLOT: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+thread_local! {
+    /// This thread's slot in the page (`usize::MAX`: none). Each thread has
+    /// its own: the idle test asks every thread of the run.
+    static SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Set once the process started a second thread: it can no longer be forked
+/// whole, so it takes no more checkpoint commands (see `wait`).
+static THREADS_STARTED: AtomicBool = AtomicBool::new(false);
 
 type ClockGettime = unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int;
 
@@ -34,28 +42,64 @@ fn page() -> Option<Page<'static>> {
     (!p.is_null()).then(|| unsafe { Page::from_ptr(p) })
 }
 
-fn slot() -> Option<Slot<'static>> {
-    let i = SLOT.load(Ordering::Acquire);
+/// This thread's slot, if the process runs on virtual time and the thread
+/// has one.
+pub fn slot() -> Option<Slot<'static>> {
+    let i = SLOT.with(Cell::get);
     page().filter(|_| i != usize::MAX).map(|p| p.slot(i))
 }
 
+/// The page, if this process runs on virtual time (for the thread hooks).
+pub fn page_of_run() -> Option<Page<'static>> {
+    page()
+}
+
+/// Makes slot `index` this thread's (a new thread, handed the slot its
+/// creator claimed), or none (`usize::MAX`).
+pub fn set_slot(index: usize) {
+    SLOT.with(|s| s.set(index));
+}
+
+/// The calling thread's id.
+pub fn gettid() -> u64 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as u64 }
+}
+
+/// True if no thread (or process) `tid` exists any more: its slot may be
+/// taken. (`kill` accepts any thread's id; signal 0 sends nothing.)
+pub fn thread_gone(tid: u64) -> bool {
+    // SAFETY: kill with signal 0 sends nothing; it only asks whether `tid` exists.
+    unsafe { libc::kill(tid as libc::pid_t, 0) != 0 && *libc::__errno_location() == libc::ESRCH }
+}
+
+/// True once a second thread was started (see [`THREADS_STARTED`]).
+pub fn threads_started() -> bool {
+    THREADS_STARTED.load(Ordering::Acquire)
+}
+
+/// Notes that the process is about to start a second thread.
+pub fn note_thread_started() {
+    THREADS_STARTED.store(true, Ordering::Release);
+}
+
 /// In a child just forked (a `pthread_atfork` handler). The slot is the
-/// parent's: a child writing its own waits into it would make the parent
-/// look idle while it works (or skip its timers). A child the controller
-/// forks takes a slot of its own, so sts waits for it like for any process
-/// of the run; a child the shim forks (a zygote's copy, a holder) attaches
-/// one itself, or none.
+/// parent's thread's: a child writing its own waits into it would make the
+/// parent look idle while it works (or skip its timers). A child the
+/// controller forks takes a slot of its own, so sts waits for it like for
+/// any process of the run; a child the shim forks (a zygote's copy, a holder)
+/// attaches one itself, or none. The child has one thread.
 pub extern "C" fn slot_for_child() {
-    SLOT.store(usize::MAX, Ordering::Release);
+    set_slot(usize::MAX);
+    THREADS_STARTED.store(false, Ordering::Release);
     if crate::forked_by_shim() {
         return;
     }
     if let Some(p) = page() {
-        // SAFETY: getpid has no preconditions; kill with signal 0 sends nothing.
+        // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() } as u64;
-        let gone = |other: u64| unsafe { libc::kill(other as libc::pid_t, 0) } != 0;
-        if let Some((index, _)) = p.claim(pid, gone) {
-            SLOT.store(index, Ordering::Release);
+        if let Some((index, _)) = p.claim(pid, gettid(), thread_gone) {
+            set_slot(index);
         }
     }
 }
@@ -88,15 +132,15 @@ pub fn attach_fd(fd: c_int) -> Result<(), &'static str> {
     }
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() } as u64;
-    // SAFETY: kill with signal 0 sends nothing; it only asks whether a
-    // process exists.
-    let gone = |other: u64| unsafe { libc::kill(other as libc::pid_t, 0) } != 0;
-    let Some((index, _)) = page.claim(pid, gone) else {
+    let tid = gettid();
+    // A slot under this thread's id is left from before an exec (which keeps
+    // the id): it is this thread's to take again.
+    let Some((index, _)) = page.claim(pid, tid, |owner| owner == tid || thread_gone(owner)) else {
         unmap();
         return Err("the clock page has no free slot");
     };
     let old = PAGE.swap(p.cast(), Ordering::AcqRel);
-    SLOT.store(index, Ordering::Release);
+    set_slot(index);
     if !old.is_null() {
         // SAFETY: the previous page, mapped by an earlier attach and no
         // longer published (swapped out above). This process has one thread
@@ -255,15 +299,15 @@ pub unsafe fn from_timeval(tv: *const libc::timeval) -> Option<u64> {
 /// sts may command handles its commands ([`crate::checkpoint::poll`]).
 pub fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) -> c_int) -> c_int {
     let Some(mut slot) = slot() else { return real_wait(timeout) };
-    if timeout == Some(0) || THREADED.load(Ordering::Relaxed) {
+    if timeout == Some(0) {
         return real_wait(Some(0));
     }
     let deadline = timeout.map_or(NO_DEADLINE, |t| now_ns(libc::CLOCK_MONOTONIC).saturating_add(t));
     slot.wait_until(deadline);
     loop {
         // A process sts may command looks at its control socket every chunk,
-        // even in a wait without timeout.
-        let commanded = crate::checkpoint::listening();
+        // even in a wait without timeout (a threaded one takes no commands).
+        let commanded = crate::checkpoint::listening() && !threads_started();
         let chunk = if deadline == NO_DEADLINE {
             commanded.then_some(CHUNK_NS)
         } else {
@@ -280,7 +324,7 @@ pub fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) -> c_in
             return r;
         }
         // SAFETY: only a copy sts forked gets a control socket, and a copy
-        // that turned multi-threaded returned above (THREADED).
+        // that turned multi-threaded is not `commanded`.
         if commanded && unsafe { crate::checkpoint::poll() } {
             // Now a copy resumed from a checkpoint: a process of its own,
             // with a slot of its own, still in the same wait.
@@ -290,6 +334,11 @@ pub fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) -> c_in
             }
         }
     }
+}
+
+/// Virtual monotonic nanoseconds now.
+pub fn virtual_now() -> u64 {
+    now_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// Virtual nanoseconds left until `deadline_ns` on the virtual `clock`.
@@ -351,31 +400,28 @@ pub unsafe extern "C" fn clock_nanosleep(
     r
 }
 
-/// A second thread: one slot cannot describe several waits at once, so the
-/// process says so (in its log and its slot) and sts keeps the run on real
-/// time. Clock reads stay shifted, so the clocks stay monotonic.
+/// `sleep`: libc's calls its own `nanosleep` inside, which no hook sees, so
+/// it is made of the hooked one.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_create(
-    thread: *mut libc::pthread_t,
-    attr: *const libc::pthread_attr_t,
-    start: extern "C" fn(*mut c_void) -> *mut c_void,
-    arg: *mut c_void,
-) -> c_int {
-    type Create = unsafe extern "C" fn(
-        *mut libc::pthread_t,
-        *const libc::pthread_attr_t,
-        extern "C" fn(*mut c_void) -> *mut c_void,
-        *mut c_void,
-    ) -> c_int;
-    // SAFETY: libc's pthread_create with the caller's arguments.
-    let r = unsafe { real!("pthread_create", Create)(thread, attr, start, arg) };
-    if r == 0 {
-        if let Some(s) = slot() {
-            if !THREADED.swap(true, Ordering::Relaxed) {
-                s.mark_threaded();
-                report("sts-shim: this controller started a second thread; virtual time follows single-threaded controllers only, so this run stays on real time\n");
-            }
-        }
+pub unsafe extern "C" fn sleep(seconds: std::ffi::c_uint) -> std::ffi::c_uint {
+    let req = libc::timespec { tv_sec: seconds as libc::time_t, tv_nsec: 0 };
+    let mut rem = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: our own request and remainder.
+    if unsafe { nanosleep(&req, &mut rem) } == 0 {
+        0
+    } else {
+        // Interrupted: the seconds left, rounded up, as sleep returns them.
+        (rem.tv_sec + libc::time_t::from(rem.tv_nsec > 0)) as std::ffi::c_uint
     }
-    r
+}
+
+/// `usleep`, made of the hooked `nanosleep` (see `sleep`).
+#[no_mangle]
+pub unsafe extern "C" fn usleep(usec: libc::useconds_t) -> c_int {
+    let req = libc::timespec {
+        tv_sec: (usec / 1_000_000) as libc::time_t,
+        tv_nsec: (usec % 1_000_000) as libc::c_long * 1000,
+    };
+    // SAFETY: our own request; no remainder wanted.
+    unsafe { nanosleep(&req, std::ptr::null_mut()) }
 }

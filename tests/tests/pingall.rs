@@ -34,6 +34,8 @@ const OSKEN_13: &str = "kind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13
 const OVS_10: &str = "kind = \"ovs-testcontroller\"";
 const OVS_13: &str = "kind = \"ovs-testcontroller\"\nargs = [\"-O\", \"OpenFlow13\"]";
 const FAUCET: &str = "kind = \"faucet\"";
+/// faucet's application on c65of, a threaded OpenFlow stack of its own.
+const C65FAUCET: &str = "kind = \"c65faucet\"";
 const RYU_10: &str = "kind = \"ryu\"\napps = [\"ryu.app.simple_switch\"]";
 const RYU_13: &str = "kind = \"ryu\"\napps = [\"ryu.app.simple_switch_13\"]";
 const CERBERUS: &str = "kind = \"cerberus\"";
@@ -101,6 +103,14 @@ fn faucet_linear() {
 #[test]
 fn faucet_tree() {
     all_reach("faucet-tree", TREE_13, FAUCET);
+}
+#[test]
+fn c65faucet_linear() {
+    all_reach("c65faucet-linear", LINEAR_13, C65FAUCET);
+}
+#[test]
+fn c65faucet_tree() {
+    all_reach("c65faucet-tree", TREE_13, C65FAUCET);
 }
 
 /// A learning switch on a triangle floods broadcasts around the cycle forever:

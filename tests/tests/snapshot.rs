@@ -71,6 +71,18 @@ fn faucet_forks_into_working_copies() {
     forks_side_by_side(specs[0].clone(), "faucet");
 }
 
+/// c65faucet starts threads before it listens: its zygote parks before the
+/// first one, and each copy starts its threads and binds its listeners (on
+/// ports of its own) itself.
+#[test]
+fn c65faucet_forks_into_working_copies() {
+    let toml =
+        "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"c65faucet\"\n";
+    let config = sts_engine::config::Config::from_toml(toml, std::path::Path::new("c65faucet.toml")).unwrap();
+    let specs = config.controller_specs(&dir("c65faucet-files")).unwrap();
+    forks_side_by_side(specs[0].clone(), "c65faucet");
+}
+
 /// Experiment directories can be deep (a minimization's runs live in
 /// `DIR/mcs/runs/N/logs`); the zygote's control socket must not inherit a
 /// path longer than a Unix socket allows (108 bytes).

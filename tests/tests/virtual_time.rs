@@ -218,34 +218,142 @@ fn faucet_keeps_its_switches_over_idle_virtual_minutes() {
     survives_idle_minutes("faucet-idle", "kind = \"faucet\"", true);
 }
 
-/// A controller that starts a second thread cannot be followed (one slot,
-/// several waits): the shim says so in its log, and time stops jumping.
+/// c65faucet: fourteen threads at idle (timers in `time.sleep` loops, an
+/// accept loop polling every 0.5 s, workers on queues), all on virtual time.
 #[test]
-fn a_multi_threaded_controller_keeps_the_run_on_real_time() {
+fn c65faucet_keeps_its_switches_over_idle_virtual_minutes() {
+    survives_idle_minutes("c65faucet-idle", "kind = \"c65faucet\"", true);
+}
+
+/// A controller with a second thread (sleeping an hour in `time.sleep`)
+/// follows virtual time like a single-threaded one: every thread has a slot.
+#[test]
+fn a_threaded_controller_follows_virtual_time() {
     let d = dir("threads");
+    let (vt, clock, mut ctl) = timers_on_virtual_time(&d, &["--thread"]);
+    ticks_follow_virtual_time(&clock, &vt, &d.join("timers.log"));
+    assert_eq!(vt.refusal(), None);
+    ctl.kill();
+}
+
+/// `tests/fixtures/waits.c`, built once per test process with the system's
+/// C compiler (the one Rust links with).
+fn waits_program() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/waits.c");
+            let out = std::env::temp_dir().join(format!("sts-e2e-waits-{}", std::process::id()));
+            let made = std::process::Command::new("cc")
+                .args(["-O1", "-pthread", "-o"])
+                .arg(&out)
+                .arg(&src)
+                .output()
+                .expect("running cc");
+            assert!(made.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&made.stderr));
+            out
+        })
+        .clone()
+}
+
+/// Runs the waits fixture's `primitive` for `seconds` of its time on a fresh
+/// virtual clock, letting time jump whenever the run is idle, for at most
+/// `real` of real time. Returns the log and the clock.
+fn run_wait(primitive: &str, seconds: u32, real: Duration) -> (String, std::sync::Arc<VirtualTime>) {
+    let d = dir(&format!("wait-{primitive}"));
     let vt = VirtualTime::create().unwrap();
     let clock = Clock::start_virtual(vt.clone());
-    let mut spec = timers_spec();
-    spec.command.push("--thread".into());
+    let spec = ControllerSpec {
+        name: "waits".into(),
+        command: vec![waits_program().display().to_string(), "{port}".into(), primitive.into(), seconds.to_string()],
+        env: vec![],
+        config: None,
+        start_timeout: Duration::from_secs(10),
+        guard_group: false,
+    };
     let spec = snapshot::on_virtual_time(&spec, &vt).unwrap();
-    let log = d.join("timers.log");
+    let log = d.join("waits.log");
     let mut ctl = Controller::start_on_free_port(&spec, &log).unwrap();
     vt.expect([ctl.pid()]);
-    let give_up = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(&log).unwrap_or_default().contains("second thread") {
-        assert!(Instant::now() < give_up, "the shim never said it saw the thread:\n{}", ctl.log_tail(10));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The process waits for its 5 s timer like the single-threaded one, but
-    // time does not jump.
-    for _ in 0..50 {
-        clock.jump_if_idle(clock.now() + 60_000, 0);
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    assert_eq!(vt.jumps(), 0);
-    assert!(vt.stopped_by_threads());
-    assert!(clock.now() < 5_000, "time stayed real: {} ms", clock.now());
+    let give_up = Instant::now() + real;
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("done") || Instant::now() >= give_up {
+            break text;
+        }
+        clock.jump_if_idle(clock.now() + 3_600_000, 0);
+        std::thread::sleep(Duration::from_micros(300));
+    };
     ctl.kill();
+    (text, vt)
+}
+
+/// Every way a thread waits on a clock runs on virtual time: a thread
+/// waiting 120 s in each of them is done in seconds of real time, and never
+/// early (regression tests: take a primitive out of the shim and its case
+/// fails here, as its thread then sleeps the 120 s for real).
+#[test]
+fn every_timed_wait_of_a_thread_runs_on_virtual_time() {
+    const PRIMITIVES: &[&str] = &[
+        "sem_timedwait",
+        "sem_clockwait",
+        "cond_timedwait",
+        "cond_timedwait_monotonic",
+        "cond_clockwait",
+        "mutex_timedlock",
+        "futex_wait",
+        "futex_wait_bitset",
+        "nanosleep",
+        "clock_nanosleep",
+        "sleep",
+        "usleep",
+        "poll",
+        "ppoll",
+        "select",
+        "epoll_wait",
+    ];
+    let mut wrong = Vec::new();
+    for primitive in PRIMITIVES {
+        let (text, vt) = run_wait(primitive, 120, Duration::from_secs(15));
+        let waited: Option<f64> = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("waited {primitive} ")))
+            .and_then(|v| v.trim().parse().ok());
+        match waited {
+            Some(w) if (120.0..121.0).contains(&w) && vt.refusal().is_none() => {}
+            Some(w) => {
+                wrong.push(format!("{primitive}: waited {w:.3} s (want 120 to 121), refusal {:?}", vt.refusal()))
+            }
+            None => wrong.push(format!(
+                "{primitive}: not done in 15 s of real time ({} jumps, refusal {:?}); log:\n{text}",
+                vt.jumps(),
+                vt.refusal()
+            )),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A wait the shim cannot see (a raw system call) or a timer it cannot
+/// move (a socket timeout, a timerfd) never runs on a wrong clock: time
+/// stops jumping, and the clock says why.
+#[test]
+fn a_wait_or_timer_the_shim_cannot_follow_stops_time_with_its_reason() {
+    for (primitive, seconds, reason) in [
+        ("invisible", 60, "which the shim does not see"),
+        ("socket-timeout", 3, "a socket timeout"),
+        ("timerfd", 3, "a timerfd"),
+    ] {
+        let (text, vt) = run_wait(primitive, seconds, Duration::from_secs(6));
+        let why =
+            vt.refusal().unwrap_or_else(|| panic!("{primitive}: no refusal ({} jumps); log:\n{text}", vt.jumps()));
+        assert!(why.contains(reason), "{primitive}: {why}");
+        if let Some(waited) = text.lines().find_map(|l| l.strip_prefix(&format!("waited {primitive} "))) {
+            // A timer on real time, and a clock that did not jump past it.
+            let waited: f64 = waited.trim().parse().unwrap();
+            assert!((seconds as f64..seconds as f64 + 1.0).contains(&waited), "{primitive}: waited {waited}");
+        }
+    }
 }
 
 /// A replay serves the recorded run's dates: a controller on a clock page

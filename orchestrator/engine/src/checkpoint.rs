@@ -66,11 +66,17 @@ fn err(name: &str, what: &str, e: &dyn std::fmt::Display) -> SnapshotError {
 pub fn checkpoint(controller: &mut Controller) -> Result<Checkpoint, SnapshotError> {
     let name = controller.name().to_string();
     let (listen, aux_port) = (controller.addr(), controller.aux_port());
+    let threads = std::fs::read_dir(format!("/proc/{}/task", controller.pid())).map(|d| d.count()).unwrap_or(1);
     let Some(control) = controller.shim_control() else {
         return Err(SnapshotError::Refused(format!(
             "{name} was not forked from a snapshot on virtual time, so it cannot be checkpointed"
         )));
     };
+    if threads > 1 {
+        return Err(SnapshotError::Refused(format!(
+            "{name} runs {threads} threads, and fork copies only the calling one, so a threaded controller cannot be checkpointed mid-run"
+        )));
+    }
     let (ours, theirs) = UnixStream::pair().map_err(|e| err(&name, "socketpair", &e))?;
     send(control, "checkpoint\n", &[theirs.as_raw_fd()]).map_err(|e| err(&name, "sending the command", &e))?;
     drop(theirs);

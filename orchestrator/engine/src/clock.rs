@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sts_clockpage::{Page, NO_DEADLINE, THREADED, WAITING};
+use sts_clockpage::{Page, NO_DEADLINE, WAITING};
 
 /// Milliseconds since the start of a run.
 pub type Millis = u64;
@@ -31,6 +31,13 @@ const IDLE_QUIET: Duration = Duration::from_micros(500);
 /// connection tasks have read and written what was ready): time spent
 /// descheduled counts for [`IDLE_QUIET`] but gives no look.
 const IDLE_LOOKS: u32 = 3;
+
+/// How long a controller thread may sleep (kernel state `S`) outside every
+/// wait the shim knows before sts calls its wait invisible and stops time
+/// from jumping for the run, naming the thread and its system call. Time does
+/// not jump while such a thread looks busy anyway; the limit only decides
+/// when to say so.
+const INVISIBLE_AFTER: Duration = Duration::from_secs(2);
 
 /// Nanoseconds of the real monotonic clock (the controllers' base too).
 fn real_monotonic_ns() -> u64 {
@@ -138,16 +145,18 @@ struct IdleWatch {
     looks: u32,
 }
 
-/// One controller process as the idle test saw it (for the jump log).
+/// One controller thread as the idle test saw it (for the jump log).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ProcessLook {
     pub pid: u64,
-    /// What its slot said: `waiting`, `busy`, `threaded`.
+    /// The thread (the process's own id for its main thread).
+    pub tid: u64,
+    /// What its slot said: `waiting`, `busy`.
     pub slot: &'static str,
     /// Its wait's deadline, in virtual ns from the look (`None`: no timeout;
     /// negative: already due).
     pub deadline_in_ns: Option<i64>,
-    /// Its scheduler state (`/proc/PID/stat`: `S` sleeping, `R` runnable ...).
+    /// Its scheduler state (`/proc/TID/stat`: `S` sleeping, `R` runnable ...).
     pub sched: char,
     /// Returns from waits so far.
     pub wakes: u64,
@@ -181,8 +190,12 @@ pub struct VirtualTime {
     expected: Mutex<Vec<u64>>,
     watch: Mutex<IdleWatch>,
     jumps: AtomicU64,
-    /// The first controller process seen multi-threaded (0: none yet).
-    threaded: AtomicU64,
+    /// Why time stopped jumping in this run, once it did (a timer the shim
+    /// cannot move, a wait it cannot see).
+    refused: Mutex<Option<String>>,
+    /// Threads seen sleeping outside every known wait: since when, and their
+    /// activity then.
+    sleepers: Mutex<std::collections::HashMap<u64, (Instant, u64)>>,
     /// The processes as the last look saw them (the jump log's material).
     last_look: Mutex<Vec<ProcessLook>>,
     /// The processes' /proc stat files, kept open between looks.
@@ -226,7 +239,8 @@ impl VirtualTime {
             expected: Mutex::new(Vec::new()),
             watch: Mutex::new(IdleWatch { seen: Vec::new(), activity: 0, since: Instant::now(), looks: 0 }),
             jumps: AtomicU64::new(0),
-            threaded: AtomicU64::new(0),
+            refused: Mutex::new(None),
+            sleepers: Mutex::new(std::collections::HashMap::new()),
             last_look: Mutex::new(Vec::new()),
             stat: Mutex::new(StatFiles::default()),
             departed: Mutex::new(Vec::new()),
@@ -284,16 +298,39 @@ impl VirtualTime {
         self.page().set_offset(ns as i64 - real_monotonic_ns() as i64);
     }
 
-    /// True once a controller process turned multi-threaded (time no
-    /// longer jumps in this run).
-    pub fn stopped_by_threads(&self) -> bool {
-        self.threaded().is_some()
+    /// True once time stopped jumping for this run (see [`VirtualTime::refusal`]).
+    pub fn stopped(&self) -> bool {
+        self.refusal().is_some()
     }
 
-    /// The controller process that turned multi-threaded, if one did (the
-    /// session says so through its engine).
-    pub fn threaded(&self) -> Option<u64> {
-        Some(self.threaded.load(Ordering::Relaxed)).filter(|&p| p != 0)
+    /// Why time stopped jumping for this run, if it did: a controller armed
+    /// a timer the shim cannot move (a socket timeout, a timerfd ...), or a
+    /// thread sleeps in a wait the shim cannot see. The session says so once.
+    pub fn refusal(&self) -> Option<String> {
+        if let Some((code, tid)) = self.page().refusal() {
+            let mut r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            if r.is_none() {
+                *r = Some(format!(
+                    "thread {tid} of a controller armed {}, which runs on real time",
+                    sts_clockpage::refusal::describe(code)
+                ));
+            }
+        }
+        self.refused.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn refuse(&self, why: String) {
+        let mut r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if r.is_none() {
+            self.note(&format!("time stops jumping: {why}"));
+            *r = Some(why);
+        }
+    }
+
+    /// How many threads of process `pid` have slots (more than one: the
+    /// process cannot be forked whole, so it cannot be checkpointed).
+    pub fn threads_of(&self, pid: u32) -> usize {
+        self.page().slots().filter(|s| s.tid() != 0 && s.pid() == u64::from(pid)).count()
     }
 
     /// The attached processes found gone since the last call (each once).
@@ -327,23 +364,26 @@ impl VirtualTime {
     pub fn forget(&self, pid: u32) {
         let pid = u64::from(pid);
         for slot in self.page().slots().filter(|s| s.pid() == pid) {
-            slot.release(pid);
+            slot.release(slot.tid());
         }
     }
 
     /// How many live processes are attached.
     pub fn attached(&self) -> usize {
         let mut stat = self.stat.lock().unwrap_or_else(|e| e.into_inner());
-        self.page().slots().filter(|s| s.pid() != 0 && stat.is_alive(s.pid())).count()
+        let mut pids: Vec<u64> = self.page().slots().map(|s| s.pid()).filter(|&p| p != 0).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids.into_iter().filter(|&p| stat.is_alive(p)).count()
     }
 
-    /// The attached processes: pid, waiting or not, and how long until the
+    /// The attached threads: process, waiting or not, and how long until the
     /// deadline of its wait (`None`: no timeout), for diagnostics.
     pub fn processes(&self) -> Vec<(u64, bool, Option<Duration>)> {
         let now = self.now_ns();
         self.page()
             .slots()
-            .filter(|s| s.pid() != 0)
+            .filter(|s| s.tid() != 0)
             .map(|s| {
                 (
                     s.pid(),
@@ -370,50 +410,63 @@ impl VirtualTime {
         let mut looks = Vec::new();
         let mut busy = false;
         let mut stat = self.stat.lock().unwrap_or_else(|e| e.into_inner());
+        if self.refusal().is_some() {
+            return None;
+        }
+        let mut sleepers = self.sleepers.lock().unwrap_or_else(|e| e.into_inner());
         for slot in page.slots() {
+            let tid = slot.tid();
+            if tid == 0 {
+                continue;
+            }
             let pid = slot.pid();
             if pid == 0 {
+                busy = true; // a slot being claimed: a thread about to exist
                 continue;
             }
-            let state = stat.state(pid);
+            let state = stat.state(tid);
             if state.is_none_or(|s| s == 'Z' || s == 'X') {
-                slot.release(pid);
-                self.departed.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
-                self.note(&format!("process {pid} is gone; time no longer waits for it"));
+                slot.release(tid);
+                sleepers.remove(&tid);
+                if tid == pid {
+                    self.departed.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+                    self.note(&format!("process {pid} is gone; time no longer waits for it"));
+                }
                 continue;
-            }
-            if slot.state() == THREADED {
-                let _ = self.threaded.compare_exchange(0, pid, Ordering::Relaxed, Ordering::Relaxed);
-                return None;
             }
             let deadline = slot.deadline_ns();
-            // A process past its deadline is about to wake, and a runnable one
-            // (woken by input the scheduler has not let it see yet) is busy.
-            busy |= slot.state() != WAITING || deadline <= now || state == Some('R');
+            let wakes = slot.activity();
+            let waiting = slot.state() == WAITING;
+            // A thread past its deadline is about to wake, and a runnable one
+            // (woken by input the scheduler has not let it see yet) or one in
+            // an uninterruptible sleep (a page fault, a disk read) is busy.
+            busy |= !waiting || deadline <= now || matches!(state, Some('R' | 'D'));
+            if !waiting && state == Some('S') {
+                self.watch_sleeper(&mut sleepers, pid, tid, wakes);
+            } else {
+                sleepers.remove(&tid);
+            }
             if deadline != NO_DEADLINE {
                 earliest = earliest.min(deadline);
             }
-            let wakes = slot.activity();
-            seen.push((pid, wakes));
+            seen.push((tid, wakes));
             looks.push(ProcessLook {
                 pid,
-                slot: match slot.state() {
-                    WAITING => "waiting",
-                    THREADED => "threaded",
-                    _ => "busy",
-                },
+                tid,
+                slot: if waiting { "waiting" } else { "busy" },
                 deadline_in_ns: (deadline != NO_DEADLINE).then(|| deadline as i64 - now as i64),
                 sched: state.unwrap_or('?'),
                 wakes,
             });
         }
-        *self.last_look.lock().unwrap_or_else(|e| e.into_inner()) = looks;
+        drop(sleepers);
         let missing = self
             .expected
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .any(|&pid| !seen.iter().any(|&(p, _)| p == pid) && stat.is_alive(pid));
+            .any(|&pid| !looks.iter().any(|l| l.pid == pid) && stat.is_alive(pid));
+        *self.last_look.lock().unwrap_or_else(|e| e.into_inner()) = looks;
         let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
         if busy || missing || seen != watch.seen || activity != watch.activity {
             *watch = IdleWatch { seen, activity, since: Instant::now(), looks: 1 };
@@ -424,6 +477,33 @@ impl VirtualTime {
             return None;
         }
         Some(earliest)
+    }
+
+    /// Follows a thread whose slot says busy while the kernel says it
+    /// sleeps: past [`INVISIBLE_AFTER`] without activity, it sleeps in a wait
+    /// the shim cannot see, and time stops jumping, with its system call named.
+    fn watch_sleeper(
+        &self,
+        sleepers: &mut std::collections::HashMap<u64, (Instant, u64)>,
+        pid: u64,
+        tid: u64,
+        wakes: u64,
+    ) {
+        let since = sleepers.entry(tid).or_insert((Instant::now(), wakes));
+        if since.1 != wakes {
+            *since = (Instant::now(), wakes);
+        } else if since.0.elapsed() >= INVISIBLE_AFTER {
+            let call = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).unwrap_or_default();
+            let number = call.split_whitespace().next().and_then(|n| n.parse::<i64>().ok());
+            let what = match number {
+                Some(n) => format!("system call {n}{}", syscall_name(n).map(|s| format!(" ({s})")).unwrap_or_default()),
+                None => "a wait the kernel does not name".into(),
+            };
+            self.refuse(format!(
+                "thread {tid} of controller process {pid} has slept for {}s in {what}, which the shim does not see (a raw system call, or a library it does not cover), so time cannot know when it would wake",
+                INVISIBLE_AFTER.as_secs()
+            ));
+        }
     }
 
     /// See [`Clock::jump_if_idle`]; `target_ns` is virtual monotonic.
@@ -499,6 +579,37 @@ impl Drop for VirtualTime {
             }
         }
     }
+}
+
+/// The name of system call `n` for the waits a thread may be found in (x86-64
+/// numbers; elsewhere only the number is given).
+fn syscall_name(n: i64) -> Option<&'static str> {
+    if !cfg!(target_arch = "x86_64") {
+        return None;
+    }
+    Some(match n {
+        0 => "read",
+        1 => "write",
+        7 => "poll",
+        23 => "select",
+        34 => "pause",
+        35 => "nanosleep",
+        42 => "connect",
+        43 => "accept",
+        45 => "recvfrom",
+        47 => "recvmsg",
+        61 => "wait4",
+        128 => "rt_sigtimedwait",
+        130 => "rt_sigsuspend",
+        202 => "futex",
+        230 => "clock_nanosleep",
+        232 => "epoll_wait",
+        270 => "pselect6",
+        271 => "ppoll",
+        281 => "epoll_pwait",
+        288 => "accept4",
+        _ => return None,
+    })
 }
 
 /// Open `/proc/PID/stat` files, read again from the start on every look
@@ -637,7 +748,7 @@ mod tests {
         vt.expect([child.id()]);
         assert!(!look_for_a_while(&clock, 60_000, 0), "no process attached yet");
         // It attaches and waits with a timer in 5 s.
-        let (_, slot) = vt.page().claim(child.id() as u64, |_| false).unwrap();
+        let (_, slot) = vt.page().claim(child.id() as u64, child.id() as u64, |_| false).unwrap();
         assert!(!look_for_a_while(&clock, 60_000, 0), "busy");
         slot.wait_until(vt.now_ns() + 5_000 * NS_PER_MS);
         assert!(look_for_a_while(&clock, 60_000, 0));
@@ -651,7 +762,7 @@ mod tests {
         assert!(clock.now() >= 60_000);
         // A runnable process is not idle, whatever its slot says.
         let mut spinner = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
-        let (_, spin) = vt.page().claim(spinner.id() as u64, |_| false).unwrap();
+        let (_, spin) = vt.page().claim(spinner.id() as u64, spinner.id() as u64, |_| false).unwrap();
         spin.wait_until(NO_DEADLINE);
         vt.expect([child.id(), spinner.id()]);
         assert!(!look_for_a_while(&clock, 120_000, 0), "a running process blocks the jump");

@@ -18,7 +18,7 @@
 //!                       # max_len (0: none, whole frames, as Open vSwitch)
 //!
 //! [[controllers]]
-//! kind = "os-ken"       # os-ken | ryu | faucet | cerberus | ovs-testcontroller | command
+//! kind = "os-ken"       # os-ken | ryu | faucet | c65faucet | cerberus | ovs-testcontroller | command
 //! apps = ["os_ken.app.simple_switch_13"]   # os-ken and ryu (ryu.app....); a .py file is found next to the config
 //! args = []             # os-ken, ryu, cerberus, ovs-testcontroller: extra options ({aux_port} ...)
 //! command = []          # command: program and arguments ({port}, {address} ...)
@@ -592,6 +592,9 @@ pub enum ControllerKind {
     /// Ryu 4.34, os-ken's parent (`.local/ryu`, installed by `scripts/setup`).
     Ryu,
     Faucet,
+    /// c65faucet 1.0.106: faucet's application on c65of, a threaded OpenFlow
+    /// 1.3 stack of its own (`.local/c65faucet`). Configured as faucet is.
+    C65faucet,
     /// Cerberus 0.1.8, a proactive layer-2 controller on Ryu (fast-failover
     /// groups, no MAC learning; installed into `.local/ryu`). sts writes its
     /// topology.json from the network.
@@ -971,7 +974,10 @@ impl Config {
                         "controllers[{i}].apps: ryu needs at least one app (ryu.app.simple_switch_13 ...)"
                     ))
                 }
-                ControllerKind::Cerberus | ControllerKind::Faucet | ControllerKind::OvsTestcontroller
+                ControllerKind::Cerberus
+                | ControllerKind::Faucet
+                | ControllerKind::C65faucet
+                | ControllerKind::OvsTestcontroller
                     if !c.apps.is_empty() =>
                 {
                     return Err(format!(
@@ -981,8 +987,14 @@ impl Config {
                 ControllerKind::Command if c.command.is_empty() => {
                     return Err(format!("controllers[{i}].command: a command controller needs a program"))
                 }
-                ControllerKind::Faucet | ControllerKind::Cerberus if n.openflow != OpenFlowVersion::V13 => {
-                    let name = if c.kind == ControllerKind::Faucet { "faucet" } else { "cerberus" };
+                ControllerKind::Faucet | ControllerKind::C65faucet | ControllerKind::Cerberus
+                    if n.openflow != OpenFlowVersion::V13 =>
+                {
+                    let name = match c.kind {
+                        ControllerKind::Faucet => "faucet",
+                        ControllerKind::C65faucet => "c65faucet",
+                        _ => "cerberus",
+                    };
                     return Err(format!(
                         "controllers[{i}]: {name} speaks only OpenFlow 1.3; set network.openflow = \"1.3\""
                     ));
@@ -1102,10 +1114,15 @@ impl Config {
                     ControllerKind::OvsTestcontroller => {
                         presets::ovs_testcontroller(&c.args.iter().map(String::as_str).collect::<Vec<_>>())
                     }
-                    ControllerKind::Faucet => {
+                    ControllerKind::Faucet | ControllerKind::C65faucet => {
+                        // The same file name for both: policies edit `{dir}/faucet-N.yaml`.
                         let path = run_dir.join(format!("faucet-{i}.yaml"));
                         std::fs::write(&path, faucet_yaml(&topo))?;
-                        presets::faucet(&path)
+                        if c.kind == ControllerKind::Faucet {
+                            presets::faucet(&path)
+                        } else {
+                            presets::c65faucet(&path)
+                        }
                     }
                     ControllerKind::Cerberus => {
                         let dir = run_dir.join(format!("cerberus-{i}"));

@@ -180,6 +180,24 @@ impl Controller {
     /// Starts `spec` listening on `addr`, appending its stdout and stderr to
     /// `log_path`, and waits until the port is bound.
     pub fn start(spec: &ControllerSpec, addr: SocketAddr, log_path: &Path) -> Result<Controller, StartError> {
+        let mut ctl = Controller::spawn(spec, addr, log_path)?;
+        ctl.wait_listening(spec.start_timeout)?;
+        Ok(ctl)
+    }
+
+    /// Starts `spec` on a free loopback port without waiting for it to
+    /// listen (a zygote says when it is ready: `crate::snapshot`).
+    pub fn spawn_on_free_port(spec: &ControllerSpec, log_path: &Path) -> Result<Controller, StartError> {
+        let addr = free_local_addr().map_err(|source| StartError::Io {
+            name: spec.name.clone(),
+            context: "finding a free port".into(),
+            source,
+        })?;
+        Controller::spawn(spec, addr, log_path)
+    }
+
+    /// Starts `spec` to listen on `addr`, without waiting for it to.
+    fn spawn(spec: &ControllerSpec, addr: SocketAddr, log_path: &Path) -> Result<Controller, StartError> {
         let name = spec.name.clone();
         let io_err = |context: String| {
             let name = name.clone();
@@ -236,7 +254,7 @@ impl Controller {
             unreachable!("both streams are piped")
         };
         let output = Output::start(out.into(), err.into(), log).map_err(io_err("copying its output".into()))?;
-        let mut ctl = Controller {
+        Ok(Controller {
             name,
             process: Process::Spawned(child),
             addr,
@@ -247,9 +265,7 @@ impl Controller {
             checkpointed: false,
             guard,
             sockets,
-        };
-        ctl.wait_listening(spec.start_timeout)?;
-        Ok(ctl)
+        })
     }
 
     /// Takes charge of a controller a zygote forked (`crate::snapshot`):

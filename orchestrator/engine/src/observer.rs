@@ -68,9 +68,9 @@ pub enum NoticeKind {
     NoShim,
     /// A controller cannot run on virtual time: the run stays on real time.
     ShimCannotAttach,
-    /// A controller process started a second thread: the run continues on
-    /// real time.
-    ThreadedController,
+    /// Time stopped jumping for a run (a timer the shim cannot move, a wait
+    /// it cannot see): the run continues on real time.
+    TimeStopped,
     /// A controller process exited during a run when no input asked for it.
     ControllerExited,
     /// PEEK with checkpoints fell back to prefix replay.

@@ -1,5 +1,5 @@
 //! Ready-made [`ControllerSpec`]s for the real controllers `scripts/setup`
-//! installs: os-ken and Ryu apps, faucet and ovs-testcontroller.
+//! installs: os-ken and Ryu apps, faucet, c65faucet and ovs-testcontroller.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -100,19 +100,38 @@ pub fn ovs_testcontroller(extra: &[&str]) -> ControllerSpec {
 
 /// faucet with the given `faucet.yaml`; logs go beside the config file.
 pub fn faucet(config: &Path) -> ControllerSpec {
+    let mut s = faucet_on("faucet", &local_dir().join("faucet"), config, &[]);
+    // faucet execs `osken-manager` by name: its venv's bin must come first on PATH.
+    let path = std::env::var("PATH").unwrap_or_default();
+    s.env.push(("PATH".into(), format!("{}:{path}", local_dir().join("faucet/bin").display())));
+    s
+}
+
+/// c65faucet (`.local/c65faucet`): faucet's application on c65of, an
+/// OpenFlow 1.3 stack of its own (not of the Ryu lineage) that runs on OS
+/// threads, with the given `faucet.yaml`; logs go beside the config file.
+pub fn c65faucet(config: &Path) -> ControllerSpec {
+    // Its Ryu-style options file would be read from /etc otherwise.
+    faucet_on("c65faucet", &local_dir().join("c65faucet"), config, &["--ryu-config-file", "/dev/null"])
+}
+
+/// A faucet (of the venv at `venv`) named `name`, with `extra` options.
+fn faucet_on(name: &str, venv: &Path, config: &Path, extra: &[&str]) -> ControllerSpec {
     let dir = config.parent().unwrap_or(Path::new(".")).display().to_string();
-    let bin = local_dir().join("faucet/bin/faucet");
-    let log = format!("{dir}/faucet.log");
-    let exc = format!("{dir}/faucet_exception.log");
+    let bin = venv.join("bin/faucet");
+    let log = format!("{dir}/{name}.log");
+    let exc = format!("{dir}/{name}_exception.log");
+    let mut command = vec![
+        bin.display().to_string(),
+        "--ryu-ofp-tcp-listen-port".into(),
+        "{port}".into(),
+        "--ryu-ofp-listen-host".into(),
+        "{address}".into(),
+    ];
+    command.extend(extra.iter().map(|a| a.to_string()));
     let mut s = spec(
-        "faucet",
-        vec![
-            bin.display().to_string(),
-            "--ryu-ofp-tcp-listen-port".into(),
-            "{port}".into(),
-            "--ryu-ofp-listen-host".into(),
-            "{address}".into(),
-        ],
+        name,
+        command,
         vec![
             ("FAUCET_CONFIG", "{config}"),
             ("FAUCET_PROMETHEUS_ADDR", "127.0.0.1"),
@@ -123,9 +142,6 @@ pub fn faucet(config: &Path) -> ControllerSpec {
         Some(config.to_owned()),
         60,
     );
-    // faucet execs `osken-manager` by name: its venv's bin must come first on PATH.
-    let path = std::env::var("PATH").unwrap_or_default();
-    s.env.push(("PATH".into(), format!("{}:{path}", local_dir().join("faucet/bin").display())));
     s.env.push(("FAUCET_LOG".into(), log));
     s.env.push(("FAUCET_EXCEPTION_LOG".into(), exc));
     s

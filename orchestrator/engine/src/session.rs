@@ -205,7 +205,7 @@ impl Session {
     }
 
     /// Passes on what the clock found worth saying (once per engine): a
-    /// controller that started a second thread keeps the run on real time.
+    /// controller whose timers the shim cannot follow keeps the run on real time.
     pub fn clock_notices(&self) {
         let Some(vt) = self.runner.clock.virtual_time() else { return };
         for pid in vt.take_departed() {
@@ -223,10 +223,10 @@ impl Session {
                 ),
             );
         }
-        if let Some(pid) = vt.threaded() {
+        if let Some(why) = vt.refusal() {
             self.engine.notice_once(
-                crate::NoticeKind::ThreadedController,
-                format!("controller process {pid} started a second thread; virtual time follows single-threaded controllers only, so this run continues on real time"),
+                crate::NoticeKind::TimeStopped,
+                format!("virtual time stops jumping: {why}; this run continues on real time"),
             );
         }
     }

@@ -145,8 +145,9 @@ impl Zygote {
         let mut spec = with_shim(spec)?;
         spec.env.push(("STS_SHIM_SOCKET".into(), socket.display().to_string()));
         let mut process =
-            Controller::start_on_free_port(&spec, log_path).map_err(|e| SnapshotError::Start(e.to_string()))?;
-        // The shim connects at the controller's first wait after it listens.
+            Controller::spawn_on_free_port(&spec, log_path).map_err(|e| SnapshotError::Start(e.to_string()))?;
+        // The shim connects at the controller's first wait after it listens,
+        // or before its first thread, whichever comes first.
         listener.set_nonblocking(true).map_err(|e| SnapshotError::Start(e.to_string()))?;
         let deadline = Instant::now() + spec.start_timeout;
         let stream = loop {
@@ -156,6 +157,8 @@ impl Zygote {
                 Err(e) => return Err(SnapshotError::Start(e.to_string())),
             }
             if !process.is_alive() {
+                // Let its output reach the log before quoting it.
+                std::thread::sleep(Duration::from_millis(100));
                 return Err(SnapshotError::Start(format!(
                     "{} exited before parking; last log lines:\n{}",
                     spec.name,
@@ -164,8 +167,10 @@ impl Zygote {
             }
             if Instant::now() >= deadline {
                 return Err(SnapshotError::Start(format!(
-                    "{} listens but never reached a wait the shim could park in (is it preloadable?)",
-                    spec.name
+                    "{} never reached a point the shim could park it at within {:?} (a wait after listening, or its first thread; is it preloadable?); last log lines:\n{}",
+                    spec.name,
+                    spec.start_timeout,
+                    process.log_tail(10)
                 )));
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -216,7 +221,9 @@ impl Zygote {
             command.push_str(" clock control");
             shim = Some((ours, theirs));
         }
-        command.push('\n');
+        // A zygote parked before its first thread has no listener yet: its
+        // copy reports once it listens on this port.
+        command.push_str(&format!(" await={}\n", self.process.addr().port()));
         let iov = [IoSlice::new(command.as_bytes())];
         let cmsg = [ControlMessage::ScmRights(&fds)];
         sendmsg::<()>(self.control.get_ref().as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
