@@ -69,11 +69,15 @@ fn main() {
     let rounds: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(5);
     bench("os-ken 1.3 learning", presets::os_ken(&["os_ken.app.simple_switch_13"]), rounds);
     bench("ovs-testcontroller", presets::ovs_testcontroller(&[]), rounds);
-    // faucet needs its generated faucet.yaml: take the spec a config gives.
-    let toml = "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"faucet\"\n";
-    let config = sts_engine::config::Config::from_toml(toml, std::path::Path::new("faucet.toml")).unwrap();
-    let files = std::env::temp_dir().join(format!("sts-snapshot-bench-{}-faucet-files", std::process::id()));
-    std::fs::create_dir_all(&files).unwrap();
-    bench("faucet", config.controller_specs(&files).unwrap().remove(0), rounds);
-    let _ = std::fs::remove_dir_all(&files);
+    // faucet and c65faucet need their generated faucet.yaml: take the spec a config gives.
+    for kind in ["faucet", "c65faucet"] {
+        let toml = format!(
+            "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"{kind}\"\n"
+        );
+        let config = sts_engine::config::Config::from_toml(&toml, std::path::Path::new("bench.toml")).unwrap();
+        let files = std::env::temp_dir().join(format!("sts-snapshot-bench-{}-{kind}-files", std::process::id()));
+        std::fs::create_dir_all(&files).unwrap();
+        bench(kind, config.controller_specs(&files).unwrap().remove(0), rounds);
+        let _ = std::fs::remove_dir_all(&files);
+    }
 }
