@@ -68,13 +68,13 @@ pub fn checkpoint(controller: &mut Controller) -> Result<Checkpoint, SnapshotErr
     let (listen, aux_port) = (controller.addr(), controller.aux_port());
     let threads = std::fs::read_dir(format!("/proc/{}/task", controller.pid())).map(|d| d.count()).unwrap_or(1);
     let Some(control) = controller.shim_control() else {
-        return Err(SnapshotError::Refused(format!(
+        return Err(SnapshotError::NoCheckpoint(format!(
             "{name} was not forked from a snapshot on virtual time, so it cannot be checkpointed"
         )));
     };
     if threads > 1 {
-        return Err(SnapshotError::Refused(format!(
-            "{name} runs {threads} threads, and fork copies only the calling one, so a threaded controller cannot be checkpointed mid-run"
+        return Err(SnapshotError::NoCheckpoint(format!(
+            "{name} runs {threads} threads, and fork copies only the calling one"
         )));
     }
     let (ours, theirs) = UnixStream::pair().map_err(|e| err(&name, "socketpair", &e))?;

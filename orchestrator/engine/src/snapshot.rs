@@ -49,6 +49,10 @@ pub enum SnapshotError {
     /// The shim refused to snapshot this controller (e.g. several threads).
     #[error("the controller cannot be snapshotted: {0}")]
     Refused(String),
+    /// This controller cannot be checkpointed mid-run (several threads, or
+    /// not forked from a snapshot on virtual time).
+    #[error("the controller cannot be checkpointed: {0}")]
+    NoCheckpoint(String),
 }
 
 /// Where the shim library is: `$STS_SHIM`, or `libsts_shim.so` next to the
