@@ -32,7 +32,7 @@
 
 use std::ffi::{c_int, c_long, c_void};
 
-use crate::vtime;
+use crate::vtime::{self, ns_of};
 
 /// What a new thread needs to take its slot and run.
 struct Start {
@@ -128,11 +128,6 @@ fn errno() -> c_int {
 fn set_errno(e: c_int) {
     // SAFETY: the calling thread's errno location.
     unsafe { *libc::__errno_location() = e };
-}
-
-/// Nanoseconds of a timespec (negative fields count as zero).
-fn ns_of(ts: &libc::timespec) -> u64 {
-    (ts.tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec.max(0) as u64)
 }
 
 /// Real nanoseconds on `clock` now (unshifted).

@@ -202,7 +202,8 @@ fn shifted(p: &Page, clock: libc::clockid_t, real_ns: u64) -> u64 {
     }
 }
 
-fn ns_of(ts: &libc::timespec) -> u64 {
+/// Nanoseconds of a timespec (negative fields count as zero).
+pub fn ns_of(ts: &libc::timespec) -> u64 {
     (ts.tv_sec.max(0) as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec.max(0) as u64)
 }
 
