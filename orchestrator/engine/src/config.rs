@@ -438,8 +438,9 @@ pub struct ControllerConfig {
     pub env: BTreeMap<String, String>,
     pub start_timeout_ms: Option<u64>,
     /// Start each run from a pristine snapshot (a fork of a parked copy,
-    /// `sts-shim`) instead of a new process. Default: on for os-ken, faucet
-    /// and ovs-testcontroller (measured to work), off for `command`.
+    /// `sts-shim`) instead of a new process. Default: on for every kind sts
+    /// knows (os-ken, Ryu, faucet, c65faucet, Cerberus, ovs-testcontroller:
+    /// measured to work), off for `command`.
     #[serde(default)]
     pub snapshot: Option<bool>,
     /// Steps run once the controller is ready (its switches connected), and
@@ -668,8 +669,9 @@ impl Config {
     }
 
     /// Whether runs use virtual time: as `[time] virtual` says, else on when
-    /// every controller is one sts knows to work with the shim (os-ken,
-    /// faucet, ovs-testcontroller), off with any `command` controller.
+    /// every controller is one sts knows to work with the shim (every kind
+    /// but `command`, threaded c65faucet included), off with any `command`
+    /// controller.
     pub fn virtual_time(&self) -> bool {
         self.time.virtual_time.unwrap_or_else(|| {
             !self.controllers.is_empty() && self.controllers.iter().all(|c| c.kind != ControllerKind::Command)
@@ -1524,6 +1526,34 @@ mod tests {
             }
         }
         assert!(n >= 5, "expected an example per controller, found {n}");
+    }
+
+    #[test]
+    fn c65faucet_is_configured_as_faucet_is_and_only_on_openflow_13() {
+        let e = Config::from_toml(
+            "[network]\ntopology = \"linear\"\nopenflow = \"1.0\"\n[[controllers]]\nkind = \"c65faucet\"\n",
+            Path::new("."),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("c65faucet speaks only OpenFlow 1.3"), "{e}");
+        let config = Config::from_toml(
+            "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.3\"\n[[controllers]]\nkind = \"c65faucet\"\n",
+            Path::new("."),
+        )
+        .unwrap();
+        assert!(config.virtual_time() && config.controllers[0].snapshot());
+        let dir = std::env::temp_dir().join(format!("sts-c65faucet-spec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = config.controller_specs(&dir).unwrap().remove(0);
+        // The same file name as faucet's: policies edit `{dir}/faucet-0.yaml`.
+        let yaml = std::fs::read_to_string(dir.join("faucet-0.yaml")).unwrap();
+        assert!(yaml.contains("dp_id: 2"), "{yaml}");
+        assert_eq!(spec.name, "c65faucet");
+        assert!(spec.command[0].ends_with("c65faucet/bin/faucet"), "{:?}", spec.command);
+        assert!(spec.command.windows(2).any(|w| w == ["--ryu-config-file", "/dev/null"]), "{:?}", spec.command);
+        assert!(spec.env.iter().any(|(k, v)| k == "FAUCET_CONFIG" && v == "{config}"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
