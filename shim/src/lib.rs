@@ -926,3 +926,23 @@ unsafe fn rebuild_epoll(epfd: RawFd, list: &[(RawFd, libc::epoll_event)]) -> std
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fork_commands_name_their_descriptors_and_the_awaited_port() {
+        let c = parse_fork(7, "fork clock control await=6653\n", &[10, 11, 12, 13, 14]).unwrap();
+        assert_eq!((c.stdout, c.stderr, c.report, c.clock, c.control), (10, 11, 12, Some(13), Some(14)));
+        assert_eq!((c.only_port, c.await_port), (None, Some(6653)));
+        // The older forms still parse: a port to replace, four descriptors.
+        let c = parse_fork(7, "fork 6633\n", &[10, 11, 12, 13]).unwrap();
+        assert_eq!((c.only_port, c.clock, c.await_port), (Some(6633), Some(13), None));
+        // `await` takes no descriptor; a bad port or a missing descriptor is refused.
+        assert!(parse_fork(7, "fork await=6653\n", &[10, 11, 12]).is_some());
+        assert!(parse_fork(7, "fork await=port\n", &[10, 11, 12]).is_none());
+        assert!(parse_fork(7, "fork clock\n", &[10, 11, 12]).is_none());
+        assert!(parse_fork(7, "spawn\n", &[10, 11, 12]).is_none());
+    }
+}
