@@ -33,8 +33,8 @@ pub fn start(report: File, port: u16) {
     *open() = Some(Open { report, port, bound: None });
 }
 
-/// The port of an IP socket address of `len` bytes at `addr`, and where it
-/// sits (to change it), if it is TCP/IP with a fixed port.
+/// The port of an IP socket address of `len` bytes at `addr`, if it is an
+/// IPv4 or IPv6 address with a fixed (non-zero) port.
 ///
 /// # Safety
 ///

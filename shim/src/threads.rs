@@ -52,7 +52,7 @@ extern "C-unwind" fn trampoline(start: *mut c_void) -> *mut c_void {
     // only this thread takes it back.
     let Start { start, arg, slot } = *unsafe { Box::from_raw(start.cast::<Start>()) };
     let tid = vtime::gettid();
-    let page = vtime::page_of_run();
+    let page = vtime::page();
     if let Some(page) = page {
         page.slot(slot).hand_to(tid);
         vtime::set_slot(slot);
@@ -77,9 +77,11 @@ pub unsafe extern "C" fn pthread_create(
 ) -> c_int {
     let real = real!("pthread_create", Create);
     crate::before_first_thread();
-    vtime::note_thread_started();
-    crate::checkpoint::set_control(-1);
-    let Some(page) = vtime::page_of_run() else {
+    if vtime::note_thread_started() {
+        // No more checkpoint commands: a threaded process cannot be forked whole.
+        crate::checkpoint::set_control(-1);
+    }
+    let Some(page) = vtime::page() else {
         // SAFETY: libc's pthread_create with the caller's arguments.
         return unsafe { real(thread, attr, start, arg) };
     };
@@ -590,7 +592,7 @@ pub unsafe extern "C" fn syscall(
 
 /// Records that this thread armed a timer sts cannot move with virtual time.
 fn refuse(code: u64) {
-    if let Some(page) = vtime::page_of_run() {
+    if let Some(page) = vtime::page() {
         page.refuse(code, vtime::gettid());
     }
 }

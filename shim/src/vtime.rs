@@ -36,7 +36,8 @@ static THREADS_STARTED: AtomicBool = AtomicBool::new(false);
 
 type ClockGettime = unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int;
 
-fn page() -> Option<Page<'static>> {
+/// The run's clock page, if this process runs on virtual time.
+pub fn page() -> Option<Page<'static>> {
     let p = PAGE.load(Ordering::Acquire);
     // SAFETY: a non-null PAGE is a live shared mapping of a valid page (attach).
     (!p.is_null()).then(|| unsafe { Page::from_ptr(p) })
@@ -47,11 +48,6 @@ fn page() -> Option<Page<'static>> {
 pub fn slot() -> Option<Slot<'static>> {
     let i = SLOT.with(Cell::get);
     page().filter(|_| i != usize::MAX).map(|p| p.slot(i))
-}
-
-/// The page, if this process runs on virtual time (for the thread hooks).
-pub fn page_of_run() -> Option<Page<'static>> {
-    page()
 }
 
 /// Makes slot `index` this thread's (a new thread, handed the slot its
@@ -78,9 +74,9 @@ pub fn threads_started() -> bool {
     THREADS_STARTED.load(Ordering::Acquire)
 }
 
-/// Notes that the process is about to start a second thread.
-pub fn note_thread_started() {
-    THREADS_STARTED.store(true, Ordering::Release);
+/// Notes that the process is about to start a thread; true the first time.
+pub fn note_thread_started() -> bool {
+    !THREADS_STARTED.swap(true, Ordering::AcqRel)
 }
 
 /// In a child just forked (a `pthread_atfork` handler). The slot is the

@@ -316,14 +316,12 @@ impl VirtualTime {
     /// a timer the shim cannot move (a socket timeout, a timerfd ...), or a
     /// thread sleeps in a wait the shim cannot see. The session says so once.
     pub fn refusal(&self) -> Option<String> {
-        if let Some((code, tid)) = self.page().refusal() {
-            let mut r = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-            if r.is_none() {
-                *r = Some(format!(
-                    "thread {tid} of a controller armed {}, which runs on real time",
-                    sts_clockpage::refusal::describe(code)
-                ));
-            }
+        let known = self.refused.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+        if let Some((code, tid)) = self.page().refusal().filter(|_| !known) {
+            self.refuse(format!(
+                "thread {tid} of a controller armed {}, which runs on real time",
+                sts_clockpage::refusal::describe(code)
+            ));
         }
         self.refused.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
