@@ -120,6 +120,8 @@ macro_rules! real {
 
 mod checkpoint;
 mod deferred;
+#[cfg(target_arch = "x86_64")]
+mod park;
 mod threads;
 mod vtime;
 
@@ -152,9 +154,22 @@ pub unsafe extern "C" fn listen(fd: c_int, backlog: c_int) -> c_int {
         }
         drop(t);
         deferred::listening(fd);
+        if awaited_port().is_none_or(|port| socket_port(fd, false) == Some(port)) {
+            AWAITED_LISTENING.store(true, Ordering::Release);
+        }
     }
     r
 }
+
+/// The OpenFlow port sts waits on (`STS_SHIM_AWAIT`): a threaded controller
+/// is parked only once it listens there.
+fn awaited_port() -> Option<u16> {
+    static PORT: std::sync::OnceLock<Option<u16>> = std::sync::OnceLock::new();
+    *PORT.get_or_init(|| std::env::var("STS_SHIM_AWAIT").ok().and_then(|p| p.parse().ok()))
+}
+
+/// Set once the process listens on the awaited port (any port, if sts named none).
+static AWAITED_LISTENING: AtomicBool = AtomicBool::new(false);
 
 #[no_mangle]
 pub unsafe extern "C" fn epoll_create(size: c_int) -> c_int {
@@ -340,9 +355,14 @@ static SHIM_FORK: AtomicBool = AtomicBool::new(false);
 ///
 /// # Safety
 ///
-/// As `fork`: the process must have a single thread.
+/// As `fork`: the process must have a single thread running (others may be
+/// parked, `park`).
 unsafe fn shim_fork() -> libc::pid_t {
     SHIM_FORK.store(true, Ordering::Release);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: every other thread is parked (this function's contract).
+    let pid = if park::parked() > 0 { unsafe { park::fork_whole() } } else { unsafe { libc::fork() } };
+    #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: single-threaded, this function's contract.
     let pid = unsafe { libc::fork() };
     SHIM_FORK.store(false, Ordering::Release);
@@ -373,29 +393,101 @@ fn state() -> u8 {
 /// it). Each copy returns and starts its threads, and binds its listeners,
 /// itself (see `deferred`).
 fn before_first_thread() {
-    if state() != ARMED {
+    // On x86-64 a threaded process is parked whole, later (`at_thread_wait`).
+    if cfg!(target_arch = "x86_64") || state() != ARMED {
         return;
     }
-    park();
+    park(0);
 }
 
 /// Called on every wait: becomes the zygote at the first one after a listen.
 fn at_wait() {
-    if state() != ARMED || tracked().listening.is_empty() {
+    if state() != ARMED {
         return;
     }
-    park();
+    if vtime::threads_started() {
+        at_thread_wait();
+        return;
+    }
+    if tracked().listening.is_empty() {
+        return;
+    }
+    park(0);
+}
+
+/// Called on every wait of a threaded process: once it listens on the
+/// awaited port and every other thread sleeps, it parks them all (`park`)
+/// and becomes the zygote. A process that cannot get there (a thread never
+/// sleeps, a parked thread declines) is refused after a few tries or
+/// seconds, and runs on unsnapshotted.
+#[cfg(target_arch = "x86_64")]
+fn at_thread_wait() {
+    /// One thread tries at a time (the others wait or are parked).
+    static TRYING: AtomicBool = AtomicBool::new(false);
+    static FAILURES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    static SINCE_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    if state() != ARMED || !vtime::threads_started() || !AWAITED_LISTENING.load(Ordering::Acquire) {
+        return;
+    }
+    if TRYING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let now_ms = || {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: libc's clock_gettime into our own timespec.
+        unsafe {
+            real!("clock_gettime", unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int)(
+                libc::CLOCK_MONOTONIC,
+                &mut ts,
+            )
+        };
+        vtime::ns_of(&ts) / 1_000_000
+    };
+    let since = match SINCE_MS.load(Ordering::Acquire) {
+        0 => {
+            let t = now_ms().max(1);
+            SINCE_MS.store(t, Ordering::Release);
+            t
+        }
+        t => t,
+    };
+    match park::park_others() {
+        Ok(n) => park(n),
+        Err(park::NotParked::NotYet) if now_ms().saturating_sub(since) < 5_000 => {}
+        Err(park::NotParked::NotYet) => refuse("its threads never all slept once it listened (5 s)"),
+        Err(park::NotParked::Failed(why)) => {
+            if FAILURES.fetch_add(1, Ordering::AcqRel) + 1 >= 5 {
+                refuse(&format!("its threads could not be parked: {why}"));
+            }
+        }
+    }
+    TRYING.store(false, Ordering::Release);
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn at_thread_wait() {}
+
+/// Says the process cannot be parked, and why; it runs on unsnapshotted.
+#[cfg(target_arch = "x86_64")]
+fn refuse(why: &str) {
+    STATE.store(DONE, Ordering::Relaxed);
+    let Some(path) = std::env::var_os("STS_SHIM_SOCKET") else { return };
+    std::env::remove_var("STS_SHIM_SOCKET");
+    if let Ok(mut control) = UnixStream::connect(&path) {
+        let _ = writeln!(control, "refuse {why}");
+    }
 }
 
 /// Becomes the zygote (returns only in a copy), or says why it cannot.
-fn park() {
+/// `parked` other threads are parked in their signal handlers (`park`).
+fn park(parked: usize) {
     STATE.store(DONE, Ordering::Relaxed);
     let Some(path) = std::env::var_os("STS_SHIM_SOCKET") else { return };
     // The variable must not leak into processes the controller starts.
     std::env::remove_var("STS_SHIM_SOCKET");
     let Ok(mut control) = UnixStream::connect(&path) else { return };
     let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
-    if threads != 1 {
+    if threads != 1 + parked {
         let _ = writeln!(control, "refuse threads={threads}");
         return;
     }
@@ -403,7 +495,8 @@ fn park() {
     if writeln!(control, "ready {} build={}", unsafe { libc::getpid() }, sts_clockpage::SHIM_BUILD).is_err() {
         return;
     }
-    // SAFETY: the process has one thread (checked just above), as `zygote` needs.
+    // SAFETY: every thread but this one is parked for good in its signal
+    // handler, asleep: the process runs one thread, as `zygote` needs.
     unsafe { zygote(control) };
 }
 
@@ -713,7 +806,7 @@ struct Child {
     control: Option<RawFd>,
     only_port: Option<u16>,
     /// The controller's OpenFlow port: if no listener on it was replaced,
-    /// the copy has yet to bind it (it was parked before its first thread),
+    /// the copy has yet to bind it (it was parked before it listened there),
     /// and the report ends only once it listens (see `deferred`).
     await_port: Option<u16>,
 }
@@ -791,6 +884,15 @@ unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)], parent: Parent)
         // epoll instance.
         if let Err(e) = unsafe { rebuild_epoll(epfd, &list) } {
             let _ = writeln!(report, "error epoll {epfd}: {e}");
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if park::parked() > 0 {
+        // After the listeners were replaced: the threads brought back wait
+        // on the copy's own sockets.
+        // SAFETY: a fresh copy (this function's contract), once.
+        if let Err(e) = unsafe { park::bring_back() } {
+            let _ = writeln!(report, "error {e}");
         }
     }
     match child.await_port {

@@ -115,11 +115,32 @@ pub unsafe extern "C" fn pthread_create(
 /// blocking call only an event can end.
 #[inline]
 fn blocking<T>(call: impl FnOnce() -> T) -> T {
-    let Some(slot) = vtime::slot() else { return call() };
+    crate::at_thread_wait();
+    let Some(slot) = vtime::slot() else {
+        let r = parked_blocking(call);
+        // A thread parked in `call` and brought back in a copy (`park`) has
+        // a slot now, which says it waits: it does not any more.
+        if let Some(slot) = vtime::slot() {
+            slot.woke();
+        }
+        return r;
+    };
     slot.wait_until(sts_clockpage::NO_DEADLINE);
     let r = call();
     slot.woke();
     r
+}
+
+/// `call`, marked for the parking of threads (`park`): a copy of a thread
+/// parked inside it starts as waiting without deadline.
+#[cfg(target_arch = "x86_64")]
+fn parked_blocking<T>(call: impl FnOnce() -> T) -> T {
+    crate::park::marked_blocking(call)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn parked_blocking<T>(call: impl FnOnce() -> T) -> T {
+    call()
 }
 
 fn errno() -> c_int {
@@ -195,6 +216,7 @@ pub unsafe extern "C" fn sem_wait(sem: *mut libc::sem_t) -> c_int {
 unsafe fn sem_wait_until(sem: *mut libc::sem_t, clock: libc::clockid_t, abstime: *const libc::timespec) -> c_int {
     type ClockWait = unsafe extern "C" fn(*mut libc::sem_t, libc::clockid_t, *const libc::timespec) -> c_int;
     let real = real!("sem_clockwait", ClockWait);
+    crate::at_thread_wait();
     if !on_virtual_time() || abstime.is_null() {
         // SAFETY: libc's sem_clockwait with the caller's arguments.
         return unsafe { real(sem, clock, abstime) };
@@ -312,6 +334,7 @@ unsafe fn cond_wait_until(
         *const libc::timespec,
     ) -> c_int;
     let real = real!("pthread_cond_clockwait", ClockWait);
+    crate::at_thread_wait();
     let Some(slot) = vtime::slot().filter(|_| !abstime.is_null()) else {
         // SAFETY: libc's pthread_cond_clockwait with the caller's arguments.
         return unsafe { real(cond, mutex, clock, abstime) };

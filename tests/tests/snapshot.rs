@@ -71,9 +71,8 @@ fn faucet_forks_into_working_copies() {
     forks_side_by_side(specs[0].clone(), "faucet");
 }
 
-/// c65faucet starts threads before it listens: its zygote parks before the
-/// first one, and each copy starts its threads and binds its listeners (on
-/// ports of its own) itself.
+/// c65faucet runs 14 threads once it listens: its zygote parks them all,
+/// and each copy brings them back (`shim/src/park.rs`).
 #[test]
 fn c65faucet_forks_into_working_copies() {
     let toml =
@@ -95,4 +94,67 @@ fn a_zygote_logging_deep_in_the_tree_still_parks() {
     let mut z = Zygote::start(&presets::ovs_testcontroller(&[]), &log).unwrap_or_else(|e| panic!("{e}"));
     let copy = z.fork(&deep.join("copy.log"), None).unwrap();
     assert!(says_hello(copy.addr()));
+}
+
+/// `tests/fixtures/parked.c`, built once per test process with the system's
+/// C compiler.
+fn parked_program() -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/parked.c");
+            let out = std::env::temp_dir().join(format!("sts-e2e-parked-{}", std::process::id()));
+            let made = std::process::Command::new("cc")
+                .args(["-O1", "-pthread", "-o"])
+                .arg(&out)
+                .arg(&src)
+                .output()
+                .expect("running cc");
+            assert!(made.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&made.stderr));
+            out
+        })
+        .clone()
+}
+
+fn threads_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0)
+}
+
+/// A threaded zygote is parked whole, once it listens: every thread asleep in
+/// its blocking call (a semaphore, a condition, a mutex another thread
+/// holds, a pipe read, a poll, a timed condition loop, an accept). Each copy
+/// must bring every one of them back, on its own sockets, and each must
+/// finish its call when woken in the copy: one that did not come back, or
+/// came back wrong, never says "back".
+#[test]
+fn every_thread_of_a_parked_zygote_comes_back_in_each_copy() {
+    let d = dir("parked");
+    let spec = sts_engine::controller::ControllerSpec {
+        name: "parked".into(),
+        command: vec![parked_program().display().to_string(), "{port}".into()],
+        env: vec![],
+        config: None,
+        start_timeout: Duration::from_secs(10),
+        guard_group: false,
+    };
+    let mut z = Zygote::start(&spec, &d.join("zygote.log")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(threads_of(z.pid()), 8, "the zygote is parked whole: its main thread and 7 parked ones");
+    // Copies one after another: the fixture's pipes are shared with the
+    // zygote and every copy, as any descriptor is across fork.
+    for name in ["a", "b", "c"] {
+        let log = d.join(format!("{name}.log"));
+        let mut copy = z.fork(&log, None).unwrap_or_else(|e| panic!("copy {name}: {e}"));
+        assert_eq!(threads_of(copy.pid()), 8, "copy {name}: the main thread and the 7 it brought back");
+        let mut s = TcpStream::connect_timeout(&copy.addr(), Duration::from_secs(2)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut reply = [0u8; 3];
+        let answered = s.read_exact(&mut reply).is_ok() && &reply == b"ok\n";
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(answered, "copy {name}: not every thread came back; it said:\n{text}");
+        for thread in ["sem", "cond", "mutex", "read", "poll", "timed"] {
+            assert!(text.lines().any(|l| l == format!("back {thread}")), "copy {name}: no `back {thread}` in:\n{text}");
+        }
+        copy.kill();
+    }
+    assert!(!says_hello(z.addr()), "the zygote itself serves nobody");
 }

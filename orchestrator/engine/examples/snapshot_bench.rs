@@ -3,7 +3,8 @@
 //! as a new process and when forked from its parked zygote (`sts-shim`).
 //!
 //! `cargo build --release -p sts-shim && cargo run --release -p sts --example snapshot_bench -- 5`
-//! (rounds per controller, default 5). Results: docs/benchmarks.md.
+//! (rounds per controller, default 5; a second argument keeps only the
+//! controllers whose name contains it, e.g. `5 c65faucet`). Results: docs/benchmarks.md.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -35,6 +36,9 @@ fn median(mut xs: Vec<Duration>) -> Duration {
 }
 
 fn bench(name: &str, spec: ControllerSpec, rounds: usize) {
+    if std::env::args().nth(2).is_some_and(|only| !name.contains(&only)) {
+        return;
+    }
     let dir = std::env::temp_dir().join(format!("sts-snapshot-bench-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut starts = Vec::new();
@@ -62,7 +66,9 @@ fn bench(name: &str, spec: ControllerSpec, rounds: usize) {
         s.as_secs_f64() / f.as_secs_f64(),
         parking.as_secs_f64() * 1e3
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 fn main() {

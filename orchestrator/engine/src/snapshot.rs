@@ -148,10 +148,13 @@ impl Zygote {
             UnixListener::bind(&socket).map_err(|e| SnapshotError::Start(format!("{}: {e}", socket.display())))?;
         let mut spec = with_shim(spec)?;
         spec.env.push(("STS_SHIM_SOCKET".into(), socket.display().to_string()));
+        // A threaded controller is parked once it listens on its OpenFlow port.
+        spec.env.push(("STS_SHIM_AWAIT".into(), "{port}".into()));
         let mut process =
             Controller::spawn_on_free_port(&spec, log_path).map_err(|e| SnapshotError::Start(e.to_string()))?;
-        // The shim connects at the controller's first wait after it listens,
-        // or before its first thread, whichever comes first.
+        // The shim connects at the controller's first wait after it listens
+        // (a threaded one's: once it listens on its port and every thread
+        // sleeps), or says why it cannot park it.
         listener.set_nonblocking(true).map_err(|e| SnapshotError::Start(e.to_string()))?;
         let deadline = Instant::now() + spec.start_timeout;
         let stream = loop {
@@ -171,7 +174,7 @@ impl Zygote {
             }
             if Instant::now() >= deadline {
                 return Err(SnapshotError::Start(format!(
-                    "{} never reached a point the shim could park it at within {:?} (a wait after listening, or its first thread; is it preloadable?); last log lines:\n{}",
+                    "{} never reached a point the shim could park it at within {:?} (a wait after listening; is it preloadable?); last log lines:\n{}",
                     spec.name,
                     spec.start_timeout,
                     process.log_tail(10)
@@ -202,6 +205,11 @@ impl Zygote {
         self.process.addr()
     }
 
+    /// The parked process's id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
     /// Forks a fresh copy whose output goes to `log_path`, on the virtual
     /// time of `clock` if given (the copy maps that clock page).
     pub fn fork(
@@ -225,8 +233,8 @@ impl Zygote {
             command.push_str(" clock control");
             shim = Some((ours, theirs));
         }
-        // A zygote parked before its first thread has no listener yet: its
-        // copy reports once it listens on this port.
+        // A zygote parked before it listened on this port: its copy reports
+        // once it does.
         command.push_str(&format!(" await={}\n", self.process.addr().port()));
         let iov = [IoSlice::new(command.as_bytes())];
         let cmsg = [ControlMessage::ScmRights(&fds)];
