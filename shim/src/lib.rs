@@ -11,12 +11,15 @@
 //! quiescent: no switch has connected, no byte is in flight. There, inside
 //! the wait, the shim becomes the zygote:
 //!
-//! - a multi-threaded process is refused (fork copies one thread only): the
-//!   shim says `refuse threads=N`, and the process carries on unsnapshotted;
-//! - otherwise it says `ready PID` and serves commands: `fork [PORT]` (with
-//!   three or four descriptors passed along: the child's stdout, stderr, a
-//!   report pipe, and optionally the run's clock page) or end of stream (the
-//!   zygote exits).
+//! - a threaded process parks whole, once it listens on the port sts awaits
+//!   (`STS_SHIM_AWAIT`) and all its other threads sleep: each is parked in a
+//!   signal handler where it sleeps, and each copy brings it back (`park`);
+//!   one that cannot get there is refused (`refuse WHY`), and the process
+//!   carries on unsnapshotted;
+//! - otherwise it says `ready PID build=B threads=N parker=TID` and serves
+//!   commands: `fork [PORT]` (with three or four descriptors passed along:
+//!   the child's stdout, stderr, a report pipe, and optionally the run's
+//!   clock page) or end of stream (the zygote exits).
 //!
 //! # The child
 //!
@@ -492,7 +495,10 @@ fn park(parked: usize) {
         return;
     }
     // SAFETY: getpid has no preconditions.
-    if writeln!(control, "ready {} build={}", unsafe { libc::getpid() }, sts_clockpage::SHIM_BUILD).is_err() {
+    let pid = unsafe { libc::getpid() };
+    // The threads and which one parked them: for logs and tests.
+    let (build, parker) = (sts_clockpage::SHIM_BUILD, vtime::gettid());
+    if writeln!(control, "ready {pid} build={build} threads={threads} parker={parker}").is_err() {
         return;
     }
     // SAFETY: every thread but this one is parked for good in its signal

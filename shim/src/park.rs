@@ -51,6 +51,9 @@ struct Parked {
     /// It slept in a blocking call without a deadline that libc repeats by
     /// itself after `EINTR` (`pthread_cond_wait`, a contended mutex ...).
     waiting: bool,
+    /// It is the process's first thread (its id is the pid): the one a
+    /// signal sent to the process goes to first.
+    leader: bool,
     /// Its clock slot in the copy (set by the copy before cloning it).
     slot: usize,
     /// Its robust futex list, which the kernel keeps per thread.
@@ -66,6 +69,7 @@ const NONE: Parked = Parked {
     context: 0,
     tcb: 0,
     waiting: false,
+    leader: false,
     slot: usize::MAX,
     robust_head: 0,
     robust_len: 0,
@@ -171,6 +175,8 @@ extern "C" fn on_park(_signal: c_int, _info: *mut libc::siginfo_t, context: *mut
         // SAFETY: pthread_self has no preconditions.
         tcb: unsafe { libc::pthread_self() } as usize,
         waiting: IN_BLOCKING.with(|b| b.get()),
+        // SAFETY: getpid has no preconditions.
+        leader: vtime::gettid() == unsafe { libc::getpid() } as u64,
         robust_head,
         robust_len,
         ..NONE
@@ -312,7 +318,10 @@ pub unsafe fn bring_back() -> Result<usize, String> {
     let offset = TID_OFFSET.load(Ordering::Acquire);
     // SAFETY: the handlers wrote entries 0..n before the zygote forked; this
     // copy is single-threaded until the clones below.
-    let table = unsafe { &mut *TABLE.0.get() };
+    let table = &mut unsafe { &mut *TABLE.0.get() }[..n];
+    // The process's first thread first: see `keep_signals_off`.
+    table.sort_by_key(|e| !e.leader);
+    let leader_parked = table.first().is_some_and(|e| e.leader);
     // No signal may reach a new thread before its context is back: block
     // them all around the clones (each new thread then takes its own mask
     // from its frame).
@@ -327,7 +336,7 @@ pub unsafe fn bring_back() -> Result<usize, String> {
     let pid = unsafe { libc::getpid() } as u64;
     let (rseq_offset, rseq_len) = rseq_area();
     let mut result = Ok(n);
-    for entry in table.iter_mut().take(n) {
+    for entry in table.iter_mut() {
         entry.slot = usize::MAX;
         (entry.rseq, entry.rseq_len) = ((entry.tcb as isize + rseq_offset) as usize, rseq_len);
         if let Some(page) = vtime::page() {
@@ -349,6 +358,9 @@ pub unsafe fn bring_back() -> Result<usize, String> {
                 Err(format!("cannot bring a parked thread back: {}", std::io::Error::from_raw_os_error(-tid as i32)));
             break;
         }
+    }
+    if leader_parked {
+        keep_signals_off(&mut old);
     }
     // SAFETY: restoring the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
@@ -498,5 +510,48 @@ pub unsafe fn fork_whole() -> libc::pid_t {
             vtime::slot_for_child();
         }
         pid
+    }
+}
+
+/// The signals a process is sent as a whole (by `kill`, a terminal, a timer).
+fn process_signals() -> impl Iterator<Item = c_int> {
+    [
+        libc::SIGHUP,
+        libc::SIGINT,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGTERM,
+        libc::SIGCHLD,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+        libc::SIGURG,
+        libc::SIGXCPU,
+        libc::SIGXFSZ,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGWINCH,
+        libc::SIGIO,
+        libc::SIGPWR,
+    ]
+    .into_iter()
+    .chain((libc::SIGRTMIN()..=libc::SIGRTMAX()).filter(|&s| s != signal()))
+}
+
+/// Adds the signals a process is sent as a whole to `mask`, the mask this
+/// thread (the copy's first) will run with. Used when a thread other than
+/// the zygote's first parked the others: the copy's first thread, whose id
+/// is the pid and which the kernel offers such a signal to first, is then
+/// not the controller's first thread. Python runs signal handlers in its
+/// main thread only; with this thread refusing them, the kernel offers them
+/// to the next thread, the controller's first, brought back first. Signals
+/// a thread is sent itself (a fault, `pthread_kill`, libc's own) are left as
+/// they were.
+fn keep_signals_off(mask: &mut libc::sigset_t) {
+    for s in process_signals() {
+        // SAFETY: sigaddset on our own set with a valid signal number.
+        unsafe { libc::sigaddset(mask, s) };
     }
 }

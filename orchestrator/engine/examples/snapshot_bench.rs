@@ -4,7 +4,8 @@
 //!
 //! `cargo build --release -p sts-shim && cargo run --release -p sts --example snapshot_bench -- 5`
 //! (rounds per controller, default 5; a second argument keeps only the
-//! controllers whose name contains it, e.g. `5 c65faucet`). Results: docs/benchmarks.md.
+//! controllers whose name contains it, e.g. `5 c65faucet`; `KEEP=1` keeps
+//! the controllers' logs in the temporary directory). Results: docs/benchmarks.md.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};

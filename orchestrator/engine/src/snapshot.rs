@@ -122,6 +122,8 @@ pub struct Zygote {
     control: BufReader<UnixStream>,
     name: String,
     forks: u64,
+    /// What the shim said when it parked (`ready PID build=B threads=N parker=TID`).
+    greeting: String,
 }
 
 impl Zygote {
@@ -193,7 +195,7 @@ impl Zygote {
                 if let Err(found) = same_build(&line) {
                     return Err(SnapshotError::OtherBuild { path: shim_path()?, found });
                 }
-                Ok(Zygote { process, control, name: spec.name.clone(), forks: 0 })
+                Ok(Zygote { process, control, name: spec.name.clone(), forks: 0, greeting: line.trim().to_string() })
             }
             Some("refuse") => Err(SnapshotError::Refused(line.trim()["refuse".len()..].trim().to_string())),
             _ => Err(SnapshotError::Start(format!("unexpected greeting from the shim: {:?}", line.trim()))),
@@ -208,6 +210,12 @@ impl Zygote {
     /// The parked process's id.
     pub fn pid(&self) -> u32 {
         self.process.pid()
+    }
+
+    /// What the shim said when it parked the process: its pid, build, how
+    /// many threads it has, and which one parked them (`parker=TID`).
+    pub fn greeting(&self) -> &str {
+        &self.greeting
     }
 
     /// Forks a fresh copy whose output goes to `log_path`, on the virtual
