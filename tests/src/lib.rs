@@ -5,6 +5,7 @@
 //!   every message in both directions, exactly as it crossed the wire.
 //! - [`pcap`]: writes a recorded session as a pcap of one TCP connection, so an
 //!   independent dissector (tshark) can read exactly the bytes that crossed it.
+//! - [`c_fixture`]: a C stand-in controller of `fixtures/`, compiled once.
 
 pub mod pcap;
 pub mod tshark;
@@ -14,6 +15,27 @@ pub mod tshark;
 pub fn engine() -> &'static sts_engine::Engine {
     static ENGINE: std::sync::OnceLock<sts_engine::Engine> = std::sync::OnceLock::new();
     ENGINE.get_or_init(sts_engine::Engine::silent)
+}
+
+/// `fixtures/NAME.c`, built once per test process with the system's C
+/// compiler (the one Rust links with); the program's path.
+pub fn c_fixture(name: &str) -> std::path::PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, std::path::PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, out)) = built.iter().find(|(n, _)| n == name) {
+        return out.clone();
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/{name}.c"));
+    let out = std::env::temp_dir().join(format!("sts-e2e-{name}-{}", std::process::id()));
+    let made = std::process::Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("running cc");
+    assert!(made.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&made.stderr));
+    built.push((name.to_string(), out.clone()));
+    out
 }
 
 use std::io::{Read, Write};

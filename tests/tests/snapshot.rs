@@ -96,26 +96,6 @@ fn a_zygote_logging_deep_in_the_tree_still_parks() {
     assert!(says_hello(copy.addr()));
 }
 
-/// `tests/fixtures/parked.c`, built once per test process with the system's
-/// C compiler.
-fn parked_program() -> std::path::PathBuf {
-    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/parked.c");
-            let out = std::env::temp_dir().join(format!("sts-e2e-parked-{}", std::process::id()));
-            let made = std::process::Command::new("cc")
-                .args(["-O1", "-pthread", "-o"])
-                .arg(&out)
-                .arg(&src)
-                .output()
-                .expect("running cc");
-            assert!(made.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&made.stderr));
-            out
-        })
-        .clone()
-}
-
 /// True if every thread of `pid` sleeps (`S`).
 fn all_asleep(pid: u32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
@@ -140,7 +120,7 @@ fn every_thread_of_a_parked_zygote_comes_back_in_each_copy() {
     let d = dir("parked");
     let spec = sts_engine::controller::ControllerSpec {
         name: "parked".into(),
-        command: vec![parked_program().display().to_string(), "{port}".into()],
+        command: vec![sts_e2e::c_fixture("parked").display().to_string(), "{port}".into()],
         env: vec![],
         config: None,
         start_timeout: Duration::from_secs(10),

@@ -236,26 +236,6 @@ fn a_threaded_controller_follows_virtual_time() {
     ctl.kill();
 }
 
-/// `tests/fixtures/waits.c`, built once per test process with the system's
-/// C compiler (the one Rust links with).
-fn waits_program() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/waits.c");
-            let out = std::env::temp_dir().join(format!("sts-e2e-waits-{}", std::process::id()));
-            let made = std::process::Command::new("cc")
-                .args(["-O1", "-pthread", "-o"])
-                .arg(&out)
-                .arg(&src)
-                .output()
-                .expect("running cc");
-            assert!(made.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&made.stderr));
-            out
-        })
-        .clone()
-}
-
 /// Runs the waits fixture's `primitive` for `seconds` of its time on a fresh
 /// virtual clock, letting time jump whenever the run is idle, for at most
 /// `real` of real time. Returns the log and the clock.
@@ -265,7 +245,12 @@ fn run_wait(primitive: &str, seconds: u32, real: Duration) -> (String, std::sync
     let clock = Clock::start_virtual(vt.clone());
     let spec = ControllerSpec {
         name: "waits".into(),
-        command: vec![waits_program().display().to_string(), "{port}".into(), primitive.into(), seconds.to_string()],
+        command: vec![
+            sts_e2e::c_fixture("waits").display().to_string(),
+            "{port}".into(),
+            primitive.into(),
+            seconds.to_string(),
+        ],
         env: vec![],
         config: None,
         start_timeout: Duration::from_secs(10),
