@@ -435,17 +435,7 @@ fn at_thread_wait() {
     if TRYING.swap(true, Ordering::AcqRel) {
         return;
     }
-    let now_ms = || {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: libc's clock_gettime into our own timespec.
-        unsafe {
-            real!("clock_gettime", unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int)(
-                libc::CLOCK_MONOTONIC,
-                &mut ts,
-            )
-        };
-        vtime::ns_of(&ts) / 1_000_000
-    };
+    let now_ms = || threads::real_now(libc::CLOCK_MONOTONIC) / 1_000_000;
     let since = match SINCE_MS.load(Ordering::Acquire) {
         0 => {
             let t = now_ms().max(1);
@@ -473,22 +463,25 @@ fn at_thread_wait() {}
 /// Says the process cannot be parked, and why; it runs on unsnapshotted.
 #[cfg(target_arch = "x86_64")]
 fn refuse(why: &str) {
-    STATE.store(DONE, Ordering::Relaxed);
-    let Some(path) = std::env::var_os("STS_SHIM_SOCKET") else { return };
-    std::env::remove_var("STS_SHIM_SOCKET");
-    if let Ok(mut control) = UnixStream::connect(&path) {
+    if let Some(mut control) = connect_to_sts() {
         let _ = writeln!(control, "refuse {why}");
     }
+}
+
+/// Done acting as the shim of a zygote-to-be: connects to the socket sts
+/// named in `STS_SHIM_SOCKET`, if any, and takes the variable out of the
+/// environment (it must not leak into processes the controller starts).
+fn connect_to_sts() -> Option<UnixStream> {
+    STATE.store(DONE, Ordering::Relaxed);
+    let path = std::env::var_os("STS_SHIM_SOCKET")?;
+    std::env::remove_var("STS_SHIM_SOCKET");
+    UnixStream::connect(&path).ok()
 }
 
 /// Becomes the zygote (returns only in a copy), or says why it cannot.
 /// `parked` other threads are parked in their signal handlers (`park`).
 fn park(parked: usize) {
-    STATE.store(DONE, Ordering::Relaxed);
-    let Some(path) = std::env::var_os("STS_SHIM_SOCKET") else { return };
-    // The variable must not leak into processes the controller starts.
-    std::env::remove_var("STS_SHIM_SOCKET");
-    let Ok(mut control) = UnixStream::connect(&path) else { return };
+    let Some(mut control) = connect_to_sts() else { return };
     let threads = std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0);
     if threads != 1 + parked {
         let _ = writeln!(control, "refuse threads={threads}");

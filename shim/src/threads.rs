@@ -154,7 +154,7 @@ fn set_errno(e: c_int) {
 }
 
 /// Real nanoseconds on `clock` now (unshifted).
-fn real_now(clock: libc::clockid_t) -> u64 {
+pub(crate) fn real_now(clock: libc::clockid_t) -> u64 {
     type ClockGettime = unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int;
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: libc's clock_gettime writing into our own timespec.
