@@ -160,7 +160,8 @@ fn jobs_run_and_their_results_download() {
     );
     assert!(fuzz.summary.as_deref().is_some_and(|s| s.starts_with("loop: ")), "{:?}", fuzz.summary);
     let log = c.log(fuzz.id).unwrap();
-    assert!(log.contains("$ sts --progress json fuzz") && log.contains("\"phase\":\"fuzz\""), "{log}");
+    // The log is text: the engine's progress goes to /events and `progress`.
+    assert!(log.contains("$ sts --progress json fuzz") && !log.contains("{\"progress\":"), "{log}");
 
     let mut min = JobRequest::minimize_of(fuzz.id);
     min.final_replays = Some(2);
@@ -781,9 +782,57 @@ fn the_index_and_a_report_open_in_chromium() {
     let failed = c.submit(&broken).map(|j| c.wait(j.id, WAIT).unwrap());
     // A person opens the index once with the token; the cookie lets the browser read.
     let index = chromium(&format!("http://{}/?token={}", server.addr, server.token), &["--dump-dom"]);
-    assert!(index.contains(&format!("data-job=\"{}\"", bug.id)) && index.contains(">violation<"), "{index}");
+    assert!(index.contains(&format!("data-job=\"{}\"", bug.id)) && index.contains(">bug found<"), "{index}");
     if let Ok(failed) = failed {
         assert!(index.contains(&format!("data-job=\"{}\"", failed.id)));
+    }
+    // Each verdict in its kind's words: exit 0 of a minimization or of a
+    // replay under `expect` is a bug, not "nothing found".
+    let mut min = JobRequest::minimize_of(bug.id);
+    min.final_replays = Some(2);
+    let min = c.wait(c.submit(&min).unwrap().id, WAIT).unwrap();
+    let mut replay = JobRequest::replay_of(bug.id);
+    replay.expect = Some(sts_client::Expect::Reproduce);
+    let replay = c.wait(c.submit(&replay).unwrap().id, WAIT).unwrap();
+    assert_eq!((min.exit_code, replay.exit_code), (Some(0), Some(0)), "{min:?} {replay:?}");
+    let index = chromium(&format!("http://{}/?token={}", server.addr, server.token), &["--dump-dom"]);
+    let row = |id: i64| {
+        let start = index.find(&format!("data-job=\"{id}\"")).unwrap_or_else(|| panic!("job {id} in {index}"));
+        let row = &index[index[..start].rfind("<tr").unwrap()..];
+        row[..row.find("</tr>").unwrap()].to_string()
+    };
+    for (id, class, verdict) in
+        [(bug.id, "bug", "bug found"), (min.id, "bug", "bug minimized"), (replay.id, "ok", "reproduced, as expected")]
+    {
+        let r = row(id);
+        assert!(r.contains(&format!("class=\"{class}\"")) && r.contains(&format!(">{verdict}<")), "{r}");
+    }
+    // A page per job, and its files to browse.
+    let page =
+        chromium(&format!("http://{}/jobs/{}/page?token={}", server.addr, min.id, server.token), &["--dump-dom"]);
+    assert!(page.contains(">bug minimized<") && page.contains(&format!("/jobs/{}/files/", min.id)), "{page}");
+    let files =
+        chromium(&format!("http://{}/jobs/{}/files/?token={}", server.addr, min.id, server.token), &["--dump-dom"]);
+    assert!(files.contains(&format!("href=\"/jobs/{}/files/mcs/\"", min.id)), "{files}");
+    let get = |path: &str| {
+        raw_answer(
+            &server.addr,
+            &server.authed(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()),
+        )
+    };
+    let md = get(&format!("/jobs/{}/files/mcs/report.md", min.id));
+    assert!(md.starts_with("HTTP/1.1 200") && md.contains("text/plain"), "{md}");
+    let html = get(&format!("/jobs/{}/files/report/index.html", min.id)).to_ascii_lowercase();
+    assert!(
+        html.starts_with("http/1.1 200") && html.contains("content-security-policy: sandbox allow-scripts"),
+        "{html}"
+    );
+    std::os::unix::fs::symlink("/etc", data.join(format!("jobs/{}/run/etc", min.id))).unwrap();
+    for hostile in
+        ["files/../../../../etc/passwd", "files/..%2F..%2F..%2F..%2Fetc%2Fpasswd", "files/etc/passwd", "files/nothing"]
+    {
+        let a = get(&format!("/jobs/{}/{hostile}", min.id));
+        assert!(a.starts_with("HTTP/1.1 4") && !a.contains("root:"), "{hostile}: {a}");
     }
     let report = chromium(
         &format!("http://{}/jobs/{}/report.html?token={}", server.addr, bug.id, server.token),

@@ -278,6 +278,135 @@ pub struct Job {
     pub request: JobRequest,
 }
 
+/// What a job came to, in its kind's own words: the exit code alone does not
+/// say it (a minimization that ends with exit 0 found a bug; a replay's exit
+/// 0 means "vanished" or, under `expect`, "as expected").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Waiting for a worker.
+    Queued,
+    /// A worker runs it.
+    Running,
+    /// A fuzz run or campaign that found no violation.
+    NothingFound,
+    /// A fuzz run or campaign that found a violation (a bug).
+    BugFound,
+    /// A fuzz run whose network was broken before its first input.
+    BrokenFromStart,
+    /// A replay that showed the bug again (`expect` not given).
+    Reproduced,
+    /// A replay that did not show the bug (`expect` not given).
+    Vanished,
+    /// A replay whose `expect` held: `reproduced` says which way.
+    AsExpected { reproduced: bool },
+    /// A replay whose `expect` failed: `reproduced` says what happened.
+    NotAsExpected { reproduced: bool },
+    /// A minimization that ran to its end (its summary gives the sequence).
+    Minimized,
+    /// The job could not run: bad input, environment, killed.
+    Failed(Outcome),
+    /// Cancelled through the API.
+    Cancelled,
+}
+
+/// How a verdict reads at a glance (the index's colours).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// Nothing wrong found, or a CI expectation held.
+    Good,
+    /// A bug: found, reproduced, minimized, or an expectation failed.
+    Bug,
+    /// The job itself failed.
+    Error,
+    /// Queued, running or cancelled.
+    Neutral,
+}
+
+impl Verdict {
+    /// Its words, as the index shows them.
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Queued => "queued",
+            Verdict::Running => "running",
+            Verdict::NothingFound => "nothing found",
+            Verdict::BugFound => "bug found",
+            Verdict::BrokenFromStart => "violation from the start",
+            Verdict::Reproduced => "reproduced",
+            Verdict::Vanished => "did not reproduce",
+            Verdict::AsExpected { reproduced: true } => "reproduced, as expected",
+            Verdict::AsExpected { reproduced: false } => "vanished, as expected",
+            Verdict::NotAsExpected { reproduced: true } => "reproduced, expected to vanish",
+            Verdict::NotAsExpected { reproduced: false } => "vanished, expected to reproduce",
+            Verdict::Minimized => "bug minimized",
+            Verdict::Failed(Outcome::BadInput) => "bad input",
+            Verdict::Failed(Outcome::Environment) => "environment failed",
+            Verdict::Failed(_) => "killed",
+            Verdict::Cancelled => "cancelled",
+        }
+    }
+
+    /// How it reads at a glance.
+    pub fn tone(self) -> Tone {
+        match self {
+            Verdict::NothingFound | Verdict::Vanished | Verdict::AsExpected { .. } => Tone::Good,
+            Verdict::BugFound
+            | Verdict::BrokenFromStart
+            | Verdict::Reproduced
+            | Verdict::NotAsExpected { .. }
+            | Verdict::Minimized => Tone::Bug,
+            Verdict::Failed(_) => Tone::Error,
+            Verdict::Queued | Verdict::Running | Verdict::Cancelled => Tone::Neutral,
+        }
+    }
+}
+
+impl Job {
+    /// What the job came to, by its kind and request (see [`Verdict`]).
+    pub fn verdict(&self) -> Verdict {
+        let outcome = match (self.state, self.outcome) {
+            (State::Queued, _) => return Verdict::Queued,
+            (State::Running, _) => return Verdict::Running,
+            (State::Cancelled, _) | (_, Some(Outcome::Cancelled)) => return Verdict::Cancelled,
+            (_, Some(o)) => o,
+            (_, None) => return Verdict::Failed(Outcome::Killed),
+        };
+        let found = match outcome {
+            Outcome::Ok => false,
+            Outcome::Violation => true,
+            Outcome::PresentFromStart => return Verdict::BrokenFromStart,
+            failed => return Verdict::Failed(failed),
+        };
+        match (self.kind, self.request.expect) {
+            (Kind::Fuzz | Kind::Campaign, _) => {
+                if found {
+                    Verdict::BugFound
+                } else {
+                    Verdict::NothingFound
+                }
+            }
+            // sts minimize ends with 0 or a failure; a 1 would be a bug found all the same.
+            (Kind::Minimize, _) => Verdict::Minimized,
+            (Kind::Replay, None) => {
+                if found {
+                    Verdict::Reproduced
+                } else {
+                    Verdict::Vanished
+                }
+            }
+            // Under `expect`, exit 0 means it held.
+            (Kind::Replay, Some(want)) => {
+                let held = !found;
+                let reproduced = (want == Expect::Reproduce) == held;
+                if held {
+                    Verdict::AsExpected { reproduced }
+                } else {
+                    Verdict::NotAsExpected { reproduced }
+                }
+            }
+        }
+    }
+}
+
 /// What a proxy rule does to the messages it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -576,5 +705,50 @@ fn error(e: ureq::Error) -> Error {
             Error::Api(serde_json::from_str(&text).unwrap_or(ApiError { error: text, status }))
         }
         e => Error::Transport(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(kind: Kind, code: i32, expect: Option<Expect>) -> Job {
+        let outcome = Outcome::of_exit_code(code);
+        Job {
+            id: 1,
+            kind,
+            state: outcome.state(),
+            outcome: Some(outcome),
+            exit_code: Some(code),
+            error: None,
+            summary: None,
+            created_ms: 0,
+            started_ms: None,
+            finished_ms: None,
+            attempts: 1,
+            progress: None,
+            request: JobRequest { kind: Some(kind), expect, ..JobRequest::default() },
+        }
+    }
+
+    #[test]
+    fn a_verdict_reads_the_exit_code_in_its_kinds_words() {
+        let v = |kind, code, expect| finished(kind, code, expect).verdict();
+        assert_eq!(v(Kind::Fuzz, 0, None), Verdict::NothingFound);
+        assert_eq!(v(Kind::Fuzz, 1, None), Verdict::BugFound);
+        assert_eq!(v(Kind::Fuzz, 4, None), Verdict::BrokenFromStart);
+        assert_eq!(v(Kind::Campaign, 1, None), Verdict::BugFound);
+        // Exit 0 of a minimization is a bug minimized, not "nothing found".
+        assert_eq!(v(Kind::Minimize, 0, None), Verdict::Minimized);
+        assert_eq!(v(Kind::Minimize, 0, None).tone(), Tone::Bug);
+        assert_eq!(v(Kind::Replay, 1, None), Verdict::Reproduced);
+        assert_eq!(v(Kind::Replay, 0, None), Verdict::Vanished);
+        // Under --expect reproduce, exit 0 means it reproduced.
+        assert_eq!(v(Kind::Replay, 0, Some(Expect::Reproduce)), Verdict::AsExpected { reproduced: true });
+        assert_eq!(v(Kind::Replay, 1, Some(Expect::Reproduce)), Verdict::NotAsExpected { reproduced: false });
+        assert_eq!(v(Kind::Replay, 0, Some(Expect::Vanish)), Verdict::AsExpected { reproduced: false });
+        assert_eq!(v(Kind::Replay, 1, Some(Expect::Vanish)), Verdict::NotAsExpected { reproduced: true });
+        assert_eq!(v(Kind::Replay, 3, None), Verdict::Failed(Outcome::Environment));
+        assert_eq!(v(Kind::Replay, 3, None).tone(), Tone::Error);
     }
 }

@@ -203,7 +203,10 @@ impl Controller {
             let name = name.clone();
             move |source| StartError::Io { name, context, source }
         };
-        let aux_port = free_local_addr().map(|a| a.port()).unwrap_or(0);
+        // Never the OpenFlow port: a controller whose listeners share a port
+        // (eventlet sets SO_REUSEPORT, so both binds succeed) splits the
+        // switches' connections between its REST API and OpenFlow.
+        let aux_port = free_local_port_except(addr.port()).unwrap_or(0);
         // Absolute: programs resolve a relative path against their own idea of
         // a base (ovs-testcontroller puts a relative --unixctl under
         // /var/run/openvswitch).
@@ -543,6 +546,21 @@ pub fn raise_fd_limit() -> std::io::Result<u64> {
 /// A loopback address with a port that is free right now.
 pub fn free_local_addr() -> std::io::Result<SocketAddr> {
     TcpListener::bind("127.0.0.1:0")?.local_addr()
+}
+
+/// A loopback port that is free right now and is not `taken` (which may be
+/// free too, not yet bound: the kernel can hand it out again).
+pub fn free_local_port_except(taken: u16) -> std::io::Result<u16> {
+    // Held until a port other than `taken` comes, so the kernel moves on.
+    let mut held = Vec::new();
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        if port != taken {
+            return Ok(port);
+        }
+        held.push(l);
+    }
 }
 
 #[cfg(test)]

@@ -302,8 +302,20 @@ impl CopyOutput {
         let CopyOutput { out, err, report } = self;
         drop((out.1, err.1, report.1));
         let ports = read_report(report.0, Duration::from_secs(10)).map_err(|e| format!("its report: {e}"))?;
-        let Some(&(_, port)) = ports.iter().find(|(old, _)| *old == listen.port()) else {
-            return Err(format!("its report: no new port for {} in {ports:?}", listen.port()));
+        tracing::debug!("{name}: copy {pid} moved its listeners (old, new): {ports:?}; OpenFlow was {listen}");
+        let moved: Vec<u16> = ports.iter().filter(|(old, _)| *old == listen.port()).map(|&(_, new)| new).collect();
+        let port = match moved.as_slice() {
+            [port] => *port,
+            [] => return Err(format!("its report: no new port for {} in {ports:?}", listen.port())),
+            // Two listeners shared the OpenFlow port (SO_REUSEPORT): sts
+            // cannot tell which one is OpenFlow.
+            _ => {
+                return Err(format!(
+                    "its report: {} listeners were on the OpenFlow port {}: {ports:?}",
+                    moved.len(),
+                    listen.port()
+                ))
+            }
         };
         let addr = SocketAddr::new(listen.ip(), port);
         // A side service (`{aux_port}`) listening before the snapshot moved too.

@@ -58,7 +58,7 @@ impl<T: serde::Serialize> IntoResponse for Json<T> {
 pub struct Failure(StatusCode, String);
 
 impl Failure {
-    fn new(status: StatusCode, error: impl Into<String>) -> Failure {
+    pub(crate) fn new(status: StatusCode, error: impl Into<String>) -> Failure {
         Failure(status, error.into())
     }
     fn bad(error: impl Into<String>) -> Failure {
@@ -67,7 +67,7 @@ impl Failure {
     fn not_found(id: i64) -> Failure {
         Failure::new(StatusCode::NOT_FOUND, format!("no job {id}"))
     }
-    fn internal(error: impl std::fmt::Display) -> Failure {
+    pub(crate) fn internal(error: impl std::fmt::Display) -> Failure {
         tracing::error!("{error}");
         Failure::new(StatusCode::INTERNAL_SERVER_ERROR, error.to_string())
     }
@@ -104,6 +104,9 @@ pub fn router(app: App) -> Router {
         .route("/jobs/{id}/trace.pcap", get(trace_pcap))
         .route("/jobs/{id}/junit.xml", get(junit_xml))
         .route("/jobs/{id}/summary.md", get(summary_md))
+        .route("/jobs/{id}/page", get(crate::index::job_page))
+        .route("/jobs/{id}/files/", get(crate::files::root))
+        .route("/jobs/{id}/files/{*path}", get(crate::files::entry))
         .route("/proxies", get(list_proxies).post(create_proxy))
         .route("/proxies/populate", post(populate_proxies))
         .route("/proxies/{name}", get(get_proxy).delete(delete_proxy))
@@ -206,7 +209,7 @@ fn shown(app: &App, mut job: Job) -> Job {
     job
 }
 
-fn find(app: &App, id: &str) -> Answer<Job> {
+pub(crate) fn find(app: &App, id: &str) -> Answer<Job> {
     let id = parse_id(id)?;
     let job = app.shared.store.get(id)?.ok_or_else(|| Failure::not_found(id))?;
     Ok(shown(app, job))
@@ -531,12 +534,24 @@ fn file_response(path: PathBuf, content_type: &'static str, missing: String) -> 
 pub async fn job_log(State(app): State<App>, Path(id): Path<String>) -> Answer<Response> {
     let job = find(&app, &id)?;
     let path = jobs::job_dir(&app.shared.data, job.id).join("log.txt");
-    match file_response(path, "text/plain; charset=utf-8", String::new()) {
-        Err(Failure(StatusCode::NOT_FOUND, _)) => {
-            Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "").into_response())
+    let text = match tokio::fs::read(&path).await {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(Failure::internal(format!("{}: {e}", path.display()))),
+    };
+    // The engine's progress lines are for /events and the job's `progress`.
+    let mut shown = Vec::with_capacity(text.len());
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        if !is_progress_line(&String::from_utf8_lossy(line)) {
+            shown.extend_from_slice(line);
         }
-        r => r,
     }
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], shown).into_response())
+}
+
+/// A line of the engine's progress (`sts --progress json`), not of its log.
+pub(crate) fn is_progress_line(line: &str) -> bool {
+    line.starts_with("{\"progress\":")
 }
 
 /// The job's output as Server-Sent Events, from its start: `log` events

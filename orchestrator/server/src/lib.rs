@@ -21,6 +21,7 @@ use std::time::Duration;
 
 pub mod api;
 pub mod door;
+pub mod files;
 pub mod index;
 pub mod jobs;
 pub mod listener;
