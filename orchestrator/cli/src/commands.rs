@@ -160,6 +160,12 @@ fn pingall(engine: &Engine, config_path: &Path) -> u8 {
 }
 
 /// Writes a JUnit report; a failure to is the environment's (exit 3).
+/// The facts every JUnit file carries about a command started at `started_ms`.
+fn run_info(started_ms: i64) -> sts_report::junit::RunInfo {
+    let took = sts_engine::clock::unix_time_ms().saturating_sub(started_ms).max(0) as u64;
+    sts_report::junit::RunInfo::new(started_ms, std::time::Duration::from_millis(took))
+}
+
 fn write_junit(name: &str, path: Option<&Path>, report: impl FnOnce() -> quick_junit::Report) -> Result<(), u8> {
     let Some(path) = path else { return Ok(()) };
     sts_report::junit::write(path, &report()).map_err(|e| {
@@ -169,6 +175,7 @@ fn write_junit(name: &str, path: Option<&Path>, report: impl FnOnce() -> quick_j
 }
 
 fn fuzz(engine: &Engine, config_path: &Path, out: &Path, seed: Option<u64>, junit: Option<&Path>) -> u8 {
+    let started = sts_engine::clock::unix_time_ms();
     let (mut config, mut text) = match load_config("fuzz", config_path) {
         Ok(c) => c,
         Err(code) => return code,
@@ -205,9 +212,10 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path, seed: Option<u64>, juni
     if let Some(clock) = &o.clock {
         eprintln!("{clock}");
     }
-    if let Err(code) =
-        write_junit("fuzz", junit, || sts_report::junit::fuzz(config_path, config.fuzz.seed, &o, &exp.trace()))
-    {
+    if let Err(code) = write_junit("fuzz", junit, || {
+        let info = run_info(started).experiment(out);
+        sts_report::junit::fuzz(config_path, config.fuzz.seed, &o, &exp.trace(), &info)
+    }) {
         return code;
     }
     match o.violation {
@@ -245,6 +253,7 @@ fn replay(
     same: Option<Same>,
     junit: Option<&Path>,
 ) -> u8 {
+    let started = sts_engine::clock::unix_time_ms();
     // Checked before anything starts, so a broken trace costs nothing.
     let (exp, mut config, trace) = match replay::load(dir) {
         Ok(x) => x,
@@ -288,9 +297,10 @@ fn replay(
         Err(e) => eprintln!("sts replay: no HTML report: {e}"),
     }
     let reproduced = summary.reproduced > 0;
-    if let Err(code) =
-        write_junit("replay", junit, || sts_report::junit::replay(dir, &summary, expect == Some("reproduce")))
-    {
+    if let Err(code) = write_junit("replay", junit, || {
+        let info = run_info(started).experiment(dir);
+        sts_report::junit::replay(&summary, expect == Some("reproduce"), &info)
+    }) {
         return code;
     }
     match expect {
@@ -323,6 +333,7 @@ fn minimize(
     junit: Option<&Path>,
     executor: &crate::args::ExecutorArgs,
 ) -> u8 {
+    let started = sts_engine::clock::unix_time_ms();
     if let Ok(config) = Config::load(&dir.join("config.toml")) {
         say_commands("minimize", &dir.join("config.toml"), &config);
     }
@@ -356,7 +367,9 @@ fn minimize(
         eprintln!("sts minimize: {}: {e}", mcs.join("report.md").display());
         return exit::ENVIRONMENT;
     }
-    if let Err(code) = write_junit("minimize", junit, || sts_report::junit::minimize(dir, &report)) {
+    if let Err(code) =
+        write_junit("minimize", junit, || sts_report::junit::minimize(&report, &run_info(started).experiment(dir)))
+    {
         return code;
     }
     print!("{}", sts_report::mcs_summary(&report));
@@ -403,6 +416,8 @@ fn campaign(
     junit: Option<&Path>,
     executor: &crate::args::ExecutorArgs,
 ) -> u8 {
+    let started = sts_engine::clock::unix_time_ms();
+    let seed_range = seeds.to_string();
     let seeds = match sts_engine::campaign::parse_seeds(seeds) {
         Ok(s) => s,
         Err(e) => {
@@ -455,7 +470,11 @@ fn campaign(
         eprintln!("sts campaign: {}: {e}", out.join("summary.md").display());
         return exit::ENVIRONMENT;
     }
-    if let Err(code) = write_junit("campaign", junit, || sts_report::junit::campaign(config_path, &report)) {
+    if let Err(code) = write_junit("campaign", junit, || {
+        let mut info = run_info(started).config(text.as_bytes()).property("seeds", &seed_range);
+        info.out = format!("summary: {}\n", out.join("summary.md").display());
+        sts_report::junit::campaign(config_path, &report, &info)
+    }) {
         return code;
     }
     print!("{summary}");

@@ -102,3 +102,68 @@ fn fuzz_replay_and_minimize_write_junit_a_ci_system_reads() {
     assert_eq!((tests, failures), (1, 1));
     assert!(text.contains("minimal causal sequence: 1 of"), "{text}");
 }
+
+/// (suite name, classname, case name) of every case, and the first suite's
+/// attributes and properties, by an independent parser.
+fn names_and_facts(path: &Path) -> (Vec<String>, serde_json::Value) {
+    common::validate_junit_schema(path);
+    let script = r#"
+import sys, json, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+names = [f'{s.get("name")} | {c.get("classname")} | {c.get("name")}' for s in root for c in s.findall("testcase")]
+suite = root[0]
+props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+out = suite.find("system-out")
+print(json.dumps({"names": names, "attrs": suite.attrib, "props": props, "out": out.text if out is not None else None}))
+"#;
+    let out = Command::new("python3").args(["-c", script]).arg(path).output().unwrap();
+    assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names = v["names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect();
+    (names, v)
+}
+
+#[test]
+fn junit_names_stay_the_same_across_runs_paths_and_invocations() {
+    let dir = std::env::temp_dir().join(format!("sts-junit-stable-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap();
+    let j = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    // The same config typed as an absolute path and as a relative one.
+    let absolute = root.join("examples/fuzz-ovs-mesh.toml");
+    let runs = [(absolute.to_str().unwrap().to_string(), "a"), ("examples/fuzz-ovs-mesh.toml".to_string(), "b")];
+    for (config, tag) in &runs {
+        let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+            .current_dir(&root)
+            .args(["fuzz", "--config", config, "--out", &j(tag), "--junit", &j(&format!("fuzz-{tag}.xml"))])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (a, facts) = names_and_facts(&dir.join("fuzz-a.xml"));
+    let (b, _) = names_and_facts(&dir.join("fuzz-b.xml"));
+    assert_eq!(a, b, "a fuzz case is named by the config's name, not its path");
+    assert_eq!(a, vec!["sts fuzz | sts.fuzz | fuzz-ovs-mesh.toml seed 3".to_string()]);
+    // What changes between runs is beside the names.
+    for attr in ["timestamp", "time", "hostname"] {
+        assert!(facts["attrs"][attr].as_str().is_some_and(|v| !v.is_empty()), "{attr}: {facts}");
+    }
+    assert_eq!(facts["props"]["seed"], "3", "{facts}");
+    assert_eq!(facts["props"]["controllers"], "ovs-testcontroller", "{facts}");
+    assert_eq!(facts["props"]["sts.version"], env!("CARGO_PKG_VERSION"), "{facts}");
+    assert_eq!(facts["props"]["config.sha256"].as_str().map(str::len), Some(64), "{facts}");
+    assert!(facts["out"].as_str().is_some_and(|o| o.contains("trace.jsonl")), "{facts}");
+
+    // Two invocations of replay on one experiment: the second no longer
+    // counts on from the first ("replay 2").
+    for n in ["1", "2"] {
+        let (code, err) = sts(&["replay", &j("a"), "--junit", &j(&format!("replay-{n}.xml"))]);
+        assert_eq!(code, 1, "{err}");
+    }
+    let (first, _) = names_and_facts(&dir.join("replay-1.xml"));
+    let (second, _) = names_and_facts(&dir.join("replay-2.xml"));
+    assert_eq!(first, second);
+    assert!(first[0].starts_with("sts replay | sts.replay | ") && first[0].ends_with(" (replay 1 of 1)"), "{first:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -176,7 +176,7 @@ fn jobs_run_and_their_results_download() {
     let said = min.summary.as_deref().unwrap_or("");
     assert!(said.starts_with("minimal causal sequence: ") && said.ends_with("of 2 final replays"), "{said}");
     let junit = String::from_utf8(c.artifact(min.id, "junit.xml").unwrap()).unwrap();
-    assert!(junit.contains("<testsuite name=\"sts minimize run\"") && junit.contains("<failure"), "{junit}");
+    assert!(junit.contains("<testsuite name=\"sts minimize\"") && junit.contains("<failure"), "{junit}");
     let pcap = c.artifact(min.id, "trace.pcap").unwrap();
     assert_eq!(&pcap[..4], &[0xd4, 0xc3, 0xb2, 0xa1], "a pcap file (little-endian magic)");
     let report = String::from_utf8(c.artifact(min.id, "report.html").unwrap()).unwrap();

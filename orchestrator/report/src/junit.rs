@@ -2,15 +2,102 @@
 //! with `quick-junit`. A bug sts finds is a failing test case whose message
 //! is the violation and whose text is its witness, culprit and, for a
 //! minimization, the minimal causal sequence.
+//!
+//! A CI keeps a test's history by its name, so names never carry what
+//! changes between runs of the same thing: not the path as typed, not a
+//! replay's number in the experiment's `replays/`, not the order a campaign
+//! found its bugs in. A case is named by the config's file name and seed
+//! (fuzz), by the bug it is about (replay, minimize, campaign). What does
+//! change (when, how long, where, with which sts, controllers and config) is
+//! in `timestamp`, `time`, `hostname` and the suite's `properties`.
 
 use std::path::Path;
 use std::time::Duration;
 
-use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use sts_engine::fuzz::FuzzOutcome;
 use sts_engine::minimize;
 use sts_engine::replay::Summary;
 use sts_invariants::Violation;
+
+/// What a JUnit file says about the run beside its cases.
+#[derive(Debug, Clone, Default)]
+pub struct RunInfo {
+    /// When the command started, in milliseconds since the Unix epoch.
+    pub started_ms: i64,
+    /// How long it took.
+    pub took: Duration,
+    /// Properties, in order: `sts.version`, `seed`, `controllers`,
+    /// `config.sha256` ... (read from an experiment by [`RunInfo::of_experiment`]).
+    pub properties: Vec<(String, String)>,
+    /// The suite's `system-out`: where the report and trace are.
+    pub out: String,
+}
+
+impl RunInfo {
+    /// A run started at `started_ms` that took `took`, by this sts.
+    pub fn new(started_ms: i64, took: Duration) -> RunInfo {
+        let properties = vec![("sts.version".to_string(), env!("CARGO_PKG_VERSION").to_string())];
+        RunInfo { started_ms, took, properties, out: String::new() }
+    }
+
+    /// Adds what experiment directory `dir` says of itself: its seed and
+    /// controllers (`meta.json`), its config's hash, and where its trace,
+    /// report and minimal causal sequence are.
+    pub fn experiment(mut self, dir: &Path) -> RunInfo {
+        let meta: serde_json::Value =
+            std::fs::read(dir.join("meta.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        if let Some(seed) = meta.get("seed").and_then(|s| s.as_u64()) {
+            self.properties.push(("seed".into(), seed.to_string()));
+        }
+        if let Some(cs) = meta.get("controllers").and_then(|c| c.as_array()) {
+            let names: Vec<&str> = cs.iter().filter_map(|c| c.get("name")?.as_str()).collect();
+            self.properties.push(("controllers".into(), names.join(",")));
+        }
+        if let Ok(config) = std::fs::read(dir.join("config.toml")) {
+            self = self.config(&config);
+        }
+        for (what, rel) in
+            [("trace", "trace.jsonl"), ("report", "report/index.html"), ("minimal causal sequence", "mcs/report.md")]
+        {
+            if dir.join(rel).exists() {
+                self.out.push_str(&format!("{what}: {}\n", dir.join(rel).display()));
+            }
+        }
+        self
+    }
+
+    /// Adds the hash of the config the run used (`config.sha256`).
+    pub fn config(mut self, text: &[u8]) -> RunInfo {
+        use sha2::Digest;
+        let hash: String = sha2::Sha256::digest(text).iter().map(|b| format!("{b:02x}")).collect();
+        self.properties.push(("config.sha256".into(), hash));
+        self
+    }
+
+    /// Adds a property.
+    pub fn property(mut self, name: &str, value: impl ToString) -> RunInfo {
+        self.properties.push((name.into(), value.to_string()));
+        self
+    }
+
+    /// A suite named `name` carrying these facts.
+    fn suite(&self, name: impl Into<quick_junit::XmlString>) -> TestSuite {
+        let mut suite = TestSuite::new(name);
+        if let Some(t) = chrono::DateTime::from_timestamp_millis(self.started_ms) {
+            suite.set_timestamp(t.fixed_offset());
+        }
+        suite.set_time(self.took);
+        suite.extra.insert("hostname".into(), sts_trace::dir::hostname().into());
+        for (k, v) in &self.properties {
+            suite.add_property(Property::new(k.as_str(), v.as_str()));
+        }
+        if !self.out.is_empty() {
+            suite.set_system_out(self.out.as_str());
+        }
+        suite
+    }
+}
 
 fn failure(v: &Violation, extra: &str) -> TestCaseStatus {
     let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
@@ -31,9 +118,20 @@ fn case(name: String, classname: &str, status: TestCaseStatus, time: Option<Dura
     c
 }
 
+fn report_of(suite: TestSuite) -> Report {
+    let mut report = Report::new("sts");
+    report.add_test_suite(suite);
+    report
+}
+
+/// A path's file name (what stays the same wherever it is run from).
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
 /// `sts fuzz`: one test case, failing when a violation was found.
-pub fn fuzz(config: &Path, seed: u64, o: &FuzzOutcome, trace: &Path) -> Report {
-    let name = format!("{} seed {seed}", config.display());
+pub fn fuzz(config: &Path, seed: u64, o: &FuzzOutcome, trace: &Path, info: &RunInfo) -> Report {
+    let name = format!("{} seed {seed}", file_name(config));
     let status = match &o.violation {
         Some(v) => failure(
             v,
@@ -47,19 +145,20 @@ pub fn fuzz(config: &Path, seed: u64, o: &FuzzOutcome, trace: &Path) -> Report {
         ),
         None => TestCaseStatus::success(),
     };
-    let mut suite = TestSuite::new("sts fuzz");
-    suite.add_test_case(case(name, "sts.fuzz", status, None));
-    let mut report = Report::new("sts");
-    report.add_test_suite(suite);
-    report
+    let mut suite = info.suite("sts fuzz");
+    suite.add_test_case(case(name, "sts.fuzz", status, Some(info.took)));
+    report_of(suite)
 }
 
-/// `sts replay`: one test case per replay. Without an expectation (or
-/// expecting the bug to vanish) a replay that reproduces it fails; expecting
-/// it to reproduce, a replay that does not fails.
-pub fn replay(dir: &Path, s: &Summary, expect_reproduce: bool) -> Report {
-    let mut suite = TestSuite::new(format!("sts replay {}", dir.display()));
-    for r in &s.runs {
+/// `sts replay`: one test case per replay, named by the bug and the
+/// replay's place in this invocation (`(replay 2 of 3)`). Without an
+/// expectation (or expecting the bug to vanish) a replay that reproduces it
+/// fails; expecting it to reproduce, a replay that does not fails.
+pub fn replay(s: &Summary, expect_reproduce: bool, info: &RunInfo) -> Report {
+    let mut suite = info.suite("sts replay");
+    let bug = s.violation.as_deref().unwrap_or("the recorded run");
+    let n = s.runs.len();
+    for (i, r) in s.runs.iter().enumerate() {
         let status = match (&r.violation, r.reproduced, expect_reproduce) {
             (Some(v), true, false) => failure(v, &format!("the bug reproduces; trace: {}\n", r.trace.display())),
             (_, false, true) => {
@@ -72,16 +171,14 @@ pub fn replay(dir: &Path, s: &Summary, expect_reproduce: bool) -> Report {
             }
             _ => TestCaseStatus::success(),
         };
-        suite.add_test_case(case(format!("replay {}", r.run), "sts.replay", status, None));
+        suite.add_test_case(case(format!("{bug} (replay {} of {n})", i + 1), "sts.replay", status, None));
     }
-    let mut report = Report::new("sts");
-    report.add_test_suite(suite);
-    report
+    report_of(suite)
 }
 
 /// `sts minimize`: one failing test case for the bug, its text the minimal
 /// causal sequence.
-pub fn minimize(dir: &Path, r: &minimize::Report) -> Report {
+pub fn minimize(r: &minimize::Report, info: &RunInfo) -> Report {
     let mcs = if r.mcs.is_empty() {
         "no input: the violation is present without any\n".to_string()
     } else {
@@ -102,19 +199,18 @@ pub fn minimize(dir: &Path, r: &minimize::Report) -> Report {
             st
         }
     };
-    let mut suite = TestSuite::new(format!("sts minimize {}", dir.display()));
+    let mut suite = info.suite("sts minimize");
     suite.add_test_case(case(r.violation.clone(), "sts.minimize", status, Some(Duration::from_secs_f64(r.seconds))));
-    let mut report = Report::new("sts");
-    report.add_test_suite(suite);
-    report
+    report_of(suite)
 }
 
-/// `sts campaign`: one test case per distinct bug, failing with its
-/// violation and its minimal causal sequence, and one passing case for the
-/// seeds that found nothing.
-pub fn campaign(config: &Path, c: &sts_engine::campaign::Report) -> Report {
-    let mut suite = TestSuite::new(format!("sts campaign {}", config.display()));
-    for (i, bug) in c.bugs.iter().enumerate() {
+/// `sts campaign`: one test case per distinct bug, named by its identity
+/// (not by the order it was found in), failing with its violation and its
+/// minimal causal sequence, and one passing case for the seeds that found
+/// nothing.
+pub fn campaign(config: &Path, c: &sts_engine::campaign::Report, info: &RunInfo) -> Report {
+    let mut suite = info.suite(format!("sts campaign {}", file_name(config)));
+    for bug in &c.bugs {
         let seeds: Vec<String> = bug.seeds.iter().map(u64::to_string).collect();
         let mut extra = format!("found by seed(s) {}; minimized on seed {}\n", seeds.join(", "), bug.minimized);
         match (&bug.mcs, &bug.error) {
@@ -129,16 +225,12 @@ pub fn campaign(config: &Path, c: &sts_engine::campaign::Report) -> Report {
             (None, None) => {}
         }
         let seconds = bug.mcs.as_ref().map(|r| Duration::from_secs_f64(r.seconds));
-        suite.add_test_case(case(
-            format!("bug {}: {}", i + 1, bug.identity),
-            "sts.campaign",
-            failure(&bug.violation, &extra),
-            seconds,
-        ));
+        suite.add_test_case(case(bug.identity.clone(), "sts.campaign", failure(&bug.violation, &extra), seconds));
     }
     let clean = c.seeds.iter().filter(|s| s.violation.is_none() && s.error.is_none()).count();
-    let mut ok =
-        TestCase::new(format!("{clean} of {} seeds without a violation", c.seeds.len()), TestCaseStatus::success());
+    // Named without its counts, which change from run to run.
+    let mut ok = TestCase::new("seeds without a violation", TestCaseStatus::success());
+    ok.set_system_out(format!("{clean} of {} seeds found no violation\n", c.seeds.len()));
     ok.set_classname("sts.campaign");
     suite.add_test_case(ok);
     for s in c.seeds.iter().filter(|s| s.error.is_some()) {
@@ -148,9 +240,7 @@ pub fn campaign(config: &Path, c: &sts_engine::campaign::Report) -> Report {
         }
         suite.add_test_case(case(format!("seed {} could not run", s.seed), "sts.campaign", st, None));
     }
-    let mut report = Report::new("sts");
-    report.add_test_suite(suite);
-    report
+    report_of(suite)
 }
 
 /// Writes `report` to `path` atomically.
