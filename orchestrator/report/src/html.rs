@@ -428,6 +428,28 @@ const SCRIPT: &str = r#"
 })();
 "#;
 
+/// The report of a minimization's own directory: the run its final replay
+/// `n` recorded (`recorded`), every input of which is in the MCS.
+fn write_mcs_dir(dir: &std::path::Path, recorded: &Trace, n: u32) -> Result<std::path::PathBuf, String> {
+    let mcs =
+        std::fs::read_to_string(dir.join("report.json")).ok().and_then(|t| Mcs::from_report_json(&t)).map(|mut m| {
+            m.seqs = recorded.records.iter().filter(|r| r.external.is_some()).map(|r| r.seq).collect();
+            m.summary = format!("{} (as its final replay {n} recorded it: final/{n}/trace.jsonl)", m.summary);
+            m
+        });
+    let title = format!(
+        "{} (the MCS's replay {n})",
+        dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned())
+    );
+    let out = dir.join("report");
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let path = out.join("index.html");
+    let topology = crate::topology::section(dir, recorded);
+    let html = page_with(&title, recorded, mcs.as_ref(), None, topology.as_deref());
+    sts_trace::dir::write_atomic(&path, html.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
 /// An experiment's latest replay (`replays/N/`), if it has one.
 fn latest_replay(dir: &std::path::Path) -> Option<Other> {
     let replays = dir.join("replays");
@@ -441,6 +463,25 @@ fn latest_replay(dir: &std::path::Path) -> Option<Other> {
     Some(Other { label: format!("replay {n}"), trace })
 }
 
+/// A minimization's own directory (`DIR/mcs`, with its `report.json`): its
+/// `trace.jsonl` is what the replays were given (the kept inputs, and the
+/// messages recorded before the first of them), not a run, so flow tables
+/// rebuilt from it miss every rule the run installed after. The run is the
+/// first final replay that reproduced (`final/N/`): its number and trace.
+fn mcs_recording(dir: &std::path::Path) -> Option<(u32, Trace)> {
+    if !dir.join("report.json").is_file() {
+        return None;
+    }
+    let finals = dir.join("final");
+    let mut ns: Vec<u32> =
+        std::fs::read_dir(&finals).ok()?.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+    ns.sort_unstable();
+    ns.into_iter().find_map(|n| {
+        let t = Trace::load(&finals.join(n.to_string()).join("trace.jsonl")).ok()?;
+        t.violation().is_some().then_some((n, t))
+    })
+}
+
 /// Writes `dir/report/index.html` for the experiment in `dir` (its trace,
 /// its minimization when `dir/mcs/report.json` exists, and a diff against
 /// its latest replay, or of the MCS against its replay); returns the path.
@@ -452,6 +493,9 @@ pub fn write_experiment(dir: &std::path::Path) -> Result<std::path::PathBuf, Str
 /// [`write_experiment`] with the experiment's trace already loaded (so that
 /// what loading it says is said once).
 pub fn write_experiment_with(dir: &std::path::Path, trace: &Trace) -> Result<std::path::PathBuf, String> {
+    if let Some((n, recorded)) = mcs_recording(dir) {
+        return write_mcs_dir(dir, &recorded, n);
+    }
     let mcs = std::fs::read_to_string(dir.join("mcs").join("report.json")).ok().and_then(|t| Mcs::from_report_json(&t));
     let mcs = match std::fs::read_to_string(dir.join("mcs").join("internal.json")) {
         Ok(text) => mcs.map(|m| m.with_internal_json(&text)),
