@@ -50,6 +50,11 @@ pub enum Command {
         /// Experiment config (TOML).
         #[arg(long)]
         config: PathBuf,
+        /// Keep the controllers' logs in this directory. Without it they go
+        /// to a temporary directory, removed when every pair reached and
+        /// kept (and named) when not.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Inject random external events and check invariants until a violation or the step budget.
     Fuzz {

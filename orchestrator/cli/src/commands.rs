@@ -21,7 +21,7 @@ pub fn run(cli: Cli) -> u8 {
     let terminal = Arc::new(if cli.progress == "json" { Terminal::json() } else { Terminal::new() });
     let engine = Engine::new(terminal.clone());
     let code = match &cmd {
-        Command::Pingall { config } => pingall(&engine, config),
+        Command::Pingall { config, out } => pingall(&engine, config, out.as_deref()),
         Command::Fuzz { config, out, seed, junit } => fuzz(&engine, config, out, *seed, junit.as_deref()),
         Command::Replay { dir, repeat, expect, same, junit } => replay(
             &engine,
@@ -135,15 +135,23 @@ fn load_config(name: &str, path: &Path) -> Result<(Config, String), u8> {
     Ok((config, text))
 }
 
-fn pingall(engine: &Engine, config_path: &Path) -> u8 {
+fn pingall(engine: &Engine, config_path: &Path, out: Option<&Path>) -> u8 {
     let config = match load_config("pingall", config_path) {
         Ok((c, _)) => c,
         Err(code) => return code,
     };
-    let run_dir = std::env::temp_dir().join(format!("sts-pingall-{}", std::process::id()));
+    let run_dir = match out {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::temp_dir().join(format!("sts-pingall-{}", std::process::id())),
+    };
     let run = match block_on("pingall", pingall::run(engine, &config, &run_dir)) {
         Ok(r) => r,
-        Err(code) => return code,
+        Err(code) => {
+            if out.is_none() && run_dir.exists() {
+                eprintln!("controller logs kept: {}", run_dir.display());
+            }
+            return code;
+        }
     };
     print!("{}", sts_report::matrix(&run.matrix));
     for e in run.runner.net.events.iter().take(5) {
@@ -155,16 +163,25 @@ fn pingall(engine: &Engine, config_path: &Path) -> u8 {
     if let Some(line) = run.runner.clock.summary() {
         eprintln!("{line}");
     }
-    eprintln!("controller logs: {}", run.run_dir.display());
-    exit::found(!run.matrix.all_reached())
+    let all = run.matrix.all_reached();
+    let logs = run.run_dir.clone();
+    // The controllers stop before their logs go.
+    drop(run);
+    if out.is_none() && all {
+        let _ = std::fs::remove_dir_all(&logs);
+    } else {
+        eprintln!("controller logs: {}", logs.display());
+    }
+    exit::found(!all)
 }
 
-/// Writes a JUnit report; a failure to is the environment's (exit 3).
 /// The facts every JUnit file carries about a command started at `started_ms`.
 fn run_info(started_ms: i64) -> sts_report::junit::RunInfo {
     let took = sts_engine::clock::unix_time_ms().saturating_sub(started_ms).max(0) as u64;
     sts_report::junit::RunInfo::new(started_ms, std::time::Duration::from_millis(took))
 }
+
+/// Writes a JUnit report; a failure to is the environment's (exit 3).
 
 fn write_junit(name: &str, path: Option<&Path>, report: impl FnOnce() -> quick_junit::Report) -> Result<(), u8> {
     let Some(path) = path else { return Ok(()) };

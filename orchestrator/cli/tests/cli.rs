@@ -349,3 +349,40 @@ fn writers_never_overwrite_or_write_through_links() {
     let _ = std::fs::remove_dir_all(&base);
     let _ = std::fs::remove_dir_all(&exp);
 }
+
+/// A pingall where every pair reaches leaves nothing in the temporary
+/// directory; `--out` keeps the controllers' logs where the user says.
+#[test]
+fn pingall_cleans_up_after_itself_unless_told_where_to_keep_logs() {
+    let tmp = std::env::temp_dir().join(format!("sts-cli-{}-pingall-tmp", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let config = write(
+        "pingall-ok.toml",
+        "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n",
+    );
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sts"))
+            .env("TMPDIR", &tmp)
+            .args(["pingall", "--config", config.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // (`sts-sockets-UID` is the per-user folder for controllers' sockets, kept for every run.)
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with("sts-sockets-"))
+        .collect();
+    assert!(left.is_empty(), "nothing left behind: {left:?}");
+    let keep = tmp.join("logs");
+    let out = run(&["--out", keep.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("controller logs: {}", keep.display())));
+    assert!(std::fs::read_dir(&keep).unwrap().flatten().any(|e| e.file_name().to_string_lossy().ends_with(".log")));
+    let _ = std::fs::remove_dir_all(&tmp);
+}
