@@ -388,3 +388,38 @@ fn checkpoints_stop_at_the_descriptor_budget_and_rewinds_still_work() {
     assert!(said.contains("line 2") && said.contains("UTF-8"), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What-if after a rewind: `instead` puts a typed input in place of the
+/// trace's next one (which is never injected), `skip` passes over inputs,
+/// and a trace input that goes in after a typed move says where the host
+/// really was.
+#[test]
+fn a_what_if_replaces_the_trace_input_and_labels_follow_the_network() {
+    let dir = migration_copy("what-if");
+    let saved = dir.join("what-if");
+    let text = scripted(
+        &dir,
+        &format!(
+            "run-to 3\ncheckpoint before\nrewind before\ninstead migrate h3 s2\nrun-to +2s\nhosts\nsave {}\n\
+             rewind before\nmigrate h3 s2\nwhere\nnext\nrewind before\nskip 2\nwhere\nskip\nquit\n",
+            saved.display()
+        ),
+    );
+    let instead = reply(&text, "instead migrate h3 s2", 0);
+    assert!(instead.contains("skipped input 3 of 4 (seq 3): migrate h3 s3 -> s1"), "{instead}");
+    assert!(instead.contains("injected at") && instead.contains("migrate h3 s3 -> s2"), "{instead}");
+    // h3 stays where the what-if put it: the trace's own move never came.
+    assert!(reply(&text, "hosts", 0).contains("h3: 10.0.0.3 00:00:00:00:00:03 at s2:"), "{text}");
+    let trace = std::fs::read_to_string(saved.join("trace.jsonl")).unwrap();
+    let moves: Vec<&str> = trace.lines().filter(|l| l.contains("host_migrate")).collect();
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert!(moves[0].contains(r#""from":3,"to":2"#), "{moves:?}");
+    // A typed move without `instead` goes in before the trace's; that one
+    // then moves h3 from where it is (s2), and says so.
+    assert!(reply(&text, "where", 0).contains("next: migrate h3 s2 -> s1"), "{text}");
+    assert!(reply(&text, "next", 0).contains("migrate h3 s2 -> s1"), "{text}");
+    let skipped = reply(&text, "skip 2", 0);
+    assert!(skipped.contains("skipped input 3 of 4") && skipped.contains("skipped input 4 of 4"), "{skipped}");
+    assert!(reply(&text, "where", 1).contains("next: nothing"), "{text}");
+    assert!(reply(&text, "skip", 0).contains("no input left to skip"), "{text}");
+}

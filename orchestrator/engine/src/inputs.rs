@@ -16,6 +16,24 @@ fn host_index(net: &Network, name: &str) -> Result<usize, String> {
     net.hosts.iter().position(|h| h.name == name).ok_or_else(|| format!("no host named {name:?}"))
 }
 
+/// `e` as the network now stands: a migration moves the host from where it
+/// is now, not from where it was when the trace was recorded (a console's
+/// what-if, or a minimization that left out an earlier move, may have moved
+/// it since), and is recorded and described so.
+pub fn as_now(net: &Network, e: &External) -> External {
+    match e {
+        External::HostMigrate { host, from, to } => {
+            let now =
+                host_index(net, host).ok().and_then(|i| match net.live_peer(sts_mocknet::network::Endpoint::Host(i)) {
+                    Some(sts_mocknet::network::Endpoint::Switch { dpid, .. }) => Some(dpid),
+                    _ => None,
+                });
+            External::HostMigrate { host: host.clone(), from: now.unwrap_or(*from), to: *to }
+        }
+        other => other.clone(),
+    }
+}
+
 /// Controller `c<i>`'s index among `n` controllers.
 pub(crate) fn controller_index(name: &str, n: usize) -> Result<usize, String> {
     name.strip_prefix('c')

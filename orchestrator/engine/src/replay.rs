@@ -176,6 +176,8 @@ pub struct Replayer<'t> {
     /// Tested between waiting slices: when it holds, stepping pauses.
     pause: Option<Pause>,
     rewinds: u32,
+    /// The trace input [`Replayer::step`] injected last, as it went in.
+    last_input: Option<External>,
 }
 
 /// A test that makes a waiting replay pause ([`Replayer::set_pause`]).
@@ -228,6 +230,7 @@ impl<'t> Replayer<'t> {
             out: out.to_owned(),
             pause: None,
             rewinds: 0,
+            last_input: None,
         })
     }
 
@@ -403,6 +406,40 @@ impl<'t> Replayer<'t> {
         })
     }
 
+    /// The trace input [`Replayer::step`] injected last, as it went in (a
+    /// migration from where the host was then).
+    pub fn last_input(&self) -> Option<&External> {
+        self.last_input.as_ref()
+    }
+
+    /// The next input as it would go in now ([`inputs::as_now`]: a
+    /// migration from where the host is now).
+    pub fn upcoming_as_now(&self) -> Option<External> {
+        self.upcoming().map(|e| inputs::as_now(&self.session.runner.net, e))
+    }
+
+    /// Passes over the trace's next input without injecting it (the
+    /// console's `skip`): the inputs after it keep their spacing from its
+    /// place, as if it had gone in now. Returns its index among the inputs,
+    /// its seq and the input; `None` past the last.
+    pub fn skip(&mut self) -> Option<(usize, u64, &'t External)> {
+        let &(orig_t, index) = self.externals.get(self.place.next)?;
+        // What preceded it still precedes the inputs after it.
+        while self.place.pending < index {
+            if let Some(k) = self.trace.records[self.place.pending].internal.as_ref().and_then(|i| self.key(i)) {
+                self.place.balance.expect(&k);
+            }
+            self.place.pending += 1;
+        }
+        self.place.pending = index + 1;
+        self.place.last_orig = Some(orig_t);
+        self.place.last_injected = self.session.runner.clock.now();
+        self.place.next += 1;
+        let trace: &'t Trace = self.trace;
+        let r = &trace.records[index];
+        Some((self.place.next - 1, r.seq, r.external.as_ref()?))
+    }
+
     /// The trace `seq` of the next input to inject.
     pub fn upcoming_seq(&self) -> Option<u64> {
         self.externals.get(self.place.next).map(|&(_, i)| self.trace.records[i].seq)
@@ -518,9 +555,10 @@ impl<'t> Replayer<'t> {
         let now = self.session.runner.clock.now();
         let trace: &'t Trace = self.trace;
         let r = &trace.records[index];
-        let e = r.external.as_ref().expect("an external record");
+        let e = inputs::as_now(&self.session.runner.net, r.external.as_ref().expect("an external record"));
         self.writer.external(now, e.clone()).map_err(self.env())?;
-        inputs::apply(&mut self.session, e).await.map_err(RunError::BadInput)?;
+        inputs::apply(&mut self.session, &e).await.map_err(RunError::BadInput)?;
+        self.last_input = Some(e);
         self.place.injected += 1;
         self.place.last_orig = Some(orig_t);
         self.place.last_injected = now;

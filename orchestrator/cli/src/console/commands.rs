@@ -22,6 +22,8 @@ pub const COMMANDS: &[Command] = &[
     c("stepping", "next", "[N]", "inject the trace's next N inputs (default 1), each once what preceded it in the original has happened, as a replay does (Enter at the prompt does `next`)"),
     c("stepping", "continue", "", "inject the trace's inputs until a breakpoint, the violation or Ctrl-C (past the last input, wait for the violation as a replay does)"),
     c("stepping", "run-to", "SEQ|TIME|violation", "inject inputs until just before the one with trace seq SEQ, or until the violation; or run until TIME on the run's clock (2.5s, 800ms; +1s: from now), injecting the inputs that come due on the way"),
+    c("stepping", "skip", "[N]", "pass over the trace's next N inputs (default 1) without injecting them; the ones after keep their spacing"),
+    c("stepping", "instead", "INPUT ...", "a typed input in place of the trace's next one: `instead migrate h3 s2` skips the next input and migrates h3 (typed inputs alone go in before it)"),
     c("stepping", "where", "", "position in the trace, virtual time, the next input, held messages, violations at the last check"),
     c("breakpoints", "break", "seq N|event TYPE|msg TYPE [SWITCH]|invariant [KIND]", "stop `continue` before input seq N, before the next input of TYPE (ping, host_migrate ...), when a message of TYPE (flow_mod ...) to or from SWITCH is sent (it is held: `pending`), or once a check finds a violation (of KIND: loop, blackhole ...)"),
     c("breakpoints", "breaks", "", "list the breakpoints"),

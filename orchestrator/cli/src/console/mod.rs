@@ -144,6 +144,8 @@ enum Act {
     RunTo(u64),
     /// An input typed by hand (or a message action).
     Inject(External),
+    /// The trace's next input was passed over (`skip`).
+    Skip,
 }
 
 /// A checkpoint the session can go back to.
@@ -413,6 +415,32 @@ impl<'t> Console<'t> {
                 None => out.fail(format!("no command {name:?}; `help` lists them")),
             },
             ("next", _) => self.next(rt, args, &mut out),
+            ("skip", []) => self.skip(1, &mut out),
+            ("skip", [n]) => match n.parse::<usize>() {
+                Ok(k) if k > 0 => self.skip(k, &mut out),
+                _ => out.fail("skip N: N is a number of inputs, at least 1"),
+            },
+            ("instead", [input, rest @ ..]) => {
+                let Some(c) = commands::resolve(input) else {
+                    return fail_msg(out, format!("instead: unknown input {input:?}; `help` lists the inputs"));
+                };
+                let net = &self.replayer.session().runner.net;
+                match commands::input(net, c.name, rest) {
+                    Some(Ok(e)) => {
+                        if self.replayer.upcoming().is_none() {
+                            return fail_msg(
+                                out,
+                                "instead: every input of the trace is in already; type the input alone",
+                            );
+                        }
+                        self.skip(1, &mut out);
+                        self.inject(rt, e, &mut out);
+                    }
+                    Some(Err(m)) => out.fail(m),
+                    None => out.fail(format!("instead: {input:?} is not an input (link, switch, migrate, ping ...)")),
+                }
+            }
+            ("instead", []) => out.fail("usage: instead INPUT ... (e.g. `instead migrate h3 s2`)"),
             ("continue", []) => {
                 let breaks = self.breaks.clone();
                 let hit = std::cell::Cell::new(None);
@@ -616,6 +644,27 @@ impl<'t> Console<'t> {
             }
         }
         self.replayer.set_pause(None);
+    }
+
+    /// `skip N`: passes over the trace's next N inputs.
+    fn skip(&mut self, count: usize, out: &mut Reply) {
+        if self.live {
+            return out.fail("a live session has no trace to skip in");
+        }
+        let total = self.replayer.position().1;
+        for _ in 0..count {
+            match self.replayer.skip() {
+                Some((index, seq, e)) => {
+                    self.acts.push(Act::Skip);
+                    out.say(format!("skipped input {} of {total} (seq {seq}): {}", index + 1, e.describe()));
+                }
+                None => {
+                    out.say("no input left to skip");
+                    break;
+                }
+            }
+        }
+        self.say_upcoming(out);
     }
 
     /// Injects inputs until `stop` holds after one (the caller says why it
@@ -949,6 +998,9 @@ impl<'t> Console<'t> {
                 Act::Inject(e) => {
                     rt.block_on(self.replayer.inject(&e))?;
                 }
+                Act::Skip => {
+                    self.replayer.skip();
+                }
             }
         }
         let now = self.now();
@@ -998,7 +1050,7 @@ impl<'t> Console<'t> {
             out.say(format!("live session at {now} ms; {} inputs typed", self.position_injected()));
         } else {
             out.say(format!("input {next} of {total} injected; virtual time {now} ms"));
-            match self.replayer.upcoming() {
+            match self.replayer.upcoming_as_now() {
                 Some(e) => out.say(format!("next: {}", e.describe())),
                 None => out.say("next: nothing (every input injected)"),
             }
@@ -1013,14 +1065,14 @@ impl<'t> Console<'t> {
         out.set("position", json!(next));
         out.set("inputs", json!(total));
         out.set("time_ms", json!(now));
-        out.set("next", json!(self.replayer.upcoming().map(|e| e.describe())));
+        out.set("next", json!(self.replayer.upcoming_as_now().map(|e| e.describe())));
         out.set("violations", json!(self.replayer.current_violations()));
     }
 
     /// Where the replay stands: inputs injected, the next one.
     fn say_upcoming(&self, out: &mut Reply) {
         let (next, total) = self.replayer.position();
-        match (self.replayer.upcoming(), self.replayer.upcoming_seq()) {
+        match (self.replayer.upcoming_as_now(), self.replayer.upcoming_seq()) {
             (Some(e), Some(seq)) => {
                 out.say(format!("input {next} of {total} injected; next: {} (seq {seq})", e.describe()))
             }
@@ -1034,7 +1086,7 @@ impl<'t> Console<'t> {
         match step {
             Step::Injected { index, seq } => {
                 let (_, total) = r.position();
-                let what = r.injected_input(*index).map_or_else(String::new, |e| e.describe());
+                let what = r.last_input().or(r.injected_input(*index)).map_or_else(String::new, |e| e.describe());
                 out.say(format!("input {} of {total} (seq {seq}) at {} ms: {what}", index + 1, self.now()));
             }
             Step::Reproduced => match r.violation() {
@@ -1081,6 +1133,11 @@ fn read_script(reader: impl std::io::Read, what: &str) -> Result<String, RunErro
         return Err(RunError::BadInput(format!("{what}: a script of more than {} MiB", MAX_SCRIPT >> 20)));
     }
     sts_engine::config::utf8_text(bytes).map_err(|e| RunError::BadInput(format!("{what}: {e}")))
+}
+
+fn fail_msg(mut out: Reply, m: impl AsRef<str>) -> Reply {
+    out.fail(m);
+    out
 }
 
 fn fail(mut out: Reply, e: RunError) -> Reply {
