@@ -182,7 +182,6 @@ fn run_info(started_ms: i64) -> sts_report::junit::RunInfo {
 }
 
 /// Writes a JUnit report; a failure to is the environment's (exit 3).
-
 fn write_junit(name: &str, path: Option<&Path>, report: impl FnOnce() -> quick_junit::Report) -> Result<(), u8> {
     let Some(path) = path else { return Ok(()) };
     sts_report::junit::write(path, &report()).map_err(|e| {
