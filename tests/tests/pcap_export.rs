@@ -68,6 +68,41 @@ fn check(example: &str, steps: u32) {
     assert!(malformed.status.success(), "{}", String::from_utf8_lossy(&malformed.stderr));
     let lines = String::from_utf8_lossy(&malformed.stdout);
     assert!(lines.trim().is_empty(), "{example}: malformed or erroneous packets:\n{lines}");
+
+    // Who is who without a legend: every message from a switch comes from
+    // its own address (127.1.x.y, its datapath id), every reply goes back to
+    // it; and times never run backwards (a burst keeps the trace's order).
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-T", "fields", "-e", "ip.src", "-e", "ip.dst", "-e", "frame.time_epoch"])
+        .output()
+        .unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut last = 0f64;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        // The outer header's (a PACKET_IN's frame has its own inside).
+        let outer = |v: &str| v.split(',').next().unwrap_or("").to_string();
+        seen.insert(outer(f[0]));
+        seen.insert(outer(f[1]));
+        let t: f64 = f[2].parse().unwrap();
+        assert!(t >= last, "{example}: time runs backwards at {line}");
+        last = t;
+    }
+    let dpids: std::collections::BTreeSet<u64> = trace
+        .records
+        .iter()
+        .filter_map(|r| match &r.internal {
+            Some(Internal::Openflow { dpid, .. }) => Some(*dpid),
+            _ => None,
+        })
+        .collect();
+    let mut want: std::collections::BTreeSet<String> =
+        dpids.iter().map(|d| format!("127.1.{}.{}", d >> 8, d & 255)).collect();
+    want.insert("127.0.0.1".into());
+    assert_eq!(seen, want, "{example}: one address per switch, and the controller's");
+    assert_eq!(written.legend.len(), dpids.len() + 1, "{example}: {}", written.legend_line());
     eprintln!("{example}: {} messages in {} connections, tshark agrees", written.messages, written.connections);
     check_frames(example, &dir, &trace);
 }

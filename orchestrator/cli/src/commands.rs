@@ -727,6 +727,32 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
     match written {
         Ok(w) => {
             println!("{} OpenFlow messages in {} connections: {}", w.messages, w.connections, out.display());
+            if !w.legend.is_empty() {
+                println!("  who is who: {} (OpenFlow on port {})", w.legend_line(), sts_report::pcap::CONTROLLER_PORT);
+            }
+            let recorded =
+                trace.records.iter().any(|r| matches!(r.internal, Some(sts_trace::Internal::Openflow { .. })));
+            if w.messages == 0 && !recorded {
+                // A hand-written trace has inputs only; its replays recorded the run.
+                let latest = std::fs::read_dir(dir.join("replays"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                    .filter(|n| dir.join("replays").join(n.to_string()).join("trace.jsonl").is_file())
+                    .max();
+                match latest {
+                    Some(n) => eprintln!(
+                        "sts pcap: this trace records inputs only (written by hand?): its replay recorded the messages: sts pcap {}",
+                        dir.join("replays").join(n.to_string()).display()
+                    ),
+                    None => eprintln!(
+                        "sts pcap: this trace records inputs only (written by hand?): `sts replay {}` records a run, then `sts pcap {}/replays/1`",
+                        dir.display(),
+                        dir.display()
+                    ),
+                }
+            }
             if w.without_bytes > 0 {
                 eprintln!(
                     "sts pcap: {} messages left out: the trace recorded them without their bytes (trace version 1)",

@@ -386,3 +386,22 @@ fn pingall_cleans_up_after_itself_unless_told_where_to_keep_logs() {
     assert!(std::fs::read_dir(&keep).unwrap().flatten().any(|e| e.file_name().to_string_lossy().ends_with(".log")));
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// `sts pcap` on a hand-written trace (inputs only) says where the messages
+/// are: in a replay's recording, not in an empty capture without a word.
+#[test]
+fn a_capture_of_a_hand_written_trace_points_at_its_replay() {
+    let dir = experiment("pcap-by-hand", "{\"format\":\"sts-trace\",\"version\":2}\n{\"seq\":1,\"t_ms\":3000,\"external\":{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}\n");
+    let (code, out, err) = sts(&["pcap", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("0 OpenFlow messages"), "{out}");
+    assert!(err.contains("records inputs only") && err.contains("sts replay"), "{err}");
+    let (code, _, err) = sts(&["replay", dir.to_str().unwrap()]);
+    assert!(code <= 1, "{err}");
+    let (_, _, err) = sts(&["pcap", dir.to_str().unwrap()]);
+    assert!(err.contains(&format!("sts pcap {}", dir.join("replays/1").display())), "{err}");
+    let (code, out, err) = sts(&["pcap", dir.join("replays/1").to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("who is who: s1 127.1.0.1, s2 127.1.0.2, c0 127.0.0.1"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2,12 +2,19 @@
 //!
 //! A trace records each OpenFlow message with its bytes (trace v2); this
 //! writes them as the TCP streams they crossed: one stream per
-//! switch–controller connection (a reconnection starts a new one), between
-//! 127.0.0.1:`40000 + n` (the switch) and 127.0.0.1:6653 (the controller,
-//! OpenFlow's IANA port, so dissectors decode it without being told), with
-//! consistent sequence and acknowledgement numbers so that dissectors
-//! reassemble messages split over segments. Times are the trace's, from the
-//! run's recorded wall-clock epoch. The file format is `pcap-file`'s.
+//! switch–controller connection (a reconnection starts a new one). Each node
+//! has its own loopback address, so a capture reads without a legend:
+//! switch `sN` is 127.1.x.y (`x.y` its datapath id, 127.1.0.3 for s3) on
+//! port `40000 + n` (the n-th connection), controller `cN` is 127.0.0.(N+1)
+//! on 6653 (OpenFlow's IANA port, so dissectors decode it without being
+//! told). Sequence and acknowledgement numbers are consistent, so dissectors
+//! reassemble messages split over segments.
+//!
+//! Times are the trace's, from the run's recorded wall-clock epoch. The
+//! trace keeps milliseconds; records in the same millisecond are spread
+//! over its microseconds in the trace's order ([`Clock`]), so a burst keeps
+//! its order in Wireshark (and across the two files when merged) instead of
+//! reading as one instant. The file format is `pcap-file`'s.
 //!
 //! The hosts' frames (trace records of kind `frame`) go into a second file,
 //! a pcapng with one interface per host named after it ([`write_frames`]),
@@ -22,6 +29,44 @@ use sts_trace::{Direction, Internal, Trace};
 
 /// The controller's port in the capture.
 pub const CONTROLLER_PORT: u16 = 6653;
+
+/// Switch `dpid`'s address in the capture: 127.1.x.y.
+pub fn switch_addr(dpid: u64) -> [u8; 4] {
+    [127, 1, (dpid >> 8) as u8, dpid as u8]
+}
+
+/// Controller `c`'s address in the capture: 127.0.0.(c+1).
+pub fn controller_addr(c: usize) -> [u8; 4] {
+    [127, 0, 0, (c as u8).wrapping_add(1)]
+}
+
+/// The time of each record of a trace in a capture: the record's
+/// millisecond, plus one microsecond per earlier record in that millisecond
+/// (the trace's order), up to 999.
+pub struct Clock {
+    epoch: Duration,
+    last_ms: Option<u64>,
+    within: u64,
+}
+
+impl Clock {
+    /// Times from `trace`'s recorded wall-clock epoch.
+    pub fn of(trace: &Trace) -> Clock {
+        Clock { epoch: Duration::from_nanos(trace.header.wall_epoch_ns.unwrap_or(0)), last_ms: None, within: 0 }
+    }
+
+    /// The time of the next record, at `t_ms` on the run's clock (records
+    /// in the trace's order).
+    pub fn at(&mut self, t_ms: u64) -> Duration {
+        if self.last_ms == Some(t_ms) {
+            self.within = (self.within + 1).min(999);
+        } else {
+            self.last_ms = Some(t_ms);
+            self.within = 0;
+        }
+        self.epoch + Duration::from_millis(t_ms) + Duration::from_micros(self.within)
+    }
+}
 /// The first switch-side port; stream `n` uses `FIRST_SWITCH_PORT + n`.
 pub const FIRST_SWITCH_PORT: u16 = 40000;
 /// Payload bytes per TCP segment.
@@ -32,6 +77,8 @@ pub struct TcpStreams<W: Write> {
     writer: PcapWriter<W>,
     /// Per stream: next sequence number from the switch, from the controller.
     seq: Vec<[u32; 2]>,
+    /// Per stream: the switch's and the controller's address.
+    ends: Vec<([u8; 4], [u8; 4])>,
 }
 
 /// A stream opened by [`TcpStreams::open`].
@@ -41,13 +88,23 @@ pub struct StreamId(usize);
 impl<W: Write> TcpStreams<W> {
     /// A pcap (Ethernet link type) written to `w`.
     pub fn new(w: W) -> std::io::Result<TcpStreams<W>> {
-        let writer = PcapWriter::new(w).map_err(std::io::Error::other)?;
-        Ok(TcpStreams { writer, seq: Vec::new() })
+        let writer = PcapWriter::with_header(
+            w,
+            pcap_file::pcap::PcapHeader { ts_resolution: pcap_file::TsResolution::MicroSecond, ..Default::default() },
+        )
+        .map_err(std::io::Error::other)?;
+        Ok(TcpStreams { writer, seq: Vec::new(), ends: Vec::new() })
     }
 
-    /// A new connection.
+    /// A new connection between 127.0.0.1 and 127.0.0.1.
     pub fn open(&mut self) -> StreamId {
+        self.open_between([127, 0, 0, 1], [127, 0, 0, 1])
+    }
+
+    /// A new connection between a switch and a controller at these addresses.
+    pub fn open_between(&mut self, switch: [u8; 4], controller: [u8; 4]) -> StreamId {
         self.seq.push([1_000, 1_000_000]);
+        self.ends.push((switch, controller));
         StreamId(self.seq.len() - 1)
     }
 
@@ -55,8 +112,12 @@ impl<W: Write> TcpStreams<W> {
     /// switch or by the controller, in segments of at most 1,448 bytes.
     pub fn send(&mut self, stream: StreamId, from_switch: bool, at: Duration, bytes: &[u8]) -> std::io::Result<()> {
         let switch_port = FIRST_SWITCH_PORT.wrapping_add(stream.0 as u16);
-        let (from, to, d) =
-            if from_switch { (switch_port, CONTROLLER_PORT, 0) } else { (CONTROLLER_PORT, switch_port, 1) };
+        let (sw, ctl) = self.ends[stream.0];
+        let (from, to, d) = if from_switch {
+            ((sw, switch_port), (ctl, CONTROLLER_PORT), 0)
+        } else {
+            ((ctl, CONTROLLER_PORT), (sw, switch_port), 1)
+        };
         for chunk in bytes.chunks(MSS) {
             let seq = &mut self.seq[stream.0];
             let segment = tcp_segment(from, to, seq[d], seq[1 - d], chunk);
@@ -82,6 +143,17 @@ pub struct Written {
     pub connections: usize,
     /// Messages the trace recorded without their bytes (a version-1 trace).
     pub without_bytes: usize,
+    /// Who is who: (name, address) of every switch and controller written,
+    /// switches first, each in order.
+    pub legend: Vec<(String, [u8; 4])>,
+}
+
+impl Written {
+    /// The legend in a line: `s1 127.1.0.1, s2 127.1.0.2, c0 127.0.0.1`.
+    pub fn legend_line(&self) -> String {
+        let addr = |a: &[u8; 4]| format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3]);
+        self.legend.iter().map(|(n, a)| format!("{n} {}", addr(a))).collect::<Vec<_>>().join(", ")
+    }
 }
 
 /// Writes every OpenFlow message of `trace` that carries its bytes into `w`
@@ -92,8 +164,10 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
     // (dpid, controller) → (its current stream, the directions that said HELLO on it).
     let mut current: BTreeMap<(u64, usize), (StreamId, [bool; 2])> = BTreeMap::new();
     let mut written = Written::default();
-    let epoch = Duration::from_nanos(trace.header.wall_epoch_ns.unwrap_or(0));
+    let mut clock = Clock::of(trace);
+    let (mut switches, mut controllers) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
     for record in &trace.records {
+        let at = clock.at(record.t_ms);
         let Some(Internal::Openflow { dpid, controller, dir, msg, raw, .. }) = &record.internal else { continue };
         let Some(raw) = raw else {
             written.without_bytes += 1;
@@ -106,32 +180,39 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
         let (stream, hellos) = match entry {
             std::collections::btree_map::Entry::Vacant(v) => {
                 written.connections += 1;
-                v.insert((streams.open(), [false; 2]))
+                v.insert((streams.open_between(switch_addr(*dpid), controller_addr(*controller)), [false; 2]))
             }
             std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
         };
         if hello && hellos[d] {
             written.connections += 1;
-            *stream = streams.open();
+            *stream = streams.open_between(switch_addr(*dpid), controller_addr(*controller));
             *hellos = [false; 2];
         }
         hellos[d] |= hello;
-        streams.send(*stream, from_switch, epoch + Duration::from_millis(record.t_ms), raw)?;
+        streams.send(*stream, from_switch, at, raw)?;
+        switches.insert(*dpid);
+        controllers.insert(*controller);
         written.messages += 1;
     }
+    written.legend = switches.iter().map(|&d| (format!("s{d}"), switch_addr(d))).collect();
+    written.legend.extend(controllers.iter().map(|&c| (format!("c{c}"), controller_addr(c))));
     Ok((written, streams.into_inner()))
 }
 
-/// An Ethernet/IPv4/TCP segment between two loopback ports.
-fn tcp_segment(from: u16, to: u16, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
+/// An Ethernet/IPv4/TCP segment from `(address, port)` to another.
+fn tcp_segment(from: ([u8; 4], u16), to: ([u8; 4], u16), seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
+    let ((src, from), (dst, to)) = (from, to);
     let mut f = Vec::with_capacity(54 + payload.len());
     // Ethernet: two locally administered MACs, IPv4.
     f.extend_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x00]);
     let total = (40 + payload.len()) as u16;
     let mut ip = vec![0x45, 0];
     ip.extend_from_slice(&total.to_be_bytes());
-    // id 0, don't fragment, TTL 64, TCP, checksum (below), 127.0.0.1 → 127.0.0.1.
-    ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1]);
+    // id 0, don't fragment, TTL 64, TCP, checksum (below), addresses.
+    ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]);
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
     let c = sts_mocknet::packet::checksum(&ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     f.extend_from_slice(&ip);
@@ -152,7 +233,7 @@ mod tests {
 
     #[test]
     fn the_ipv4_checksum_verifies() {
-        let seg = tcp_segment(40000, 6653, 1, 2, b"x");
+        let seg = tcp_segment(([127, 1, 0, 3], 40000), ([127, 0, 0, 1], 6653), 1, 2, b"x");
         assert_eq!(sts_mocknet::packet::checksum(&seg[14..34]), 0, "a header with its checksum sums to zero");
     }
 
@@ -167,6 +248,20 @@ mod tests {
         // Global header (24) + 3 segments from the switch + 1 back, each a
         // 16-byte record header and 54 bytes of headers plus payload.
         assert_eq!(bytes.len(), 24 + 4 * (16 + 54) + 3000 + 10);
+    }
+
+    #[test]
+    fn records_in_one_millisecond_keep_their_order_in_microseconds() {
+        let mut c = Clock { epoch: Duration::ZERO, last_ms: None, within: 0 };
+        let t: Vec<u128> = [5, 5, 5, 6, 6, 9].iter().map(|&ms| c.at(ms).as_micros()).collect();
+        assert_eq!(t, vec![5_000, 5_001, 5_002, 6_000, 6_001, 9_000]);
+        for _ in 0..2_000 {
+            c.at(9);
+        }
+        assert_eq!(c.at(9).as_micros(), 9_999, "never into the next millisecond");
+        assert_eq!(switch_addr(3), [127, 1, 0, 3]);
+        assert_eq!(switch_addr(0x1_02), [127, 1, 1, 2]);
+        assert_eq!(controller_addr(0), [127, 0, 0, 1]);
     }
 }
 
@@ -194,12 +289,18 @@ pub fn write_frames<W: Write>(trace: &Trace, w: W) -> std::io::Result<(FramesWri
     use pcap_file::DataLink;
     use std::borrow::Cow;
 
-    let frames: Vec<(u64, &str, bool, &[u8])> = trace
+    // Timed over every record, as in the OpenFlow capture, so that the two
+    // files merge in the trace's order.
+    let mut clock = Clock::of(trace);
+    let frames: Vec<(Duration, &str, bool, &[u8])> = trace
         .records
         .iter()
-        .filter_map(|r| match &r.internal {
-            Some(Internal::Frame { host, sent, raw: Some(raw) }) => Some((r.t_ms, host.as_str(), *sent, &raw[..])),
-            _ => None,
+        .filter_map(|r| {
+            let at = clock.at(r.t_ms);
+            match &r.internal {
+                Some(Internal::Frame { host, sent, raw: Some(raw) }) => Some((at, host.as_str(), *sent, &raw[..])),
+                _ => None,
+            }
         })
         .collect();
     let mut hosts: Vec<&str> = frames.iter().map(|f| f.1).collect();
@@ -219,12 +320,11 @@ pub fn write_frames<W: Write>(trace: &Trace, w: W) -> std::io::Result<(FramesWri
         };
         writer.write_pcapng_block(idb).map_err(err)?;
     }
-    let epoch = Duration::from_nanos(trace.header.wall_epoch_ns.unwrap_or(0));
-    for (t_ms, host, sent, raw) in &frames {
+    for (at, host, sent, raw) in &frames {
         let id = hosts.iter().position(|h| h == host).expect("every host has an interface") as u32;
         let epb = EnhancedPacketBlock {
             interface_id: id,
-            timestamp: epoch + Duration::from_millis(*t_ms),
+            timestamp: *at,
             original_len: raw.len() as u32,
             data: Cow::Borrowed(raw),
             options: vec![EnhancedPacketOption::Flags(if *sent { OUTBOUND } else { INBOUND })],
