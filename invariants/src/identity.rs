@@ -29,11 +29,15 @@ use crate::check::Violation;
 pub enum Same {
     /// The same invariant (any loop is any loop).
     Kind,
-    /// The same invariant and culprit, whoever the victim. Falls back to
+    /// The same invariant and culprit, whoever the victim and on whichever
+    /// switch ([`without_switch`]): one stale rule that shows on the switch a
+    /// host moved to is one bug wherever the host went. Falls back to
     /// [`Same::Victim`] when either violation has no culprit (a trace
     /// written before culprits were recorded).
     #[default]
     Culprit,
+    /// As [`Same::Culprit`], on the same switch too.
+    Switch,
     /// The same invariant and victim, whatever causes it (what sts compared before culprits).
     Victim,
     /// The same invariant, elements and culprit.
@@ -42,13 +46,14 @@ pub enum Same {
 
 impl Same {
     /// Every level, loosest first.
-    pub const ALL: [Same; 4] = [Same::Kind, Same::Culprit, Same::Victim, Same::Exact];
+    pub const ALL: [Same; 5] = [Same::Kind, Same::Culprit, Same::Switch, Same::Victim, Same::Exact];
 
     /// The name used on the command line, in configs and in reports.
     pub fn name(self) -> &'static str {
         match self {
             Same::Kind => "kind",
             Same::Culprit => "culprit",
+            Same::Switch => "switch",
             Same::Victim => "victim",
             Same::Exact => "exact",
         }
@@ -68,7 +73,7 @@ impl FromStr for Same {
         Same::ALL
             .into_iter()
             .find(|l| l.name() == s)
-            .ok_or_else(|| format!("'{s}' is not a level of sameness (kind, culprit, victim or exact)"))
+            .ok_or_else(|| format!("'{s}' is not a level of sameness (kind, culprit, switch, victim or exact)"))
     }
 }
 
@@ -79,8 +84,9 @@ impl Violation {
     pub fn identity(&self, level: Same) -> String {
         match (level, &self.culprit) {
             (Same::Kind, _) => self.invariant.name().to_string(),
-            (Same::Victim, _) | (Same::Culprit, None) => self.fingerprint(),
-            (Same::Culprit, Some(c)) => format!("{} @ {c}", self.invariant),
+            (Same::Victim, _) | (Same::Culprit | Same::Switch, None) => self.fingerprint(),
+            (Same::Culprit, Some(c)) => format!("{} @ {}", self.invariant, without_switch(c)),
+            (Same::Switch, Some(c)) => format!("{} @ {c}", self.invariant),
             (Same::Exact, c) => format!(
                 "{}:{} @ {}",
                 self.invariant,
@@ -94,11 +100,37 @@ impl Violation {
     /// [`Same::Culprit`], when either side has no culprit the victims decide.
     pub fn same_bug(&self, other: &Violation, level: Same) -> bool {
         match level {
-            Same::Culprit if self.culprit.is_none() || other.culprit.is_none() => {
+            Same::Culprit | Same::Switch if self.culprit.is_none() || other.culprit.is_none() => {
                 self.identity(Same::Victim) == other.identity(Same::Victim)
             }
             _ => self.identity(level) == other.identity(level),
         }
+    }
+}
+
+/// The switch a culprit names (`s3` of `s3 table 0: ...`), if it names one.
+pub fn culprit_switch(culprit: &str) -> Option<&str> {
+    let end = culprit.find([' ', ':']).unwrap_or(culprit.len());
+    let name = &culprit[..end];
+    let digits = name.strip_prefix('s')?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(name)
+}
+
+/// A culprit without the switch it names: `table 0: a rule of priority 1 on
+/// eth_dst` for `s3 table 0: a rule of priority 1 on eth_dst`, `a switch has
+/// no controller connection` for `s2 has no controller connection`. What a
+/// bug is, apart from where it showed this time.
+pub fn without_switch(culprit: &str) -> String {
+    match culprit_switch(culprit) {
+        Some(name) => {
+            let rest = culprit[name.len()..].trim_start_matches([' ', ':']);
+            if rest.starts_with("table ") || rest.starts_with("port ") {
+                rest.to_string()
+            } else {
+                format!("a switch {rest}")
+            }
+        }
+        None => culprit.to_string(),
     }
 }
 
@@ -224,6 +256,28 @@ mod tests {
     }
 
     #[test]
+    fn one_rule_on_several_switches_is_one_bug_unless_the_switch_is_asked_for() {
+        let on_s1 = hole("h2", Some("s1 table 0: a rule of priority 1 on eth_dst,eth_src,in_port"));
+        let on_s3 = hole("h3", Some("s3 table 0: a rule of priority 1 on eth_dst,eth_src,in_port"));
+        assert!(on_s1.same_bug(&on_s3, Same::Culprit), "one stale rule, wherever the host went");
+        assert!(!on_s1.same_bug(&on_s3, Same::Switch));
+        assert!(on_s1.same_bug(&on_s1.clone(), Same::Switch));
+        assert_eq!(
+            on_s1.identity(Same::Culprit),
+            "blackhole @ table 0: a rule of priority 1 on eth_dst,eth_src,in_port"
+        );
+        let other_rule = hole("h2", Some("s1 table 0: a match-all rule of priority 100"));
+        assert!(!on_s1.same_bug(&other_rule, Same::Culprit), "another rule is another bug");
+        assert_eq!(culprit_switch("s12 port 3 does not receive"), Some("s12"));
+        assert_eq!(culprit_switch("KeyError at app.py:42 in f"), None);
+        assert_eq!(culprit_switch("sx table 0"), None);
+        assert_eq!(without_switch("s12 port 3 does not receive"), "port 3 does not receive");
+        assert_eq!(without_switch("s2 has no controller connection"), "a switch has no controller connection");
+        assert_eq!(without_switch("c0 is not running"), "c0 is not running");
+        assert_eq!(without_switch("KeyError at s1.py:3 in f"), "KeyError at s1.py:3 in f");
+    }
+
+    #[test]
     fn without_a_culprit_the_victim_decides() {
         let old = hole("h2", None);
         assert!(old.same_bug(&hole("h2", Some("anything")), Same::Culprit));
@@ -236,7 +290,7 @@ mod tests {
         for l in Same::ALL {
             assert_eq!(l.name().parse::<Same>(), Ok(l));
         }
-        assert!("host".parse::<Same>().unwrap_err().contains("kind, culprit, victim or exact"));
+        assert!("host".parse::<Same>().unwrap_err().contains("kind, culprit, switch, victim or exact"));
         assert_eq!(Same::default(), Same::Culprit);
     }
 

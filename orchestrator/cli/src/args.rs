@@ -89,7 +89,7 @@ pub enum Command {
         /// When a replay's violation is the original's: `culprit` (the same cause, whoever the victim),
         /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).
-        #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
+        #[arg(long, value_parser = ["kind", "culprit", "switch", "victim", "exact"])]
         same: Option<String>,
         /// Also write the result as JUnit XML (one test case per replay: failing when the bug reproduces,
         /// or, with --expect reproduce, when it does not), for CI.
@@ -123,7 +123,7 @@ pub enum Command {
         /// When a candidate's violation is the original's: `culprit` (the same cause, whoever the victim),
         /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).
-        #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
+        #[arg(long, value_parser = ["kind", "culprit", "switch", "victim", "exact"])]
         same: Option<String>,
         /// Also write the result as JUnit XML (one failing test case: the bug, with its minimal causal
         /// sequence), for CI.
@@ -162,7 +162,7 @@ pub enum Command {
         jobs: u32,
         /// When two runs found the same bug, and what a minimization keeps: `culprit` (default: the
         /// config's `[invariants] same`, else culprit), `victim`, `kind` or `exact`.
-        #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
+        #[arg(long, value_parser = ["kind", "culprit", "switch", "victim", "exact"])]
         same: Option<String>,
         /// Replays per candidate in each minimization.
         #[arg(long, default_value_t = 1)]
@@ -194,7 +194,7 @@ pub enum Command {
         replays: u32,
         #[arg(long, default_value = "off", value_parser = ["off", "on", "prefix", "checkpoints"])]
         peek: String,
-        #[arg(long, value_parser = ["kind", "culprit", "victim", "exact"])]
+        #[arg(long, value_parser = ["kind", "culprit", "switch", "victim", "exact"])]
         same: Option<String>,
     },
     /// Write a trace's OpenFlow messages as a pcap, and its hosts' frames as a pcapng, for

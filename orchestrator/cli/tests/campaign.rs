@@ -76,3 +76,36 @@ fn a_campaign_groups_its_runs_into_bugs_and_minimizes_each() {
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_file(&junit);
 }
+
+/// os-ken's stale-flow bug shows on whichever switch the moved host left:
+/// one bug, seen on several switches, not one bug per switch (`--same
+/// switch` still tells them apart).
+#[test]
+fn one_bug_on_several_switches_is_one_bug() {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fuzz-osken13-migration.toml");
+    let campaign = |same: &str| {
+        let out = std::env::temp_dir().join(format!("sts-campaign-{}-{same}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let run = Command::new(env!("CARGO_BIN_EXE_sts"))
+            .args(["campaign", "--seeds", "1..6", "--jobs", "2", "--final-replays", "1", "--same", same, "--config"])
+            .arg(&config)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(1), "{}", String::from_utf8_lossy(&run.stderr));
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+        let _ = std::fs::remove_dir_all(&out);
+        (summary, md)
+    };
+    let (summary, md) = campaign("culprit");
+    let bugs = summary["bugs"].as_array().unwrap();
+    assert_eq!(bugs.len(), 1, "{md}");
+    let switches: Vec<&str> = bugs[0]["switches"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert!(switches.len() >= 2, "seen on several switches: {switches:?}\n{md}");
+    assert!(md.contains(&format!("| {} |", switches.join(", "))), "{md}");
+    let (by_switch, md) = campaign("switch");
+    assert!(by_switch["bugs"].as_array().unwrap().len() >= 2, "one per switch when asked: {md}");
+}

@@ -148,6 +148,7 @@ pub enum Expect {
 pub enum Same {
     Kind,
     Culprit,
+    Switch,
     Victim,
     Exact,
 }

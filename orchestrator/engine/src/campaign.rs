@@ -85,6 +85,9 @@ pub struct Bug {
     pub violation: Violation,
     /// Every seed whose run found this bug, in order.
     pub seeds: Vec<u64>,
+    /// The switches its culprit showed on across those runs, in order
+    /// (one bug on three switches is one bug, seen on three).
+    pub switches: Vec<String>,
     /// The seed whose run was minimized.
     pub minimized: u64,
     /// The minimization's report, unless it failed.
@@ -300,9 +303,16 @@ pub fn group(runs: &[SeedRun], same: Same) -> Vec<Bug> {
     let mut bugs: Vec<(Bug, usize)> = Vec::new();
     for run in runs {
         let Some(v) = &run.violation else { continue };
+        let switch = v.culprit.as_deref().and_then(sts_invariants::identity::culprit_switch).map(str::to_string);
         match bugs.iter_mut().find(|(b, _)| b.violation.same_bug(v, same)) {
             Some((bug, fewest)) => {
                 bug.seeds.push(run.seed);
+                if let Some(sw) = switch {
+                    if !bug.switches.contains(&sw) {
+                        bug.switches.push(sw);
+                        bug.switches.sort_by_key(|s| (s.len(), s.clone()));
+                    }
+                }
                 if run.inputs < *fewest {
                     *fewest = run.inputs;
                     bug.minimized = run.seed;
@@ -314,6 +324,7 @@ pub fn group(runs: &[SeedRun], same: Same) -> Vec<Bug> {
                     identity: v.identity(same),
                     violation: v.clone(),
                     seeds: vec![run.seed],
+                    switches: switch.into_iter().collect(),
                     minimized: run.seed,
                     mcs: None,
                     error: None,

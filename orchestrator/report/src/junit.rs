@@ -213,6 +213,9 @@ pub fn campaign(config: &Path, c: &sts_engine::campaign::Report, info: &RunInfo)
     for bug in &c.bugs {
         let seeds: Vec<String> = bug.seeds.iter().map(u64::to_string).collect();
         let mut extra = format!("found by seed(s) {}; minimized on seed {}\n", seeds.join(", "), bug.minimized);
+        if !bug.switches.is_empty() {
+            extra.push_str(&format!("seen on {}\n", bug.switches.join(", ")));
+        }
         match (&bug.mcs, &bug.error) {
             (Some(r), _) => {
                 extra.push_str(&format!(

@@ -145,7 +145,8 @@ pub fn mcs_markdown(r: &minimize::Report) -> String {
         r.same,
         match r.same {
             sts_invariants::Same::Kind => "the same invariant",
-            sts_invariants::Same::Culprit => "the same culprit, whoever the victim",
+            sts_invariants::Same::Culprit => "the same culprit rule, whoever the victim and on whichever switch",
+            sts_invariants::Same::Switch => "the same culprit rule on the same switch, whoever the victim",
             sts_invariants::Same::Victim => "the same victim, whatever the cause",
             sts_invariants::Same::Exact => "the same culprit and the same elements",
         }
@@ -212,7 +213,9 @@ pub fn campaign_markdown(c: &sts_engine::campaign::Report) -> String {
         c.same
     );
     if !c.bugs.is_empty() {
-        s.push_str("| bug | violation | seeds | minimized on | MCS | reproduces |\n|---|---|---|---|---|---|\n");
+        s.push_str(
+            "| bug | violation | seen on | seeds | minimized on | MCS | reproduces |\n|---|---|---|---|---|---|---|\n",
+        );
     }
     for (i, b) in c.bugs.iter().enumerate() {
         let seeds: Vec<String> = b.seeds.iter().map(u64::to_string).collect();
@@ -225,9 +228,10 @@ pub fn campaign_markdown(c: &sts_engine::campaign::Report) -> String {
             (None, None) => ("-".into(), "-".into()),
         };
         s.push_str(&format!(
-            "| {} | {} | {} | `seeds/{}/mcs/` | {mcs} | {rate} |\n",
+            "| {} | {} | {} | {} | `seeds/{}/mcs/` | {mcs} | {rate} |\n",
             i + 1,
             shorten(&b.identity).replace('|', "\\|"),
+            if b.switches.is_empty() { "-".to_string() } else { b.switches.join(", ") },
             seeds.join(", "),
             b.minimized
         ));
