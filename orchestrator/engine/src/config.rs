@@ -682,7 +682,9 @@ impl Config {
     pub fn from_toml(text: &str, origin: &Path) -> Result<Config, ConfigError> {
         let err = |message: String| ConfigError {
             path: origin.to_owned(),
-            message: sts_trace::bounded_message(message, 400),
+            // The user's text in it is bounded where it is quoted; the
+            // list of valid keys is the schema's and is said whole.
+            message: sts_trace::bounded_message(message, 2000),
         };
         let mut config: Config = toml::from_str(text).map_err(|e| err(describe_toml_error(text, &e)))?;
         config.base_dir = origin.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -1291,18 +1293,40 @@ fn field_line(text: &str, path: &str) -> Option<usize> {
     Some(text[..start].matches('\n').count() + 1)
 }
 
+/// serde's "unknown field `x`, expected one of `a`, `b` ..." with the
+/// closest valid key named first ("did you mean `b`?"), when one is close.
+fn with_suggestion(message: &str) -> String {
+    let Some((head, list)) = message.split_once(", expected one of ") else { return message.to_string() };
+    let Some(unknown) = head.strip_prefix("unknown field `").and_then(|r| r.strip_suffix('`')) else {
+        return message.to_string();
+    };
+    let keys: Vec<&str> = list.split(", ").map(|k| k.trim_matches('`')).collect();
+    let best = keys
+        .iter()
+        .map(|k| (strsim::damerau_levenshtein(unknown, k), *k))
+        .filter(|&(d, k)| d <= 2.max(k.len() / 4))
+        .min();
+    match best {
+        Some((_, k)) => format!("{head}: did you mean `{k}`? (the keys here: {list})"),
+        None => message.to_string(),
+    }
+}
+
 fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
     // A table or field the config must have, left out: say which.
     let message = match e.message().strip_prefix("missing field `").and_then(|r| r.strip_suffix('`')) {
         Some(field @ "network") => {
             format!("missing field `{field}`: the config needs a [{field}] table (see the top of orchestrator/engine/src/config.rs)")
         }
-        _ => e.message().to_string(),
+        _ => with_suggestion(e.message()),
     };
     let Some(span) = e.span() else { return message };
     let line = text[..span.start].matches('\n').count() + 1;
     match text.lines().nth(line - 1).map(str::trim).filter(|l| !l.is_empty()) {
-        Some(line_text) => format!("line {line}: {message} (at `{line_text}`)"),
+        // The line is the user's and may be long; the list of keys is ours.
+        Some(line_text) => {
+            format!("line {line}: {message} (at `{}`)", sts_trace::bounded_message(line_text.into(), 120))
+        }
         // A missing table or field has no line of its own.
         None => message,
     }
@@ -1314,6 +1338,25 @@ mod tests {
 
     fn load_str(s: &str) -> Result<Config, ConfigError> {
         Config::from_toml(s, Path::new("test.toml"))
+    }
+
+    #[test]
+    fn a_misspelt_key_is_named_with_the_one_meant_and_every_key_whole() {
+        let base = "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"ovs-testcontroller\"\n";
+        let e = load_str(&format!("{base}[fuzz.rates]\nlink_failur = 0.1\n")).unwrap_err().to_string();
+        assert!(e.contains("unknown field `link_failur`: did you mean `link_failure`?"), "{e}");
+        // The list of valid keys is not cut (it used to be, right where the key was).
+        for key in ["switch_failure", "switch_recovery", "message_types"] {
+            assert!(e.contains(&format!("`{key}`")), "{key}: {e}");
+        }
+        assert!(!e.contains("characters ..."), "{e}");
+        // Nothing close: no guess.
+        let e = load_str(&format!("{base}[fuzz]\nzzzzzzzz = 1\n")).unwrap_err().to_string();
+        assert!(e.contains("unknown field `zzzzzzzz`, expected one of") && !e.contains("did you mean"), "{e}");
+        // A long line of the user's is still bounded where it is quoted.
+        let long = format!("{base}[fuzz]\nstesp = \"{}\"\n", "x".repeat(5000));
+        let e = load_str(&long).unwrap_err().to_string();
+        assert!(e.contains("did you mean `steps`?") && e.len() < 1500, "{} chars", e.len());
     }
 
     #[test]
