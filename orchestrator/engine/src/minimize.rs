@@ -260,6 +260,16 @@ pub struct State {
     pub same: Option<Same>,
 }
 
+/// Whether two culprits are the same at `level`: with the switch they name
+/// at `switch` and `exact`, without it otherwise (the rule is the bug; the
+/// switch is where it showed this time).
+pub fn culprits_agree(a: &str, b: &str, level: Same) -> bool {
+    match level {
+        Same::Switch | Same::Exact => a == b,
+        _ => sts_invariants::identity::without_switch(a) == sts_invariants::identity::without_switch(b),
+    }
+}
+
 /// The report written to `DIR/mcs/report.{json,md}`.
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -269,8 +279,9 @@ pub struct Report {
     pub same: Same,
     /// What caused the original violation, where known.
     pub culprit: Option<String>,
-    /// Whether the final replays' violation has the original's culprit
-    /// (`None` when either has none, or no final replay reproduced).
+    /// Whether the final replays' violation has the original's culprit, at
+    /// `same` ([`culprits_agree`]; `None` when either has none, or no final
+    /// replay reproduced). `observed` has theirs.
     pub same_culprit: Option<bool>,
     pub original_inputs: usize,
     pub mcs_inputs: usize,
@@ -597,7 +608,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         })
         .collect();
     let same_culprit = match (&violation.culprit, observed.as_ref().and_then(|v| v.culprit.as_ref())) {
-        (Some(a), Some(b)) => Some(a == b),
+        (Some(a), Some(b)) => Some(culprits_agree(a, b, same)),
         _ => None,
     };
     let report = Report {
@@ -807,6 +818,16 @@ fn write_trace(t: &Trace, path: &Path) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn culprits_agree_at_the_level_used() {
+        let (s1, s2) = ("s1 table 0: a rule of priority 10 on eth_dst", "s2 table 0: a rule of priority 10 on eth_dst");
+        assert!(culprits_agree(s1, s2, Same::Culprit), "the same rule on another switch");
+        assert!(!culprits_agree(s1, s2, Same::Switch));
+        assert!(!culprits_agree(s1, s2, Same::Exact));
+        assert!(culprits_agree(s1, s1, Same::Switch));
+        assert!(!culprits_agree(s1, "s1 table 0: no rule matches", Same::Culprit));
+    }
+
     use super::*;
     use sts_trace::Port;
 

@@ -125,7 +125,12 @@ pub fn mcs_summary(r: &minimize::Report) -> String {
         s.push_str("  (none: the violation is present without any input; the network was never healthy)\n");
     }
     s.push_str(&format!("  same bug by {}", r.same));
+    let theirs = r.observed.as_ref().and_then(|v| v.culprit.as_deref());
     match (&r.culprit, r.same_culprit) {
+        (Some(c), Some(true)) if theirs.is_some_and(|t| t != c) => s.push_str(&format!(
+            "; culprit kept: {c} (the MCS's replays show it on another switch: {})\n",
+            theirs.unwrap_or_default()
+        )),
         (Some(c), Some(true)) => s.push_str(&format!("; culprit kept: {c}\n")),
         (Some(c), Some(false)) => s.push_str(&format!("; the original's culprit was {c}, the MCS shows another\n")),
         (Some(c), None) => s.push_str(&format!("; culprit: {c}\n")),
@@ -154,7 +159,12 @@ pub fn mcs_markdown(r: &minimize::Report) -> String {
     if let Some(c) = &r.culprit {
         s.push_str(&format!("The original's culprit: {c}.\n"));
     }
+    let theirs = r.observed.as_ref().and_then(|v| v.culprit.as_deref());
     match r.same_culprit {
+        Some(true) if theirs.is_some_and(|t| Some(t) != r.culprit.as_deref()) => s.push_str(&format!(
+            "The sequence's own replays show the same culprit, on another switch: {}.\n",
+            theirs.unwrap_or_default()
+        )),
         Some(true) => s.push_str("The sequence's own replays show the same culprit.\n"),
         Some(false) => s.push_str("**The sequence's own replays show another culprit** (see below).\n"),
         None => {}
