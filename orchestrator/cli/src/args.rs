@@ -24,7 +24,7 @@ use sts_engine::minimize::MAX_BUDGET_S;
 
 const EXIT_CODES: &str = "Exit codes: 0 success / nothing found, 1 violation found or not all reachable, \
 2 bad input (config, trace, arguments), 3 environment failure (controller did not start, port taken), \
-4 (fuzz) a violation present before the first input.";
+4 (fuzz) a violation present before the first input, 5 (minimize) the original trace does not reproduce its violation.";
 
 /// Where the replays of a minimization (and a campaign's runs) go.
 #[derive(Debug, clap::Args)]

@@ -405,3 +405,25 @@ fn a_capture_of_a_hand_written_trace_points_at_its_replay() {
     assert!(out.contains("who is who: s1 127.1.0.1, s2 127.1.0.2, c0 127.0.0.1"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A trace whose own run does not show its violation has nothing to
+/// minimize: `sts minimize` says so, with its own exit code (5), after a few
+/// replays of the whole trace instead of a full ddmin of failures.
+#[test]
+fn minimizing_a_trace_that_does_not_reproduce_is_refused_with_exit_5() {
+    // A loop recorded, but two pings on a two-switch line never make one.
+    let dir = experiment(
+        "no-repro",
+        "{\"format\":\"sts-trace\",\"version\":2}\n\
+         {\"seq\":1,\"t_ms\":1000,\"external\":{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}\n\
+         {\"seq\":2,\"t_ms\":1500,\"external\":{\"type\":\"ping\",\"src\":\"h2\",\"dst\":\"h1\"}}\n\
+         {\"seq\":3,\"t_ms\":3000,\"violation\":{\"invariant\":\"loop\",\"elements\":[\"s1\",\"s2\"],\"summary\":\"a loop\"}}\n",
+    );
+    let _ = std::fs::remove_dir_all(dir.join("mcs"));
+    let (code, _, err) = sts(&["minimize", dir.to_str().unwrap(), "--final-replays", "1"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("did not show its violation") && err.contains("in 3 replays"), "{err}");
+    assert!(err.contains("--repeat 10"), "says how to look: {err}");
+    assert!(!dir.join("mcs/report.json").exists(), "no MCS claimed");
+    let _ = std::fs::remove_dir_all(&dir);
+}

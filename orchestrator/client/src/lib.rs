@@ -106,6 +106,9 @@ pub enum Outcome {
     Environment,
     /// Exit 4 (fuzz): a violation present before the first input.
     PresentFromStart,
+    /// Exit 5 (minimize): the original trace does not reproduce its
+    /// violation; nothing to minimize.
+    DoesNotReproduce,
     /// The job's process was killed by a signal it was not sent by a cancel.
     Killed,
     /// Cancelled.
@@ -120,6 +123,7 @@ impl Outcome {
             1 => Outcome::Violation,
             2 => Outcome::BadInput,
             4 => Outcome::PresentFromStart,
+            5 => Outcome::DoesNotReproduce,
             _ => Outcome::Environment,
         }
     }
@@ -128,7 +132,7 @@ impl Outcome {
     pub fn state(self) -> State {
         match self {
             Outcome::Ok | Outcome::Violation | Outcome::PresentFromStart => State::Succeeded,
-            Outcome::BadInput | Outcome::Environment | Outcome::Killed => State::Failed,
+            Outcome::BadInput | Outcome::Environment | Outcome::Killed | Outcome::DoesNotReproduce => State::Failed,
             Outcome::Cancelled => State::Cancelled,
         }
     }
@@ -341,6 +345,7 @@ impl Verdict {
             Verdict::Minimized => "bug minimized",
             Verdict::Failed(Outcome::BadInput) => "bad input",
             Verdict::Failed(Outcome::Environment) => "environment failed",
+            Verdict::Failed(Outcome::DoesNotReproduce) => "original does not reproduce",
             Verdict::Failed(_) => "killed",
             Verdict::Cancelled => "cancelled",
         }

@@ -502,6 +502,41 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     if present_without_inputs {
         engine.notice(NoticeKind::Info, "the violation is present without any input: the empty sequence reproduces it");
     }
+    // The whole trace next (ddmin never tries it): an original that does
+    // not reproduce has nothing to minimize, and every candidate would fail.
+    let all: Vec<usize> = (0..groups.len()).collect();
+    if !present_without_inputs && !state.tested.get(&key(&all)).copied().unwrap_or(false) {
+        let tries = opts.replays.max(3);
+        let mut reproduced = false;
+        let mut tried = 0;
+        while tried < tries && !reproduced {
+            let n = if tried == 0 { 1 } else { tries - 1 };
+            let run = CandidateRun {
+                trace: candidate(&trace, &events_of(&all), &host_start),
+                mcs_dir: mcs_dir.clone(),
+                first_run: run_no + 1,
+                replays: n,
+                peek: PeekMode::Off,
+            };
+            run_no += n;
+            let verdict = executor.test(engine, &config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
+            let (ok, replays) = verdict?;
+            state.replays += replays;
+            tried += n;
+            reproduced = ok;
+        }
+        if !reproduced {
+            let _ = experiment::write_json(&state_path, &state);
+            return Err(RunError::DoesNotReproduce(format!(
+                "the original trace did not show its violation ({}) in {tried} replays: nothing to minimize. \
+                 Is it timing-dependent? `sts replay {} --repeat 10` says how often it comes back",
+                violation.identity(same),
+                dir.display()
+            )));
+        }
+        state.tested.insert(key(&all), true);
+        let _ = experiment::write_json(&state_path, &state);
+    }
     let mut dd = Ddmin::new(if present_without_inputs { 0 } else { groups.len() });
     'rounds: while !dd.is_done() {
         let cands = dd.candidates().to_vec();

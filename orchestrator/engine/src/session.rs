@@ -22,6 +22,10 @@ pub enum RunError {
     BadInput(String),
     #[error("{0}")]
     Environment(String),
+    /// The trace's own run does not show its violation when replayed:
+    /// nothing to minimize (exit 5).
+    #[error("{0}")]
+    DoesNotReproduce(String),
 }
 
 impl RunError {
