@@ -423,3 +423,17 @@ fn a_what_if_replaces_the_trace_input_and_labels_follow_the_network() {
     assert!(reply(&text, "where", 1).contains("next: nothing"), "{text}");
     assert!(reply(&text, "skip", 0).contains("no input left to skip"), "{text}");
 }
+
+/// A Mininet user's phrasing works as they type it, and a typo is answered
+/// with the command meant.
+#[test]
+fn mininet_phrasing_and_typos_are_understood() {
+    let dir = migration_copy("mininet");
+    let text = scripted(&dir, "net\ndump\nh1 ping -c 1 h2\nrun-to +1s\nlink s1 s2 down\nlinks\nchekpoint\nquit\n");
+    assert!(reply(&text, "net", 0).contains("s1:2 - s2:2 up"), "{text}");
+    assert!(reply(&text, "dump", 0).contains("h1"), "{text}");
+    assert!(reply(&text, "h1 ping -c 1 h2", 0).contains("ping h1 -> h2"), "{text}");
+    assert!(reply(&text, "link s1 s2 down", 0).contains("link down"), "{text}");
+    assert!(reply(&text, "links", 0).contains("s1:2 - s2:2 down"), "{text}");
+    assert!(reply(&text, "chekpoint", 0).contains("did you mean `checkpoint`?"), "{text}");
+}

@@ -79,6 +79,45 @@ pub fn resolve(word: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.name == name)
 }
 
+/// A line as a Mininet user types it, in this console's words: `h1 ping
+/// h2` (`-c N` ignored), `net` (links), `dump` (nodes), `link s1 s2 down`,
+/// `dpctl dump-flows` and `sh ovs-ofctl dump-flows s1` (flows). `None` when
+/// the line is not one of those. `hosts` are the network's host names.
+pub fn mininet(words: &[&str], hosts: &[String]) -> Option<Vec<String>> {
+    let own = |v: &[&str]| Some(v.iter().map(|w| w.to_string()).collect());
+    let is_host = |w: &str| hosts.iter().any(|h| h == w);
+    match words {
+        [a, "ping", rest @ ..] if is_host(a) => {
+            // Mininet's `h1 ping -c 1 h2`: the count is the console's one ping.
+            let dst: Vec<&str> =
+                rest.iter().copied().filter(|w| !w.starts_with('-') && w.parse::<u32>().is_err()).collect();
+            match dst.as_slice() {
+                [b] => own(&["ping", a, b]),
+                _ => None,
+            }
+        }
+        ["net"] => own(&["links"]),
+        ["dump"] => own(&["nodes"]),
+        ["link", a, b, state @ ("up" | "down")] => own(&["link", state, a, b]),
+        ["dpctl", "dump-flows", rest @ ..] | ["sh", "ovs-ofctl", "dump-flows", rest @ ..] if rest.len() <= 1 => {
+            let mut v = vec!["flows"];
+            v.extend(rest);
+            own(&v)
+        }
+        _ => None,
+    }
+}
+
+/// The command a mistyped `word` most likely meant, if one is close.
+pub fn did_you_mean(word: &str) -> Option<&'static str> {
+    COMMANDS
+        .iter()
+        .map(|c| (strsim::damerau_levenshtein(word, c.name), c.name))
+        .filter(|&(d, name)| d <= 2.min(name.len() / 2).max(1))
+        .min()
+        .map(|(_, name)| name)
+}
+
 /// Where `continue` stops.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Break {
@@ -240,6 +279,24 @@ mod tests {
 
     fn linear3() -> Network {
         Network::new(&Topology::linear(3), 4)
+    }
+
+    #[test]
+    fn mininet_phrasing_reads_as_the_consoles_own() {
+        let hosts: Vec<String> = ["h1", "h2", "h3"].iter().map(|h| h.to_string()).collect();
+        let m = |line: &str| mininet(&line.split_whitespace().collect::<Vec<_>>(), &hosts).map(|v| v.join(" "));
+        assert_eq!(m("h1 ping h2").as_deref(), Some("ping h1 h2"));
+        assert_eq!(m("h1 ping -c 1 h2").as_deref(), Some("ping h1 h2"));
+        assert_eq!(m("net").as_deref(), Some("links"));
+        assert_eq!(m("dump").as_deref(), Some("nodes"));
+        assert_eq!(m("link s1 s2 down").as_deref(), Some("link down s1 s2"));
+        assert_eq!(m("dpctl dump-flows").as_deref(), Some("flows"));
+        assert_eq!(m("sh ovs-ofctl dump-flows s1").as_deref(), Some("flows s1"));
+        assert_eq!(m("h9 ping h2"), None, "not a host");
+        assert_eq!(m("ping h1 h2"), None, "already the console's");
+        assert_eq!(did_you_mean("chekpoint"), Some("checkpoint"));
+        assert_eq!(did_you_mean("flow"), Some("flows"));
+        assert_eq!(did_you_mean("xyzzy"), None);
     }
 
     #[test]

@@ -232,7 +232,10 @@ fn start(engine: &Engine, o: &Options<'_>) -> Result<u8, RunError> {
             Input::Lines { lines: text.lines().map(str::to_string).collect(), echo: !o.json }
         }
         None => {
-            let mut ed = Editor::new().map_err(|e| RunError::Environment(format!("cannot open the terminal: {e}")))?;
+            // Tab lists the candidates (as bash does) rather than cycling through them.
+            let config = rustyline::Config::builder().completion_type(rustyline::CompletionType::List).build();
+            let mut ed = Editor::with_config(config)
+                .map_err(|e| RunError::Environment(format!("cannot open the terminal: {e}")))?;
             ed.set_helper(Some(Complete { words: words.clone() }));
             Input::Terminal(Box::new(ed))
         }
@@ -294,7 +297,12 @@ fn start(engine: &Engine, o: &Options<'_>) -> Result<u8, RunError> {
             console.replayer.session_mut().thaw(f);
         }
         let Some(line) = line else { break };
-        let words: Vec<&str> = line.split_whitespace().collect();
+        let typed: Vec<&str> = line.split_whitespace().collect();
+        // Mininet's phrasing (`h1 ping h2`, `net` ...) in this console's words.
+        let hosts: Vec<String> = console.replayer.session().runner.net.hosts.iter().map(|h| h.name.clone()).collect();
+        let rewritten = commands::mininet(&typed, &hosts);
+        let words: Vec<&str> =
+            rewritten.as_ref().map_or_else(|| typed.clone(), |v| v.iter().map(String::as_str).collect());
         let Some((&cmd, args)) = words.split_first() else { continue };
         if commands::resolve(cmd).is_some_and(|c| c.name == "quit") {
             break;
@@ -388,7 +396,12 @@ impl<'t> Console<'t> {
     fn command(&mut self, rt: &Runtime, cmd: &str, args: &[&str]) -> Reply {
         let mut out = Reply::new();
         let Some(c) = commands::resolve(cmd) else {
-            out.fail(format!("unknown command {cmd:?}; `help` lists the commands"));
+            match commands::did_you_mean(cmd) {
+                Some(meant) => {
+                    out.fail(format!("unknown command {cmd:?}: did you mean `{meant}`? (`help` lists the commands)"))
+                }
+                None => out.fail(format!("unknown command {cmd:?}; `help` lists the commands")),
+            }
             return out;
         };
         let net = &self.replayer.session().runner.net;
