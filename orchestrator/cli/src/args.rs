@@ -70,6 +70,10 @@ pub enum Command {
         /// Also write the result as JUnit XML (one test case, failing with the violation), for CI.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Replays of a find before it is reported (into OUT/check/N): a find
+        /// that does not come back is said to be so. 0 skips the check.
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        check: u32,
     },
     /// Replay a recorded trace and report how often its violation reproduces.
     ///

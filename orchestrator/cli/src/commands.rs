@@ -22,7 +22,9 @@ pub fn run(cli: Cli) -> u8 {
     let engine = Engine::new(terminal.clone());
     let code = match &cmd {
         Command::Pingall { config, out } => pingall(&engine, config, out.as_deref()),
-        Command::Fuzz { config, out, seed, junit } => fuzz(&engine, config, out, *seed, junit.as_deref()),
+        Command::Fuzz { config, out, seed, junit, check } => {
+            fuzz(&engine, config, out, *seed, junit.as_deref(), *check)
+        }
         Command::Replay { dir, repeat, expect, same, junit } => replay(
             &engine,
             dir,
@@ -175,6 +177,35 @@ fn pingall(engine: &Engine, config_path: &Path, out: Option<&Path>) -> u8 {
     exit::found(!all)
 }
 
+/// Replays a fuzz find `n` times (into `DIR/check/N`) and says whether it
+/// comes back: a find that does not (a race the replay's timing misses) is
+/// no less a find, but minimizing it needs to know.
+fn check_find(engine: &Engine, config: &Config, exp: &sts_trace::dir::Experiment, n: u32) {
+    let trace = match sts_trace::Trace::load(&exp.trace()) {
+        Ok(t) => t,
+        Err(e) => return eprintln!("sts fuzz: cannot check the find: {e}"),
+    };
+    let mut reproduced = 0;
+    for i in 1..=n {
+        let out = exp.dir.join("check").join(i.to_string());
+        let _ = std::fs::remove_dir_all(&out);
+        match block_on("fuzz", sts_engine::replay::replay_once(engine, config, &trace, &out, i)) {
+            Ok(r) if r.reproduced => reproduced += 1,
+            Ok(_) => {}
+            Err(_) => return,
+        }
+    }
+    if reproduced == n {
+        println!("checked: the find replays ({reproduced}/{n}, {})", exp.dir.join("check").display());
+    } else {
+        println!(
+            "WARNING: the find replayed {reproduced}/{n} ({}): timing-dependent? `sts replay {} --repeat 10` says how often it comes back; `sts minimize` refuses a trace that never does",
+            exp.dir.join("check").display(),
+            exp.dir.display()
+        );
+    }
+}
+
 /// The facts every JUnit file carries about a command started at `started_ms`.
 fn run_info(started_ms: i64) -> sts_report::junit::RunInfo {
     let took = sts_engine::clock::unix_time_ms().saturating_sub(started_ms).max(0) as u64;
@@ -190,7 +221,7 @@ fn write_junit(name: &str, path: Option<&Path>, report: impl FnOnce() -> quick_j
     })
 }
 
-fn fuzz(engine: &Engine, config_path: &Path, out: &Path, seed: Option<u64>, junit: Option<&Path>) -> u8 {
+fn fuzz(engine: &Engine, config_path: &Path, out: &Path, seed: Option<u64>, junit: Option<&Path>, check: u32) -> u8 {
     let started = sts_engine::clock::unix_time_ms();
     let (mut config, mut text) = match load_config("fuzz", config_path) {
         Ok(c) => c,
@@ -243,6 +274,9 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path, seed: Option<u64>, juni
         Some(v) => {
             print!("violation after {} steps ({} inputs): {}", o.steps, o.inputs, sts_report::violation(&v));
             println!("trace: {}", exp.trace().display());
+            if check > 0 {
+                check_find(engine, &config, &exp, check);
+            }
             match sts_report::html::write_experiment(&exp.dir) {
                 Ok(path) => println!("space-time diagram: {}", path.display()),
                 Err(e) => eprintln!("sts fuzz: no HTML report: {e}"),

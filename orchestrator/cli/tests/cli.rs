@@ -427,3 +427,33 @@ fn minimizing_a_trace_that_does_not_reproduce_is_refused_with_exit_5() {
     assert!(!dir.join("mcs/report.json").exists(), "no MCS claimed");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A find that never replays (`tests/fixtures/once_controller.py`: the bug
+/// shows in the controller's first run only) is reported as such by `sts
+/// fuzz` itself (`sts minimize` then refuses it, exit 5: tested above).
+#[test]
+fn a_find_that_does_not_replay_is_said_so_by_fuzz() {
+    let dir = std::env::temp_dir().join(format!("sts-cli-{}-once", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/once_controller.py");
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"command\"\n\
+             command = [\"python3\", {:?}, {:?}, \"{{port}}\"]\n\n[fuzz]\nseed = 1\nsteps = 40\nstep_ms = 50\n\n\
+             [fuzz.rates]\ntraffic = 0.5\nlink_failure = 0.0\nlink_recovery = 0.0\nhost_migration = 0.0\n\n\
+             [invariants]\ncheck = [\"blackhole\"]\npersist_ms = 500\n",
+            fixture.to_str().unwrap(),
+            dir.join("started-once").to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let exp = dir.join("exp");
+    let (code, out, err) = sts(&["fuzz", "--config", config.to_str().unwrap(), "--out", exp.to_str().unwrap()]);
+    assert_eq!(code, 1, "the first run's blackhole is found: {out}\n{err}");
+    assert!(out.contains("WARNING: the find replayed 0/1"), "{out}");
+    assert!(exp.join("check/1/trace.jsonl").is_file(), "the check's replay is kept");
+    let _ = std::fs::remove_dir_all(&dir);
+}
