@@ -177,8 +177,20 @@ pub fn page_with(
         );
     }
     let mut violation_text = None;
+    // The rows the page links to (the culprit's chain, the MCS) get an id.
+    let chain = trace.violation().and_then(|_| crate::why::chain(trace));
+    let mcs_seqs = mcs.map(|m| m.seqs.clone()).unwrap_or_default();
+    let anchors = crate::why::anchors(chain.as_ref(), &mcs_seqs);
     for (row, r) in trace.records.iter().take(shown).enumerate() {
         let y = TOP + row * ROW;
+        if anchors.contains(&r.seq) {
+            let _ = write!(
+                svg,
+                r#"<rect id="r{}" class="anchor" x="0" y="{}" width="1" height="1"/>"#,
+                r.seq,
+                y.saturating_sub(40)
+            );
+        }
         // Shown on hover by the page's script (an attribute, not a <title>
         // element: half the DOM nodes on a 100,000-record page).
         let title = |what: &str| format!(r#" data-t="seq {} at {} ms: {}""#, r.seq, r.t_ms, esc(what));
@@ -293,7 +305,9 @@ pub fn page_with(
                 if trace.violation().is_some_and(|v| v.witness.is_some()) { ", with the witness path" } else { "" };
             let _ = write!(html, r##"<p><a href="#topology">The network at the violation{with}</a></p>"##);
         }
-        if let Some(t) = crate::tables::section(trace) {
+        html.push_str(&crate::why::section(chain.as_ref(), trace, &mcs_seqs));
+        let culprit = chain.as_ref().map(|c| (c.switch.as_str(), c.rule.as_str()));
+        if let Some(t) = crate::tables::section_marking(trace, culprit) {
             let _ =
                 write!(html, r##"<p><a href="#tables">The flow tables at the violation</a> (below the diagram)</p>"##);
             tables_html = Some(t);
@@ -400,7 +414,9 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 .log{stroke:#9a6;stroke-width:2}.curve{fill:none;stroke:#e07000;stroke-width:2}.curve-point{fill:#e07000}\
 .curve-label,.axis{font:11px sans-serif;fill:#555;text-anchor:middle}.axis{text-anchor:start}#tip{position:fixed;right:12px;top:12px;max-width:45%;background:#ffd;border:1px solid #cc9;padding:4px 8px;display:none;z-index:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}\
 table.diff{border-collapse:collapse;font:12px monospace}table.diff td,table.diff th{padding:1px 6px;text-align:left}\
-tr.left td{background:#fde2e2}tr.right td{background:#e0f5e0}#first-divergence td{border-top:2px solid #d22;border-bottom:2px solid #d22}";
+tr.left td{background:#fde2e2}tr.right td{background:#e0f5e0}#first-divergence td{border-top:2px solid #d22;border-bottom:2px solid #d22}\
+.anchor{fill:none}#why ol.chain li{margin:2px 0}#why code.culprit-rule,mark#culprit-rule{background:#fbe3c8;color:#222}\
+#why{border-left:3px solid #b25000;padding-left:10px}";
 
 const SCRIPT: &str = r#"
 (function(){

@@ -16,6 +16,7 @@ pub mod pcap;
 pub mod shiviz;
 pub mod tables;
 pub mod topology;
+pub mod why;
 
 use std::path::Path;
 

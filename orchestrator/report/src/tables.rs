@@ -45,6 +45,12 @@ pub fn at_violation(trace: &Trace) -> Option<(u64, BTreeMap<u64, Switch>)> {
 /// The HTML section (`<section id="tables">`), when the trace has a
 /// violation and OpenFlow messages with their bytes (trace version 2).
 pub fn section(trace: &Trace) -> Option<String> {
+    section_marking(trace, None)
+}
+
+/// [`section`], with the culprit rule (`switch`, its `dump-flows` line)
+/// marked (`<mark id="culprit-rule">`), as the report's "why" links to it.
+pub fn section_marking(trace: &Trace, culprit: Option<(&str, &str)>) -> Option<String> {
     let (at, switches) = at_violation(trace)?;
     if switches.is_empty() {
         return None;
@@ -58,7 +64,22 @@ pub fn section(trace: &Trace) -> Option<String> {
             html,
             r#"<h3>s{dpid} ({} entries)</h3><pre class="flows" data-switch="s{dpid}">{}</pre>"#,
             sw.flow_count(),
-            if dump.is_empty() { "(empty)".to_string() } else { esc(&dump) }
+            if dump.is_empty() {
+                "(empty)".to_string()
+            } else {
+                let name = format!("s{dpid}");
+                let mut marked = false;
+                dump.lines()
+                    .map(|l| match culprit {
+                        Some((s, rule)) if !marked && s == name && l.trim() == rule.trim() => {
+                            marked = true;
+                            format!(r#"<mark id="culprit-rule">{}</mark>"#, esc(l))
+                        }
+                        _ => esc(l),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
         );
     }
     html.push_str("</section>");

@@ -1,0 +1,178 @@
+//! Why the violation happened, as a chain a person can follow: the culprit
+//! rule (the last rule on the witness path, in `dump-flows` words), the
+//! FLOW_MOD that installed it, the PACKET_IN it answered and the input after
+//! which it came. Each link names a trace `seq` and jumps to its row in the
+//! diagram (`#rSEQ`).
+//!
+//! The rule is found in the flow tables rebuilt from the trace
+//! ([`crate::tables`], the same switch model the run used) at the table and
+//! index the witness names; the FLOW_MOD is the last message to that switch
+//! after which the rule was there and before which it was not.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use sts_mocknet::flow::FlowEntry;
+use sts_mocknet::switch::Switch;
+use sts_proxy::wire::Message;
+use sts_trace::{Direction, Internal, Trace};
+
+use crate::html::esc;
+
+/// A record of the trace: its seq, time and what it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub seq: u64,
+    pub t_ms: u64,
+    pub what: String,
+}
+
+/// The culprit rule and what put it there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    /// `s2`, and the rule in `dump-flows` words.
+    pub switch: String,
+    pub rule: String,
+    /// The FLOW_MOD that installed it.
+    pub flow_mod: Option<Link>,
+    /// The last PACKET_IN from that switch before it (what it likely answered).
+    pub packet_in: Option<Link>,
+    /// The last input before it.
+    pub input: Option<Link>,
+}
+
+/// (dpid, table, index) of the last rule on the witness path: `s2 in 2:
+/// table 0 #3 (priority 1)` gives (2, 0, 3).
+fn culprit_place(trace: &Trace) -> Option<(u64, usize, usize)> {
+    let w = trace.violation()?.witness.as_ref()?;
+    let hop = w.path.last()?;
+    let (head, rules) = hop.split_once(": ")?;
+    let dpid = head.split_whitespace().next()?.strip_prefix('s')?.parse().ok()?;
+    let rule = rules.rsplit(", ").next()?;
+    let mut words = rule.split_whitespace();
+    (words.next()? == "table").then_some(())?;
+    let table = words.next()?.parse().ok()?;
+    let index = words.next()?.strip_prefix('#')?.parse().ok()?;
+    Some((dpid, table, index))
+}
+
+fn same_rule(a: &FlowEntry, b: &FlowEntry) -> bool {
+    a.priority == b.priority && a.r#match == b.r#match && a.instructions == b.instructions
+}
+
+/// The chain for `trace`'s violation, when its witness ends on a rule.
+pub fn chain(trace: &Trace) -> Option<Chain> {
+    let (dpid, table, index) = culprit_place(trace)?;
+    let (_, switches) = crate::tables::at_violation(trace)?;
+    let culprit = switches.get(&dpid)?.tables.get(table)?.entries().get(index)?.clone();
+    let rule = crate::flows::entry(table, &culprit);
+    // Replay the messages to that switch, watching for the rule to appear.
+    let end = trace.records.iter().position(|r| r.violation.is_some())?;
+    let mut sw: Option<Switch> = None;
+    let mut installed_at: Option<usize> = None;
+    for (i, r) in trace.records[..end].iter().enumerate() {
+        let Some(Internal::Openflow { dpid: d, dir: Direction::ToSwitch, raw: Some(raw), .. }) = &r.internal else {
+            continue;
+        };
+        if *d != dpid || raw.len() < 8 || raw[1] == 0 {
+            continue;
+        }
+        let Ok(parsed) = Message::parse(raw.clone()) else { continue };
+        let s = sw.get_or_insert_with(|| Switch::new(dpid, raw[0], 64));
+        let had = s.tables.get(table).is_some_and(|t| t.entries().iter().any(|e| same_rule(e, &culprit)));
+        s.expire(r.t_ms);
+        s.handle(raw, &parsed, r.t_ms);
+        let has = s.tables.get(table).is_some_and(|t| t.entries().iter().any(|e| same_rule(e, &culprit)));
+        // The last time it appeared: a delete and a new add make the add its installer.
+        if has && !had {
+            installed_at = Some(i);
+        }
+    }
+    let link = |i: usize, what: String| Link { seq: trace.records[i].seq, t_ms: trace.records[i].t_ms, what };
+    let flow_mod = installed_at.map(|i| {
+        let controller = match &trace.records[i].internal {
+            Some(Internal::Openflow { controller, .. }) => format!("c{controller}"),
+            _ => "?".into(),
+        };
+        link(i, format!("flow_mod {controller} → s{dpid}"))
+    });
+    let before = installed_at.unwrap_or(end);
+    let packet_in = trace.records[..before].iter().rposition(|r| {
+        matches!(&r.internal, Some(Internal::Openflow { dpid: d, dir: Direction::ToController, msg, .. }) if *d == dpid && msg == "packet_in")
+    });
+    let packet_in = packet_in.map(|i| link(i, format!("packet_in s{dpid} → controller")));
+    let input = trace.records[..before].iter().rposition(|r| r.external.is_some());
+    let input = input.map(|i| link(i, trace.records[i].external.as_ref().map(|e| e.describe()).unwrap_or_default()));
+    Some(Chain { switch: format!("s{dpid}"), rule, flow_mod, packet_in, input })
+}
+
+/// The seqs a page should give ids to (`rSEQ`) so that links can jump there.
+pub fn anchors(chain: Option<&Chain>, mcs: &BTreeSet<u64>) -> BTreeSet<u64> {
+    let mut seqs = mcs.clone();
+    if let Some(c) = chain {
+        seqs.extend([&c.flow_mod, &c.packet_in, &c.input].into_iter().flatten().map(|l| l.seq));
+    }
+    seqs
+}
+
+fn jump(l: &Link) -> String {
+    format!(r##"<a href="#r{}">seq {} at {} ms</a>: {}"##, l.seq, l.seq, l.t_ms, esc(&l.what))
+}
+
+/// The "why" section: the culprit rule and what installed it, then the
+/// MCS's inputs as a numbered list, each a link to its row.
+pub fn section(chain: Option<&Chain>, trace: &Trace, mcs: &BTreeSet<u64>) -> String {
+    let mut html = String::from(r#"<section id="why">"#);
+    if let Some(c) = chain {
+        let _ = write!(
+            html,
+            r##"<h2>Why</h2><ol class="chain"><li>The culprit: on {}, <code class="culprit-rule">{}</code> (<a href="#culprit-rule">in the flow tables</a>)</li>"##,
+            esc(&c.switch),
+            esc(&c.rule)
+        );
+        match &c.flow_mod {
+            Some(f) => {
+                let _ = write!(html, "<li>installed by {}</li>", jump(f));
+            }
+            None => html.push_str("<li>installed by no FLOW_MOD the trace recorded</li>"),
+        }
+        if let Some(p) = &c.packet_in {
+            let _ = write!(html, "<li>after {}</li>", jump(p));
+        }
+        if let Some(i) = &c.input {
+            let _ = write!(html, "<li>after the input {}</li>", jump(i));
+        }
+        html.push_str("</ol>");
+    }
+    let kept: Vec<_> = trace.records.iter().filter(|r| r.external.is_some() && mcs.contains(&r.seq)).collect();
+    if !kept.is_empty() {
+        html.push_str(r#"<h2>The minimal causal sequence</h2><ol id="mcs-list">"#);
+        for r in kept {
+            let what = r.external.as_ref().map(|e| e.describe()).unwrap_or_default();
+            let _ =
+                write!(html, r##"<li><a href="#r{}">{} ms: {}</a> (seq {})</li>"##, r.seq, r.t_ms, esc(&what), r.seq);
+        }
+        html.push_str("</ol>");
+    }
+    html.push_str("</section>");
+    html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_culprit_place_is_the_last_rule_of_the_last_hop() {
+        let text = r#"{"format":"sts-trace","version":2}
+{"seq":1,"t_ms":5,"violation":{"invariant":"blackhole","elements":["h2"],"summary":"x","witness":{"header":"h","frame":"","from":"h1","path":["s1 in 1: table 0 #3 (priority 1)","s2 in 2: table 0 #1 (priority 5), table 1 #4 (priority 1)"],"end":"dropped"},"culprit":"s2 table 1: a rule"}}
+"#;
+        let dir = std::env::temp_dir().join(format!("sts-why-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("trace.jsonl");
+        std::fs::write(&path, text).unwrap();
+        let trace = Trace::load(&path).unwrap();
+        assert_eq!(culprit_place(&trace), Some((2, 1, 4)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
