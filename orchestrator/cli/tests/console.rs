@@ -429,7 +429,16 @@ fn a_what_if_replaces_the_trace_input_and_labels_follow_the_network() {
 #[test]
 fn mininet_phrasing_and_typos_are_understood() {
     let dir = migration_copy("mininet");
-    let text = scripted(&dir, "net\ndump\nh1 ping -c 1 h2\nrun-to +1s\nlink s1 s2 down\nlinks\nchekpoint\nquit\n");
+    let text = scripted(
+        &dir,
+        "net\ndump\nh1 ping -c 1 h2\nrun-to +1s\nlink s1 s2 down\nlinks\nchekpoint\nlog 200\nhelp\nquit\n",
+    );
+    // The log says FLOW_MODs in dump-flows words, as `pending` does.
+    assert!(reply(&text, "log 200", 0).contains("c0 -> s1 flow_mod add priority=0 actions=CONTROLLER:65535"), "{text}");
+    let help = reply(&text, "help", 0);
+    assert!(help.contains("aliases: n next") && help.contains("h1 ping h2"), "{help}");
+    // Long arguments no longer run into their description.
+    assert!(help.contains("invariant [KIND]\n"), "{help}");
     assert!(reply(&text, "net", 0).contains("s1:2 - s2:2 up"), "{text}");
     assert!(reply(&text, "dump", 0).contains("h1"), "{text}");
     assert!(reply(&text, "h1 ping -c 1 h2", 0).contains("ping h1 -> h2"), "{text}");

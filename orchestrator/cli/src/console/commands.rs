@@ -61,20 +61,22 @@ pub const COMMANDS: &[Command] = &[
     c("output", "quit", "", "end the session (Ctrl-D too); its trace stays"),
 ];
 
+/// One-letter aliases, as `help` lists them.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("n", "next"),
+    ("c", "continue"),
+    ("w", "where"),
+    ("b", "break"),
+    ("q", "quit"),
+    ("h", "help"),
+    ("p", "pending"),
+    ("f", "flows"),
+    ("l", "log"),
+];
+
 /// The command `word` names: its full name, or a one-letter alias that is
 /// unambiguous (`n` next, `c` continue, `w` where ...).
 pub fn resolve(word: &str) -> Option<&'static Command> {
-    const ALIASES: &[(&str, &str)] = &[
-        ("n", "next"),
-        ("c", "continue"),
-        ("w", "where"),
-        ("b", "break"),
-        ("q", "quit"),
-        ("h", "help"),
-        ("p", "pending"),
-        ("f", "flows"),
-        ("l", "log"),
-    ];
     let name = ALIASES.iter().find(|(a, _)| *a == word).map_or(word, |(_, n)| n);
     COMMANDS.iter().find(|c| c.name == name)
 }

@@ -420,8 +420,17 @@ impl<'t> Console<'t> {
                         group = c.group;
                         out.say(format!("{group}:"));
                     }
-                    out.say(format!("  {:<12}{:<22}{}", c.name, c.args, c.what));
+                    // Arguments too long for their column get a line of their own.
+                    if c.args.len() < 22 {
+                        out.say(format!("  {:<12}{:<22}{}", c.name, c.args, c.what));
+                    } else {
+                        out.say(format!("  {:<12}{}", c.name, c.args));
+                        out.say(format!("  {:<34}{}", "", c.what));
+                    }
                 }
+                let aliases: Vec<String> = commands::ALIASES.iter().map(|(a, n)| format!("{a} {n}")).collect();
+                out.say(format!("aliases: {}", aliases.join(", ")));
+                out.say("Mininet's phrasing works too: h1 ping h2, net, dump, link s1 s2 down, dpctl dump-flows");
             }
             ("help", [name]) => match commands::resolve(name) {
                 Some(c) => out.say(format!("{} {}: {}", c.name, c.args, c.what)),

@@ -245,9 +245,17 @@ pub fn log(path: &std::path::Path, n: usize, out: &mut Reply) {
 /// dataplane report.
 fn internal(i: &sts_trace::Internal) -> String {
     match i {
-        sts_trace::Internal::Openflow { fp, .. } => {
+        sts_trace::Internal::Openflow { fp, msg, raw, .. } => {
             let (from, to) = i.sender_receiver().unwrap_or_default();
-            format!("{from} -> {to} {}", sts_report::shorten(&fp.0))
+            // FLOW_MODs and PACKET_OUTs in dump-flows words, as `pending` shows them.
+            let words = raw
+                .as_ref()
+                .and_then(|r| sts_proxy::wire::Message::parse(r.clone()).ok())
+                .and_then(|m| sts_report::flows::message(&m));
+            match words {
+                Some(w) => format!("{from} -> {to} {msg} {w}"),
+                None => format!("{from} -> {to} {}", sts_report::shorten(&fp.0)),
+            }
         }
         sts_trace::Internal::Log { controller, line, .. } => format!("{controller} log: {line}"),
         sts_trace::Internal::Dataplane(d) => format!("dataplane: {}", d.describe()),
