@@ -368,6 +368,7 @@ impl Proxy {
                         return;
                     }
                 };
+                tracing::info!("switch {peer} connected (channel {}), relayed to {controller}", channel.dpid);
                 let _ = switch.set_nodelay(true);
                 let _ = ctl.set_nodelay(true);
                 let (sr, sw) = switch.into_split();
@@ -384,6 +385,7 @@ impl Proxy {
                 if let Ok(mut shared) = shared.lock() {
                     shared.writers.retain(|(c, _), _| *c != channel);
                 }
+                tracing::info!("switch {peer} left (channel {})", channel.dpid);
             });
         }
     }

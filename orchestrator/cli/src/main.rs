@@ -11,12 +11,13 @@ mod progress;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
-    // Diagnostics go to stderr: warnings alone, plainly, by default; with
-    // RUST_LOG, whatever it asks for, with times and sources.
+    // Diagnostics go to stderr: warnings alone, plainly, by default (and a
+    // standalone proxy's switches coming and going); with RUST_LOG, whatever
+    // it asks for, with times and sources.
     match tracing_subscriber::EnvFilter::try_from_default_env() {
         Ok(filter) => tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init(),
         Err(_) => tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+            .with_env_filter(tracing_subscriber::EnvFilter::new("warn,sts_proxy::standalone=info"))
             .without_time()
             .with_target(false)
             .with_ansi(false)

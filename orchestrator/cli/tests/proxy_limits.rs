@@ -100,6 +100,9 @@ fn more_connections_than_descriptors_do_not_end_the_proxy() {
     let (code, err) = stop(proxy, Signal::SIGTERM);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("refused"), "the refusals are reported: {err}");
+    // Switches coming and going are said, by default, as they happen.
+    assert!(err.contains("connected (channel ") && err.contains(&format!("relayed to {ctl}")), "{err}");
+    assert!(err.contains("left (channel "), "{err}");
 }
 
 /// SIGTERM (and SIGHUP) end the proxy like Ctrl-C: exit 0, the recording
