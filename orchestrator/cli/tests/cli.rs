@@ -457,3 +457,25 @@ fn a_find_that_does_not_replay_is_said_so_by_fuzz() {
     assert!(exp.join("check/1/trace.jsonl").is_file(), "the check's replay is kept");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Minimizing a finished directory again reports what the minimization
+/// cost, not that plus every earlier run's final replays.
+#[test]
+fn minimizing_again_does_not_inflate_the_replay_count() {
+    let dir = std::env::temp_dir().join(format!("sts-cli-{}-again", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fuzz-ovs-mesh.toml");
+    let (code, _, err) = sts(&["fuzz", "--config", config.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    let replays = || {
+        let (code, out, err) = sts(&["minimize", dir.to_str().unwrap(), "--final-replays", "2"]);
+        assert_eq!(code, 0, "{err}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("mcs/report.json")).unwrap()).unwrap();
+        (report["replays"].as_u64().unwrap(), out)
+    };
+    let (first, out) = replays();
+    let (second, again) = replays();
+    assert_eq!(first, second, "{out}\n{again}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

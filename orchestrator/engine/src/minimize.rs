@@ -620,7 +620,6 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
             final_reproduced += 1;
             observed = observed.or(r.violation);
         }
-        state.replays += 1;
     }
     engine.progress(Progress::Done);
     if let Some(v) = &observed {
@@ -653,7 +652,8 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         same_culprit,
         original_inputs: externals.len(),
         mcs_inputs: keep.len(),
-        replays: state.replays,
+        // The search's replays (kept across resumptions) and this run's final ones.
+        replays: state.replays + u64::from(opts.final_replays),
         seconds: started.elapsed().as_secs_f64(),
         curve,
         final_replays: opts.final_replays,
