@@ -787,6 +787,12 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
                     ),
                 }
             }
+            if w.dropped > 0 {
+                println!(
+                    "  {} messages the proxy dropped are left out (their receiver never got them; the trace and its report show them)",
+                    w.dropped
+                );
+            }
             if w.without_bytes > 0 {
                 eprintln!(
                     "sts pcap: {} messages left out: the trace recorded them without their bytes (trace version 1)",

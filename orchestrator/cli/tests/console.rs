@@ -446,3 +446,23 @@ fn mininet_phrasing_and_typos_are_understood() {
     assert!(reply(&text, "links", 0).contains("s1:2 - s2:2 down"), "{text}");
     assert!(reply(&text, "chekpoint", 0).contains("did you mean `checkpoint`?"), "{text}");
 }
+
+/// The proxy's decisions are in the trace and drawn: a FLOW_MOD held and then
+/// dropped is a dropped arrow in the report and is left out of the capture,
+/// not shown as delivered.
+#[test]
+fn a_dropped_message_is_drawn_and_captured_as_dropped() {
+    let dir = migration_copy("dropped");
+    let saved = dir.join("s1");
+    scripted(&dir, &format!("hold flow_mod s3\nrun-to 3\ndrop all\nrun-to +1s\nsave {}\nquit\n", saved.display()));
+    let trace = std::fs::read_to_string(saved.join("trace.jsonl")).unwrap();
+    assert!(trace.contains(r#""proxy":"queued""#), "the hold is recorded with the message");
+    let sts = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_sts")).args(args).output().unwrap();
+    assert!(sts(&["report", saved.to_str().unwrap()]).status.success());
+    let page = std::fs::read_to_string(saved.join("report/index.html")).unwrap();
+    assert!(page.contains("The proxy dropped 1 message(s)"), "the decisions are said");
+    assert_eq!(page.matches("held by the proxy, then dropped").count(), 1, "one arrow drawn as dropped");
+    let out = sts(&["pcap", saved.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("1 messages the proxy dropped are left out"), "{said}");
+}

@@ -247,6 +247,8 @@ pub fn import(recording: &Path, config: &Config, trace_path: &Path) -> Result<Im
             msg: MsgType::from_name(&line.msg_type).unwrap_or(MsgType::recorded("unknown")),
             fp: Fingerprint::of(msg),
             raw: Some(line.raw.clone()),
+            // A testbed recording says what was relayed; its faults are the proxy's own.
+            proxy: None,
         };
         writer.internal(t, internal).map_err(env)?;
         out.messages += 1;

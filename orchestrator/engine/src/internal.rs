@@ -283,6 +283,7 @@ mod tests {
                 msg: MsgType::from_name(msg).unwrap(),
                 fp: Fingerprint(fp.into()),
                 raw: None,
+                proxy: None,
             }),
             violation: None,
             line: 0,

@@ -211,6 +211,7 @@ mod tests {
                     msg: MsgType::from_name("flow_mod").unwrap(),
                     fp: Fingerprint(fp.to_string()),
                     raw: None,
+                    proxy: None,
                 }),
                 violation: None,
                 line: 0,

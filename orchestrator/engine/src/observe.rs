@@ -74,6 +74,11 @@ pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
             msg: MsgType::recorded(r.msg_type),
             fp: r.fingerprint(),
             raw: Some(r.raw.clone()),
+            proxy: match r.disposition {
+                sts_proxy::interpose::Disposition::Passed => None,
+                sts_proxy::interpose::Disposition::Queued => Some(sts_trace::ProxyDecision::Queued),
+                sts_proxy::interpose::Disposition::Dropped => Some(sts_trace::ProxyDecision::Dropped),
+            },
         };
         internal.push((r.time_ms, e));
     }

@@ -176,6 +176,8 @@ pub fn page_with(
             TOP - 18
         );
     }
+    let (mut dropped, mut queued) = (0usize, 0usize);
+    let dropped_later = dropped_after_holding(trace);
     let mut violation_text = None;
     // The rows the page links to (the culprit's chain, the MCS) get an id.
     let chain = trace.violation().and_then(|_| crate::why::chain(trace));
@@ -212,7 +214,7 @@ pub fn page_with(
             let _ = write!(svg, r#"<circle class="{class}" cx="{sx}" cy="{y}" r="4"{}/>"#, title(&what));
         }
         match &r.internal {
-            Some(i @ Internal::Openflow { msg, dpid, controller, dir, fp, .. }) => {
+            Some(i @ Internal::Openflow { msg, dpid, controller, dir, fp, proxy, .. }) => {
                 let (from, to) = i.sender_receiver().expect("an OpenFlow message has two ends");
                 let t = msg.as_str();
                 *types.entry(t).or_default() += 1;
@@ -221,14 +223,40 @@ pub fn page_with(
                     !m.messages.is_empty()
                         && m.messages.contains(&format!("{dpid} {controller} {} {}", dir.as_str(), fp.0))
                 });
+                // What the proxy did with it, drawn: a dropped message stops
+                // short of its receiver; a held or delayed one is dashed.
+                let proxy =
+                    if dropped_later.contains(&r.seq) { &Some(sts_trace::ProxyDecision::Dropped) } else { proxy };
+                let (decision, said, end) = match proxy {
+                    Some(sts_trace::ProxyDecision::Dropped) if dropped_later.contains(&r.seq) => {
+                        dropped += 1;
+                        (
+                            " dropped",
+                            " (held by the proxy, then dropped: never delivered)",
+                            (x[from.as_str()] + x[to.as_str()]) / 2,
+                        )
+                    }
+                    Some(sts_trace::ProxyDecision::Dropped) => {
+                        dropped += 1;
+                        (
+                            " dropped",
+                            " (dropped by the proxy: never delivered)",
+                            (x[from.as_str()] + x[to.as_str()]) / 2,
+                        )
+                    }
+                    Some(sts_trace::ProxyDecision::Queued) => {
+                        queued += 1;
+                        (" queued", " (held or delayed by the proxy, delivered later)", x[to.as_str()])
+                    }
+                    None => ("", "", x[to.as_str()]),
+                };
                 let _ = write!(
                     svg,
-                    r#"<line class="msg t-{t} sw-s{dpid}{}" x1="{}" y1="{y}" x2="{}" y2="{}" marker-end="url(#arrow)"{}/>"#,
+                    r#"<line class="msg t-{t} sw-s{dpid}{}{decision}" x1="{}" y1="{y}" x2="{end}" y2="{}" marker-end="url(#arrow)"{}/>"#,
                     if kept { " kept" } else { "" },
                     x[from.as_str()],
-                    x[to.as_str()],
                     y + 3,
-                    title(&format!("{t}: {from} → {to}"))
+                    title(&format!("{t}: {from} → {to}{said}"))
                 );
             }
             Some(Internal::Log { controller, line, .. }) => {
@@ -291,6 +319,12 @@ pub fn page_with(
         messages,
         lanes.len()
     );
+    if dropped + queued > 0 {
+        let _ = write!(
+            html,
+            r#"<p id="proxy-decisions">The proxy dropped {dropped} message(s) (arrows that stop half-way) and held or delayed {queued} (dashed).</p>"#
+        );
+    }
     if trace.records.len() > shown {
         let _ = write!(
             html,
@@ -415,7 +449,7 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 .curve-label,.axis{font:11px sans-serif;fill:#555;text-anchor:middle}.axis{text-anchor:start}#tip{position:fixed;right:12px;top:12px;max-width:45%;background:#ffd;border:1px solid #cc9;padding:4px 8px;display:none;z-index:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}\
 table.diff{border-collapse:collapse;font:12px monospace}table.diff td,table.diff th{padding:1px 6px;text-align:left}\
 tr.left td{background:#fde2e2}tr.right td{background:#e0f5e0}#first-divergence td{border-top:2px solid #d22;border-bottom:2px solid #d22}\
-.anchor{fill:none}#why ol.chain li{margin:2px 0}#why code.culprit-rule,mark#culprit-rule{background:#fbe3c8;color:#222}\
+.anchor{fill:none}.msg.dropped{stroke:#c0392b;stroke-width:2}.msg.queued{stroke-dasharray:3 3}#why ol.chain li{margin:2px 0}#why code.culprit-rule,mark#culprit-rule{background:#fbe3c8;color:#222}\
 #why{border-left:3px solid #b25000;padding-left:10px}";
 
 const SCRIPT: &str = r#"
@@ -464,6 +498,36 @@ fn write_mcs_dir(dir: &std::path::Path, recorded: &Trace, n: u32) -> Result<std:
     let html = page_with(&title, recorded, mcs.as_ref(), None, topology.as_deref());
     sts_trace::dir::write_atomic(&path, html.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
+}
+
+/// The held messages a later input dropped (the console's `drop ID`, a
+/// `held_message` input with fate `drop`): they were queued when they came,
+/// and never delivered. Held messages are told apart as the proxy does, by
+/// switch and type, oldest first; a release delivers every held one.
+pub(crate) fn dropped_after_holding(trace: &Trace) -> std::collections::BTreeSet<u64> {
+    use std::collections::{BTreeMap, BTreeSet};
+    use sts_trace::{External, Fate, ProxyDecision};
+    let mut held: BTreeMap<(u64, String), Vec<u64>> = BTreeMap::new();
+    let mut dropped = BTreeSet::new();
+    for r in &trace.records {
+        if let Some(Internal::Openflow { dpid, msg, proxy: Some(ProxyDecision::Queued), .. }) = &r.internal {
+            held.entry((*dpid, msg.as_str().to_string())).or_default().push(r.seq);
+        }
+        match &r.external {
+            Some(External::HeldMessage { switch, msg_type, index, fate }) => {
+                let queue = held.entry((*switch, msg_type.clone())).or_default();
+                if (*index as usize) < queue.len() {
+                    let seq = queue.remove(*index as usize);
+                    if *fate == Fate::Drop {
+                        dropped.insert(seq);
+                    }
+                }
+            }
+            Some(External::ControlRelease { switch }) => held.retain(|(d, _), _| switch.is_some_and(|s| s != *d)),
+            _ => {}
+        }
+    }
+    dropped
 }
 
 /// An experiment's latest replay (`replays/N/`), if it has one.

@@ -143,6 +143,8 @@ pub struct Written {
     pub connections: usize,
     /// Messages the trace recorded without their bytes (a version-1 trace).
     pub without_bytes: usize,
+    /// Messages the proxy dropped: left out, as their receiver never got them.
+    pub dropped: usize,
     /// Who is who: (name, address) of every switch and controller written,
     /// switches first, each in order.
     pub legend: Vec<(String, [u8; 4])>,
@@ -165,14 +167,21 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
     let mut current: BTreeMap<(u64, usize), (StreamId, [bool; 2])> = BTreeMap::new();
     let mut written = Written::default();
     let mut clock = Clock::of(trace);
+    let dropped_later = crate::html::dropped_after_holding(trace);
     let (mut switches, mut controllers) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
     for record in &trace.records {
         let at = clock.at(record.t_ms);
-        let Some(Internal::Openflow { dpid, controller, dir, msg, raw, .. }) = &record.internal else { continue };
+        let Some(Internal::Openflow { dpid, controller, dir, msg, raw, proxy, .. }) = &record.internal else {
+            continue;
+        };
         let Some(raw) = raw else {
             written.without_bytes += 1;
             continue;
         };
+        if *proxy == Some(sts_trace::ProxyDecision::Dropped) || dropped_later.contains(&record.seq) {
+            written.dropped += 1;
+            continue;
+        }
         let from_switch = *dir == Direction::ToController;
         let d = usize::from(!from_switch);
         let hello = msg.as_str() == "hello";

@@ -411,6 +411,10 @@ pub enum Internal {
         /// absent in version-1 traces).
         #[serde(default, skip_serializing_if = "Option::is_none", with = "hex_bytes")]
         raw: Option<Bytes>,
+        /// What the proxy did with it when it came, unless it passed at once:
+        /// dropped, or queued (held, delayed, or behind a queued message).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        proxy: Option<ProxyDecision>,
     },
     /// A controller's stdout or stderr line.
     Log { controller: String, line: String, fp: String },
@@ -455,6 +459,17 @@ impl Internal {
             Direction::ToSwitch => (ctl, sw),
         })
     }
+}
+
+/// What the proxy did with an OpenFlow message that did not pass at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProxyDecision {
+    /// Never delivered.
+    Dropped,
+    /// Delivered later: held (until released or given a fate), delayed, or
+    /// queued behind such a message.
+    Queued,
 }
 
 /// A dataplane record's body: typed in version 2, a description in
@@ -792,7 +807,15 @@ mod tests {
         let msg = MsgType::from_name("packet_in").unwrap();
         w.internal(
             12,
-            Internal::Openflow { dpid: 1, controller: 0, dir: Direction::ToController, msg, fp, raw: raw.clone() },
+            Internal::Openflow {
+                dpid: 1,
+                controller: 0,
+                dir: Direction::ToController,
+                msg,
+                fp,
+                raw: raw.clone(),
+                proxy: None,
+            },
         )
         .unwrap();
         w.internal(12, Internal::dataplane(&DataplaneEvent::StepBudget { deliveries: 9 })).unwrap();
