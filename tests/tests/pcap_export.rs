@@ -42,8 +42,9 @@ fn check(example: &str, steps: u32) {
     let mut ours: Vec<String> = Vec::new();
     for r in &trace.records {
         // What the proxy dropped never reached its receiver: not in the capture.
-        if let Some(Internal::Openflow { raw: Some(raw), proxy: None | Some(sts_trace::ProxyDecision::Queued), .. }) =
-            &r.internal
+        if let Some(Internal::Openflow {
+            raw: Some(raw), proxy: None | Some(sts_trace::ProxyDecision::Queued), ..
+        }) = &r.internal
         {
             let msg = Message::parse(raw.clone()).unwrap();
             ours.push(tshark::facts_of(raw, &msg)["header"][0].clone());

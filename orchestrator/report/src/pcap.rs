@@ -88,11 +88,8 @@ pub struct StreamId(usize);
 impl<W: Write> TcpStreams<W> {
     /// A pcap (Ethernet link type) written to `w`.
     pub fn new(w: W) -> std::io::Result<TcpStreams<W>> {
-        let writer = PcapWriter::with_header(
-            w,
-            pcap_file::pcap::PcapHeader { ts_resolution: pcap_file::TsResolution::MicroSecond, ..Default::default() },
-        )
-        .map_err(std::io::Error::other)?;
+        // pcap-file's default header: little-endian, microsecond times.
+        let writer = PcapWriter::new(w).map_err(std::io::Error::other)?;
         Ok(TcpStreams { writer, seq: Vec::new(), ends: Vec::new() })
     }
 
