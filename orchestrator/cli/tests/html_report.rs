@@ -67,7 +67,10 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
          document.querySelector('input[data-kind=frame]').click();\
          document.body.dataset.switch=getComputedStyle(document.querySelector('.sw-s1')).display;\
          document.body.dataset.frames=getComputedStyle(document.querySelector('.frame')).display;\
-         document.body.dataset.others=getComputedStyle(document.querySelector('.sw-s2.t-flow_mod')).display;</script></body>",
+         document.body.dataset.others=getComputedStyle(document.querySelector('.sw-s2.t-flow_mod')).display;\
+         window.scrollTo(0, 3000);\
+         document.body.dataset.laneTop=Math.round(document.querySelector('#lanes text').getBoundingClientRect().top);\
+         document.body.dataset.scrolled=Math.round(window.scrollY);</script></body>",
     );
     let probe = dir.join("report/probe.html");
     std::fs::write(&probe, unticked).unwrap();
@@ -77,6 +80,10 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
     assert!(dom.contains(r#"data-switch="none""#), "unticking s1 hides its messages");
     assert!(dom.contains(r#"data-frames="none""#), "unticking host frames hides them");
     assert!(dom.contains(r#"data-others="inline""#), "s2's FLOW_MODs stay");
+    // Scrolled far down the diagram, the lane names are still in sight.
+    assert!(dom.contains(r#"data-scrolled="3000""#), "the page scrolled");
+    let top: i64 = dom.split(r#"data-lane-top=""#).nth(1).and_then(|r| r.split('"').next()).unwrap().parse().unwrap();
+    assert!((0..300).contains(&top), "lane names at {top} px from the top after scrolling");
 
     let shot = dir.join("report/screenshot.png");
     chromium(&["--window-size=1100,1400", &format!("--screenshot={}", shot.display())], &page);

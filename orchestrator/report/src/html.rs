@@ -380,6 +380,13 @@ pub fn page_with(
     ] {
         let _ = write!(html, r#" <label><input type="checkbox" checked data-kind="{kind}">{label}</label>"#);
     }
+    // The lane names again, in the sticky controls: they stay in sight while
+    // the diagram scrolls (the script keeps them aligned and zoomed with it).
+    let _ = write!(html, r#"<div id="lane-head"><svg id="lanes" width="{width}" height="18">"#);
+    for (lane, &lx) in &x {
+        let _ = write!(html, r#"<text class="label" data-x="{lx}" x="{lx}" y="13">{lane}</text>"#);
+    }
+    html.push_str("</svg></div>");
     html.push_str(r#"</div><div id="tip"></div><div id="view">"#);
     html.push_str(&svg);
     html.push_str("</div>");
@@ -434,7 +441,7 @@ fn curve(points: &[u64]) -> String {
 const CSS: &str = "body{font:13px system-ui,sans-serif;margin:16px;color:#222}h1{font-size:18px}h2{font-size:15px}\
 pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{color:#b25000;font-weight:bold}\
 #controls{position:sticky;top:0;background:#fff;padding:6px 0;border-bottom:1px solid #ccc;z-index:1}\
-#view{overflow:auto}\
+#view{overflow:auto}#lane-head{overflow:hidden;margin-top:4px}\
 #topology-map .link{stroke:#888;stroke-width:2}#topology-map .link.down{stroke-dasharray:6 4;stroke:#c66}\
 #topology-map .hostlink{stroke:#bbb;stroke-width:1}#topology-map .witness{stroke:#c0392b;stroke-width:3}\
 #topology-map .node rect{fill:#e8eef6;stroke:#456}#topology-map .node circle{fill:#f4f4f4;stroke:#777}\
@@ -468,7 +475,12 @@ const SCRIPT: &str = r#"
   }
   document.querySelectorAll('#controls input').forEach(function(c){c.addEventListener('change',hidden);});
   var w=+svg.getAttribute('width'), h=+svg.getAttribute('height');
-  function setZoom(z){zoom=Math.max(0.1,Math.min(8,z));svg.setAttribute('width',w*zoom);svg.setAttribute('height',h*zoom);}
+  var head=document.getElementById('lane-head'), lanes=document.getElementById('lanes'), view=document.getElementById('view');
+  view.addEventListener('scroll',function(){head.scrollLeft=view.scrollLeft;});
+  function setZoom(z){zoom=Math.max(0.1,Math.min(8,z));svg.setAttribute('width',w*zoom);svg.setAttribute('height',h*zoom);
+    lanes.setAttribute('width',w*zoom);
+    lanes.querySelectorAll('text').forEach(function(t){t.setAttribute('x',t.dataset.x*zoom);});
+    head.scrollLeft=view.scrollLeft;}
   var tip=document.getElementById('tip');
   svg.addEventListener('mouseover',function(e){var t=e.target.getAttribute&&e.target.getAttribute('data-t');
     if(t){tip.textContent=t;tip.style.display='block';}});
