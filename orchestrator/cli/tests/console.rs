@@ -466,3 +466,21 @@ fn a_dropped_message_is_drawn_and_captured_as_dropped() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("1 messages the proxy dropped are left out"), "{said}");
 }
+
+/// A live session into a directory that holds an experiment already is
+/// refused in the console's own words (it has no `--out`), with the command
+/// that steps through what is there.
+#[test]
+fn a_live_session_into_an_experiment_says_how_to_step_through_it() {
+    let dir = migration_copy("live-taken");
+    let config = dir.join("config.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["console", "--config", config.to_str().unwrap(), dir.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("--out"), "{err}");
+    assert!(err.contains(&format!("`sts console {}` (without --config)", dir.display())), "{err}");
+}

@@ -61,11 +61,13 @@ pub struct Experiment {
 /// Why an experiment directory cannot be created.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
-    #[error("{0}: already holds an experiment (trace.jsonl); choose another --out or remove it")]
+    #[error("{0}: already holds an experiment (trace.jsonl); choose another directory or remove it")]
     Exists(PathBuf),
-    #[error("{0}: already holds files ({1}); choose a new or empty --out, so that nothing of yours is overwritten")]
+    #[error(
+        "{0}: already holds files ({1}); choose a new or empty directory, so that nothing of yours is overwritten"
+    )]
     NotEmpty(PathBuf, String),
-    #[error("{0}: exists and is not a directory; choose another --out")]
+    #[error("{0}: exists and is not a directory; choose another")]
     NotADirectory(PathBuf),
     #[error("{0}: {1}")]
     Io(PathBuf, std::io::Error),

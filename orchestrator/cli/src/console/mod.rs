@@ -206,7 +206,14 @@ fn start(engine: &Engine, o: &Options<'_>) -> Result<u8, RunError> {
         Some(file) => {
             let text = load_text(file)?;
             let config = Config::load(file)?;
-            let exp = sts_engine::fuzz::create_experiment(&config, &text, o.dir)?;
+            let exp = sts_engine::fuzz::create_experiment(&config, &text, o.dir).map_err(|e| match e {
+                // A recorded experiment there: the user may have meant to replay it.
+                RunError::BadInput(m) if o.dir.join("trace.jsonl").is_file() => RunError::BadInput(format!(
+                    "{m}; `sts console {}` (without --config) steps through it",
+                    o.dir.display()
+                )),
+                e => e,
+            })?;
             let config = Config::load(&exp.config())?;
             let text = load_text(&exp.config())?;
             (config, text, Trace { header: Header::new(None), records: Vec::new() }, exp.dir, 0)
