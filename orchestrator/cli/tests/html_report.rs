@@ -58,9 +58,17 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
     assert_eq!(count(&dom, r#"class="curve-point""#), curve, "one point per reduction");
 
     // The filter: a page whose script unticks packet_in hides those arrows.
+    // The violation's row: never hidden by the filters below.
+    let violation_seq: u64 = trace
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|r| r.get("violation").is_some())
+        .and_then(|r| r["seq"].as_u64())
+        .unwrap();
     let unticked = std::fs::read_to_string(&page).unwrap().replace(
         "</script></body>",
-        "document.querySelector('input[data-type=packet_in]').click();\
+        &format!(
+            "document.querySelector('input[data-type=packet_in]').click();\
          document.body.dataset.hidden=getComputedStyle(document.querySelector('.t-packet_in')).display;\
          document.body.dataset.shown=getComputedStyle(document.querySelector('.sw-s1')).display;\
          document.querySelector('input[data-switch=s1]').click();\
@@ -70,7 +78,14 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
          document.body.dataset.others=getComputedStyle(document.querySelector('.sw-s2.t-flow_mod')).display;\
          window.scrollTo(0, 3000);\
          document.body.dataset.laneTop=Math.round(document.querySelector('#lanes text').getBoundingClientRect().top);\
-         document.body.dataset.scrolled=Math.round(window.scrollY);</script></body>",
+         document.body.dataset.scrolled=Math.round(window.scrollY);\
+         var f=document.getElementById('find'); f.value='hello'; f.dispatchEvent(new Event('input'));\
+         document.body.dataset.textHits=document.querySelectorAll('#diagram .hit').length;\
+         window.scrollTo(0, 0); f.value='seq {violation_seq}'; f.dispatchEvent(new Event('input'));\
+         f.dispatchEvent(new KeyboardEvent('keydown', {{key: 'Enter'}}));\
+         document.body.dataset.found=document.getElementById('found').textContent;\
+         document.body.dataset.jumped=Math.round(window.scrollY);</script></body>"
+        ),
     );
     let probe = dir.join("report/probe.html");
     std::fs::write(&probe, unticked).unwrap();
@@ -84,6 +99,12 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
     assert!(dom.contains(r#"data-scrolled="3000""#), "the page scrolled");
     let top: i64 = dom.split(r#"data-lane-top=""#).nth(1).and_then(|r| r.split('"').next()).unwrap().parse().unwrap();
     assert!((0..300).contains(&top), "lane names at {top} px from the top after scrolling");
+    // Find: text marks every element whose hover text holds it; a seq jumps to its row.
+    let attr =
+        |name: &str| dom.split(&format!(r#"{name}=""#)).nth(1).and_then(|r| r.split('"').next()).unwrap().to_string();
+    assert!(attr("data-text-hits").parse::<usize>().unwrap() >= 4, "a HELLO per switch: {}", attr("data-text-hits"));
+    assert!(attr("data-found").starts_with("1 of "), "seq {violation_seq} found: {}", attr("data-found"));
+    assert!(attr("data-jumped").parse::<i64>().unwrap() > 0, "the page jumped down to the violation's row");
 
     let shot = dir.join("report/screenshot.png");
     chromium(&["--window-size=1100,1400", &format!("--screenshot={}", shot.display())], &page);

@@ -360,7 +360,7 @@ pub fn page_with(
         );
     }
     html.push_str(
-        r#"<div id="controls"><button id="zoom-in">zoom in</button><button id="zoom-out">zoom out</button> show:"#,
+        r#"<div id="controls"><button id="zoom-in">zoom in</button><button id="zoom-out">zoom out</button> <input id="find" type="search" size="24" placeholder="seq 123, or text (Enter: next)"> <span id="found"></span> show:"#,
     );
     for (t, n) in &types {
         let _ = write!(html, r#" <label><input type="checkbox" checked data-type="{t}">{t} ({n})</label>"#);
@@ -456,7 +456,7 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 .curve-label,.axis{font:11px sans-serif;fill:#555;text-anchor:middle}.axis{text-anchor:start}#tip{position:fixed;right:12px;top:12px;max-width:45%;background:#ffd;border:1px solid #cc9;padding:4px 8px;display:none;z-index:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}\
 table.diff{border-collapse:collapse;font:12px monospace}table.diff td,table.diff th{padding:1px 6px;text-align:left}\
 tr.left td{background:#fde2e2}tr.right td{background:#e0f5e0}#first-divergence td{border-top:2px solid #d22;border-bottom:2px solid #d22}\
-.anchor{fill:none}.msg.dropped{stroke:#c0392b;stroke-width:2}.msg.queued{stroke-dasharray:3 3}#why ol.chain li{margin:2px 0}#why code.culprit-rule,mark#culprit-rule{background:#fbe3c8;color:#222}\
+.anchor{fill:none}#diagram .hit{stroke:#f0c000;stroke-width:5;fill:#f0c000}.msg.dropped{stroke:#c0392b;stroke-width:2}.msg.queued{stroke-dasharray:3 3}#why ol.chain li{margin:2px 0}#why code.culprit-rule,mark#culprit-rule{background:#fbe3c8;color:#222}\
 #why{border-left:3px solid #b25000;padding-left:10px}";
 
 const SCRIPT: &str = r#"
@@ -485,6 +485,24 @@ const SCRIPT: &str = r#"
   svg.addEventListener('mouseover',function(e){var t=e.target.getAttribute&&e.target.getAttribute('data-t');
     if(t){tip.textContent=t;tip.style.display='block';}});
   svg.addEventListener('mouseout',function(){tip.style.display='none';});
+  // Find: a number jumps to that seq's row; other text to the next element
+  // whose hover text holds it (Enter again: the one after), marked.
+  var find=document.getElementById('find'), found=document.getElementById('found'), hits=[], at=-1;
+  function search(){
+    var q=find.value.trim().replace(/^seq\s*/,''); document.querySelectorAll('#diagram .hit').forEach(function(e){e.classList.remove('hit');});
+    hits=[]; at=-1; if(!q){found.textContent='';return;}
+    var all=svg.querySelectorAll('[data-t]');
+    if(/^\d+$/.test(q)){all.forEach(function(e){if(e.getAttribute('data-t').indexOf('seq '+q+' ')===0)hits.push(e);});}
+    else{q=q.toLowerCase();all.forEach(function(e){if(e.getAttribute('data-t').toLowerCase().indexOf(q)>=0)hits.push(e);});}
+    hits.forEach(function(e){e.classList.add('hit');});
+    found.textContent=hits.length+' found';
+  }
+  find.addEventListener('input',search);
+  find.addEventListener('keydown',function(ev){
+    if(ev.key!=='Enter'||!hits.length) return;
+    at=(at+1)%hits.length; hits[at].scrollIntoView({block:'center'});
+    found.textContent=(at+1)+' of '+hits.length;
+  });
   document.getElementById('zoom-in').onclick=function(){setZoom(zoom*1.5);};
   document.getElementById('zoom-out').onclick=function(){setZoom(zoom/1.5);};
 })();
