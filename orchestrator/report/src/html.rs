@@ -180,7 +180,9 @@ pub fn page_with(
     let dropped_later = dropped_after_holding(trace);
     let mut violation_text = None;
     // The rows the page links to (the culprit's chain, the MCS) get an id.
-    let chain = trace.violation().and_then(|_| crate::why::chain(trace));
+    // The flow tables at the violation, rebuilt once for the chain and the tables section.
+    let tables = trace.violation().and_then(|_| crate::tables::at_violation(trace));
+    let chain = tables.as_ref().and_then(|(_, switches)| crate::why::chain(trace, switches));
     let mcs_seqs = mcs.map(|m| m.seqs.clone()).unwrap_or_default();
     let anchors = crate::why::anchors(chain.as_ref(), &mcs_seqs);
     for (row, r) in trace.records.iter().take(shown).enumerate() {
@@ -341,7 +343,7 @@ pub fn page_with(
         }
         html.push_str(&crate::why::section(chain.as_ref(), trace, &mcs_seqs));
         let culprit = chain.as_ref().map(|c| (c.switch.as_str(), c.rule.as_str()));
-        if let Some(t) = crate::tables::section_marking(trace, culprit) {
+        if let Some(t) = tables.as_ref().and_then(|(at, switches)| crate::tables::section(*at, switches, culprit)) {
             let _ =
                 write!(html, r##"<p><a href="#tables">The flow tables at the violation</a> (below the diagram)</p>"##);
             tables_html = Some(t);

@@ -42,23 +42,18 @@ pub fn at_violation(trace: &Trace) -> Option<(u64, BTreeMap<u64, Switch>)> {
     Some((at, switches))
 }
 
-/// The HTML section (`<section id="tables">`), when the trace has a
-/// violation and OpenFlow messages with their bytes (trace version 2).
-pub fn section(trace: &Trace) -> Option<String> {
-    section_marking(trace, None)
-}
-
-/// [`section`], with the culprit rule (`switch`, its `dump-flows` line)
-/// marked (`<mark id="culprit-rule">`), as the report's "why" links to it.
-pub fn section_marking(trace: &Trace, culprit: Option<(&str, &str)>) -> Option<String> {
-    let (at, switches) = at_violation(trace)?;
+/// The HTML section (`<section id="tables">`) of the tables
+/// [`at_violation`] rebuilt (at `at` ms), with the culprit rule (`switch`,
+/// its `dump-flows` line) marked (`<mark id="culprit-rule">`), as the
+/// report's "why" links to it; `None` without OpenFlow messages.
+pub fn section(at: u64, switches: &BTreeMap<u64, Switch>, culprit: Option<(&str, &str)>) -> Option<String> {
     if switches.is_empty() {
         return None;
     }
     let mut html = format!(
         r#"<section id="tables"><h2>Flow tables at the violation ({at} ms)</h2><p>Rebuilt from the messages the controllers sent before it (counters not rebuilt), in <code>ovs-ofctl dump-flows</code> style.</p>"#
     );
-    for (dpid, sw) in &switches {
+    for (dpid, sw) in switches {
         let dump = crate::flows::dump(sw);
         let _ = write!(
             html,

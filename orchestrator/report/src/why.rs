@@ -60,10 +60,10 @@ fn same_rule(a: &FlowEntry, b: &FlowEntry) -> bool {
     a.priority == b.priority && a.r#match == b.r#match && a.instructions == b.instructions
 }
 
-/// The chain for `trace`'s violation, when its witness ends on a rule.
-pub fn chain(trace: &Trace) -> Option<Chain> {
+/// The chain for `trace`'s violation, when its witness ends on a rule;
+/// `switches` are the tables at the violation ([`crate::tables::at_violation`]).
+pub fn chain(trace: &Trace, switches: &std::collections::BTreeMap<u64, Switch>) -> Option<Chain> {
     let (dpid, table, index) = culprit_place(trace)?;
-    let (_, switches) = crate::tables::at_violation(trace)?;
     let culprit = switches.get(&dpid)?.tables.get(table)?.entries().get(index)?.clone();
     let rule = crate::flows::entry(table, &culprit);
     // Replay the messages to that switch, watching for the rule to appear.

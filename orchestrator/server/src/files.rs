@@ -99,6 +99,14 @@ fn listing(id: i64, rel: &str, dir: &Path) -> std::io::Result<String> {
     ))
 }
 
+/// What a path of a job's directory is.
+enum Found {
+    Missing,
+    /// A folder: its listing, or `None` when asked for without its trailing slash.
+    Folder(Option<String>),
+    File(Vec<u8>),
+}
+
 /// `GET /jobs/{id}/files/`: the root of the job's experiment directory.
 pub async fn root(State(app): State<App>, UrlPath(id): UrlPath<String>) -> Result<Response, Failure> {
     serve(app, id, String::new()).await
@@ -122,22 +130,32 @@ async fn serve(app: App, id: String, rel: String) -> Result<Response, Failure> {
             ),
         )
     };
-    let Some(path) = resolve(&root, &rel).filter(|_| root.is_dir()) else { return Err(missing()) };
-    let meta = std::fs::metadata(&path).map_err(|_| missing())?;
-    if meta.is_dir() {
-        if !rel.is_empty() && !rel.ends_with('/') {
-            // Relative links inside a folder need its trailing slash.
+    // Every look at the disk off the async threads, at once.
+    let (id, wanted) = (job.id, rel.clone());
+    let found = tokio::task::spawn_blocking(move || -> std::io::Result<Found> {
+        let Some(path) = resolve(&root, &wanted).filter(|_| root.is_dir()) else { return Ok(Found::Missing) };
+        let Ok(meta) = std::fs::metadata(&path) else { return Ok(Found::Missing) };
+        if !meta.is_dir() {
+            return Ok(std::fs::read(&path).map_or(Found::Missing, Found::File));
+        }
+        if !wanted.is_empty() && !wanted.ends_with('/') {
+            return Ok(Found::Folder(None));
+        }
+        listing(id, &wanted, &path).map(|page| Found::Folder(Some(page)))
+    })
+    .await
+    .map_err(Failure::internal)?
+    .map_err(Failure::internal)?;
+    let bytes = match found {
+        Found::Missing => return Err(missing()),
+        // Relative links inside a folder need its trailing slash.
+        Found::Folder(None) => {
             let to = format!("/jobs/{}/files/{rel}/", job.id);
             return Ok((StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, to)]).into_response());
         }
-        let rel = rel.clone();
-        let page = tokio::task::spawn_blocking(move || listing(job.id, &rel, &path))
-            .await
-            .map_err(Failure::internal)?
-            .map_err(Failure::internal)?;
-        return Ok(Html(page).into_response());
-    }
-    let bytes = tokio::fs::read(&path).await.map_err(|_| missing())?;
+        Found::Folder(Some(page)) => return Ok(Html(page).into_response()),
+        Found::File(bytes) => bytes,
+    };
     let kind = media_type(&rel);
     let mut response = ([(header::CONTENT_TYPE, kind)], bytes).into_response();
     let headers = response.headers_mut();
