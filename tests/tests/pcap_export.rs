@@ -35,17 +35,15 @@ fn fuzzed(example: &str, steps: u32) -> PathBuf {
 fn check(example: &str, steps: u32) {
     let dir = fuzzed(example, steps);
     let trace = Trace::load(&dir.join("trace.jsonl")).unwrap();
-    let pcap = dir.join("trace.pcap");
+    let pcap = dir.join("trace.pcapng");
     let (written, _) = sts_report::pcap::write_trace(&trace, std::fs::File::create(&pcap).unwrap()).unwrap();
     assert_eq!(written.without_bytes, 0, "{example}: trace v2 keeps every message's bytes");
 
     let mut ours: Vec<String> = Vec::new();
     for r in &trace.records {
-        // What the proxy dropped never reached its receiver: not in the capture.
-        if let Some(Internal::Openflow {
-            raw: Some(raw), proxy: None | Some(sts_trace::ProxyDecision::Queued), ..
-        }) = &r.internal
-        {
+        // Every message with its bytes (what the proxy dropped too: its
+        // packet's comment says so).
+        if let Some(Internal::Openflow { raw: Some(raw), .. }) = &r.internal {
             let msg = Message::parse(raw.clone()).unwrap();
             ours.push(tshark::facts_of(raw, &msg)["header"][0].clone());
         }
@@ -107,6 +105,22 @@ fn check(example: &str, steps: u32) {
     want.insert("127.0.0.1".into());
     assert_eq!(seen, want, "{example}: one address per switch, and the controller's");
     assert_eq!(written.legend.len(), dpids.len() + 1, "{example}: {}", written.legend_line());
+    // With name resolution on, the file's own names: sN and c0.
+    let named = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args(["-N", "n", "-T", "fields", "-e", "ip.src_host", "-e", "ip.dst_host"])
+        .output()
+        .unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    for line in String::from_utf8_lossy(&named.stdout).lines() {
+        for f in line.split('\t') {
+            names.insert(f.split(',').next().unwrap_or("").to_string());
+        }
+    }
+    let mut want: std::collections::BTreeSet<String> = dpids.iter().map(|d| format!("s{d}")).collect();
+    want.insert("c0".into());
+    assert_eq!(names, want, "{example}: the capture names its addresses");
     eprintln!("{example}: {} messages in {} connections, tshark agrees", written.messages, written.connections);
     check_frames(example, &dir, &trace);
 }

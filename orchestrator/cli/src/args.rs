@@ -201,7 +201,7 @@ pub enum Command {
         #[arg(long, value_parser = ["kind", "culprit", "switch", "victim", "exact"])]
         same: Option<String>,
     },
-    /// Write a trace's OpenFlow messages as a pcap, and its hosts' frames as a pcapng, for
+    /// Write a trace's OpenFlow messages and its hosts' frames as pcapng files, for
     /// Wireshark or tshark.
     ///
     /// OpenFlow: one TCP stream per switch–controller connection, controller port 6653, the run's
@@ -211,7 +211,7 @@ pub enum Command {
     Pcap {
         /// Experiment directory holding the trace.
         dir: PathBuf,
-        /// Where to write the OpenFlow messages (default DIR/trace.pcap).
+        /// Where to write the OpenFlow messages (default DIR/trace.pcapng).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Where to write the hosts' frames (default DIR/dataplane.pcapng; not written when the

@@ -753,7 +753,7 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    let out = out.map_or_else(|| dir.join("trace.pcap"), Path::to_path_buf);
+    let out = out.map_or_else(|| dir.join("trace.pcapng"), Path::to_path_buf);
     let written = std::fs::File::create(&out)
         .map(std::io::BufWriter::new)
         .and_then(|w| sts_report::pcap::write_trace(&trace, w))
@@ -787,10 +787,10 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
                     ),
                 }
             }
-            if w.dropped > 0 {
+            if w.dropped + w.queued > 0 {
                 println!(
-                    "  {} messages the proxy dropped are left out (their receiver never got them; the trace and its report show them)",
-                    w.dropped
+                    "  the proxy dropped {} and held or delayed {} of them: each says so in its packet comment (frame.comment)",
+                    w.dropped, w.queued
                 );
             }
             if w.without_bytes > 0 {

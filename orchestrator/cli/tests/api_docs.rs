@@ -96,7 +96,7 @@ fn the_api_guide_runs_as_written() {
     let jobs: serde_json::Value = serde_json::from_slice(&listing.stdout).unwrap();
     let outcomes: Vec<&str> = jobs.as_array().unwrap().iter().map(|j| j["outcome"].as_str().unwrap_or("-")).collect();
     assert_eq!(outcomes, ["violation", "ok", "cancelled"], "fuzz, minimize, (replay deleted), cancelled replay");
-    for file in ["report.html", "trace.pcap", "junit.xml", "mcs.tar.gz"] {
+    for file in ["report.html", "trace.pcapng", "junit.xml", "mcs.tar.gz"] {
         assert!(std::fs::metadata(work.join(file)).unwrap().len() > 100, "{file} downloaded");
     }
     let _ = std::fs::remove_dir_all(&scratch);

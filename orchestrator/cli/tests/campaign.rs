@@ -101,7 +101,12 @@ fn one_bug_on_several_switches_is_one_bug() {
         (summary, md)
     };
     let (summary, md) = campaign("culprit");
-    let bugs = summary["bugs"].as_array().unwrap();
+    // On a loaded machine a seed may find a passing violation that its own
+    // replays do not show (the campaign says so in its row, "failed: ...
+    // did not show its violation"); the bug this test is about is the one
+    // that minimizes.
+    let bugs: Vec<&serde_json::Value> =
+        summary["bugs"].as_array().unwrap().iter().filter(|b| b["mcs"].is_object()).collect();
     assert_eq!(bugs.len(), 1, "{md}");
     let switches: Vec<&str> = bugs[0]["switches"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
     assert!(switches.len() >= 2, "seen on several switches: {switches:?}\n{md}");

@@ -448,8 +448,8 @@ fn mininet_phrasing_and_typos_are_understood() {
 }
 
 /// The proxy's decisions are in the trace and drawn: a FLOW_MOD held and then
-/// dropped is a dropped arrow in the report and is left out of the capture,
-/// not shown as delivered.
+/// dropped is a dropped arrow in the report, and in the capture a packet
+/// whose comment says it was never delivered.
 #[test]
 fn a_dropped_message_is_drawn_and_captured_as_dropped() {
     let dir = migration_copy("dropped");
@@ -464,7 +464,18 @@ fn a_dropped_message_is_drawn_and_captured_as_dropped() {
     assert_eq!(page.matches("held by the proxy, then dropped").count(), 1, "one arrow drawn as dropped");
     let out = sts(&["pcap", saved.to_str().unwrap()]);
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("1 messages the proxy dropped are left out"), "{said}");
+    assert!(said.contains("the proxy dropped 1 and held or delayed "), "{said}");
+    let tshark = Command::new("tshark")
+        .arg("-r")
+        .arg(saved.join("trace.pcapng"))
+        .args(["-Y", "frame.comment", "-T", "fields", "-e", "openflow_v4.type", "-e", "frame.comment"])
+        .output()
+        .unwrap();
+    let comments = String::from_utf8_lossy(&tshark.stdout);
+    let dropped: Vec<&str> = comments.lines().filter(|l| l.contains("dropped")).collect();
+    assert_eq!(dropped.len(), 1, "one packet commented as dropped: {comments}");
+    assert!(dropped[0].starts_with("14\tsts: held by the proxy, then dropped: s3 never received it"), "{comments}");
+    assert!(comments.contains("sts: held or delayed by the proxy: "), "the ones held behind it: {comments}");
 }
 
 /// A live session into a directory that holds an experiment already is

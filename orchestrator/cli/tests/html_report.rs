@@ -46,6 +46,8 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
         assert!(dom.contains(&format!(r#"data-lane="{lane}""#)), "a lane for {lane}");
     }
     assert_eq!(count(&dom, r#"<line class="msg "#), messages, "one arrow per OpenFlow message");
+    // Each message's hover text holds it decoded: a PACKET_IN's port, reason and frame.
+    assert!(dom.contains(" reason=no_match: arp who-has 10.0.0."), "a decoded PACKET_IN");
     let frames = count(&trace, r#""type":"frame""#);
     assert!(frames > 0 && dom.contains(r#"data-lane="h1""#), "a lane per host, for its frames");
     assert_eq!(count(&dom, r#"<circle class="frame "#), frames, "one dot per host frame");
@@ -84,7 +86,12 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
          window.scrollTo(0, 0); f.value='seq {violation_seq}'; f.dispatchEvent(new Event('input'));\
          f.dispatchEvent(new KeyboardEvent('keydown', {{key: 'Enter'}}));\
          document.body.dataset.found=document.getElementById('found').textContent;\
-         document.body.dataset.jumped=Math.round(window.scrollY);</script></body>"
+         document.body.dataset.jumped=Math.round(window.scrollY);\
+         document.body.dataset.labelsBefore=document.querySelectorAll('#diagram text.arrow-label').length;\
+         document.getElementById('zoom-in').click(); document.getElementById('zoom-in').click();\
+         document.body.dataset.labels=document.querySelectorAll('#diagram text.arrow-label').length;\
+         document.querySelector('#diagram line.t-flow_mod').dispatchEvent(new MouseEvent('click', {{bubbles: true}}));\
+         document.body.dataset.pinned=document.getElementById('tip').className+' '+document.getElementById('tip').textContent;</script></body>"
         ),
     );
     let probe = dir.join("report/probe.html");
@@ -105,6 +112,13 @@ fn a_minimized_run_renders_as_a_space_time_diagram() {
     assert!(attr("data-text-hits").parse::<usize>().unwrap() >= 4, "a HELLO per switch: {}", attr("data-text-hits"));
     assert!(attr("data-found").starts_with("1 of "), "seq {violation_seq} found: {}", attr("data-found"));
     assert!(attr("data-jumped").parse::<i64>().unwrap() > 0, "the page jumped down to the violation's row");
+    // Zoomed in, the arrows in sight carry their messages as labels (none before).
+    assert_eq!(attr("data-labels-before"), "0", "no labels at the first zoom");
+    assert!(attr("data-labels").parse::<usize>().unwrap() > 10, "labels when zoomed in: {}", attr("data-labels"));
+    // A click pins the decoded message: a FLOW_MOD in dump-flows words.
+    let pinned = attr("data-pinned");
+    assert!(pinned.starts_with("pinned seq ") && pinned.contains("flow_mod: c0 → s"), "{pinned}");
+    assert!(pinned.contains(" add priority=") && pinned.contains("actions=output:"), "{pinned}");
 
     let shot = dir.join("report/screenshot.png");
     chromium(&["--window-size=1100,1400", &format!("--screenshot={}", shot.display())], &page);

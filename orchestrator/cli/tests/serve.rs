@@ -177,8 +177,9 @@ fn jobs_run_and_their_results_download() {
     assert!(said.starts_with("minimal causal sequence: ") && said.ends_with("of 2 final replays"), "{said}");
     let junit = String::from_utf8(c.artifact(min.id, "junit.xml").unwrap()).unwrap();
     assert!(junit.contains("<testsuite name=\"sts minimize\"") && junit.contains("<failure"), "{junit}");
-    let pcap = c.artifact(min.id, "trace.pcap").unwrap();
-    assert_eq!(&pcap[..4], &[0xd4, 0xc3, 0xb2, 0xa1], "a pcap file (little-endian magic)");
+    let pcap = c.artifact(min.id, "trace.pcapng").unwrap();
+    assert_eq!(&pcap[..4], &[0x0a, 0x0d, 0x0d, 0x0a], "a pcapng file (its section header block)");
+    assert_eq!(c.artifact(min.id, "trace.pcap").unwrap(), pcap, "the old name serves the same capture");
     let report = String::from_utf8(c.artifact(min.id, "report.html").unwrap()).unwrap();
     assert!(report.contains("<svg") && report.contains("minimal causal sequence"), "the report shows the MCS");
     let tarball = c.artifact(min.id, "experiment.tar.gz").unwrap();

@@ -634,7 +634,7 @@ impl Client {
     }
 
     /// `GET /jobs/ID/NAME`: an artifact's bytes (`experiment.tar.gz`,
-    /// `report.html`, `trace.pcap`, `junit.xml`).
+    /// `report.html`, `trace.pcapng`, `junit.xml`).
     pub fn artifact(&self, id: i64, name: &str) -> Result<Vec<u8>, Error> {
         let r = self.request("GET", &format!("/jobs/{id}/{name}")).call().map_err(error)?;
         let mut bytes = Vec::new();

@@ -15,6 +15,9 @@ use sts_trace::{Internal, Record, Trace};
 /// Rows drawn at most; the section says when it stops.
 pub const MAX_ROWS: usize = 20_000;
 
+/// Rows per table of the diff (each laid out only when in view).
+const CHUNK_ROWS: usize = 500;
+
 /// One row of a diff: indices into the two traces' records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Row {
@@ -118,9 +121,14 @@ pub fn section(left_label: &str, left: &Trace, right_label: &str, right: &Trace)
     if rows.len() > MAX_ROWS {
         let _ = write!(html, r#"<p class="warn">The table stops after {MAX_ROWS} of {} rows.</p>"#, rows.len());
     }
+    // Tables of CHUNK_ROWS rows, each in a box the browser lays out only
+    // when it comes into view (`content-visibility: auto`), with the same
+    // fixed columns so that they read as one table: a 20,000-row diff below
+    // the diagram then costs a page nothing until someone scrolls to it.
+    let colgroup = r#"<colgroup><col class="n"><col class="seq"><col class="ms"><col><col class="seq"><col class="ms"><col></colgroup>"#;
     let _ = write!(
         html,
-        r#"<table class="diff"><thead><tr><th>row</th><th colspan="3">{}</th><th colspan="3">{}</th></tr><tr><th></th><th>seq</th><th>ms</th><th>event</th><th>seq</th><th>ms</th><th>event</th></tr></thead><tbody>"#,
+        r#"<div class="diff-rows"><table class="diff">{colgroup}<thead><tr><th>row</th><th colspan="3">{}</th><th colspan="3">{}</th></tr><tr><th></th><th>seq</th><th>ms</th><th>event</th><th>seq</th><th>ms</th><th>event</th></tr></thead><tbody>"#,
         esc(left_label),
         esc(right_label)
     );
@@ -129,6 +137,10 @@ pub fn section(left_label: &str, left: &Trace, right_label: &str, right: &Trace)
         None => "<td></td><td></td><td></td>".to_string(),
     };
     for (n, row) in rows.iter().take(MAX_ROWS).enumerate() {
+        if n > 0 && n % CHUNK_ROWS == 0 {
+            let _ =
+                write!(html, r#"</tbody></table></div><div class="diff-rows"><table class="diff">{colgroup}<tbody>"#);
+        }
         let (class, l, r) = match *row {
             Row::Same(i, j) => ("same", Some(&left.records[i]), Some(&right.records[j])),
             Row::Left(i) => ("left", Some(&left.records[i]), None),
@@ -137,7 +149,7 @@ pub fn section(left_label: &str, left: &Trace, right_label: &str, right: &Trace)
         let id = if Some(n) == first { r#" id="first-divergence""# } else { "" };
         let _ = write!(html, r#"<tr class="{class}"{id}><td>{}</td>{}{}</tr>"#, n + 1, cells(l), cells(r));
     }
-    html.push_str("</tbody></table></section>");
+    html.push_str("</tbody></table></div></section>");
     html
 }
 
@@ -183,5 +195,16 @@ mod tests {
         let html = section("original", &a, "replay 1", &b);
         assert_eq!(html.matches(r#"id="first-divergence""#).count(), 1);
         assert!(html.contains(r#"<tr class="right" id="first-divergence"><td>3</td>"#), "{html}");
+    }
+
+    #[test]
+    fn long_diffs_come_in_tables_laid_out_when_in_view() {
+        let lines: Vec<String> = (0..1_200).map(|i| format!("line {i}")).collect();
+        let a = trace(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+        let html = section("original", &a, "replay 1", &a);
+        assert_eq!(html.matches(r#"<div class="diff-rows">"#).count(), 3, "500 rows a table");
+        assert_eq!(html.matches("<thead>").count(), 1, "one header");
+        assert_eq!(html.matches(r#"<tr class="same">"#).count(), 1_200, "every row once");
+        assert_eq!(html.matches("<colgroup>").count(), 3, "the same columns in each table");
     }
 }

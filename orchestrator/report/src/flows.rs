@@ -169,6 +169,50 @@ pub fn message(m: &sts_proxy::wire::Message) -> Option<String> {
     }
 }
 
+/// Any OpenFlow message's bytes in one line for people: its xid, then a
+/// FLOW_MOD or PACKET_OUT in dump-flows words ([`message`]), a PACKET_IN's
+/// port, reason and frame (`in_port=2 reason=no_match: arp who-has ...`);
+/// other messages only their xid. `None` when the bytes do not parse.
+pub fn message_line(raw: &bytes::Bytes) -> Option<String> {
+    use sts_mocknet::flow::FlowMatch;
+    use sts_proxy::wire::{v10, v13, Body};
+    let m = sts_proxy::wire::Message::parse(raw.clone()).ok()?;
+    let reason = |r: u8| match r {
+        0 => "no_match",
+        1 => "action",
+        2 => "invalid_ttl",
+        _ => "reason?",
+    };
+    let words = match &m.body {
+        Body::V13(v13::Msg::PacketIn(p)) => {
+            let at = FlowMatch::from_v13(&p.r#match)
+                .map(|m| m.fields.iter().map(field).collect::<Vec<_>>().join(","))
+                .unwrap_or_default();
+            Some(format!("{at} reason={}: {}", reason(p.reason), sts_trace_frame(&p.data)))
+        }
+        Body::V10(v10::Msg::PacketIn(p)) => Some(format!(
+            "in_port={} reason={}: {}",
+            port_name(sts_mocknet::flow::port10(p.in_port)),
+            reason(p.reason),
+            sts_trace_frame(&p.data)
+        )),
+        _ => message(&m),
+    };
+    Some(match words {
+        Some(w) => format!("xid={} {w}", m.xid),
+        None => format!("xid={}", m.xid),
+    })
+}
+
+/// A frame's summary as traces and diffs give it.
+fn sts_trace_frame(data: &[u8]) -> String {
+    if data.is_empty() {
+        "no frame (buffered)".into()
+    } else {
+        sts_trace::frame_summary(data)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

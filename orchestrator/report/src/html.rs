@@ -17,11 +17,13 @@ use std::fmt::Write as _;
 use sts_trace::{Internal, Trace};
 
 /// Records drawn at most; the page says when it stops.
-pub const MAX_ROWS: usize = 100_000;
+pub const MAX_ROWS: usize = 200_000;
 
 const ROW: usize = 7;
 const LANE: usize = 90;
 const TOP: usize = 40;
+/// Rows per band of the diagram (one <svg> each, drawn when in view).
+const BAND_ROWS: usize = 1000;
 const LEFT: usize = 60;
 
 /// What a minimization found, as far as the page needs it.
@@ -161,21 +163,37 @@ pub fn page_with(
     let mut svg = String::with_capacity(shown * 160);
     let mut types: BTreeMap<&str, usize> = BTreeMap::new();
     let mut messages = 0usize;
-    let _ = write!(
-        svg,
-        r#"<svg id="diagram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">"#
-    );
-    svg.push_str(
-        r#"<defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="5" markerHeight="5" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="rgb(68,85,102)"/></marker></defs>"#,
-    );
-    for (lane, &lx) in &x {
+    // The diagram is cut into bands of rows, each its own <svg> in a box
+    // the browser lays out and paints only when it comes into view
+    // (`content-visibility: auto`): a 135,000-record page then costs its
+    // parsing, not the drawing of rows nobody looks at.
+    let bands = shown.div_ceil(BAND_ROWS).max(1);
+    let band_top = |k: usize| if k == 0 { 0 } else { TOP + k * BAND_ROWS * ROW - ROW / 2 };
+    let band_bottom = |k: usize| if k + 1 >= bands { height } else { band_top(k + 1) };
+    let open_band = |svg: &mut String, k: usize| {
+        let (top, h) = (band_top(k), band_bottom(k) - band_top(k));
         let _ = write!(
             svg,
-            r#"<line class="lane" data-lane="{lane}" x1="{lx}" y1="{}" x2="{lx}" y2="{height}"/><text class="label" x="{lx}" y="{}">{lane}</text>"#,
-            TOP - 12,
-            TOP - 18
+            r#"<div class="band" data-h="{h}" style="width:{width}px;height:{h}px"><svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" viewBox="0 {top} {width} {h}">"#
         );
-    }
+        for (lane, &lx) in &x {
+            let _ = write!(
+                svg,
+                r#"<line class="lane" data-lane="{lane}" x1="{lx}" y1="{}" x2="{lx}" y2="{}"/>"#,
+                top.max(TOP - 12),
+                top + h
+            );
+            if k == 0 {
+                let _ = write!(svg, r#"<text class="label" x="{lx}" y="{}">{lane}</text>"#, TOP - 18);
+            }
+        }
+    };
+    let _ = write!(
+        svg,
+        r#"<div id="diagram" data-w="{width}" data-h="{height}" style="width:{width}px;height:{height}px"><svg class="defs" width="0" height="0"><defs><marker id="arrow" viewBox="0 0 6 6" refX="6" refY="3" markerWidth="5" markerHeight="5" orient="auto"><path d="M0,0 L6,3 L0,6 z" fill="rgb(68,85,102)"/></marker></defs></svg>"#
+    );
+    open_band(&mut svg, 0);
+    let mut anchor_links = String::new();
     let (mut dropped, mut queued) = (0usize, 0usize);
     let dropped_later = dropped_after_holding(trace);
     let mut violation_text = None;
@@ -187,13 +205,17 @@ pub fn page_with(
     let anchors = crate::why::anchors(chain.as_ref(), &mcs_seqs);
     for (row, r) in trace.records.iter().take(shown).enumerate() {
         let y = TOP + row * ROW;
+        if row > 0 && row % BAND_ROWS == 0 {
+            svg.push_str("</svg></div>");
+            open_band(&mut svg, row / BAND_ROWS);
+        }
         if anchors.contains(&r.seq) {
-            let _ = write!(
-                svg,
-                r#"<rect id="r{}" class="anchor" x="0" y="{}" width="1" height="1"/>"#,
-                r.seq,
-                y.saturating_sub(40)
-            );
+            // Outside the bands (an unpainted band's elements have no place
+            // to scroll to), a little above the row so that a jump shows
+            // what led to it.
+            let top = y.saturating_sub(40);
+            let _ =
+                write!(anchor_links, r#"<a id="r{}" class="anchor" data-y="{top}" style="top:{top}px"></a>"#, r.seq);
         }
         // Shown on hover by the page's script (an attribute, not a <title>
         // element: half the DOM nodes on a 100,000-record page).
@@ -216,7 +238,7 @@ pub fn page_with(
             let _ = write!(svg, r#"<circle class="{class}" cx="{sx}" cy="{y}" r="4"{}/>"#, title(&what));
         }
         match &r.internal {
-            Some(i @ Internal::Openflow { msg, dpid, controller, dir, fp, proxy, .. }) => {
+            Some(i @ Internal::Openflow { msg, dpid, controller, dir, fp, proxy, raw }) => {
                 let (from, to) = i.sender_receiver().expect("an OpenFlow message has two ends");
                 let t = msg.as_str();
                 *types.entry(t).or_default() += 1;
@@ -258,7 +280,10 @@ pub fn page_with(
                     if kept { " kept" } else { "" },
                     x[from.as_str()],
                     y + 3,
-                    title(&format!("{t}: {from} → {to}{said}"))
+                    title(&match raw.as_ref().and_then(crate::flows::message_line) {
+                        Some(words) => format!("{t}: {from} → {to}{said} {words}"),
+                        None => format!("{t}: {from} → {to}{said}"),
+                    })
                 );
             }
             Some(Internal::Log { controller, line, .. }) => {
@@ -303,7 +328,9 @@ pub fn page_with(
             );
         }
     }
-    svg.push_str("</svg>");
+    svg.push_str("</svg></div>");
+    svg.push_str(&anchor_links);
+    svg.push_str("</div>");
 
     let mut html = String::with_capacity(svg.len() + 8192);
     let mut tables_html = None;
@@ -456,44 +483,83 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 .input{stroke:#888;fill:#888;stroke-width:1.5}.input.mcs{stroke:#e07000;fill:#e07000;stroke-width:3}\
 .log{stroke:#9a6;stroke-width:2}.curve{fill:none;stroke:#e07000;stroke-width:2}.curve-point{fill:#e07000}\
 .curve-label,.axis{font:11px sans-serif;fill:#555;text-anchor:middle}.axis{text-anchor:start}#tip{position:fixed;right:12px;top:12px;max-width:45%;background:#ffd;border:1px solid #cc9;padding:4px 8px;display:none;z-index:2}.dataplane{fill:#c90}.violation{fill:#d22;opacity:.8}\
-table.diff{border-collapse:collapse;font:12px monospace}table.diff td,table.diff th{padding:1px 6px;text-align:left}\
+table.diff{border-collapse:collapse;font:12px monospace;table-layout:fixed;width:100%}table.diff col.n{width:4em}table.diff col.seq{width:5em}table.diff col.ms{width:6em}\
+table.diff td{overflow-wrap:anywhere}.diff-rows{content-visibility:auto;contain-intrinsic-size:auto 8000px}table.diff td,table.diff th{padding:1px 6px;text-align:left}\
 tr.left td{background:#fde2e2}tr.right td{background:#e0f5e0}#first-divergence td{border-top:2px solid #d22;border-bottom:2px solid #d22}\
 .anchor{fill:none}#diagram .hit{stroke:#f0c000;stroke-width:5;fill:#f0c000}.msg.dropped{stroke:#c0392b;stroke-width:2}.msg.queued{stroke-dasharray:3 3}#why ol.chain li{margin:2px 0}#why code.culprit-rule,mark#culprit-rule{background:#fbe3c8;color:#222}\
-#why{border-left:3px solid #b25000;padding-left:10px}";
+#why{border-left:3px solid #b25000;padding-left:10px}\
+#diagram{position:relative}.band{content-visibility:auto;overflow:hidden}.defs{position:absolute}\
+#diagram .anchor{position:absolute;left:0;width:1px;height:1px}\
+#diagram text.arrow-label{display:none;stroke:none;fill:#234;font:4.2px sans-serif;text-anchor:middle}#diagram.labelled text.arrow-label{display:inline}\
+#tip.pinned{border-color:#b25000;user-select:text;cursor:pointer}";
 
 const SCRIPT: &str = r#"
 (function(){
-  var svg=document.getElementById('diagram'), zoom=1, css=document.createElement('style');
+  var diagram=document.getElementById('diagram'), zoom=1, css=document.createElement('style');
   document.head.appendChild(css);
   function hidden(){
     var rules=[];
     document.querySelectorAll('#controls input').forEach(function(c){
       if(c.checked||c.type!=='checkbox') return;
-      if(c.dataset.type) rules.push('#diagram .t-'+c.dataset.type+'{display:none}');
-      if(c.dataset.switch) rules.push('#diagram .sw-'+c.dataset.switch+'{display:none}');
-      if(c.dataset.kind) rules.push('#diagram .'+c.dataset.kind+'{display:none}');
+      if(c.dataset.type) rules.push('#diagram .t-'+c.dataset.type+'{display:none!important}');
+      if(c.dataset.switch) rules.push('#diagram .sw-'+c.dataset.switch+'{display:none!important}');
+      if(c.dataset.kind) rules.push('#diagram .'+c.dataset.kind+'{display:none!important}');
     });
     css.textContent=rules.join('');
   }
   document.querySelectorAll('#controls input').forEach(function(c){c.addEventListener('change',hidden);});
-  var w=+svg.getAttribute('width'), h=+svg.getAttribute('height');
+  var w=+diagram.dataset.w, h=+diagram.dataset.h, bands=diagram.querySelectorAll('.band');
   var head=document.getElementById('lane-head'), lanes=document.getElementById('lanes'), view=document.getElementById('view');
   view.addEventListener('scroll',function(){head.scrollLeft=view.scrollLeft;});
-  function setZoom(z){zoom=Math.max(0.1,Math.min(8,z));svg.setAttribute('width',w*zoom);svg.setAttribute('height',h*zoom);
+  function setZoom(z){
+    var keep=(window.scrollY-view.offsetTop)/zoom;
+    zoom=Math.max(0.1,Math.min(8,z));
+    diagram.style.width=w*zoom+'px'; diagram.style.height=h*zoom+'px';
+    bands.forEach(function(b){var bh=b.dataset.h*zoom, s=b.firstChild;
+      b.style.width=w*zoom+'px'; b.style.height=bh+'px'; s.setAttribute('width',w*zoom); s.setAttribute('height',bh);});
+    diagram.querySelectorAll('.anchor').forEach(function(a){a.style.top=a.dataset.y*zoom+'px';});
     lanes.setAttribute('width',w*zoom);
     lanes.querySelectorAll('text').forEach(function(t){t.setAttribute('x',t.dataset.x*zoom);});
-    head.scrollLeft=view.scrollLeft;}
+    head.scrollLeft=view.scrollLeft;
+    diagram.classList.toggle('labelled',zoom>=2);
+    if(keep>0) window.scrollTo(window.scrollX,view.offsetTop+keep*zoom);
+    label();
+  }
+  // Zoomed in, each arrow in sight gets its message as a label (made when
+  // its band first comes into view: a label per arrow of the whole page
+  // would double the page's elements).
+  function label(){
+    if(zoom<2) return;
+    bands.forEach(function(b){
+      if(b.dataset.labelled) return;
+      var r=b.getBoundingClientRect(); if(r.bottom<0||r.top>innerHeight) return;
+      b.dataset.labelled=1; var s=b.firstChild;
+      s.querySelectorAll('line.msg,line.input').forEach(function(l){
+        var t=l.getAttribute('data-t')||'', text=t.slice(t.indexOf(': ')+2);
+        var e=document.createElementNS('http://www.w3.org/2000/svg','text');
+        e.setAttribute('class','arrow-label '+l.getAttribute('class'));
+        e.setAttribute('x',(+l.getAttribute('x1')+ +l.getAttribute('x2'))/2); e.setAttribute('y',+l.getAttribute('y1')-0.8);
+        e.textContent=text.length>70?text.slice(0,70)+'…':text; s.appendChild(e);
+      });
+    });
+  }
+  window.addEventListener('scroll',function(){if(zoom>=2) requestAnimationFrame(label);});
+  // Hover shows an element's record; a click pins it (to read or copy), a
+  // click on the pinned box lets it go.
   var tip=document.getElementById('tip');
-  svg.addEventListener('mouseover',function(e){var t=e.target.getAttribute&&e.target.getAttribute('data-t');
-    if(t){tip.textContent=t;tip.style.display='block';}});
-  svg.addEventListener('mouseout',function(){tip.style.display='none';});
+  diagram.addEventListener('mouseover',function(e){var t=e.target.getAttribute&&e.target.getAttribute('data-t');
+    if(t&&!tip.classList.contains('pinned')){tip.textContent=t;tip.style.display='block';}});
+  diagram.addEventListener('mouseout',function(){if(!tip.classList.contains('pinned')) tip.style.display='none';});
+  diagram.addEventListener('click',function(e){var t=e.target.getAttribute&&e.target.getAttribute('data-t');
+    if(t){tip.textContent=t;tip.style.display='block';tip.classList.add('pinned');}});
+  tip.addEventListener('click',function(){tip.classList.remove('pinned');tip.style.display='none';});
   // Find: a number jumps to that seq's row; other text to the next element
   // whose hover text holds it (Enter again: the one after), marked.
   var find=document.getElementById('find'), found=document.getElementById('found'), hits=[], at=-1;
   function search(){
-    var q=find.value.trim().replace(/^seq\s*/,''); document.querySelectorAll('#diagram .hit').forEach(function(e){e.classList.remove('hit');});
+    var q=find.value.trim().replace(/^seq\s*/,''); diagram.querySelectorAll('.hit').forEach(function(e){e.classList.remove('hit');});
     hits=[]; at=-1; if(!q){found.textContent='';return;}
-    var all=svg.querySelectorAll('[data-t]');
+    var all=diagram.querySelectorAll('[data-t]');
     if(/^\d+$/.test(q)){all.forEach(function(e){if(e.getAttribute('data-t').indexOf('seq '+q+' ')===0)hits.push(e);});}
     else{q=q.toLowerCase();all.forEach(function(e){if(e.getAttribute('data-t').toLowerCase().indexOf(q)>=0)hits.push(e);});}
     hits.forEach(function(e){e.classList.add('hit');});
@@ -638,4 +704,61 @@ pub fn write_experiment_with(dir: &std::path::Path, trace: &Trace) -> Result<std
     };
     sts_trace::dir::write_atomic(&path, html.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_trace::{External, Header, Record};
+
+    /// `n` records: a ping every 100th, controller log lines between.
+    fn trace(n: u64) -> Trace {
+        let records = (1..=n)
+            .map(|seq| {
+                let (external, internal) = if seq % 100 == 0 {
+                    (Some(External::Ping { src: "h1".into(), dst: "h2".into() }), None)
+                } else {
+                    let line = format!("line {seq}");
+                    (None, Some(Internal::Log { controller: "c0".into(), line: line.clone(), fp: line }))
+                };
+                Record { seq, t_ms: seq, external, internal, violation: None, line: 0 }
+            })
+            .collect();
+        Trace { header: Header::new(None), records }
+    }
+
+    /// Every number after `attr="` in `s`.
+    fn numbers(s: &str, attr: &str) -> Vec<usize> {
+        s.split(&format!(r#"{attr}=""#)).skip(1).filter_map(|r| r.split('"').next()?.parse().ok()).collect()
+    }
+
+    #[test]
+    fn rows_are_drawn_in_bands_that_hold_them_and_anchors_stay_outside() {
+        let t = trace(2_500);
+        let mcs = Mcs { seqs: [2_100].into(), ..Mcs::default() };
+        let html = page("bands", &t, Some(&mcs));
+        let diagram = &html[html.find(r#"<div id="diagram""#).unwrap()..];
+        let bands: Vec<&str> = diagram.split(r#"<div class="band""#).skip(1).collect();
+        assert_eq!(bands.len(), 3, "1,000 rows a band");
+        let mut rows = 0;
+        for band in &bands {
+            let view = band.split(r#"viewBox="0 "#).nth(1).unwrap();
+            let mut v = view.split(['"', ' ']).map(|n| n.parse::<usize>().unwrap());
+            let (top, _, h) = (v.next().unwrap(), v.next().unwrap(), v.next().unwrap());
+            let body = &band[..band.find("</svg>").unwrap()];
+            // Each log tick is drawn at its row's y, inside the band's view.
+            let logs: Vec<&str> = body.split(r#"<line class="log""#).skip(1).collect();
+            for l in &logs {
+                let y = numbers(l, "y1")[0];
+                assert!(y >= top + 3 && y + 3 <= top + h, "row at {y} inside band {top}..{}", top + h);
+            }
+            rows += logs.len() + body.matches(r#"<circle class="input"#).count();
+        }
+        assert_eq!(rows, 2_500, "every record drawn once");
+        // The MCS input's anchor: an HTML element after the bands, 40 px above its row.
+        let anchor = diagram.split(r#"<a id="r2100" class="anchor""#).nth(1).expect("an anchor");
+        assert_eq!(numbers(anchor, "data-y")[0], TOP + 2_099 * ROW - 40);
+        assert!(!bands[2].split("</svg>").next().unwrap().contains("r2100"), "not inside a band's drawing");
+        assert!(CSS.contains(".band{content-visibility:auto"), "bands out of view are not laid out");
+    }
 }

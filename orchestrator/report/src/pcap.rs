@@ -1,20 +1,23 @@
-//! OpenFlow sessions as pcap files, for Wireshark and tshark.
+//! OpenFlow sessions as pcapng files, for Wireshark and tshark.
 //!
 //! A trace records each OpenFlow message with its bytes (trace v2); this
 //! writes them as the TCP streams they crossed: one stream per
 //! switch–controller connection (a reconnection starts a new one). Each node
-//! has its own loopback address, so a capture reads without a legend:
-//! switch `sN` is 127.1.x.y (`x.y` its datapath id, 127.1.0.3 for s3) on
-//! port `40000 + n` (the n-th connection), controller `cN` is 127.0.0.(N+1)
-//! on 6653 (OpenFlow's IANA port, so dissectors decode it without being
-//! told). Sequence and acknowledgement numbers are consistent, so dissectors
-//! reassemble messages split over segments.
+//! has its own loopback address, named in the file (a name-resolution block:
+//! with name resolution on, Wireshark shows `s3` and `c0`) and in the
+//! section's comment: switch `sN` is 127.1.x.y (`x.y` its datapath id,
+//! 127.1.0.3 for s3) on port `40000 + n` (the n-th connection), controller
+//! `cN` is 127.0.0.(N+1) on 6653 (OpenFlow's IANA port, so dissectors decode
+//! it without being told). Sequence and acknowledgement numbers are
+//! consistent, so dissectors reassemble messages split over segments. What
+//! the interposition proxy did with a message is its packet's comment
+//! (`frame.comment`): dropped (never delivered), or held or delayed.
 //!
 //! Times are the trace's, from the run's recorded wall-clock epoch. The
 //! trace keeps milliseconds; records in the same millisecond are spread
 //! over its microseconds in the trace's order ([`Clock`]), so a burst keeps
 //! its order in Wireshark (and across the two files when merged) instead of
-//! reading as one instant. The file format is `pcap-file`'s.
+//! reading as one instant. The file format is `pcap-file`'s pcapng.
 //!
 //! The hosts' frames (trace records of kind `frame`) go into a second file,
 //! a pcapng with one interface per host named after it ([`write_frames`]),
@@ -24,7 +27,14 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
-use pcap_file::pcap::{PcapPacket, PcapWriter};
+use std::borrow::Cow;
+
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::blocks::name_resolution::{Ipv4Record, NameResolutionBlock, Record};
+use pcap_file::pcapng::blocks::section_header::{SectionHeaderBlock, SectionHeaderOption};
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::DataLink;
 use sts_trace::{Direction, Internal, Trace};
 
 /// The controller's port in the capture.
@@ -72,9 +82,10 @@ pub const FIRST_SWITCH_PORT: u16 = 40000;
 /// Payload bytes per TCP segment.
 const MSS: usize = 1448;
 
-/// TCP streams written into a pcap.
+/// TCP streams written into a pcapng (one Ethernet interface, microsecond
+/// times).
 pub struct TcpStreams<W: Write> {
-    writer: PcapWriter<W>,
+    writer: PcapNgWriter<W>,
     /// Per stream: next sequence number from the switch, from the controller.
     seq: Vec<[u32; 2]>,
     /// Per stream: the switch's and the controller's address.
@@ -86,10 +97,44 @@ pub struct TcpStreams<W: Write> {
 pub struct StreamId(usize);
 
 impl<W: Write> TcpStreams<W> {
-    /// A pcap (Ethernet link type) written to `w`.
+    /// A pcapng written to `w`, without names.
     pub fn new(w: W) -> std::io::Result<TcpStreams<W>> {
-        // pcap-file's default header: little-endian, microsecond times.
-        let writer = PcapWriter::new(w).map_err(std::io::Error::other)?;
+        TcpStreams::with_names(w, "", &[])
+    }
+
+    /// A pcapng written to `w`: `comment` on its section, and `names` (a
+    /// name for each address) in a name-resolution block.
+    pub fn with_names(w: W, comment: &str, names: &[(String, [u8; 4])]) -> std::io::Result<TcpStreams<W>> {
+        let err = std::io::Error::other;
+        let mut options =
+            vec![SectionHeaderOption::UserApplication(Cow::Owned(format!("sts {}", env!("CARGO_PKG_VERSION"))))];
+        if !comment.is_empty() {
+            options.push(SectionHeaderOption::Comment(Cow::Owned(comment.to_string())));
+        }
+        let section = SectionHeaderBlock { options, ..SectionHeaderBlock::default() };
+        let mut writer = PcapNgWriter::with_section_header(w, section).map_err(err)?;
+        let interface = InterfaceDescriptionBlock {
+            linktype: DataLink::ETHERNET,
+            snaplen: 0,
+            options: vec![
+                InterfaceDescriptionOption::IfName(Cow::Borrowed("openflow")),
+                InterfaceDescriptionOption::IfTsResol(6),
+            ],
+        };
+        writer.write_pcapng_block(interface).map_err(err)?;
+        if !names.is_empty() {
+            let records = names
+                .iter()
+                .map(|(name, addr)| {
+                    Record::Ipv4(Ipv4Record {
+                        ip_addr: Cow::Owned(addr.to_vec()),
+                        names: vec![Cow::Owned(name.clone())],
+                    })
+                })
+                .chain(std::iter::once(Record::End))
+                .collect();
+            writer.write_pcapng_block(NameResolutionBlock { records, options: Vec::new() }).map_err(err)?;
+        }
         Ok(TcpStreams { writer, seq: Vec::new(), ends: Vec::new() })
     }
 
@@ -108,6 +153,18 @@ impl<W: Write> TcpStreams<W> {
     /// `bytes` sent on `stream` at `at` (since the Unix epoch), by the
     /// switch or by the controller, in segments of at most 1,448 bytes.
     pub fn send(&mut self, stream: StreamId, from_switch: bool, at: Duration, bytes: &[u8]) -> std::io::Result<()> {
+        self.send_with_comment(stream, from_switch, at, bytes, None)
+    }
+
+    /// [`TcpStreams::send`], with a comment on the first segment.
+    pub fn send_with_comment(
+        &mut self,
+        stream: StreamId,
+        from_switch: bool,
+        at: Duration,
+        bytes: &[u8],
+        comment: Option<&str>,
+    ) -> std::io::Result<()> {
         let switch_port = FIRST_SWITCH_PORT.wrapping_add(stream.0 as u16);
         let (sw, ctl) = self.ends[stream.0];
         let (from, to, d) = if from_switch {
@@ -115,19 +172,29 @@ impl<W: Write> TcpStreams<W> {
         } else {
             ((ctl, CONTROLLER_PORT), (sw, switch_port), 1)
         };
-        for chunk in bytes.chunks(MSS) {
+        for (i, chunk) in bytes.chunks(MSS).enumerate() {
             let seq = &mut self.seq[stream.0];
             let segment = tcp_segment(from, to, seq[d], seq[1 - d], chunk);
             seq[d] = seq[d].wrapping_add(chunk.len() as u32);
-            let packet = PcapPacket::new(at, segment.len() as u32, &segment);
-            self.writer.write_packet(&packet).map_err(std::io::Error::other)?;
+            let options = match comment {
+                Some(c) if i == 0 => vec![EnhancedPacketOption::Comment(Cow::Borrowed(c))],
+                _ => Vec::new(),
+            };
+            let packet = EnhancedPacketBlock {
+                interface_id: 0,
+                timestamp: at,
+                original_len: segment.len() as u32,
+                data: Cow::Borrowed(&segment),
+                options,
+            };
+            self.writer.write_pcapng_block(packet).map_err(std::io::Error::other)?;
         }
         Ok(())
     }
 
     /// The underlying writer, flushed.
     pub fn into_inner(self) -> W {
-        self.writer.into_writer()
+        self.writer.into_inner()
     }
 }
 
@@ -140,8 +207,11 @@ pub struct Written {
     pub connections: usize,
     /// Messages the trace recorded without their bytes (a version-1 trace).
     pub without_bytes: usize,
-    /// Messages the proxy dropped: left out, as their receiver never got them.
+    /// Messages the proxy dropped (written, with a comment saying so: their
+    /// receiver never got them).
     pub dropped: usize,
+    /// Messages the proxy held or delayed (written, with a comment).
+    pub queued: usize,
     /// Who is who: (name, address) of every switch and controller written,
     /// switches first, each in order.
     pub legend: Vec<(String, [u8; 4])>,
@@ -156,16 +226,27 @@ impl Written {
 }
 
 /// Writes every OpenFlow message of `trace` that carries its bytes into `w`
-/// as a pcap. A HELLO in a direction that already sent one on a connection
-/// starts a new connection (the switch reconnected).
+/// as a pcapng. A HELLO in a direction that already sent one on a
+/// connection starts a new connection (the switch reconnected). A message
+/// the proxy dropped or held is written with a comment saying so.
 pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W)> {
-    let mut streams = TcpStreams::new(w)?;
+    let mut written = Written::default();
+    let (mut switches, mut controllers) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+    for r in &trace.records {
+        if let Some(Internal::Openflow { dpid, controller, raw: Some(_), .. }) = &r.internal {
+            switches.insert(*dpid);
+            controllers.insert(*controller);
+        }
+    }
+    written.legend = switches.iter().map(|&d| (format!("s{d}"), switch_addr(d))).collect();
+    written.legend.extend(controllers.iter().map(|&c| (format!("c{c}"), controller_addr(c))));
+    let comment =
+        format!("OpenFlow sessions recorded by sts (controllers on port {CONTROLLER_PORT}): {}", written.legend_line());
+    let mut streams = TcpStreams::with_names(w, &comment, &written.legend)?;
     // (dpid, controller) → (its current stream, the directions that said HELLO on it).
     let mut current: BTreeMap<(u64, usize), (StreamId, [bool; 2])> = BTreeMap::new();
-    let mut written = Written::default();
     let mut clock = Clock::of(trace);
     let dropped_later = crate::html::dropped_after_holding(trace);
-    let (mut switches, mut controllers) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
     for record in &trace.records {
         let at = clock.at(record.t_ms);
         let Some(Internal::Openflow { dpid, controller, dir, msg, raw, proxy, .. }) = &record.internal else {
@@ -175,10 +256,26 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
             written.without_bytes += 1;
             continue;
         };
-        if *proxy == Some(sts_trace::ProxyDecision::Dropped) || dropped_later.contains(&record.seq) {
+        let to = match dir {
+            Direction::ToController => format!("c{controller}"),
+            Direction::ToSwitch => format!("s{dpid}"),
+        };
+        let comment = if dropped_later.contains(&record.seq) {
             written.dropped += 1;
-            continue;
-        }
+            Some(format!("sts: held by the proxy, then dropped: {to} never received it (seq {})", record.seq))
+        } else {
+            match proxy {
+                Some(sts_trace::ProxyDecision::Dropped) => {
+                    written.dropped += 1;
+                    Some(format!("sts: dropped by the proxy: {to} never received it (seq {})", record.seq))
+                }
+                Some(sts_trace::ProxyDecision::Queued) => {
+                    written.queued += 1;
+                    Some(format!("sts: held or delayed by the proxy: {to} received it later (seq {})", record.seq))
+                }
+                None => None,
+            }
+        };
         let from_switch = *dir == Direction::ToController;
         let d = usize::from(!from_switch);
         let hello = msg.as_str() == "hello";
@@ -196,13 +293,9 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
             *hellos = [false; 2];
         }
         hellos[d] |= hello;
-        streams.send(*stream, from_switch, at, raw)?;
-        switches.insert(*dpid);
-        controllers.insert(*controller);
+        streams.send_with_comment(*stream, from_switch, at, raw, comment.as_deref())?;
         written.messages += 1;
     }
-    written.legend = switches.iter().map(|&d| (format!("s{d}"), switch_addr(d))).collect();
-    written.legend.extend(controllers.iter().map(|&c| (format!("c{c}"), controller_addr(c))));
     Ok((written, streams.into_inner()))
 }
 
@@ -251,9 +344,16 @@ mod tests {
         s.send(a, false, Duration::from_secs(2), &[0u8; 10]).unwrap();
         assert_eq!(s.seq[0], [1_000 + 3000, 1_000_000 + 10]);
         let bytes = s.into_inner();
-        // Global header (24) + 3 segments from the switch + 1 back, each a
-        // 16-byte record header and 54 bytes of headers plus payload.
-        assert_eq!(bytes.len(), 24 + 4 * (16 + 54) + 3000 + 10);
+        let mut reader = pcap_file::pcapng::PcapNgReader::new(&bytes[..]).unwrap();
+        let mut lens = Vec::new();
+        while let Some(block) = reader.next_block() {
+            if let pcap_file::pcapng::Block::EnhancedPacket(p) = block.unwrap() {
+                lens.push(p.data.len());
+            }
+        }
+        // 3 segments from the switch and 1 back, each 54 bytes of headers
+        // plus its payload.
+        assert_eq!(lens, vec![54 + 1448, 54 + 1448, 54 + 104, 54 + 10]);
     }
 
     #[test]
@@ -289,12 +389,6 @@ const OUTBOUND: u32 = 0b10;
 /// nanosecond timestamps), each frame on its host's interface, marked
 /// outbound when the host sent it and inbound when it received it.
 pub fn write_frames<W: Write>(trace: &Trace, w: W) -> std::io::Result<(FramesWritten, W)> {
-    use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
-    use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
-    use pcap_file::pcapng::PcapNgWriter;
-    use pcap_file::DataLink;
-    use std::borrow::Cow;
-
     // Timed over every record, as in the OpenFlow capture, so that the two
     // files merge in the trace's order.
     let mut clock = Clock::of(trace);

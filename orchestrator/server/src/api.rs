@@ -101,6 +101,8 @@ pub fn router(app: App) -> Router {
         .route("/jobs/{id}/events", get(job_events))
         .route("/jobs/{id}/experiment.tar.gz", get(experiment_tarball))
         .route("/jobs/{id}/report.html", get(report_html))
+        .route("/jobs/{id}/trace.pcapng", get(trace_pcap))
+        // The name before captures became pcapng (the same bytes).
         .route("/jobs/{id}/trace.pcap", get(trace_pcap))
         .route("/jobs/{id}/junit.xml", get(junit_xml))
         .route("/jobs/{id}/summary.md", get(summary_md))
@@ -679,8 +681,10 @@ pub async fn report_html(State(app): State<App>, Path(id): Path<String>) -> Answ
     file_response(page, "text/html; charset=utf-8", format!("job {} has no report", job.id))
 }
 
-/// The job's OpenFlow messages as a pcap (for Wireshark, tshark).
-#[utoipa::path(get, path = "/jobs/{id}/trace.pcap", responses((status = 200, content_type = "application/vnd.tcpdump.pcap"), (status = 404, body = ApiError)))]
+/// The job's OpenFlow messages as a pcapng (for Wireshark, tshark): names
+/// for the switches' and controllers' addresses, the proxy's decisions as
+/// packet comments. Also at `/jobs/{id}/trace.pcap`.
+#[utoipa::path(get, path = "/jobs/{id}/trace.pcapng", responses((status = 200, content_type = "application/x-pcapng"), (status = 404, body = ApiError)))]
 pub async fn trace_pcap(State(app): State<App>, Path(id): Path<String>) -> Answer<Response> {
     let job = find(&app, &id)?;
     let path = jobs::run_dir(&app.shared.data, job.id).join("trace.jsonl");
@@ -695,7 +699,7 @@ pub async fn trace_pcap(State(app): State<App>, Path(id): Path<String>) -> Answe
     .await
     .map_err(Failure::internal)?
     .map_err(|e| Failure::new(StatusCode::UNPROCESSABLE_ENTITY, e))?;
-    Ok(([(header::CONTENT_TYPE, "application/vnd.tcpdump.pcap")], bytes).into_response())
+    Ok(([(header::CONTENT_TYPE, "application/x-pcapng")], bytes).into_response())
 }
 
 /// A finished job's Markdown summary: a campaign's bugs and their minimal

@@ -51,7 +51,7 @@ fn links(app: &App, job: &Job) -> Vec<String> {
         links.push(format!("<a href=\"/jobs/{id}/junit.xml\">junit</a>"));
     }
     if job.kind != Kind::Campaign && has_trace {
-        links.push(format!("<a href=\"/jobs/{id}/trace.pcap\">pcap</a>"));
+        links.push(format!("<a href=\"/jobs/{id}/trace.pcapng\">pcapng</a>"));
     }
     if run.is_dir() {
         links.push(format!("<a href=\"/jobs/{id}/files/\">files</a>"));

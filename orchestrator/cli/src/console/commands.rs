@@ -56,7 +56,7 @@ pub const COMMANDS: &[Command] = &[
     c("time travel", "checkpoints", "", "list the checkpoints"),
     c("output", "log", "[N]", "the last N events of this session's trace (default 10)"),
     c("output", "save", "DIR", "the session so far as a new experiment directory that `sts replay` and `sts minimize` accept"),
-    c("output", "export", "pcap FILE", "this session's OpenFlow messages as a pcap (as `sts pcap` writes)"),
+    c("output", "export", "pcap FILE", "this session's OpenFlow messages as a pcapng (as `sts pcap` writes)"),
     c("output", "help", "[COMMAND]", "this list, or one command"),
     c("output", "quit", "", "end the session (Ctrl-D too); its trace stays"),
 ];
