@@ -50,20 +50,40 @@ pub enum Action {
 }
 
 /// A policy rule: which messages it selects, and what happens to them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Rule {
     pub dir: Option<Direction>,
+    /// The channel's `dpid` (in sts's mock network the switch's datapath
+    /// id; in a standalone proxy the connection's number).
     pub dpid: Option<u64>,
     /// A message type name as [`crate::wire::Message::type_name`] gives it.
     pub msg_type: Option<String>,
     pub action: Action,
+    /// Only the switch whose FEATURES_REPLY gave this datapath id (learned
+    /// by the interposer as the reply passes; messages before it on that
+    /// connection are not selected).
+    pub datapath: Option<u64>,
+    /// The rule applies to each message it selects with this probability
+    /// (0 to 1; `None`: always), drawn from the interposer's seeded
+    /// generator; a message it passes over goes on to the next rule.
+    pub chance: Option<f64>,
+    /// For a delay: up to this many milliseconds more or less, uniformly.
+    pub jitter_ms: u64,
+}
+
+impl Default for Rule {
+    /// Selects every message and passes it.
+    fn default() -> Rule {
+        Rule { dir: None, dpid: None, msg_type: None, action: Action::Pass, datapath: None, chance: None, jitter_ms: 0 }
+    }
 }
 
 impl Rule {
-    fn selects(&self, ch: ChannelId, dir: Direction, msg_type: &str) -> bool {
+    fn selects(&self, ch: ChannelId, dir: Direction, msg_type: &str, datapath: Option<u64>) -> bool {
         self.dir.is_none_or(|d| d == dir)
             && self.dpid.is_none_or(|d| d == ch.dpid)
             && self.msg_type.as_deref().is_none_or(|t| t == msg_type)
+            && self.datapath.is_none_or(|d| Some(d) == datapath)
     }
 }
 
@@ -168,6 +188,10 @@ pub struct Interposer {
     /// `drop_ids`.
     occurrences: std::collections::HashMap<(ChannelId, Direction, String), u32>,
     pub whitelist: BTreeSet<String>,
+    /// Each channel's datapath id, from its FEATURES_REPLY.
+    datapaths: BTreeMap<ChannelId, u64>,
+    /// Draws for rules with a `chance` and delays with jitter.
+    rng: rand_chacha::ChaCha8Rng,
     queues: BTreeMap<(ChannelId, Direction), VecDeque<Queued>>,
     log: Vec<Recorded>,
     next_seq: u64,
@@ -182,6 +206,8 @@ impl Default for Interposer {
             aside: Vec::new(),
             occurrences: std::collections::HashMap::new(),
             whitelist: DEFAULT_WHITELIST.iter().map(|s| s.to_string()).collect(),
+            datapaths: BTreeMap::new(),
+            rng: rand::SeedableRng::seed_from_u64(0),
             queues: BTreeMap::new(),
             log: Vec::new(),
             next_seq: 0,
@@ -190,6 +216,47 @@ impl Default for Interposer {
 }
 
 impl Interposer {
+    /// Seeds the generator rules with a `chance` and delays with jitter
+    /// draw from (the same seed, the same draws for the same messages).
+    pub fn seed(&mut self, seed: u64) {
+        self.rng = rand::SeedableRng::seed_from_u64(seed);
+    }
+
+    /// The datapath id each channel's switch gave in its FEATURES_REPLY.
+    pub fn datapaths(&self) -> &BTreeMap<ChannelId, u64> {
+        &self.datapaths
+    }
+
+    /// The first rule of `rules` that selects the message and, for a rule
+    /// with a `chance`, wins its draw: its index and its action (a delay
+    /// with its jitter drawn).
+    fn pick(
+        rules: &[Rule],
+        rng: &mut rand_chacha::ChaCha8Rng,
+        (channel, dir, msg_type, datapath): (ChannelId, Direction, &str, Option<u64>),
+    ) -> Option<(usize, Action)> {
+        use rand::Rng;
+        for (i, r) in rules.iter().enumerate() {
+            if !r.selects(channel, dir, msg_type, datapath) {
+                continue;
+            }
+            if let Some(p) = r.chance {
+                if !rng.gen_bool(p.clamp(0.0, 1.0)) {
+                    continue;
+                }
+            }
+            let action = match r.action {
+                Action::Delay(ms) if r.jitter_ms > 0 => {
+                    let j = r.jitter_ms.min(i64::MAX as u64) as i64;
+                    Action::Delay((ms as i64 + rng.gen_range(-j..=j)).max(0) as u64)
+                }
+                a => a,
+            };
+            return Some((i, action));
+        }
+        None
+    }
+
     /// Every message seen so far, in arrival order.
     pub fn log(&self) -> &[Recorded] {
         &self.log
@@ -219,6 +286,14 @@ impl Interposer {
         let msg_type = crate::wire::type_name(header.version, header.msg_type);
         let xid = header.xid;
         let whitelisted = self.whitelist.contains(msg_type);
+        if dir == Direction::SwitchToController && msg_type == "features_reply" {
+            // The datapath id follows the header in every version's reply.
+            if let Some(id) = frame.bytes().get(8..16) {
+                self.datapaths.insert(channel, u64::from_be_bytes(id.try_into().expect("8 bytes")));
+            }
+        }
+        let datapath = self.datapaths.get(&channel).copied();
+        let what = (channel, dir, msg_type, datapath);
         let dropped_by_id = !self.drop_ids.is_empty() && !whitelisted && {
             let fp = match frame.decode() {
                 Ok(m) => Fingerprint::of(&m).0,
@@ -233,10 +308,11 @@ impl Interposer {
             Action::Pass
         } else if dropped_by_id {
             Action::Drop
-        } else if let Some(i) = self.once.iter().position(|r| r.selects(channel, dir, msg_type)) {
-            self.once.remove(i).action
+        } else if let Some((i, action)) = Interposer::pick(&self.once, &mut self.rng, what) {
+            self.once.remove(i);
+            action
         } else {
-            self.rules.iter().find(|r| r.selects(channel, dir, msg_type)).map_or(Action::Pass, |r| r.action)
+            Interposer::pick(&self.rules, &mut self.rng, what).map_or(Action::Pass, |(_, a)| a)
         };
         let queue = self.queues.entry((channel, dir)).or_default();
         // Keep connection order: behind a queued message, a passing one queues too.
@@ -405,6 +481,7 @@ mod tests {
             dpid: Some(1),
             msg_type: Some("barrier_request".into()),
             action: Action::Hold,
+            ..Default::default()
         });
         assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 1), 0)), Vec::<u32>::new());
         // A passing message queues behind the held one; an echo overtakes (whitelisted).
@@ -436,12 +513,14 @@ mod tests {
             dpid: None,
             msg_type: Some("barrier_request".into()),
             action: Action::Delay(50),
+            ..Default::default()
         });
         ip.rules.push(Rule {
             dir: None,
             dpid: None,
             msg_type: Some("get_config_request".into()),
             action: Action::Drop,
+            ..Default::default()
         });
         assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 1), 0).is_empty());
         assert!(ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 2), 0).is_empty());
@@ -449,8 +528,16 @@ mod tests {
         assert!(ip.due(49).is_empty());
         assert_eq!(xids(&ip.due(50)), vec![1]);
         // Reorder what is left (only xid 3 remains queued) and a held pair.
-        ip.rules
-            .insert(0, Rule { dir: None, dpid: None, msg_type: Some("features_request".into()), action: Action::Hold });
+        ip.rules.insert(
+            0,
+            Rule {
+                dir: None,
+                dpid: None,
+                msg_type: Some("features_request".into()),
+                action: Action::Hold,
+                ..Default::default()
+            },
+        );
         ip.on_message(CH, DOWN, frame(v13::Msg::FeaturesRequest, 4), 20);
         let seqs = ip.queued_seqs(CH, DOWN);
         ip.reorder(CH, DOWN, &[seqs[1], seqs[0]]);
@@ -466,6 +553,7 @@ mod tests {
             dpid: Some(1),
             msg_type: Some("barrier_request".into()),
             action: Action::Drop,
+            ..Default::default()
         });
         // Another switch's, and an echo, are not its.
         let other = ChannelId { dpid: 2, controller: 0 };
@@ -484,6 +572,7 @@ mod tests {
             dpid: None,
             msg_type: Some("barrier_request".into()),
             action: Action::Reorder(20),
+            ..Default::default()
         });
         assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 1), 0).is_empty());
         // The next message on the same connection does not wait behind it.
@@ -497,7 +586,13 @@ mod tests {
     #[test]
     fn one_waiting_message_can_be_taken_or_retimed_out_of_turn() {
         let mut ip = Interposer::default();
-        ip.rules.push(Rule { dir: None, dpid: None, msg_type: Some("barrier_request".into()), action: Action::Hold });
+        ip.rules.push(Rule {
+            dir: None,
+            dpid: None,
+            msg_type: Some("barrier_request".into()),
+            action: Action::Hold,
+            ..Default::default()
+        });
         for xid in 1..=3 {
             ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, xid), 0);
         }
@@ -514,5 +609,69 @@ mod tests {
         assert_eq!(xids(&ip.due(30)), vec![1]);
         assert_eq!(ip.queued(), 1);
         assert!(!ip.set_due(999, 0));
+    }
+
+    fn features_reply(datapath_id: u64) -> Frame {
+        let reply = v13::FeaturesReply {
+            datapath_id,
+            n_buffers: 0,
+            n_tables: 1,
+            auxiliary_id: 0,
+            capabilities: 0,
+            reserved: 0,
+        };
+        frame(v13::Msg::FeaturesReply(reply), 9)
+    }
+
+    #[test]
+    fn a_rule_can_select_a_switch_by_the_datapath_id_its_features_reply_gave() {
+        let mut ip = Interposer::default();
+        ip.rules.push(Rule { action: Action::Drop, datapath: Some(0x2a), ..Default::default() });
+        let (a, b) = (ChannelId { dpid: 0, controller: 0 }, ChannelId { dpid: 1, controller: 0 });
+        let up = Direction::SwitchToController;
+        // Before its FEATURES_REPLY nobody knows which switch a connection is.
+        assert_eq!(xids(&ip.on_message(a, DOWN, frame(v13::Msg::BarrierRequest, 1), 0)), vec![1]);
+        assert_eq!(ip.on_message(a, up, features_reply(0x2a), 1).len(), 0, "the reply itself is the switch's");
+        assert_eq!(ip.on_message(b, up, features_reply(0x2b), 2).len(), 1);
+        assert!(ip.on_message(a, DOWN, frame(v13::Msg::BarrierRequest, 3), 3).is_empty(), "0x2a's: dropped");
+        assert_eq!(xids(&ip.on_message(b, DOWN, frame(v13::Msg::BarrierRequest, 4), 4)), vec![4], "0x2b's pass");
+        assert_eq!(ip.datapaths().values().copied().collect::<Vec<_>>(), vec![0x2a, 0x2b]);
+    }
+
+    /// Which of 1,000 barriers a rule with a `chance` drops.
+    fn dropped_with(seed: u64, chance: f64) -> Vec<u32> {
+        let mut ip = Interposer::default();
+        ip.seed(seed);
+        ip.rules.push(Rule { action: Action::Drop, chance: Some(chance), ..Default::default() });
+        (0..1_000).filter(|&x| ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, x), 0).is_empty()).collect()
+    }
+
+    #[test]
+    fn a_rule_with_a_chance_applies_that_often_and_the_seed_decides_which() {
+        let half = dropped_with(7, 0.5);
+        assert!((430..=570).contains(&half.len()), "about half: {}", half.len());
+        assert_eq!(dropped_with(7, 0.5), half, "the same seed, the same messages");
+        assert_ne!(dropped_with(8, 0.5), half, "another seed, others");
+        assert!(dropped_with(7, 0.0).is_empty());
+        assert_eq!(dropped_with(7, 1.0).len(), 1_000);
+        // A message the rule passes over goes on to the next rule.
+        let mut ip = Interposer::default();
+        ip.rules.push(Rule { action: Action::Drop, chance: Some(0.0), ..Default::default() });
+        ip.rules.push(Rule { action: Action::Hold, ..Default::default() });
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 1), 0).is_empty());
+        assert_eq!(ip.queued(), 1, "held by the second rule");
+    }
+
+    #[test]
+    fn a_delay_with_jitter_spreads_around_its_time() {
+        let mut ip = Interposer::default();
+        ip.rules.push(Rule { action: Action::Delay(100), jitter_ms: 30, ..Default::default() });
+        // One channel per message: each queue holds one, due at its own time.
+        for d in 0..200 {
+            ip.on_message(ChannelId { dpid: d, controller: 0 }, DOWN, frame(v13::Msg::BarrierRequest, 1), 1_000);
+        }
+        let dues: std::collections::BTreeSet<u64> = ip.waiting().iter().filter_map(|w| w.due).collect();
+        assert!(dues.iter().all(|d| (1_070..=1_130).contains(d)), "{dues:?}");
+        assert!(dues.len() > 30, "spread, not one time: {dues:?}");
     }
 }

@@ -4,8 +4,9 @@
 //! Each switch that connects to `listen` gets its own connection to the
 //! controller; both directions are framed, recorded and relayed through one
 //! shared [`Interposer`]. Channels are numbered by connection order (the
-//! channel's `dpid` field is that number: the proxy does not parse FEATURES
-//! to learn datapath ids). With a [`Recording`], every message is appended to a
+//! channel's `dpid` field is that number); the interposer learns each
+//! switch's datapath id from its FEATURES_REPLY, so rules can select a switch
+//! by that id too. With a [`Recording`], every message is appended to a
 //! JSON Lines file: a header line, then one event per line (a [`Recorded`],
 //! its bytes in hex). The fingerprint is not written: it is a function of the
 //! bytes, computed where it is needed ([`Recorded::fingerprint`], `sts
@@ -153,12 +154,24 @@ pub fn parse_policy(drop: &[String], delay: &[String]) -> Result<Vec<Rule>, Stri
     };
     let mut rules = Vec::new();
     for t in drop {
-        rules.push(Rule { dir: None, dpid: None, msg_type: Some(check("drop", t)?), action: Action::Drop });
+        rules.push(Rule {
+            dir: None,
+            dpid: None,
+            msg_type: Some(check("drop", t)?),
+            action: Action::Drop,
+            ..Default::default()
+        });
     }
     for d in delay {
         let (t, ms) = d.split_once('=').ok_or_else(|| format!("--delay {d:?}: expected TYPE=MS, e.g. flow_mod=200"))?;
         let ms: u64 = ms.parse().map_err(|_| format!("--delay {d:?}: {ms:?} is not a number of milliseconds"))?;
-        rules.push(Rule { dir: None, dpid: None, msg_type: Some(check("delay", t)?), action: Action::Delay(ms) });
+        rules.push(Rule {
+            dir: None,
+            dpid: None,
+            msg_type: Some(check("delay", t)?),
+            action: Action::Delay(ms),
+            ..Default::default()
+        });
     }
     Ok(rules)
 }
@@ -231,7 +244,7 @@ pub struct Control {
 }
 
 /// What a running proxy has done so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Stats {
     /// Switches relayed right now.
     pub switches: usize,
@@ -241,6 +254,9 @@ pub struct Stats {
     pub queued: usize,
     /// Events written to the recording so far.
     pub recorded: u64,
+    /// The datapath id each switch gave in its FEATURES_REPLY, by
+    /// connection number (every switch that got that far, gone or not).
+    pub datapath_ids: std::collections::BTreeMap<u64, u64>,
 }
 
 impl Control {
@@ -257,6 +273,12 @@ impl Control {
     /// messages already held stay held until [`Control::release`].
     pub fn set_policy(&self, rules: Vec<Rule>) {
         self.lock().interposer.rules = rules;
+    }
+
+    /// Seeds the draws of rules that apply with a probability or delay
+    /// with jitter.
+    pub fn seed(&self, seed: u64) {
+        self.lock().interposer.seed(seed);
     }
 
     /// Sends every held message on now (each connection's order kept);
@@ -286,6 +308,7 @@ impl Control {
             messages: shared.interposer.seen(),
             queued: shared.interposer.queued(),
             recorded: shared.record.as_ref().map_or(0, Recording::written),
+            datapath_ids: shared.interposer.datapaths().iter().map(|(c, d)| (c.dpid, *d)).collect(),
         }
     }
 }

@@ -74,6 +74,7 @@ fn holding_flow_mods_to_one_switch_breaks_paths_through_it_until_released() {
             dpid: Some(2),
             msg_type: Some("flow_mod".into()),
             action: Action::Hold,
+            ..Default::default()
         });
         assert!(runner.settle(1000, 20_000).await, "handshakes did not finish");
         assert!(runner.interposer.queued() > 0, "nothing was held");

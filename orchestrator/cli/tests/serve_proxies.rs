@@ -101,6 +101,7 @@ fn proxies_change_policy_while_they_run() {
         listen: "127.0.0.1:0".into(),
         controller: ctl_addr.to_string(),
         rules: vec![],
+        seed: None,
     };
     let p = c.create_proxy(&req).unwrap();
     assert_ne!(p.listen, "127.0.0.1:0", "the bound port is given");
@@ -167,6 +168,150 @@ fn proxies_change_policy_while_they_run() {
     assert!(c.recording("s1").unwrap().lines().count() > types.len(), "kept, finished");
     c.reset().unwrap();
     assert!(c.proxies().unwrap().is_empty());
+    drop(controller);
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// Connects as an OpenFlow 1.0 switch with datapath id `dpid`: HELLO, and a
+/// FEATURES_REPLY to the controller's FEATURES_REQUEST.
+fn switch_with_datapath(addr: &str, dpid: u64) -> TcpStream {
+    let mut s = switch_via(addr);
+    let start = Instant::now();
+    let mut buf = Vec::new();
+    let xid = loop {
+        assert!(start.elapsed() < Duration::from_secs(5), "no FEATURES_REQUEST came");
+        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        let mut chunk = [0u8; 4096];
+        if let Ok(n) = s.read(&mut chunk) {
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let mut at = 0;
+        let mut found = None;
+        while buf.len() >= at + 8 {
+            let len = u16::from_be_bytes([buf[at + 2], buf[at + 3]]) as usize;
+            if buf[at + 1] == 5 {
+                found = Some(u32::from_be_bytes([buf[at + 4], buf[at + 5], buf[at + 6], buf[at + 7]]));
+            }
+            at += len.max(8);
+        }
+        if let Some(x) = found {
+            break x;
+        }
+    };
+    let mut reply = vec![1, 6, 0, 32];
+    reply.extend_from_slice(&xid.to_be_bytes());
+    reply.extend_from_slice(&dpid.to_be_bytes());
+    reply.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    s.write_all(&reply).unwrap();
+    s
+}
+
+/// A PACKET_IN of a broadcast ARP frame from port 1 (ovs-testcontroller
+/// answers with a PACKET_OUT that floods it).
+fn packet_in(s: &mut TcpStream) {
+    let mut frame = vec![0xff; 6];
+    frame.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0x08, 0x06]);
+    frame.extend_from_slice(&[0; 28]);
+    let mut m = vec![1, 10];
+    m.extend_from_slice(&((18 + frame.len()) as u16).to_be_bytes());
+    m.extend_from_slice(&[0, 0, 0, 7, 0xff, 0xff, 0xff, 0xff]);
+    m.extend_from_slice(&(frame.len() as u16).to_be_bytes());
+    m.extend_from_slice(&[0, 1, 0, 0]);
+    m.extend_from_slice(&frame);
+    s.write_all(&m).unwrap();
+}
+
+/// Toxiproxy's ways with toxics, on OpenFlow: a rule added on its own by
+/// name selects one switch by its datapath id, is read back, switched off
+/// and on, replaced and removed; a rule with a probability applies to about
+/// that share of the messages, the draws fixed by the proxy's seed.
+#[test]
+fn named_rules_select_a_switch_by_datapath_id_and_come_and_go_one_by_one() {
+    let scratch = std::env::temp_dir().join(format!("sts-serve-rules-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let ctl_addr = sts_engine::controller::free_local_addr().unwrap();
+    let controller = sts_engine::controller::Controller::start(
+        &sts_engine::presets::ovs_testcontroller(&[]),
+        ctl_addr,
+        &scratch.join("ovs-testcontroller.log"),
+    )
+    .expect("ovs-testcontroller starts (scripts/setup installs it)");
+    let (_server, url) = start_server(&scratch.join("data"));
+    let c = Client::new(url).with_token_file(scratch.join("data/token")).unwrap();
+    let req = ProxyRequest {
+        name: "dp".into(),
+        listen: "127.0.0.1:0".into(),
+        controller: ctl_addr.to_string(),
+        rules: vec![],
+        seed: Some(1),
+    };
+    let p = c.create_proxy(&req).unwrap();
+    assert_eq!(p.seed, 1);
+
+    let quiet =
+        PolicyRule { datapath_id: Some(0x2a), ..PolicyRule::on_type(RuleAction::Drop, "packet_in") }.named("quiet");
+    c.add_rule("dp", &quiet).unwrap();
+    assert_eq!(status(c.add_rule("dp", &quiet)), 409, "one rule per name");
+    assert_eq!(status(c.add_rule("dp", &PolicyRule::on_type(RuleAction::Drop, "hello"))), 400, "unnamed");
+    let too_likely = PolicyRule { probability: Some(2.0), ..quiet.clone() }.named("x");
+    assert_eq!(status(c.add_rule("dp", &too_likely)), 400, "a probability is 0 to 1");
+    let jitter_on_drop = PolicyRule { jitter_ms: Some(5), ..quiet.clone() }.named("y");
+    assert_eq!(status(c.add_rule("dp", &jitter_on_drop)), 400, "jitter belongs to delays");
+    assert_eq!(status(c.add_rule("nobody", &quiet)), 404);
+    assert_eq!(c.rule("dp", "quiet").unwrap(), quiet, "read back as sent");
+
+    // The rule names 0x2a: that switch's PACKET_IN never reaches the
+    // controller; 0x2b's does, and the controller floods it.
+    let mut a = switch_with_datapath(&p.listen, 0x2a);
+    let mut b = switch_with_datapath(&p.listen, 0x2b);
+    packet_in(&mut a);
+    packet_in(&mut b);
+    assert!(types_within(&mut b, Duration::from_secs(2)).contains(&"packet_out"), "0x2b's answered");
+    assert!(!types_within(&mut a, Duration::from_millis(500)).contains(&"packet_out"), "0x2a's dropped");
+    let info = c.proxy("dp").unwrap();
+    let ids: Vec<u64> = info.datapath_ids.values().copied().collect();
+    assert_eq!(ids, [0x2a, 0x2b], "{info:?}");
+
+    // Switched off, it stays in the policy and selects nothing.
+    let off = PolicyRule { enabled: Some(false), ..quiet.clone() };
+    c.replace_rule("dp", "quiet", &off).unwrap();
+    assert_eq!(c.proxy("dp").unwrap().rules, [off]);
+    packet_in(&mut a);
+    assert!(types_within(&mut a, Duration::from_secs(2)).contains(&"packet_out"), "0x2a's answered now");
+    // Removed: gone, and a second removal is a 404.
+    c.delete_rule("dp", "quiet").unwrap();
+    assert!(c.proxy("dp").unwrap().rules.is_empty());
+    assert_eq!(status(c.rule("dp", "quiet")), 404);
+    assert_eq!(status(c.delete_rule("dp", "quiet")), 404);
+
+    // A rule with a probability: about half of 0x2b's next 60 PACKET_INs
+    // are dropped (the recording says which).
+    let half =
+        PolicyRule { probability: Some(0.5), ..PolicyRule::on_type(RuleAction::Drop, "packet_in") }.named("half");
+    c.add_rule("dp", &half).unwrap();
+    let before = c.recording("dp").unwrap().lines().count();
+    for _ in 0..60 {
+        packet_in(&mut b);
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    let fates = loop {
+        let recording = c.recording("dp").unwrap();
+        let fates: Vec<String> = recording
+            .lines()
+            .skip(before)
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["msg_type"] == "packet_in")
+            .map(|v| v["disposition"].as_str().unwrap_or("").to_string())
+            .collect();
+        if fates.len() >= 60 || Instant::now() > until {
+            break fates;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(fates.len(), 60, "every PACKET_IN recorded");
+    let dropped = fates.iter().filter(|f| *f == "dropped").count();
+    assert!((15..=45).contains(&dropped), "about half dropped: {dropped} of 60");
     drop(controller);
     let _ = std::fs::remove_dir_all(&scratch);
 }

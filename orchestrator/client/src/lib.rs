@@ -224,7 +224,28 @@ pub struct JobRequest {
 impl PolicyRule {
     /// A rule applying `action` to every message of type `msg_type`.
     pub fn on_type(action: RuleAction, msg_type: &str) -> PolicyRule {
-        PolicyRule { action, msg_type: Some(msg_type.into()), switch: None, direction: None, ms: None }
+        PolicyRule {
+            name: None,
+            action,
+            msg_type: Some(msg_type.into()),
+            switch: None,
+            datapath_id: None,
+            direction: None,
+            ms: None,
+            jitter_ms: None,
+            probability: None,
+            enabled: None,
+        }
+    }
+
+    /// This rule, named (for `/proxies/NAME/rules/RULE`).
+    pub fn named(self, name: &str) -> PolicyRule {
+        PolicyRule { name: Some(name.into()), ..self }
+    }
+
+    /// Whether the rule selects anything (not switched off).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled != Some(false)
     }
 }
 
@@ -434,10 +455,16 @@ pub enum MessageDirection {
 }
 
 /// One rule of a proxy's fault policy; the first rule that matches a
-/// message decides (echo messages always pass).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// One rule of a proxy's fault policy, as Toxiproxy's toxics are: the first
+/// rule that selects a message and wins its draw decides (echo messages
+/// always pass). A rule with a `name` can be read, replaced, switched off
+/// and removed on its own (`/proxies/NAME/rules/RULE`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyRule {
+    /// Letters, digits, `-` and `_`; unique within the proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub action: RuleAction,
     /// Only messages of this type (`flow_mod`, `packet_in` ...).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
@@ -445,16 +472,33 @@ pub struct PolicyRule {
     /// Only this switch connection (numbered from 0 in connection order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub switch: Option<u64>,
+    /// Only the switch with this datapath id (learned from its
+    /// FEATURES_REPLY; the messages before it are not selected).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datapath_id: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<MessageDirection>,
     /// For `delay`: milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ms: Option<u64>,
+    /// For `delay`: up to this many milliseconds more or less, uniformly
+    /// (Toxiproxy's latency jitter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<u64>,
+    /// The rule applies to each message it selects with this probability,
+    /// 0 to 1 (Toxiproxy's toxicity; default 1); a message it passes over
+    /// goes on to the next rule. Draws come from the proxy's seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f64>,
+    /// A rule switched off stays in the policy and selects nothing
+    /// (default on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 /// A proxy to create (`POST /proxies`): real switches connect to `listen`,
 /// and each is relayed to `controller`, every message recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProxyRequest {
     /// Letters, digits, `-` and `_`.
@@ -465,17 +509,22 @@ pub struct ProxyRequest {
     pub controller: String,
     #[serde(default)]
     pub rules: Vec<PolicyRule>,
+    /// Seeds the draws of rules with a `probability` or `jitter_ms` (the
+    /// same seed, the same draws for the same messages); default: from the
+    /// time the proxy starts (given back in its info).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// A proxy's fault policy (`PUT /proxies/NAME/policy`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     pub rules: Vec<PolicyRule>,
 }
 
 /// A running proxy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ProxyInfo {
     pub name: String,
     /// The address it listens on (the port filled in).
@@ -490,6 +539,11 @@ pub struct ProxyInfo {
     pub queued: usize,
     /// Messages written to the recording so far.
     pub recorded: u64,
+    /// The seed of its rules' draws.
+    pub seed: u64,
+    /// The datapath id of each switch relayed now (from its FEATURES_REPLY),
+    /// by connection number.
+    pub datapath_ids: std::collections::BTreeMap<u64, u64>,
 }
 
 /// An error the API answered with: `{"error": "...", "status": 400}`.
@@ -665,6 +719,29 @@ impl Client {
     /// `PUT /proxies/NAME/policy`.
     pub fn set_policy(&self, name: &str, rules: Vec<PolicyRule>) -> Result<ProxyInfo, Error> {
         json(self.request("PUT", &format!("/proxies/{name}/policy")).send_json(Policy { rules }))
+    }
+
+    /// Adds `rule` (named) at the end of proxy `name`'s policy (`POST
+    /// /proxies/NAME/rules`).
+    pub fn add_rule(&self, name: &str, rule: &PolicyRule) -> Result<ProxyInfo, Error> {
+        json(self.request("POST", &format!("/proxies/{name}/rules")).send_json(rule))
+    }
+
+    /// Rule `rule` of proxy `name` (`GET /proxies/NAME/rules/RULE`).
+    pub fn rule(&self, name: &str, rule: &str) -> Result<PolicyRule, Error> {
+        json(self.request("GET", &format!("/proxies/{name}/rules/{rule}")).call())
+    }
+
+    /// Replaces rule `rule` of proxy `name`, in its place (`PUT
+    /// /proxies/NAME/rules/RULE`): to switch it off, send it with
+    /// `enabled: false`.
+    pub fn replace_rule(&self, name: &str, rule: &str, with: &PolicyRule) -> Result<ProxyInfo, Error> {
+        json(self.request("PUT", &format!("/proxies/{name}/rules/{rule}")).send_json(with))
+    }
+
+    /// Removes rule `rule` of proxy `name` (`DELETE /proxies/NAME/rules/RULE`).
+    pub fn delete_rule(&self, name: &str, rule: &str) -> Result<(), Error> {
+        self.request("DELETE", &format!("/proxies/{name}/rules/{rule}")).call().map(drop).map_err(error)
     }
 
     /// `POST /proxies/NAME/release`: how many held messages went on.

@@ -206,6 +206,7 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
                 dpid: Some(*switch),
                 msg_type: None,
                 action: Action::Delay(*ms),
+                ..Default::default()
             });
         }
         External::ControlDelayEnd { switch } => {
@@ -216,6 +217,7 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
             dpid: *switch,
             msg_type: Some(msg_type.clone()),
             action: Action::Hold,
+            ..Default::default()
         }),
         External::ControlRelease { switch } => {
             runner.interposer.rules.retain(|r| !(r.action == Action::Hold && (switch.is_none() || r.dpid == *switch)));
@@ -226,18 +228,21 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
             dpid: Some(*switch),
             msg_type: Some(msg_type.clone()),
             action: Action::Drop,
+            ..Default::default()
         }),
         External::ControlDelayNext { switch, msg_type, ms } => runner.interposer.once.push(Rule {
             dir: None,
             dpid: Some(*switch),
             msg_type: Some(msg_type.clone()),
             action: Action::Delay(*ms),
+            ..Default::default()
         }),
         External::ControlReorderNext { switch, msg_type, ms } => runner.interposer.once.push(Rule {
             dir: None,
             dpid: Some(*switch),
             msg_type: Some(msg_type.clone()),
             action: Action::Reorder(*ms),
+            ..Default::default()
         }),
         External::HeldMessage { switch, msg_type, index, fate } => {
             // Nothing held to act on (a candidate without its hold): nothing to do.

@@ -113,6 +113,8 @@ pub fn router(app: App) -> Router {
         .route("/proxies/populate", post(populate_proxies))
         .route("/proxies/{name}", get(get_proxy).delete(delete_proxy))
         .route("/proxies/{name}/policy", axum::routing::put(set_proxy_policy))
+        .route("/proxies/{name}/rules", post(add_proxy_rule))
+        .route("/proxies/{name}/rules/{rule}", get(get_proxy_rule).put(replace_proxy_rule).delete(delete_proxy_rule))
         .route("/proxies/{name}/release", post(release_proxy))
         .route("/proxies/{name}/recording", get(proxy_recording))
         .route("/reset", post(reset))
@@ -443,7 +445,7 @@ impl From<crate::proxies::ProxyError> for Failure {
         use crate::proxies::ProxyError as E;
         match e {
             E::Bad(m) => Failure::bad(m),
-            E::NotFound(_) => Failure::new(StatusCode::NOT_FOUND, e.to_string()),
+            E::NotFound(_) | E::NoRule(..) => Failure::new(StatusCode::NOT_FOUND, e.to_string()),
             E::Conflict(m) => Failure::new(StatusCode::CONFLICT, m),
             E::Io(m) => Failure::internal(m),
         }
@@ -500,6 +502,51 @@ pub async fn set_proxy_policy(
 ) -> Answer<Json<sts_client::ProxyInfo>> {
     let policy: sts_client::Policy = json_body(req).await?;
     Ok(Json(app.proxies.set_policy(&name, policy.rules)?))
+}
+
+/// Adds one named rule at the end of a proxy's policy (Toxiproxy's `POST
+/// /proxies/{proxy}/toxics`).
+#[utoipa::path(post, path = "/proxies/{name}/rules", request_body = sts_client::PolicyRule,
+    responses((status = 201, body = sts_client::ProxyInfo), (status = 400, body = ApiError), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn add_proxy_rule(
+    State(app): State<App>,
+    Path(name): Path<String>,
+    req: Request,
+) -> Answer<(StatusCode, Json<sts_client::ProxyInfo>)> {
+    let rule: sts_client::PolicyRule = json_body(req).await?;
+    Ok((StatusCode::CREATED, Json(app.proxies.add_rule(&name, rule)?)))
+}
+
+/// One named rule of a proxy.
+#[utoipa::path(get, path = "/proxies/{name}/rules/{rule}", responses((status = 200, body = sts_client::PolicyRule), (status = 404, body = ApiError)))]
+pub async fn get_proxy_rule(
+    State(app): State<App>,
+    Path((name, rule)): Path<(String, String)>,
+) -> Answer<Json<sts_client::PolicyRule>> {
+    Ok(Json(app.proxies.rule(&name, &rule)?))
+}
+
+/// Replaces one named rule of a proxy in its place (to switch it off, send
+/// it with `"enabled": false`).
+#[utoipa::path(put, path = "/proxies/{name}/rules/{rule}", request_body = sts_client::PolicyRule,
+    responses((status = 200, body = sts_client::ProxyInfo), (status = 400, body = ApiError), (status = 404, body = ApiError)))]
+pub async fn replace_proxy_rule(
+    State(app): State<App>,
+    Path((name, rule)): Path<(String, String)>,
+    req: Request,
+) -> Answer<Json<sts_client::ProxyInfo>> {
+    let with: sts_client::PolicyRule = json_body(req).await?;
+    Ok(Json(app.proxies.replace_rule(&name, &rule, with)?))
+}
+
+/// Removes one named rule of a proxy.
+#[utoipa::path(delete, path = "/proxies/{name}/rules/{rule}", responses((status = 204), (status = 404, body = ApiError)))]
+pub async fn delete_proxy_rule(
+    State(app): State<App>,
+    Path((name, rule)): Path<(String, String)>,
+) -> Answer<StatusCode> {
+    app.proxies.delete_rule(&name, &rule)?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// Sends a proxy's held messages on: `{"released": N}`.

@@ -1,8 +1,9 @@
 //! Standalone proxies managed over the API (Toxiproxy-style, OpenFlow-aware):
 //! `sts proxy` instances between real switches and a controller, whose fault
-//! policy (drop, delay, hold by message type, switch and direction) changes
-//! while they run, each recording every message to
-//! `DATA/proxies/NAME.jsonl`.
+//! policy (drop, delay with jitter, hold; by message type, connection,
+//! datapath id and direction; each rule with a probability, switched on or
+//! off, added, replaced and removed on its own by name) changes while they
+//! run, each recording every message to `DATA/proxies/NAME.jsonl`.
 //!
 //! Proxies live in the server's memory: a restart ends them (their
 //! recordings stay), as a restart of Toxiproxy does.
@@ -26,6 +27,8 @@ pub enum ProxyError {
     Bad(String),
     #[error("no proxy named {0:?}")]
     NotFound(String),
+    #[error("proxy {0:?} has no rule named {1:?}")]
+    NoRule(String, String),
     #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
@@ -34,6 +37,7 @@ pub enum ProxyError {
 
 struct Running {
     request: ProxyRequest,
+    seed: u64,
     listen: SocketAddr,
     control: Control,
     task: tokio::task::JoinHandle<()>,
@@ -49,10 +53,18 @@ pub struct Proxies {
 
 fn rule_of(r: &PolicyRule) -> Result<Rule, ProxyError> {
     let bad = |s: String| Err(ProxyError::Bad(s));
+    if let Some(name) = &r.name {
+        check_rule_name(name)?;
+    }
     if let Some(t) = &r.msg_type {
         let known = sts_proxy::wire::type_names();
         if !known.contains(&t.as_str()) {
             return bad(format!("unknown message type {t:?} (known: {})", known.join(", ")));
+        }
+    }
+    if let Some(p) = r.probability {
+        if !(0.0..=1.0).contains(&p) {
+            return bad(format!("probability {p}: from 0 to 1"));
         }
     }
     let action = match (r.action, r.ms) {
@@ -64,6 +76,12 @@ fn rule_of(r: &PolicyRule) -> Result<Rule, ProxyError> {
         (RuleAction::Drop, None) => Action::Drop,
         (RuleAction::Hold, None) => Action::Hold,
     };
+    let jitter_ms = match (r.action, r.jitter_ms) {
+        (RuleAction::Delay, Some(j)) if j <= 3_600_000 => j,
+        (RuleAction::Delay, Some(_)) => return bad("a jitter is at most 3,600,000 ms".into()),
+        (_, Some(_)) => return bad("`jitter_ms` belongs to delay rules".into()),
+        (_, None) => 0,
+    };
     Ok(Rule {
         dir: r.direction.map(|d| match d {
             MessageDirection::ToController => Direction::SwitchToController,
@@ -72,14 +90,36 @@ fn rule_of(r: &PolicyRule) -> Result<Rule, ProxyError> {
         dpid: r.switch,
         msg_type: r.msg_type.clone(),
         action,
+        datapath: r.datapath_id,
+        chance: r.probability,
+        jitter_ms,
     })
 }
 
+/// The rules of `rules` in force: each checked, the ones switched off left
+/// out; rule names unique.
 fn rules_of(rules: &[PolicyRule]) -> Result<Vec<Rule>, ProxyError> {
     if rules.len() > 1000 {
         return Err(ProxyError::Bad("at most 1,000 rules".into()));
     }
-    rules.iter().map(rule_of).collect()
+    let mut names = std::collections::BTreeSet::new();
+    for n in rules.iter().filter_map(|r| r.name.as_deref()) {
+        if !names.insert(n) {
+            return Err(ProxyError::Bad(format!("two rules are named {n:?}")));
+        }
+    }
+    let compiled = rules.iter().map(rule_of).collect::<Result<Vec<Rule>, ProxyError>>()?;
+    Ok(compiled.into_iter().zip(rules).filter(|(_, r)| r.is_enabled()).map(|(c, _)| c).collect())
+}
+
+fn check_rule_name(name: &str) -> Result<(), ProxyError> {
+    let ok =
+        !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ProxyError::Bad(format!("rule name {name:?}: 1 to 64 letters, digits, `-` or `_`")))
+    }
 }
 
 fn check_name(name: &str) -> Result<(), ProxyError> {
@@ -117,6 +157,8 @@ impl Proxies {
             messages: stats.messages,
             queued: stats.queued,
             recorded: stats.recorded,
+            seed: r.seed,
+            datapath_ids: stats.datapath_ids,
         }
     }
 
@@ -171,6 +213,8 @@ impl Proxies {
             .await
             .map_err(|e| ProxyError::Conflict(format!("cannot listen on {listen}: {e}")))?;
         let control = proxy.control();
+        let seed = req.seed.unwrap_or_else(|| sts_engine::clock::unix_time_ms().unsigned_abs());
+        control.seed(seed);
         let bound = proxy.local_addr();
         let name = req.name.clone();
         let task = tokio::spawn(async move {
@@ -178,7 +222,7 @@ impl Proxies {
                 tracing::warn!("proxy {name}: {e}");
             }
         });
-        let running = Running { request: req, listen: bound, control, task, recorder: Some(recorder) };
+        let running = Running { request: req, seed, listen: bound, control, task, recorder: Some(recorder) };
         let info = Proxies::info(&running.request.name, &running);
         let mut all = self.lock();
         if all.contains_key(&info.name) {
@@ -198,6 +242,69 @@ impl Proxies {
         r.control.set_policy(compiled);
         r.request.rules = rules;
         Ok(Proxies::info(name, r))
+    }
+
+    /// Changes proxy `name`'s rules with `edit` (given them and the proxy's
+    /// name); the result is checked and put in force, or nothing changes.
+    fn edit_rules(
+        &self,
+        name: &str,
+        edit: impl FnOnce(&mut Vec<PolicyRule>) -> Result<(), ProxyError>,
+    ) -> Result<ProxyInfo, ProxyError> {
+        let mut running = self.lock();
+        let r = running.get_mut(name).ok_or_else(|| ProxyError::NotFound(name.to_string()))?;
+        let mut rules = r.request.rules.clone();
+        edit(&mut rules)?;
+        r.control.set_policy(rules_of(&rules)?);
+        r.request.rules = rules;
+        Ok(Proxies::info(name, r))
+    }
+
+    /// Adds `rule` (named) at the end of proxy `name`'s policy.
+    pub fn add_rule(&self, name: &str, rule: PolicyRule) -> Result<ProxyInfo, ProxyError> {
+        let Some(rule_name) = rule.name.clone() else {
+            return Err(ProxyError::Bad("a rule added on its own needs a `name`".into()));
+        };
+        self.edit_rules(name, |rules| {
+            if rules.iter().any(|r| r.name.as_deref() == Some(rule_name.as_str())) {
+                return Err(ProxyError::Conflict(format!("proxy {name:?} has a rule named {rule_name:?}")));
+            }
+            rules.push(rule);
+            Ok(())
+        })
+    }
+
+    /// Rule `rule` of proxy `name`.
+    pub fn rule(&self, name: &str, rule: &str) -> Result<PolicyRule, ProxyError> {
+        let running = self.lock();
+        let r = running.get(name).ok_or_else(|| ProxyError::NotFound(name.to_string()))?;
+        let found = r.request.rules.iter().find(|r| r.name.as_deref() == Some(rule));
+        found.cloned().ok_or_else(|| ProxyError::NoRule(name.to_string(), rule.to_string()))
+    }
+
+    /// Replaces rule `rule` of proxy `name` with `with`, in its place (its
+    /// name kept when `with` has none).
+    pub fn replace_rule(&self, name: &str, rule: &str, mut with: PolicyRule) -> Result<ProxyInfo, ProxyError> {
+        if with.name.as_deref().is_some_and(|n| n != rule) {
+            return Err(ProxyError::Bad(format!("the rule sent is named {:?}, not {rule:?}", with.name)));
+        }
+        with.name = Some(rule.to_string());
+        self.edit_rules(name, |rules| {
+            let at = rules.iter().position(|r| r.name.as_deref() == Some(rule));
+            let at = at.ok_or_else(|| ProxyError::NoRule(name.to_string(), rule.to_string()))?;
+            rules[at] = with;
+            Ok(())
+        })
+    }
+
+    /// Removes rule `rule` of proxy `name`.
+    pub fn delete_rule(&self, name: &str, rule: &str) -> Result<ProxyInfo, ProxyError> {
+        self.edit_rules(name, |rules| {
+            let at = rules.iter().position(|r| r.name.as_deref() == Some(rule));
+            let at = at.ok_or_else(|| ProxyError::NoRule(name.to_string(), rule.to_string()))?;
+            rules.remove(at);
+            Ok(())
+        })
     }
 
     /// Sends proxy `name`'s held messages on; how many went.
