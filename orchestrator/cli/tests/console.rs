@@ -56,7 +56,7 @@ fn a_scripted_session_steps_to_the_blackhole() {
     assert!(before.contains("priority=0 actions=CONTROLLER:65535"), "{before}");
     assert!(reply(&text, "next", 0).contains("migrate h3 s3 -> s1"), "{text}");
     let after = reply(&text, "flows s3", 1);
-    assert!(after.contains("eth_dst=00:00:00:00:00:03") && after.contains("actions=output:1"), "learned: {after}");
+    assert!(after.contains("dl_dst=00:00:00:00:00:03") && after.contains("actions=output:1"), "learned: {after}");
     assert!(reply(&text, "links", 0).contains("h3 - s1:"), "h3 moved: {text}");
     // The ping's walk: the stale rules of s1, s2 and s3 (each shown), then the dead port.
     let path = reply(&text, "path h1 h3", 0);
@@ -155,7 +155,7 @@ fn a_session_holds_drops_rewinds_and_saves_what_it_saw() {
     assert!(reply(&text, "rewind start", 0).contains("from the controllers' checkpoints"), "{text}");
     // Back before the hold: s3 learns h3's port, and keeps the rule after the migration.
     let before = reply(&text, "flows s3", 1);
-    assert!(before.contains("eth_dst=00:00:00:00:00:03") && before.contains("actions=output:1"), "{before}");
+    assert!(before.contains("dl_dst=00:00:00:00:00:03") && before.contains("actions=output:1"), "{before}");
     assert!(reply(&text, "next", 1).contains("migrate h3 s3 -> s1"), "{text}");
     assert_eq!(reply(&text, "flows s3", 2), before, "the migration does not change s3's table");
     let original = reply(&text, "run-to violation", 1);

@@ -62,8 +62,8 @@ fn internal_minimization_keeps_the_culprit_rule_and_fewer_messages() {
     assert!(r["delivered_internal"].as_u64() < r["delivered_external"].as_u64(), "{said}");
     assert_eq!(r["final_reproduced"], 5, "{said}");
     assert!(
-        said.contains("c0 -> s3 flow_mod: add priority=1,in_port=2,eth_dst=00:00:00:00:00:03")
-            && said.contains("actions=output:1"),
+        said.contains("c0 -> s3 flow_mod: add priority=1,in_port=2,dl_src=")
+            && said.contains(",dl_dst=00:00:00:00:00:03 actions=output:1"),
         "the culprit rule is kept: {said}"
     );
     let md = std::fs::read_to_string(dir.join("mcs/report.md")).unwrap();

@@ -51,10 +51,10 @@ pub fn section(at: u64, switches: &BTreeMap<u64, Switch>, culprit: Option<(&str,
         return None;
     }
     let mut html = format!(
-        r#"<section id="tables"><h2>Flow tables at the violation ({at} ms)</h2><p>Rebuilt from the messages the controllers sent before it (counters not rebuilt), in <code>ovs-ofctl dump-flows</code> style.</p>"#
+        r#"<section id="tables"><h2>Flow tables at the violation ({at} ms)</h2><p>Rebuilt from the messages the controllers sent before it (counters not rebuilt), in <code>ovs-ofctl dump-flows --no-stats</code> style.</p>"#
     );
     for (dpid, sw) in switches {
-        let dump = crate::flows::dump(sw);
+        let dump = crate::flows::dump_with(sw, None);
         let _ = write!(
             html,
             r#"<h3>s{dpid} ({} entries)</h3><pre class="flows" data-switch="s{dpid}">{}</pre>"#,

@@ -65,7 +65,7 @@ fn same_rule(a: &FlowEntry, b: &FlowEntry) -> bool {
 pub fn chain(trace: &Trace, switches: &std::collections::BTreeMap<u64, Switch>) -> Option<Chain> {
     let (dpid, table, index) = culprit_place(trace)?;
     let culprit = switches.get(&dpid)?.tables.get(table)?.entries().get(index)?.clone();
-    let rule = crate::flows::entry(table, &culprit);
+    let rule = crate::flows::entry_with(table, &culprit, None);
     // Replay the messages to that switch, watching for the rule to appear.
     let end = trace.records.iter().position(|r| r.violation.is_some())?;
     let mut sw: Option<Switch> = None;

@@ -34,7 +34,7 @@ fn a_minimizations_own_report_shows_the_tables_its_run_had() {
     let t = tables(&page);
     // The rules os-ken learned after the ping, which the witness cites
     // (s2 table 0, priority 1), are there, not only the table-miss entries.
-    assert!(t.contains("priority=1,in_port=1,eth_dst=00:00:00:00:00:03,eth_src=00:00:00:00:00:02"), "{t}");
+    assert!(t.contains("priority=1,in_port=1,dl_src=00:00:00:00:00:02,dl_dst=00:00:00:00:00:03"), "{t}");
     assert!(page.contains("as its final replay 1 recorded it"), "the page says which run it shows");
     // The same tables as the replay's own report.
     let replay = std::fs::read_to_string(sts_report::html::write_experiment(&dir.join("final/1")).unwrap()).unwrap();
@@ -56,8 +56,7 @@ fn the_report_chains_the_culprit_to_its_flow_mod_and_input() {
     let why = &why[..why.find("</section>").unwrap()];
     assert!(
         why.contains("The culprit: on s2")
-            && why
-                .contains("priority=1,in_port=3,eth_dst=00:00:00:00:00:02,eth_src=00:00:00:00:00:03 actions=output:1"),
+            && why.contains("priority=1,in_port=3,dl_src=00:00:00:00:00:03,dl_dst=00:00:00:00:00:02 actions=output:1"),
         "{why}"
     );
     assert!(why.contains("installed by") && why.contains("flow_mod c0 → s2"), "{why}");

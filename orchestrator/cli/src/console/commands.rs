@@ -32,7 +32,7 @@ pub const COMMANDS: &[Command] = &[
     c("network", "links", "", "switch-to-switch and host links, up or down"),
     c("network", "hosts", "", "hosts: address, where plugged in, pings answered"),
     c("network", "ports", "[SWITCH]", "ports of every switch, or one: number, name, link, counters"),
-    c("network", "flows", "[SWITCH] [--stats]", "flow tables in ovs-ofctl dump-flows style (every switch, or one: s3); --stats adds the counters"),
+    c("network", "flows", "[SWITCH] [--stats]", "flow tables as ovs-ofctl dump-flows --no-stats prints them (every switch, or one: s3); --stats: as dump-flows does, with duration and counters"),
     c("network", "groups", "[SWITCH]", "group tables: id, type, buckets"),
     c("network", "path", "SRC DST", "where a ping from host SRC to host DST goes through the flow tables now: each switch, the rule it meets (dump-flows style), and where it ends"),
     c("network", "check", "[KIND]", "run the invariant checker now; the violations (of KIND) with witness and culprit"),

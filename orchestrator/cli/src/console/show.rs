@@ -135,7 +135,8 @@ pub fn flows(s: &Session, word: Option<&str>, stats: bool, out: &mut Reply) {
         if all {
             out.say(format!("s{dpid}:"));
         }
-        out.say(sts_report::flows::dump_with(sw, stats));
+        // As `ovs-ofctl dump-flows` prints them, or with `--no-stats`.
+        out.say(sts_report::flows::dump_with(sw, stats.then(|| s.runner.clock.now())));
     }
 }
 
@@ -312,7 +313,7 @@ fn rules_of(net: &sts_mocknet::Network, hop: &str) -> Vec<String> {
         let index = words.next().and_then(|i| i.strip_prefix('#')).and_then(|i| i.parse::<usize>().ok());
         if let (Some(t), Some(i)) = (table, index) {
             if let Some(e) = sw.tables.get(t).and_then(|tb| tb.entries().get(i)) {
-                rules.push(sts_report::flows::entry_with(t, e, false).trim_start().to_string());
+                rules.push(sts_report::flows::entry_with(t, e, None).trim_start().to_string());
             }
         }
     }
