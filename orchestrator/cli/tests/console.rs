@@ -495,3 +495,18 @@ fn a_live_session_into_an_experiment_says_how_to_step_through_it() {
     assert!(!err.contains("--out"), "{err}");
     assert!(err.contains(&format!("`sts console {}` (without --config)", dir.display())), "{err}");
 }
+
+/// `pingall` pings one pair at a time, each waited for, as Mininet's does:
+/// a saved session holding it replays without a wait in vain (sent all at
+/// once, the pings raced each other's ARP and learning, and the replay
+/// waited for messages its own race never sent: "12 waits timed out").
+#[test]
+fn a_saved_session_with_pingall_replays_without_waiting_in_vain() {
+    let dir = migration_copy("pingall-saved");
+    let saved = dir.join("s1");
+    let text = scripted(&dir, &format!("pingall\nnext 2\nsave {}\nquit\n", saved.display()));
+    assert!(reply(&text, "pingall", 0).contains("6/6 pings answered"), "{text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_sts")).args(["replay", saved.to_str().unwrap()]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("(8 inputs, 0 waits timed out)"), "{said}{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -47,7 +47,7 @@ pub const COMMANDS: &[Command] = &[
     c("inputs", "controller", "crash|restart C", "a controller (c0 ...) is killed, or started again"),
     c("inputs", "migrate", "HOST SWITCH", "a host moves to a free port of SWITCH"),
     c("inputs", "ping", "SRC DST", "SRC pings DST (say `run-to +1s` to let it go)"),
-    c("inputs", "pingall", "", "every host pings every other; runs until all are answered or 2 s pass, and says which were"),
+    c("inputs", "pingall", "", "every host pings every other, one pair at a time (each until answered or 1 s), and says which were answered"),
     c("inputs", "partition", "RELAY", "cut a controller-to-controller relay"),
     c("inputs", "heal", "RELAY", "heal a cut relay"),
     c("inputs", "policy", "NAME", "apply the config's policy change NAME ([[policies]]: a REST call or a command)"),

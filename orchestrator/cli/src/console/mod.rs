@@ -859,31 +859,42 @@ impl<'t> Console<'t> {
         };
         let counts_before: Vec<Vec<usize>> =
             (0..hosts.len()).map(|s| hosts.iter().map(|(_, ip)| answered(&self.replayer, s, *ip)).collect()).collect();
+        // One ping at a time, each waited for (answered, or 1 s of the
+        // run's time), as Mininet's pingall does: the session's trace then
+        // holds each ping with what it caused before the next, and a replay
+        // of it finds every message where it waits for it (pings sent all
+        // at once race each other's ARP and learning, differently each run).
         let mut pairs = Vec::new();
         for (s, (src, _)) in hosts.iter().enumerate() {
             for (d, (dst, _)) in hosts.iter().enumerate() {
-                if s != d {
-                    let e = External::Ping { src: src.clone(), dst: dst.clone() };
-                    if let Err(err) = rt.block_on(self.replayer.inject(&e)) {
-                        return out.fail(format!("{}: {err}", e.describe()));
-                    }
-                    self.acts.push(Act::Inject(e));
-                    pairs.push((s, d));
+                if s == d {
+                    continue;
                 }
-            }
-        }
-        let done = |r: &Replayer<'_>| pairs.iter().all(|&(s, d)| answered(r, s, hosts[d].1) > counts_before[s][d]);
-        self.arm();
-        let until = self.now() + 2000;
-        while self.now() < until && !done(&self.replayer) {
-            if let Err(e) = rt.block_on(self.replayer.run_for(50)) {
-                return out.fail(format!("error: {e}"));
+                let e = External::Ping { src: src.clone(), dst: dst.clone() };
+                if let Err(err) = rt.block_on(self.replayer.inject(&e)) {
+                    return out.fail(format!("{}: {err}", e.describe()));
+                }
+                self.acts.push(Act::Inject(e));
+                pairs.push((s, d));
+                self.arm();
+                let until = self.now() + 1000;
+                while self.now() < until && answered(&self.replayer, s, hosts[d].1) <= counts_before[s][d] {
+                    if let Err(e) = rt.block_on(self.replayer.run_for(10)) {
+                        return out.fail(format!("error: {e}"));
+                    }
+                    if self.interrupted.load(Ordering::SeqCst) {
+                        break;
+                    }
+                }
+                self.acts.push(Act::RunTo(self.now()));
+                if self.interrupted.load(Ordering::SeqCst) {
+                    break;
+                }
             }
             if self.interrupted.load(Ordering::SeqCst) {
                 break;
             }
         }
-        self.acts.push(Act::RunTo(self.now()));
         self.explain_pause(out);
         let mut ok = 0;
         for &(s, d) in &pairs {
@@ -939,7 +950,7 @@ impl<'t> Console<'t> {
         out.say(format!("checkpoint {name} at {} ms, after {} inputs, {how}", named.at_ms, named.injected));
         out.set("name", json!(name));
         out.set("at_ms", json!(named.at_ms));
-        out.set("took_ms", json!(ms));
+        out.set("took_ms", json!((ms * 10.0).round() / 10.0));
         if let Some(i) = self.marks.iter().position(|m| m.name == name) {
             let old = self.marks.remove(i);
             self.retired.extend(old.mark);
@@ -982,7 +993,7 @@ impl<'t> Console<'t> {
         self.acts = m.acts.clone();
         self.msg_from = self.replayer.session().runner.interposer.seen();
         out.say(format!("rewound to {} ({} ms, after {} inputs) {how}, in {ms:.1} ms", m.name, m.at_ms, m.injected));
-        out.set("took_ms", json!(ms));
+        out.set("took_ms", json!((ms * 10.0).round() / 10.0));
         out.set("by_replay", json!(how.starts_with("by replaying")));
         // Message breakpoints set since the checkpoint hold again.
         let rules = &self.replayer.session().runner.interposer.rules;
