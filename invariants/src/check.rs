@@ -776,7 +776,7 @@ impl Checker {
                     elements: names(),
                     summary,
                     witness: Some(witness(net, a, &h, t)),
-                    culprit: forwarding_culprit(net, t),
+                    culprit: blackhole_culprit(net, t, b_sw),
                 });
             }
         }
@@ -835,8 +835,93 @@ fn loop_violation(net: &Network, a: usize, t: &Terminal, cycle: &[u64]) -> Optio
         elements: names,
         summary,
         witness: Some(witness(net, a, &h, t)),
-        culprit: None,
+        culprit: loop_culprit(net, t, cycle),
     })
+}
+
+/// A loop's culprit: the signatures of the rules that send the frame round
+/// its cycle, as a set (sorted, each once; switch-free: the same rules make
+/// the same loop whichever switches they sit on this time), `loop of table
+/// 0: a rule of priority 1 on eth_dst; table 0: the table-miss entry`.
+fn loop_culprit(net: &Network, t: &Terminal, cycle: &[u64]) -> Option<String> {
+    let mut signatures: Vec<String> = hops(&t.path)
+        .iter()
+        .filter(|n| cycle.contains(&n.dpid))
+        .filter_map(|n| {
+            let r = n.rules.last()?;
+            let entry = net.switches.get(&r.dpid)?.tables.get(r.table as usize)?.entries().get(r.index)?;
+            Some(format!("table {}: {}", r.table, rule_signature(entry)))
+        })
+        .collect();
+    signatures.sort();
+    signatures.dedup();
+    (!signatures.is_empty()).then(|| format!("loop of {}", signatures.join("; ")))
+}
+
+/// The live switch-to-switch adjacency of `net`.
+fn live_adjacency(net: &Network) -> BTreeMap<u64, BTreeSet<u64>> {
+    let mut adj: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    for ((d1, p1), (d2, _)) in net.switch_links() {
+        if net.live_peer(Endpoint::Switch { dpid: d1, port: p1 }).is_some() {
+            adj.entry(d1).or_default().insert(d2);
+            adj.entry(d2).or_default().insert(d1);
+        }
+    }
+    adj
+}
+
+/// Whether a path of live links leads from switch `from` to `to` without
+/// crossing a switch in `avoid`.
+fn reaches(adj: &BTreeMap<u64, BTreeSet<u64>>, from: u64, to: u64, avoid: &BTreeSet<u64>) -> bool {
+    let mut seen: BTreeSet<u64> = avoid.clone();
+    let mut todo = vec![from];
+    seen.insert(from);
+    while let Some(d) = todo.pop() {
+        if d == to {
+            return true;
+        }
+        for &n in adj.get(&d).into_iter().flatten() {
+            if seen.insert(n) {
+                todo.push(n);
+            }
+        }
+    }
+    false
+}
+
+/// The hop of `t`'s path that made its fate inevitable: the first switch
+/// that sends the frame on to a switch from which no path of live links
+/// leads to `dst` (the destination host's switch) without going back
+/// through a switch the frame already crossed. A detour that can still
+/// arrive (a spanning tree's long way round) is not a wrong turn; leaving
+/// the destination's own switch is. `None` when every turn could still
+/// arrive (the fate was decided where the frame ended).
+fn wrong_turn(net: &Network, t: &Terminal, dst: u64) -> Option<Rc<Node>> {
+    let path = hops(&t.path);
+    let adj = live_adjacency(net);
+    let mut crossed = BTreeSet::new();
+    for (i, n) in path.iter().enumerate() {
+        crossed.insert(n.dpid);
+        let next = path.get(i + 1)?;
+        if next.dpid != dst && !reaches(&adj, next.dpid, dst, &crossed) {
+            return Some(n.clone());
+        }
+    }
+    None
+}
+
+/// A blackhole's culprit: the rule at its first wrong turn ([`wrong_turn`])
+/// when the frame took one before it ended, else what decided its fate where
+/// it ended ([`forwarding_culprit`]). Two bugs on one path (a pinned rule
+/// that sends a moved host's traffic the wrong way, and a stale rule that
+/// drops it later) are told apart by the first, not merged on the second.
+fn blackhole_culprit(net: &Network, t: &Terminal, dst: u64) -> Option<String> {
+    let turn = wrong_turn(net, t, dst).and_then(|n| {
+        let r = n.rules.last()?;
+        let entry = net.switches.get(&r.dpid)?.tables.get(r.table as usize)?.entries().get(r.index)?;
+        Some(format!("{} table {}: {}", sw(n.dpid), r.table, rule_signature(entry)))
+    });
+    turn.or_else(|| forwarding_culprit(net, t))
 }
 
 fn describe_end(net: &Network, t: &Terminal) -> String {

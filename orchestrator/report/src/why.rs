@@ -1,5 +1,6 @@
 //! Why the violation happened, as a chain a person can follow: the culprit
-//! rule (the last rule on the witness path, in `dump-flows` words), the
+//! rule (the violation's culprit on the witness path: its first wrong turn,
+//! else its last rule; in `dump-flows` words), the
 //! FLOW_MOD that installed it, the PACKET_IN it answered and the input after
 //! which it came. Each link names a trace `seq` and jumps to its row in the
 //! diagram (`#rSEQ`).
@@ -41,19 +42,38 @@ pub struct Chain {
     pub input: Option<Link>,
 }
 
-/// (dpid, table, index) of the last rule on the witness path: `s2 in 2:
+/// (dpid, table, index) of the culprit rule on the witness path: the hop on
+/// the switch and table the violation's culprit names (`s2 table 0: ...`:
+/// the frame's first wrong turn), else the last rule on the path. `s2 in 2:
 /// table 0 #3 (priority 1)` gives (2, 0, 3).
 fn culprit_place(trace: &Trace) -> Option<(u64, usize, usize)> {
-    let w = trace.violation()?.witness.as_ref()?;
-    let hop = w.path.last()?;
-    let (head, rules) = hop.split_once(": ")?;
-    let dpid = head.split_whitespace().next()?.strip_prefix('s')?.parse().ok()?;
-    let rule = rules.rsplit(", ").next()?;
-    let mut words = rule.split_whitespace();
-    (words.next()? == "table").then_some(())?;
-    let table = words.next()?.parse().ok()?;
-    let index = words.next()?.strip_prefix('#')?.parse().ok()?;
-    Some((dpid, table, index))
+    let v = trace.violation()?;
+    let w = v.witness.as_ref()?;
+    let place = |hop: &str| -> Option<(u64, usize, usize)> {
+        let (head, rules) = hop.split_once(": ")?;
+        let dpid = head.split_whitespace().next()?.strip_prefix('s')?.parse().ok()?;
+        let rule = rules.rsplit(", ").next()?;
+        let mut words = rule.split_whitespace();
+        (words.next()? == "table").then_some(())?;
+        let table = words.next()?.parse().ok()?;
+        let index = words.next()?.strip_prefix('#')?.parse().ok()?;
+        Some((dpid, table, index))
+    };
+    // `s2 table 0: ...` names the hop.
+    let named = v.culprit.as_deref().and_then(|c| {
+        let mut words = c.split_whitespace();
+        let dpid: u64 = words.next()?.strip_prefix('s')?.parse().ok()?;
+        (words.next()? == "table").then_some(())?;
+        let table: usize = words.next()?.trim_end_matches(':').parse().ok()?;
+        Some((dpid, table))
+    });
+    if let Some((dpid, table)) = named {
+        let hop = w.path.iter().filter_map(|h| place(h)).find(|&(d, t, _)| d == dpid && t == table);
+        if hop.is_some() {
+            return hop;
+        }
+    }
+    place(w.path.last()?)
 }
 
 fn same_rule(a: &FlowEntry, b: &FlowEntry) -> bool {
