@@ -141,6 +141,20 @@ def case_events(case, extra, rng):
         culprit = "s1 table 0: a rule of priority 50 on eth_dst"
         return events, {"invariant": "blackhole", "elements": ["h1", "h2"], "culprit": culprit,
                         "summary": "h2 quarantined at s1 after s3 reconnected"}, 2
+    if case == "wrong_way_then_stale":
+        # The line s1-s2-s3. The bug of the trace: s3 reconnects, and the app
+        # pins a detour at s2 that sends h1's traffic towards s3, where it
+        # dies on an ordinary route. Also in the trace, earlier (in the half
+        # delta debugging tries first): h3 moving to s1, the app's other bug
+        # (stale routes), whose drops are on such a route too.
+        events = [ping(*rng.sample([1, 2, 3], 2)) for _ in range(extra)]
+        at = rng.randrange(len(events) // 2 + 1, len(events))
+        events[at:at] = [{"type": "switch_down", "switch": 3}, {"type": "switch_up", "switch": 3}]
+        earlier = rng.randrange(len(events) // 8, len(events) // 3)
+        events[earlier:earlier] = [{"type": "host_migrate", "host": "h3", "from": 3, "to": 1}]
+        culprit = "s2 table 0: a rule of priority 50 on eth_dst"
+        return events, {"invariant": "blackhole", "elements": ["h2", "h1"], "culprit": culprit,
+                        "summary": "h1's traffic sent the wrong way at s2 after s3 reconnected"}, 2
     if case == "policy_unmonitor":
         # The line s1-s2-s3. Needs two policy changes, in order: monitor h1,
         # then stop monitoring it (which wipes every flow). Noise: pings and

@@ -144,4 +144,13 @@ fn culprits_keep_the_bug_victims_do_not() {
     let (r, _) = minimize("two_bugs_one_victim", Same::Victim);
     assert!(r.mcs.iter().any(|e| e.contains("migrate h2")), "by victim, the simpler bug: {:?}", r.mcs);
     assert_eq!(r.same_culprit, Some(false), "the report names the swap: {:?}", r.observed);
+
+    // Two bugs on one path: the trace's bug sends h1's traffic the wrong way
+    // at s2 and it dies downstream on an ordinary route, the kind of rule
+    // the simpler bug (h3's stale routes) drops on too. The culprit is the
+    // first wrong turn, so the minimization keeps the trace's bug.
+    let (r, optimal) = minimize("wrong_way_then_stale", Same::Culprit);
+    assert_eq!(r.mcs_inputs, optimal, "{:?}", r.mcs);
+    assert!(r.mcs.iter().all(|e| e.contains("switch s3")), "the reconnection of s3: {:?}", r.mcs);
+    assert_eq!(r.same_culprit, Some(true), "{:?}", r.observed);
 }
