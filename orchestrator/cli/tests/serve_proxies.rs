@@ -81,9 +81,18 @@ fn status(r: Result<impl std::fmt::Debug, Error>) -> u16 {
     }
 }
 
-#[test]
-fn proxies_change_policy_while_they_run() {
-    let scratch = std::env::temp_dir().join(format!("sts-serve-proxies-{}", std::process::id()));
+/// What a test of proxies runs on: a scratch directory, a real
+/// ovs-testcontroller and its address, `sts serve` and a client of it.
+struct Bench {
+    scratch: std::path::PathBuf,
+    ctl_addr: std::net::SocketAddr,
+    controller: sts_engine::controller::Controller,
+    _server: KillOnDrop,
+    client: Client,
+}
+
+fn bench(tag: &str) -> Bench {
+    let scratch = std::env::temp_dir().join(format!("sts-serve-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).unwrap();
     let ctl_addr = sts_engine::controller::free_local_addr().unwrap();
@@ -93,8 +102,14 @@ fn proxies_change_policy_while_they_run() {
         &scratch.join("ovs-testcontroller.log"),
     )
     .expect("ovs-testcontroller starts (scripts/setup installs it)");
-    let (_server, url) = start_server(&scratch.join("data"));
-    let c = Client::new(url).with_token_file(scratch.join("data/token")).unwrap();
+    let (server, url) = start_server(&scratch.join("data"));
+    let client = Client::new(url).with_token_file(scratch.join("data/token")).unwrap();
+    Bench { scratch, ctl_addr, controller, _server: server, client }
+}
+
+#[test]
+fn proxies_change_policy_while_they_run() {
+    let Bench { scratch, ctl_addr, controller, _server, client: c } = bench("proxies");
 
     let req = ProxyRequest {
         name: "s1".into(),
@@ -227,18 +242,7 @@ fn packet_in(s: &mut TcpStream) {
 /// that share of the messages, the draws fixed by the proxy's seed.
 #[test]
 fn named_rules_select_a_switch_by_datapath_id_and_come_and_go_one_by_one() {
-    let scratch = std::env::temp_dir().join(format!("sts-serve-rules-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).unwrap();
-    let ctl_addr = sts_engine::controller::free_local_addr().unwrap();
-    let controller = sts_engine::controller::Controller::start(
-        &sts_engine::presets::ovs_testcontroller(&[]),
-        ctl_addr,
-        &scratch.join("ovs-testcontroller.log"),
-    )
-    .expect("ovs-testcontroller starts (scripts/setup installs it)");
-    let (_server, url) = start_server(&scratch.join("data"));
-    let c = Client::new(url).with_token_file(scratch.join("data/token")).unwrap();
+    let Bench { scratch, ctl_addr, controller, _server, client: c } = bench("rules");
     let req = ProxyRequest {
         name: "dp".into(),
         listen: "127.0.0.1:0".into(),

@@ -113,22 +113,22 @@ fn rules_of(rules: &[PolicyRule]) -> Result<Vec<Rule>, ProxyError> {
 }
 
 fn check_rule_name(name: &str) -> Result<(), ProxyError> {
-    let ok =
-        !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(ProxyError::Bad(format!("rule name {name:?}: 1 to 64 letters, digits, `-` or `_`")))
-    }
+    check_name_of("rule", name)
 }
 
 fn check_name(name: &str) -> Result<(), ProxyError> {
+    check_name_of("proxy", name)
+}
+
+/// A proxy's or rule's name: 1 to 64 letters, digits, `-` or `_` (it is a
+/// file name and a path segment).
+fn check_name_of(what: &str, name: &str) -> Result<(), ProxyError> {
     let ok =
         !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if ok {
         Ok(())
     } else {
-        Err(ProxyError::Bad(format!("proxy name {name:?}: 1 to 64 letters, digits, `-` or `_`")))
+        Err(ProxyError::Bad(format!("{what} name {name:?}: 1 to 64 letters, digits, `-` or `_`")))
     }
 }
 

@@ -21,6 +21,20 @@ def host_ip(i):
     return "10.0.0.%d" % i
 
 
+# Port numbers as sts wires the line s1-s2-s3: port 1 is the host, then the
+# links (1,2) (2,3) in order, each taking the next free port on both ends.
+LINE_TOWARDS_HIGHER = {1: 2, 2: 3}  # the port towards s(n+1)
+LINE_TOWARDS_LOWER = {2: 2, 3: 2}  # the port towards s(n-1)
+
+
+def line_route(sw, dst):
+    """The port of switch s<sw> of the line s1-s2-s3 towards host h<dst>
+    (one host per switch, where it started)."""
+    if sw == dst:
+        return 1
+    return LINE_TOWARDS_HIGHER[sw] if dst > sw else LINE_TOWARDS_LOWER[sw]
+
+
 def answer_arp(dp, in_port, pkt):
     """Answers an ARP request for h<N> from the controller (proxy ARP), as
     proactive routers that never flood do."""

@@ -22,19 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from common.learning import LearningSwitch, answer_arp, host_mac  # noqa: E402
-
-# Port numbers as sts wires the line: port 1 is the host, then the links
-# (1,2) (2,3) in order, each taking the next free port on both ends.
-TOWARDS_HIGHER = {1: 2, 2: 3}  # the port towards s(n+1)
-TOWARDS_LOWER = {2: 2, 3: 2}  # the port towards s(n-1)
-
-
-def route(sw, dst):
-    if sw == dst:
-        return 1
-    return TOWARDS_HIGHER[sw] if dst > sw else TOWARDS_LOWER[sw]
-
+from common.learning import LearningSwitch, answer_arp, host_mac, line_route  # noqa: E402
 
 class TwoBugsOneVictim(LearningSwitch):
     def __init__(self, *args, **kwargs):
@@ -48,7 +36,7 @@ class TwoBugsOneVictim(LearningSwitch):
         n = self.connections.get(dp.id, 0) + 1
         self.connections[dp.id] = n
         for h in range(1, 4):
-            self.add_flow(dp, 10, parser.OFPMatch(eth_dst=host_mac(h)), [parser.OFPActionOutput(route(dp.id, h))])
+            self.add_flow(dp, 10, parser.OFPMatch(eth_dst=host_mac(h)), [parser.OFPActionOutput(line_route(dp.id, h))])
         s1 = self.datapaths.get(1)
         if dp.id == 3 and n == 2 and s1 is not None:
             self.add_flow(s1, 50, s1.ofproto_parser.OFPMatch(eth_dst=host_mac(2)), [])
