@@ -6,7 +6,7 @@
 //! [`Controller`] kills the whole group and reaps it.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -479,27 +479,10 @@ pub fn tail_lines(path: &Path, n: usize) -> String {
 }
 
 /// True if some socket is in LISTEN state on `addr` (or on the wildcard address
-/// with the same port). Reads `/proc/net/tcp{,6}` rather than connecting, since
-/// a connection would look like a switch to the controller.
+/// with the same port). Asks the kernel ([`crate::listeners`]) rather than
+/// connecting, since a connection would look like a switch to the controller.
 pub fn is_listening(addr: SocketAddr) -> bool {
-    !listening_inodes(addr.port()).is_empty()
-}
-
-/// The inodes of the sockets in LISTEN state on `port` (any address).
-fn listening_inodes(port: u16) -> Vec<String> {
-    let port = format!("{port:04X}");
-    let mut inodes = Vec::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(f) = File::open(table) else { continue };
-        for line in BufReader::new(f).lines().skip(1).map_while(Result::ok) {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            // cols[1] = local "ADDR:PORT", cols[3] = state (0A = LISTEN), cols[9] = inode.
-            if cols.len() > 9 && cols[3] == "0A" && cols[1].rsplit(':').next() == Some(port.as_str()) {
-                inodes.push(cols[9].to_string());
-            }
-        }
-    }
-    inodes
+    !crate::listeners::inodes(addr.port()).is_empty()
 }
 
 /// True if a process of group `pgid` holds a socket listening on `addr`'s
@@ -507,7 +490,7 @@ fn listening_inodes(port: u16) -> Vec<String> {
 /// taken before the controller binds it (by another sts on the machine),
 /// and then the controller fails to bind while the port looks taken.
 pub fn group_listens(pgid: u32, addr: SocketAddr) -> bool {
-    let inodes = listening_inodes(addr.port());
+    let inodes = crate::listeners::inodes(addr.port());
     if inodes.is_empty() {
         return false;
     }

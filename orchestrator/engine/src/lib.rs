@@ -43,6 +43,7 @@ pub mod import;
 pub mod inputs;
 pub mod internal;
 pub mod learn;
+pub mod listeners;
 pub mod minimize;
 pub mod netrun;
 pub mod observe;
