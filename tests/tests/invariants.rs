@@ -113,11 +113,13 @@ fn host_migration_under_simple_switch_13_is_a_persistent_blackhole() {
     let w = hole.witness.as_ref().expect("a witness");
     assert!(w.header.contains("00:00:00:00:00:03"), "the witness is addressed to h3: {w:?}");
     assert!(w.end.contains("dropped at s3"), "dropped at h3's old switch: {w:?}");
-    // The culprit: simple_switch_13's learned rule for h3 at s3 (priority 1,
-    // matching in_port, eth_src and eth_dst), still pointing at the port h3 left.
+    // The culprit: simple_switch_13's learned rule for h3 at s1 (priority 1,
+    // matching in_port, eth_src and eth_dst), still sending h3's traffic
+    // towards s2 though h3 is now on s1: the frame's first wrong turn (the
+    // rule at s3 that outputs to the port h3 left is where it dies).
     assert_eq!(
         hole.culprit.as_deref(),
-        Some("s3 table 0: a rule of priority 1 on eth_dst,eth_src,in_port"),
+        Some("s1 table 0: a rule of priority 1 on eth_dst,eth_src,in_port"),
         "{hole:#?}"
     );
     assert!(w.path.iter().any(|h| h.starts_with("s3 ")), "{w:?}");
