@@ -362,8 +362,12 @@ fn sw(dpid: u64) -> String {
 }
 
 /// Which switches are connected by live links: each switch's component root
-/// (found by union-find once, then looked up in O(1)).
-struct Components(HashMap<u64, u64>);
+/// (found by union-find once, then looked up in O(1)), and each switch's
+/// neighbours over those links (for a frame's wrong turn).
+struct Components {
+    root: HashMap<u64, u64>,
+    neighbours: BTreeMap<u64, BTreeSet<u64>>,
+}
 
 impl Components {
     fn of(net: &Network) -> Components {
@@ -376,6 +380,7 @@ impl Components {
             p.insert(x, r);
             r
         }
+        let mut neighbours: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
         for ((a, pa), (b, _)) in net.switch_links() {
             let live = net.live_peer(Endpoint::Switch { dpid: a, port: pa }).is_some();
             let ports_up =
@@ -383,18 +388,39 @@ impl Components {
             if live && ports_up(a, pa) {
                 let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
                 parent.insert(ra, rb);
+                neighbours.entry(a).or_default().insert(b);
+                neighbours.entry(b).or_default().insert(a);
             }
         }
         let keys: Vec<u64> = parent.keys().copied().collect();
-        Components(keys.into_iter().map(|k| (k, find(&mut parent, k))).collect())
+        Components { root: keys.into_iter().map(|k| (k, find(&mut parent, k))).collect(), neighbours }
     }
 
     fn same(&self, a: u64, b: u64) -> bool {
-        self.0.contains_key(&a) && self.0.get(&a) == self.0.get(&b)
+        self.root.contains_key(&a) && self.root.get(&a) == self.root.get(&b)
+    }
+
+    /// Whether a path of live links leads from switch `from` to `to`
+    /// without crossing a switch in `avoid`.
+    fn reaches(&self, from: u64, to: u64, avoid: &BTreeSet<u64>) -> bool {
+        let mut seen: BTreeSet<u64> = avoid.clone();
+        let mut todo = vec![from];
+        seen.insert(from);
+        while let Some(d) = todo.pop() {
+            if d == to {
+                return true;
+            }
+            for &n in self.neighbours.get(&d).into_iter().flatten() {
+                if seen.insert(n) {
+                    todo.push(n);
+                }
+            }
+        }
+        false
     }
 
     fn root(&self, a: u64) -> Option<u64> {
-        self.0.get(&a).copied()
+        self.root.get(&a).copied()
     }
 }
 
@@ -776,7 +802,7 @@ impl Checker {
                     elements: names(),
                     summary,
                     witness: Some(witness(net, a, &h, t)),
-                    culprit: blackhole_culprit(net, t, b_sw),
+                    culprit: blackhole_culprit(net, comps, t, b_sw),
                 });
             }
         }
@@ -858,37 +884,6 @@ fn loop_culprit(net: &Network, t: &Terminal, cycle: &[u64]) -> Option<String> {
     (!signatures.is_empty()).then(|| format!("loop of {}", signatures.join("; ")))
 }
 
-/// The live switch-to-switch adjacency of `net`.
-fn live_adjacency(net: &Network) -> BTreeMap<u64, BTreeSet<u64>> {
-    let mut adj: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
-    for ((d1, p1), (d2, _)) in net.switch_links() {
-        if net.live_peer(Endpoint::Switch { dpid: d1, port: p1 }).is_some() {
-            adj.entry(d1).or_default().insert(d2);
-            adj.entry(d2).or_default().insert(d1);
-        }
-    }
-    adj
-}
-
-/// Whether a path of live links leads from switch `from` to `to` without
-/// crossing a switch in `avoid`.
-fn reaches(adj: &BTreeMap<u64, BTreeSet<u64>>, from: u64, to: u64, avoid: &BTreeSet<u64>) -> bool {
-    let mut seen: BTreeSet<u64> = avoid.clone();
-    let mut todo = vec![from];
-    seen.insert(from);
-    while let Some(d) = todo.pop() {
-        if d == to {
-            return true;
-        }
-        for &n in adj.get(&d).into_iter().flatten() {
-            if seen.insert(n) {
-                todo.push(n);
-            }
-        }
-    }
-    false
-}
-
 /// The hop of `t`'s path that made its fate inevitable: the first switch
 /// that sends the frame on to a switch from which no path of live links
 /// leads to `dst` (the destination host's switch) without going back
@@ -896,14 +891,13 @@ fn reaches(adj: &BTreeMap<u64, BTreeSet<u64>>, from: u64, to: u64, avoid: &BTree
 /// arrive (a spanning tree's long way round) is not a wrong turn; leaving
 /// the destination's own switch is. `None` when every turn could still
 /// arrive (the fate was decided where the frame ended).
-fn wrong_turn(net: &Network, t: &Terminal, dst: u64) -> Option<Rc<Node>> {
+fn wrong_turn(comps: &Components, t: &Terminal, dst: u64) -> Option<Rc<Node>> {
     let path = hops(&t.path);
-    let adj = live_adjacency(net);
     let mut crossed = BTreeSet::new();
     for (i, n) in path.iter().enumerate() {
         crossed.insert(n.dpid);
         let next = path.get(i + 1)?;
-        if next.dpid != dst && !reaches(&adj, next.dpid, dst, &crossed) {
+        if next.dpid != dst && !comps.reaches(next.dpid, dst, &crossed) {
             return Some(n.clone());
         }
     }
@@ -915,8 +909,8 @@ fn wrong_turn(net: &Network, t: &Terminal, dst: u64) -> Option<Rc<Node>> {
 /// it ended ([`forwarding_culprit`]). Two bugs on one path (a pinned rule
 /// that sends a moved host's traffic the wrong way, and a stale rule that
 /// drops it later) are told apart by the first, not merged on the second.
-fn blackhole_culprit(net: &Network, t: &Terminal, dst: u64) -> Option<String> {
-    let turn = wrong_turn(net, t, dst).and_then(|n| {
+fn blackhole_culprit(net: &Network, comps: &Components, t: &Terminal, dst: u64) -> Option<String> {
+    let turn = wrong_turn(comps, t, dst).and_then(|n| {
         let r = n.rules.last()?;
         let entry = net.switches.get(&r.dpid)?.tables.get(r.table as usize)?.entries().get(r.index)?;
         Some(format!("{} table {}: {}", sw(n.dpid), r.table, rule_signature(entry)))

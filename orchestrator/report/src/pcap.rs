@@ -256,22 +256,23 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
             written.without_bytes += 1;
             continue;
         };
-        let to = match dir {
+        // The receiver's name, only for a message the proxy did not pass.
+        let to = || match dir {
             Direction::ToController => format!("c{controller}"),
             Direction::ToSwitch => format!("s{dpid}"),
         };
         let comment = if dropped_later.contains(&record.seq) {
             written.dropped += 1;
-            Some(format!("sts: held by the proxy, then dropped: {to} never received it (seq {})", record.seq))
+            Some(format!("sts: held by the proxy, then dropped: {} never received it (seq {})", to(), record.seq))
         } else {
             match proxy {
                 Some(sts_trace::ProxyDecision::Dropped) => {
                     written.dropped += 1;
-                    Some(format!("sts: dropped by the proxy: {to} never received it (seq {})", record.seq))
+                    Some(format!("sts: dropped by the proxy: {} never received it (seq {})", to(), record.seq))
                 }
                 Some(sts_trace::ProxyDecision::Queued) => {
                     written.queued += 1;
-                    Some(format!("sts: held or delayed by the proxy: {to} received it later (seq {})", record.seq))
+                    Some(format!("sts: held or delayed by the proxy: {} received it later (seq {})", to(), record.seq))
                 }
                 None => None,
             }

@@ -109,3 +109,32 @@ class LearningSwitch(app_manager.OSKenApp):
 
     def on_packet(self, dp, in_port, eth, pkt):
         return True
+
+
+class ProactiveLineRouter(LearningSwitch):
+    """A proactive router for the line s1-s2-s3 (one host per switch): at each
+    connection it installs a route of priority 10 to every host and answers
+    ARP itself; it never learns or floods. Bug apps override
+    `on_connection(dp, n)`, called after the routes with the switch's
+    connection count (2 on its first reconnection)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.connections = {}
+        self.datapaths = {}
+
+    def on_switch(self, dp):
+        parser = dp.ofproto_parser
+        self.datapaths[dp.id] = dp
+        n = self.connections.get(dp.id, 0) + 1
+        self.connections[dp.id] = n
+        for h in range(1, 4):
+            self.add_flow(dp, 10, parser.OFPMatch(eth_dst=host_mac(h)), [parser.OFPActionOutput(line_route(dp.id, h))])
+        self.on_connection(dp, n)
+
+    def on_connection(self, dp, n):
+        pass
+
+    def on_packet(self, dp, in_port, eth, pkt):
+        answer_arp(dp, in_port, pkt)
+        return False  # never learn, never flood

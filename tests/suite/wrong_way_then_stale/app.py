@@ -24,26 +24,12 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from common.learning import LINE_TOWARDS_HIGHER, LearningSwitch, answer_arp, host_mac, line_route  # noqa: E402
+from common.learning import LINE_TOWARDS_HIGHER, ProactiveLineRouter, host_mac  # noqa: E402
 
-class WrongWayThenStale(LearningSwitch):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.connections = {}
-        self.datapaths = {}
 
-    def on_switch(self, dp):
-        parser = dp.ofproto_parser
-        self.datapaths[dp.id] = dp
-        n = self.connections.get(dp.id, 0) + 1
-        self.connections[dp.id] = n
-        for h in range(1, 4):
-            self.add_flow(dp, 10, parser.OFPMatch(eth_dst=host_mac(h)), [parser.OFPActionOutput(line_route(dp.id, h))])
+class WrongWayThenStale(ProactiveLineRouter):
+    def on_connection(self, dp, n):
         s2 = self.datapaths.get(2)
         if dp.id == 3 and n == 2 and s2 is not None:
             p = s2.ofproto_parser
             self.add_flow(s2, 50, p.OFPMatch(eth_dst=host_mac(1)), [p.OFPActionOutput(LINE_TOWARDS_HIGHER[2])])
-
-    def on_packet(self, dp, in_port, eth, pkt):
-        answer_arp(dp, in_port, pkt)
-        return False  # never learn, never flood

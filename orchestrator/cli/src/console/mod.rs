@@ -865,7 +865,7 @@ impl<'t> Console<'t> {
         // of it finds every message where it waits for it (pings sent all
         // at once race each other's ARP and learning, differently each run).
         let mut pairs = Vec::new();
-        for (s, (src, _)) in hosts.iter().enumerate() {
+        'pairs: for (s, (src, _)) in hosts.iter().enumerate() {
             for (d, (dst, _)) in hosts.iter().enumerate() {
                 if s == d {
                     continue;
@@ -888,11 +888,8 @@ impl<'t> Console<'t> {
                 }
                 self.acts.push(Act::RunTo(self.now()));
                 if self.interrupted.load(Ordering::SeqCst) {
-                    break;
+                    break 'pairs;
                 }
-            }
-            if self.interrupted.load(Ordering::SeqCst) {
-                break;
             }
         }
         self.explain_pause(out);
