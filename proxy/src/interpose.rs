@@ -194,7 +194,18 @@ pub struct Interposer {
     rng: rand_chacha::ChaCha8Rng,
     queues: BTreeMap<(ChannelId, Direction), VecDeque<Queued>>,
     log: Vec<Recorded>,
+    /// Queued messages delivered since the last [`Interposer::take_delivered`]:
+    /// their sequence numbers and when they went.
+    delivered: Vec<Delivered>,
     next_seq: u64,
+}
+
+/// A queued message that was delivered: its sequence number (its
+/// [`Recorded::seq`]) and the time it went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    pub seq: u64,
+    pub time_ms: u64,
 }
 
 impl Default for Interposer {
@@ -210,6 +221,7 @@ impl Default for Interposer {
             rng: rand::SeedableRng::seed_from_u64(0),
             queues: BTreeMap::new(),
             log: Vec::new(),
+            delivered: Vec::new(),
             next_seq: 0,
         }
     }
@@ -265,6 +277,12 @@ impl Interposer {
     /// Takes the recorded events, leaving the log empty.
     pub fn take_log(&mut self) -> Vec<Recorded> {
         std::mem::take(&mut self.log)
+    }
+
+    /// Takes the list of queued messages delivered since the last call
+    /// (a message that passed at once is not in it).
+    pub fn take_delivered(&mut self) -> Vec<Delivered> {
+        std::mem::take(&mut self.delivered)
     }
 
     /// Messages seen so far (the next sequence number).
@@ -358,6 +376,7 @@ impl Interposer {
         for (&(channel, dir), q) in self.queues.iter_mut() {
             while q.front().is_some_and(|m| m.due.is_some_and(|d| d <= now)) {
                 let m = q.pop_front().expect("front exists");
+                self.delivered.push(Delivered { seq: m.seq, time_ms: now });
                 out.push(Delivery { channel, dir, frame: m.frame });
             }
         }
@@ -366,6 +385,7 @@ impl Interposer {
                 std::mem::take(&mut self.aside).into_iter().partition(|(_, _, m)| m.due.is_some_and(|d| d <= now));
             self.aside = rest;
             ready.sort_by_key(|(_, _, m)| (m.due, m.seq));
+            self.delivered.extend(ready.iter().map(|(_, _, m)| Delivered { seq: m.seq, time_ms: now }));
             out.extend(ready.into_iter().map(|(channel, dir, m)| Delivery { channel, dir, frame: m.frame }));
         }
         out
@@ -443,6 +463,14 @@ impl Interposer {
         Some(Delivery { channel, dir, frame: m.frame })
     }
 
+    /// [`Interposer::take`] for a message the caller delivers now: noted
+    /// as delivered at `now`.
+    pub fn take_to_deliver(&mut self, seq: u64, now: u64) -> Option<Delivery> {
+        let d = self.take(seq)?;
+        self.delivered.push(Delivered { seq, time_ms: now });
+        Some(d)
+    }
+
     /// Makes the queued message `seq` due at `due` (a held message becomes
     /// a delayed one); false if no such message is queued.
     pub fn set_due(&mut self, seq: u64, due: u64) -> bool {
@@ -503,6 +531,11 @@ mod tests {
                 (4, Disposition::Passed)
             ]
         );
+        // The two queued ones are noted as delivered at the release, by their sequence numbers.
+        let seqs: Vec<u64> = ip.log().iter().filter(|r| r.disposition == Disposition::Queued).map(|r| r.seq).collect();
+        let went: Vec<(u64, u64)> = ip.take_delivered().iter().map(|d| (d.seq, d.time_ms)).collect();
+        assert_eq!(went, vec![(seqs[0], 10), (seqs[1], 10)]);
+        assert!(ip.take_delivered().is_empty());
     }
 
     #[test]
@@ -602,13 +635,17 @@ mod tests {
             vec![(1, "barrier_request", None), (2, "barrier_request", None), (3, "barrier_request", None)]
         );
         // The middle one goes now; the head stays held and blocks the third.
-        assert_eq!(ip.take(waiting[1].seq).map(|d| d.frame.header().xid), Some(2));
+        assert_eq!(ip.take_to_deliver(waiting[1].seq, 5).map(|d| d.frame.header().xid), Some(2));
         assert!(ip.take(waiting[1].seq).is_none());
         assert!(ip.set_due(waiting[0].seq, 30));
         assert!(ip.due(29).is_empty());
         assert_eq!(xids(&ip.due(30)), vec![1]);
         assert_eq!(ip.queued(), 1);
         assert!(!ip.set_due(999, 0));
+        // A message taken to be dropped is not delivered; one taken to deliver is, when taken.
+        assert!(ip.take(waiting[2].seq).is_some());
+        let went: Vec<(u64, u64)> = ip.take_delivered().iter().map(|d| (d.seq, d.time_ms)).collect();
+        assert_eq!(went, vec![(waiting[1].seq, 5), (waiting[0].seq, 30)]);
     }
 
     fn features_reply(datapath_id: u64) -> Frame {

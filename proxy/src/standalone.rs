@@ -191,6 +191,8 @@ impl Shared {
     /// Hands the events recorded so far to the recorder thread.
     fn flush_records(&mut self) {
         let events = self.interposer.take_log();
+        // A recording keeps arrivals only (its format has no delivery record).
+        self.interposer.take_delivered();
         match &self.record {
             Some(r) if !events.is_empty() => {
                 let _ = r.tx.send(events);

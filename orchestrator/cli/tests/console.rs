@@ -477,7 +477,55 @@ fn a_dropped_message_is_drawn_and_captured_as_dropped() {
     let dropped: Vec<&str> = comments.lines().filter(|l| l.contains("dropped")).collect();
     assert_eq!(dropped.len(), 1, "one packet commented as dropped: {comments}");
     assert!(dropped[0].starts_with("14\tsts: held by the proxy, then dropped: s3 never received it"), "{comments}");
-    assert!(comments.contains("sts: held or delayed by the proxy: "), "the ones held behind it: {comments}");
+    // The ones held behind it went on once it was gone: each comment says when.
+    assert!(comments.contains("sts: held or delayed by the proxy "), "the ones held behind it: {comments}");
+    assert!(comments.contains(" received it at "), "{comments}");
+}
+
+/// A held message has two times, both shown: when it reached the proxy and
+/// when the proxy delivered it (a `delivered` record pointing at it).
+#[test]
+fn a_held_message_shows_when_it_came_and_when_it_went() {
+    let dir = migration_copy("held");
+    let saved = dir.join("s1");
+    scripted(
+        &dir,
+        &format!("hold flow_mod s3\nrun-to 3\nrun-to +500ms\nrelease\nrun-to +1s\nsave {}\nquit\n", saved.display()),
+    );
+    let trace = sts_trace::Trace::load(&saved.join("trace.jsonl")).unwrap();
+    let at = |seq: u64| trace.records.iter().find(|r| r.seq == seq).unwrap();
+    let delivered: Vec<_> = trace
+        .records
+        .iter()
+        .filter_map(|r| match &r.internal {
+            Some(sts_trace::Internal::Delivered { of }) => Some((r, at(*of))),
+            _ => None,
+        })
+        .collect();
+    assert!(!delivered.is_empty(), "the release delivered what was held");
+    for (went, came) in &delivered {
+        assert!(
+            matches!(
+                &came.internal,
+                Some(sts_trace::Internal::Openflow { dpid: 3, proxy: Some(sts_trace::ProxyDecision::Queued), .. })
+            ),
+            "{came:?}"
+        );
+        assert!(went.t_ms >= came.t_ms + 400, "held across the 500 ms before the release: {went:?} {came:?}");
+    }
+    let sts = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_sts")).args(args).output().unwrap();
+    assert!(sts(&["report", saved.to_str().unwrap()]).status.success());
+    let page = std::fs::read_to_string(saved.join("report/index.html")).unwrap();
+    // The arrival stops at the proxy, a dotted wait follows, and the delivery is its own arrow.
+    assert_eq!(page.matches(r#"class="wait""#).count(), delivered.len(), "one wait per delivery");
+    assert_eq!(page.matches(" delivered\" x1=").count(), delivered.len(), "one delivery arrow each");
+    let (went, came) = delivered[0];
+    let wait = went.t_ms - came.t_ms;
+    assert!(
+        page.contains(&format!("(held or delayed by the proxy {wait} ms: delivered at {} ms, seq {})", went.t_ms, went.seq)),
+        "the arrival's hover says when it went"
+    );
+    assert!(page.contains(&format!("delivered by the proxy {wait} ms after it came (seq {})", came.seq)));
 }
 
 /// A live session into a directory that holds an experiment already is

@@ -30,7 +30,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use sts_invariants::{Same, Violation};
 use sts_trace::dir as experiment;
-use sts_trace::{External, Trace};
+use sts_trace::{External, Internal, Trace};
 
 use crate::config::Config;
 use crate::replay;
@@ -842,9 +842,25 @@ fn peeked(cand: &Trace, dry: &Trace) -> Trace {
 fn write_trace(t: &Trace, path: &Path) -> std::io::Result<()> {
     let mut text = serde_json::to_string(&t.header).map_err(std::io::Error::other)?;
     text.push('\n');
-    for (i, r) in t.records.iter().enumerate() {
+    // Records are renumbered; a `delivered` record follows its arrival's
+    // new number, and goes with it when the arrival was left out.
+    let mut renumbered = std::collections::BTreeMap::new();
+    let mut next = 1u64;
+    for r in &t.records {
         let mut r = r.clone();
-        r.seq = i as u64 + 1;
+        if let Some(Internal::Delivered { of }) = &mut r.internal {
+            match renumbered.get(of) {
+                Some(&seq) => *of = seq,
+                None => continue,
+            }
+        }
+        // Only queued arrivals are pointed at (a PEEKed candidate mixes two
+        // runs' numbers: its inputs' and its dry run's internal events').
+        if matches!(r.internal, Some(Internal::Openflow { proxy: Some(sts_trace::ProxyDecision::Queued), .. })) {
+            renumbered.insert(r.seq, next);
+        }
+        r.seq = next;
+        next += 1;
         text.push_str(&serde_json::to_string(&r).map_err(std::io::Error::other)?);
         text.push('\n');
     }

@@ -481,7 +481,7 @@ impl NetRunner {
     /// Delivers the queued message `seq` now, out of turn; false if no such
     /// message is queued.
     pub fn deliver_queued(&mut self, seq: u64) -> bool {
-        let Some(d) = self.interposer.take(seq) else { return false };
+        let Some(d) = self.interposer.take_to_deliver(seq, self.clock.now()) else { return false };
         self.deliver(d);
         true
     }

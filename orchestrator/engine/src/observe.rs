@@ -52,8 +52,15 @@ pub fn facts_of(
 /// Everything observed since the last drain, taken out of the runner and the
 /// controllers: internal events for the trace (with their times), and the
 /// raw material of the next check.
+///
+/// Here an [`Internal::Delivered`]'s `of` is the proxy's sequence number of
+/// the message (as `queued` gives it for the queued arrivals), not yet a
+/// trace `seq`: [`Monitor::record`] translates it.
 pub struct Drained {
     pub internal: Vec<(u64, Internal)>,
+    /// For each entry of `internal`, the proxy's sequence number of a queued
+    /// OpenFlow message (`None` for everything else).
+    pub queued: Vec<Option<u64>>,
     pub dataplane: Vec<DataplaneEvent>,
     pub log_lines: Vec<(String, String)>,
 }
@@ -63,6 +70,7 @@ pub struct Drained {
 pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
     let now = runner.clock.now();
     let mut internal = Vec::new();
+    let mut queued_seqs = Vec::new();
     for r in runner.interposer.take_log() {
         if matches!(r.msg_type, "echo_request" | "echo_reply") {
             continue;
@@ -80,7 +88,15 @@ pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
                 sts_proxy::interpose::Disposition::Dropped => Some(sts_trace::ProxyDecision::Dropped),
             },
         };
+        if r.disposition == sts_proxy::interpose::Disposition::Queued {
+            queued_seqs.push((internal.len(), r.seq));
+        }
         internal.push((r.time_ms, e));
+    }
+    // After the arrivals: a message queued and delivered in one slice keeps
+    // its arrival first (the sort below is stable).
+    for d in runner.interposer.take_delivered() {
+        internal.push((d.time_ms, Internal::Delivered { of: d.seq }));
     }
     let mut log_lines = Vec::new();
     for (i, c) in controllers.iter().enumerate() {
@@ -104,8 +120,13 @@ pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
     for e in &dataplane {
         internal.push((now, Internal::dataplane(e)));
     }
-    internal.sort_by_key(|(t, _)| *t);
-    Drained { internal, dataplane, log_lines }
+    let mut tagged: Vec<(u64, Internal, Option<u64>)> = internal.into_iter().map(|(t, e)| (t, e, None)).collect();
+    for (i, seq) in queued_seqs {
+        tagged[i].2 = Some(seq);
+    }
+    tagged.sort_by_key(|(t, _, _)| *t);
+    let (internal, queued) = tagged.into_iter().map(|(t, e, q)| ((t, e), q)).unzip();
+    Drained { internal, queued, dataplane, log_lines }
 }
 
 /// The checker `config` describes, for `session` as it stands now (the
@@ -131,6 +152,9 @@ pub struct Monitor {
     pub current: Vec<String>,
     /// Controllers whose open traceback was held back at the last check.
     held_from: BTreeSet<String>,
+    /// The trace `seq` of each queued message not yet delivered, by the
+    /// proxy's sequence number (for its `delivered` record).
+    queued_at: std::collections::BTreeMap<u64, u64>,
 }
 
 impl Monitor {
@@ -144,6 +168,7 @@ impl Monitor {
             log_lines: Vec::new(),
             current: Vec::new(),
             held_from: BTreeSet::new(),
+            queued_at: std::collections::BTreeMap::new(),
         }
     }
 
@@ -157,8 +182,20 @@ impl Monitor {
     ) -> std::io::Result<Vec<trace::Internal>> {
         let drained = drain(&mut session.runner, &session.controllers);
         let mut out = Vec::with_capacity(drained.internal.len());
-        for (t, e) in drained.internal {
-            writer.internal(t, e.clone())?;
+        for ((t, e), queued) in drained.internal.into_iter().zip(drained.queued) {
+            let e = match e {
+                // A delivery whose arrival this trace has not recorded (it
+                // came before the trace began) is left out.
+                Internal::Delivered { of } => match self.queued_at.remove(&of) {
+                    Some(seq) => Internal::Delivered { of: seq },
+                    None => continue,
+                },
+                e => e,
+            };
+            let seq = writer.internal(t, e.clone())?;
+            if let Some(proxy_seq) = queued {
+                self.queued_at.insert(proxy_seq, seq);
+            }
             out.push(e);
         }
         self.dataplane.extend(drained.dataplane);

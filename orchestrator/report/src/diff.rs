@@ -30,7 +30,7 @@ pub enum Row {
 }
 
 /// What a record is matched on.
-fn key(r: &Record) -> String {
+fn key(trace: &Trace, r: &Record) -> String {
     if let Some(e) = &r.external {
         return format!("input {}", e.describe());
     }
@@ -41,6 +41,11 @@ fn key(r: &Record) -> String {
         Some(Internal::Dataplane(d)) => format!("dataplane {}", d.describe()),
         Some(Internal::Frame { host, sent, raw }) => {
             format!("frame {host} {sent} {}", raw.as_deref().map(sts_trace::frame_summary).unwrap_or_default())
+        }
+        // Matched by what was delivered: the seq differs between runs.
+        Some(Internal::Delivered { of }) => {
+            let arrival = trace.records.binary_search_by_key(of, |r| r.seq).ok().map(|i| &trace.records[i]);
+            format!("delivered {}", arrival.and_then(|a| a.internal.as_ref()).and_then(Internal::key).unwrap_or_default())
         }
         Some(i) => i.key().unwrap_or_default(),
         None => String::new(),
@@ -63,6 +68,7 @@ pub fn describe(r: &Record) -> String {
         Some(Internal::Log { controller, line, .. }) => format!("{controller} log: {line}"),
         Some(Internal::Dataplane(d)) => format!("dataplane: {}", d.describe()),
         Some(Internal::Frame { host, sent, raw }) => frame_line(host, *sent, raw.as_deref()),
+        Some(Internal::Delivered { of }) => format!("the proxy delivers the message of seq {of}, queued till now"),
         None => String::new(),
     }
 }
@@ -75,8 +81,8 @@ pub fn frame_line(host: &str, sent: bool, raw: Option<&[u8]>) -> String {
 
 /// `a` and `b` aligned.
 pub fn align(a: &Trace, b: &Trace) -> Vec<Row> {
-    let ka: Vec<String> = a.records.iter().map(key).collect();
-    let kb: Vec<String> = b.records.iter().map(key).collect();
+    let ka: Vec<String> = a.records.iter().map(|r| key(a, r)).collect();
+    let kb: Vec<String> = b.records.iter().map(|r| key(b, r)).collect();
     let ops = similar::capture_diff_slices(similar::Algorithm::Myers, &ka, &kb);
     let mut rows = Vec::with_capacity(ka.len().max(kb.len()));
     for op in ops {

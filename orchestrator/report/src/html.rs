@@ -196,6 +196,19 @@ pub fn page_with(
     let mut anchor_links = String::new();
     let (mut dropped, mut queued) = (0usize, 0usize);
     let dropped_later = dropped_after_holding(trace);
+    // Each queued message the proxy delivered later: the seq, time and row
+    // of its `delivered` record; and the ones drawn, awaiting that row.
+    let delivered: BTreeMap<u64, (u64, u64, usize)> = trace
+        .records
+        .iter()
+        .take(shown)
+        .enumerate()
+        .filter_map(|(row, r)| match &r.internal {
+            Some(Internal::Delivered { of }) => Some((*of, (r.seq, r.t_ms, row))),
+            _ => None,
+        })
+        .collect();
+    let mut waits: BTreeMap<u64, (String, String, u64, u64)> = BTreeMap::new();
     let mut violation_text = None;
     // The rows the page links to (the culprit's chain, the MCS) get an id.
     // The flow tables at the violation, rebuilt once for the chain and the tables section.
@@ -256,7 +269,7 @@ pub fn page_with(
                         dropped += 1;
                         (
                             " dropped",
-                            " (held by the proxy, then dropped: never delivered)",
+                            " (held by the proxy, then dropped: never delivered)".to_string(),
                             (x[from.as_str()] + x[to.as_str()]) / 2,
                         )
                     }
@@ -264,27 +277,79 @@ pub fn page_with(
                         dropped += 1;
                         (
                             " dropped",
-                            " (dropped by the proxy: never delivered)",
+                            " (dropped by the proxy: never delivered)".to_string(),
                             (x[from.as_str()] + x[to.as_str()]) / 2,
                         )
                     }
                     Some(sts_trace::ProxyDecision::Queued) => {
                         queued += 1;
-                        (" queued", " (held or delayed by the proxy, delivered later)", x[to.as_str()])
+                        match delivered.get(&r.seq) {
+                            // It stops at the proxy (half-way); its delivery
+                            // row draws the rest, and a dotted line the wait.
+                            Some(&(dseq, dt, drow)) => {
+                                let mid = (x[from.as_str()] + x[to.as_str()]) / 2;
+                                if drow / BAND_ROWS == row / BAND_ROWS && drow > row {
+                                    let _ = write!(
+                                        svg,
+                                        r#"<line class="wait" x1="{mid}" y1="{}" x2="{mid}" y2="{}"/>"#,
+                                        y + 3,
+                                        TOP + drow * ROW
+                                    );
+                                }
+                                waits.insert(r.seq, (from.clone(), to.clone(), r.t_ms, *dpid));
+                                (
+                                    " queued",
+                                    format!(
+                                        " (held or delayed by the proxy {} ms: delivered at {dt} ms, seq {dseq})",
+                                        dt - r.t_ms
+                                    ),
+                                    mid,
+                                )
+                            }
+                            None => (
+                                " queued",
+                                " (held or delayed by the proxy, delivered later)".to_string(),
+                                x[to.as_str()],
+                            ),
+                        }
                     }
-                    None => ("", "", x[to.as_str()]),
+                    None => ("", String::new(), x[to.as_str()]),
                 };
                 let _ = write!(
                     svg,
-                    r#"<line class="msg t-{t} sw-s{dpid}{}{decision}" x1="{}" y1="{y}" x2="{end}" y2="{}" marker-end="url(#arrow)"{}/>"#,
+                    r#"<line class="msg t-{t} sw-s{dpid}{}{decision}" x1="{}" y1="{y}" x2="{end}" y2="{}"{}{}/>"#,
                     if kept { " kept" } else { "" },
                     x[from.as_str()],
                     y + 3,
+                    // A message waiting at the proxy has no head: its delivery's arrow has.
+                    if waits.contains_key(&r.seq) { "" } else { r#" marker-end="url(#arrow)""# },
                     title(&match raw.as_ref().and_then(crate::flows::message_line) {
                         Some(words) => format!("{t}: {from} → {to}{said} {words}"),
                         None => format!("{t}: {from} → {to}{said}"),
                     })
                 );
+            }
+            Some(Internal::Delivered { of }) => {
+                if let Some((from, to, came, dpid)) = waits.remove(of) {
+                    let arrival = trace.records.binary_search_by_key(of, |r| r.seq).ok().map(|i| &trace.records[i]);
+                    let (t, words) = match arrival.and_then(|a| a.internal.as_ref()) {
+                        Some(Internal::Openflow { msg, raw, .. }) => {
+                            (msg.as_str(), raw.as_ref().and_then(crate::flows::message_line).unwrap_or_default())
+                        }
+                        _ => ("message", String::new()),
+                    };
+                    let _ = write!(
+                        svg,
+                        r#"<line class="msg t-{t} sw-s{dpid} delivered" x1="{}" y1="{y}" x2="{}" y2="{}" marker-end="url(#arrow)"{}/>"#,
+                        (x[from.as_str()] + x[to.as_str()]) / 2,
+                        x[to.as_str()],
+                        y + 3,
+                        title(&format!(
+                            "{t}: {from} → {to} delivered by the proxy {} ms after it came (seq {of}) {words}",
+                            r.t_ms.saturating_sub(came)
+                        ))
+                    );
+                }
             }
             Some(Internal::Log { controller, line, .. }) => {
                 if let Some(&cx) = x.get(controller.as_str()) {
@@ -351,7 +416,7 @@ pub fn page_with(
     if dropped + queued > 0 {
         let _ = write!(
             html,
-            r#"<p id="proxy-decisions">The proxy dropped {dropped} message(s) (arrows that stop half-way) and held or delayed {queued} (dashed).</p>"#
+            r#"<p id="proxy-decisions">The proxy dropped {dropped} message(s) (arrows that stop half-way) and held or delayed {queued} (dashed: to the proxy half-way, a dotted wait, then on to the receiver when it was delivered).</p>"#
         );
     }
     if trace.records.len() > shown {
@@ -486,7 +551,7 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 table.diff{border-collapse:collapse;font:12px monospace;table-layout:fixed;width:100%}table.diff col.n{width:4em}table.diff col.seq{width:5em}table.diff col.ms{width:6em}\
 table.diff td{overflow-wrap:anywhere}.diff-rows{content-visibility:auto;contain-intrinsic-size:auto 8000px}table.diff td,table.diff th{padding:1px 6px;text-align:left}\
 tr.left td{background:#fde2e2}tr.right td{background:#e0f5e0}#first-divergence td{border-top:2px solid #d22;border-bottom:2px solid #d22}\
-.anchor{fill:none}#diagram .hit{stroke:#f0c000;stroke-width:5;fill:#f0c000}.msg.dropped{stroke:#c0392b;stroke-width:2}.msg.queued{stroke-dasharray:3 3}#why ol.chain li{margin:2px 0}#why code.culprit-rule,mark#culprit-rule{background:#fbe3c8;color:#222}\
+.anchor{fill:none}#diagram .hit{stroke:#f0c000;stroke-width:5;fill:#f0c000}.msg.dropped{stroke:#c0392b;stroke-width:2}.msg.queued,.msg.delivered{stroke-dasharray:3 3}.wait{stroke:#8a6d3b;stroke-dasharray:1 3;stroke-width:1.5}#why ol.chain li{margin:2px 0}#why code.culprit-rule,mark#culprit-rule{background:#fbe3c8;color:#222}\
 #why{border-left:3px solid #b25000;padding-left:10px}\
 #diagram{position:relative}.band{content-visibility:auto;overflow:hidden}.defs{position:absolute}\
 #diagram .anchor{position:absolute;left:0;width:1px;height:1px}\

@@ -247,6 +247,15 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
     let mut current: BTreeMap<(u64, usize), (StreamId, [bool; 2])> = BTreeMap::new();
     let mut clock = Clock::of(trace);
     let dropped_later = crate::html::dropped_after_holding(trace);
+    // When each queued message went on (its `delivered` record), if known.
+    let delivered: BTreeMap<u64, (u64, u64)> = trace
+        .records
+        .iter()
+        .filter_map(|r| match &r.internal {
+            Some(Internal::Delivered { of }) => Some((*of, (r.seq, r.t_ms))),
+            _ => None,
+        })
+        .collect();
     for record in &trace.records {
         let at = clock.at(record.t_ms);
         let Some(Internal::Openflow { dpid, controller, dir, msg, raw, proxy, .. }) = &record.internal else {
@@ -272,7 +281,15 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
                 }
                 Some(sts_trace::ProxyDecision::Queued) => {
                     written.queued += 1;
-                    Some(format!("sts: held or delayed by the proxy: {} received it later (seq {})", to(), record.seq))
+                    Some(match delivered.get(&record.seq) {
+                        Some(&(dseq, dt)) => format!(
+                            "sts: held or delayed by the proxy {} ms: {} received it at {dt} ms (seq {}, delivered at seq {dseq})",
+                            dt.saturating_sub(record.t_ms),
+                            to(),
+                            record.seq
+                        ),
+                        None => format!("sts: held or delayed by the proxy: {} received it later (seq {})", to(), record.seq),
+                    })
                 }
                 None => None,
             }

@@ -57,6 +57,17 @@ pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
         // One line per event: newlines in log lines would break the pairs.
         writeln!(w, "{lane} {clock}\n{}", text.replace(['\n', '\r'], " "))
     };
+    // A queued message is received when the proxy delivered it (its
+    // `delivered` record), a dropped one never.
+    let delivered_later: std::collections::BTreeSet<u64> = trace
+        .records
+        .iter()
+        .filter_map(|r| match &r.internal {
+            Some(Internal::Delivered { of }) => Some(*of),
+            _ => None,
+        })
+        .collect();
+    let mut in_flight: BTreeMap<u64, (String, String, BTreeMap<String, u64>)> = BTreeMap::new();
     for r in &trace.records {
         let t = r.t_ms;
         if let Some(e) = &r.external {
@@ -69,13 +80,27 @@ pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
             }
         }
         match &r.internal {
-            Some(i @ Internal::Openflow { msg, .. }) => {
+            Some(i @ Internal::Openflow { msg, proxy, .. }) => {
                 let (from, to) = i.sender_receiver().expect("an OpenFlow message has two ends");
                 let clock = clocks.tick(&from);
                 event(&mut w, &from, clock, format!("{t} ms: {} to {to}", msg.as_str()))?;
                 let sent = clocks.of(&from);
-                let clock = clocks.receive(&to, &sent);
-                event(&mut w, &to, clock, format!("{t} ms: {} from {from}", msg.as_str()))?;
+                match proxy {
+                    Some(sts_trace::ProxyDecision::Dropped) => {}
+                    Some(sts_trace::ProxyDecision::Queued) if delivered_later.contains(&r.seq) => {
+                        in_flight.insert(r.seq, (from, to, sent));
+                    }
+                    _ => {
+                        let clock = clocks.receive(&to, &sent);
+                        event(&mut w, &to, clock, format!("{t} ms: {} from {from}", msg.as_str()))?;
+                    }
+                }
+            }
+            Some(Internal::Delivered { of }) => {
+                if let Some((from, to, sent)) = in_flight.remove(of) {
+                    let clock = clocks.receive(&to, &sent);
+                    event(&mut w, &to, clock, format!("{t} ms: message {of} from {from}, delivered late by the proxy"))?;
+                }
             }
             Some(Internal::Log { controller, line, .. }) => {
                 let clock = clocks.tick(controller);
@@ -114,5 +139,54 @@ mod tests {
         assert_eq!(s1.get("c0"), Some(&1));
         assert_eq!(s1.get("s1"), Some(&1));
         assert_eq!(s1.get("sts"), None, "s1 heard nothing from sts");
+    }
+
+    /// A held message is received when the proxy delivered it, after what
+    /// the receiver saw meanwhile; a dropped one is never received.
+    #[test]
+    fn a_queued_message_is_received_at_its_delivery() {
+        use sts_proxy::wire::Fingerprint;
+        use sts_trace::{Direction, Header, MsgType, ProxyDecision, Record};
+        let of = |seq, dpid, proxy| Record {
+            seq,
+            t_ms: seq,
+            external: None,
+            internal: Some(Internal::Openflow {
+                dpid,
+                controller: 0,
+                dir: Direction::ToSwitch,
+                msg: MsgType::recorded("flow_mod"),
+                fp: Fingerprint(String::new()),
+                raw: None,
+                proxy,
+            }),
+            violation: None,
+            line: 0,
+        };
+        let delivered = Record {
+            seq: 4,
+            t_ms: 9,
+            external: None,
+            internal: Some(Internal::Delivered { of: 1 }),
+            violation: None,
+            line: 0,
+        };
+        let trace = Trace {
+            header: Header::new(None),
+            records: vec![
+                of(1, 1, Some(ProxyDecision::Queued)),
+                of(2, 1, None),
+                of(3, 2, Some(ProxyDecision::Dropped)),
+                delivered,
+            ],
+        };
+        let mut out = Vec::new();
+        // Sends 1, 2, 3 on c0; receives: 2 on s1, then 1 on s1 at its delivery; 3 never.
+        assert_eq!(write_trace(&trace, &mut out).unwrap(), 5);
+        let text = String::from_utf8(out).unwrap();
+        let s1: Vec<&str> = text.lines().filter(|l| l.starts_with("s1 ")).collect();
+        assert_eq!(s1, [r#"s1 {"c0":2,"s1":1}"#, r#"s1 {"c0":2,"s1":2}"#], "{text}");
+        assert!(text.contains("9 ms: message 1 from c0, delivered late by the proxy"), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("s2 ")), "the dropped one never arrives: {text}");
     }
 }

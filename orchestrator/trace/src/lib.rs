@@ -418,6 +418,11 @@ pub enum Internal {
     },
     /// A controller's stdout or stderr line.
     Log { controller: String, line: String, fp: String },
+    /// The proxy delivered a message it had queued (held, delayed, or behind
+    /// such a message): `of` is the `seq` of that message's `openflow`
+    /// record (whose time is when it reached the proxy; this record's is
+    /// when it went on). Not matched by replay.
+    Delivered { of: u64 },
     /// The dataplane saw a loop or a storm, or dropped a frame by fault
     /// (version 2).
     Dataplane(DataplaneReportField),
@@ -513,7 +518,7 @@ impl Internal {
                 Some(format!("of {dpid} {controller} {} {fp}", dir.as_str()))
             }
             Internal::Log { controller, fp, .. } => Some(format!("log {controller} {fp}")),
-            Internal::Dataplane { .. } | Internal::Frame { .. } => None,
+            Internal::Dataplane { .. } | Internal::Frame { .. } | Internal::Delivered { .. } => None,
         }
     }
 

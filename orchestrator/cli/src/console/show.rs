@@ -246,8 +246,13 @@ pub fn log(path: &std::path::Path, n: usize, out: &mut Reply) {
 /// dataplane report.
 fn internal(i: &sts_trace::Internal) -> String {
     match i {
-        sts_trace::Internal::Openflow { fp, msg, raw, .. } => {
+        sts_trace::Internal::Openflow { fp, msg, raw, proxy, .. } => {
             let (from, to) = i.sender_receiver().unwrap_or_default();
+            let to = match proxy {
+                Some(sts_trace::ProxyDecision::Queued) => format!("{to} (queued by the proxy)"),
+                Some(sts_trace::ProxyDecision::Dropped) => format!("{to} (dropped by the proxy)"),
+                None => to,
+            };
             // FLOW_MODs and PACKET_OUTs in dump-flows words, as `pending` shows them.
             let words = raw
                 .as_ref()
@@ -261,6 +266,7 @@ fn internal(i: &sts_trace::Internal) -> String {
         sts_trace::Internal::Log { controller, line, .. } => format!("{controller} log: {line}"),
         sts_trace::Internal::Dataplane(d) => format!("dataplane: {}", d.describe()),
         sts_trace::Internal::Frame { host, sent, raw } => sts_report::diff::frame_line(host, *sent, raw.as_deref()),
+        sts_trace::Internal::Delivered { of } => format!("the proxy delivers the message of seq {of}, queued till now"),
     }
 }
 
