@@ -184,3 +184,38 @@ fn the_report_draws_the_network_with_the_witness_path() {
     assert!(section.contains("output port 1 is down"), "{section}");
     assert_eq!(count(section, r#"class="node host on-path""#), 1, "only h1 is on the path");
 }
+
+/// The report explains against a frame that arrives: in a replay of the
+/// migration example (h3 moves from s3 to s1), h2 → h3 is delivered while
+/// h1 → h3 is not, and the page names s1 as where they part, with the
+/// stale rule h1's frame meets (to s2) and the fresh one h2's meets (to h3's
+/// new port).
+#[test]
+fn the_report_says_where_the_victims_path_and_a_working_one_part() {
+    let base = std::env::temp_dir().join(format!("sts-html-parting-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/traces/migration");
+    for f in ["config.toml", "trace.jsonl"] {
+        std::fs::copy(src.join(f), base.join(f)).unwrap();
+    }
+    let replay = Command::new(env!("CARGO_BIN_EXE_sts")).arg("replay").arg(&base).output().expect("run sts replay");
+    assert_eq!(replay.status.code(), Some(1), "reproduced: {}", String::from_utf8_lossy(&replay.stderr));
+    let run = base.join("replays/1");
+    let report = Command::new(env!("CARGO_BIN_EXE_sts")).arg("report").arg(&run).output().expect("run sts report");
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    let dom = chromium(&["--dump-dom"], &run.join("report/index.html"));
+    let why = &dom[dom.find(r#"<section id="why">"#).expect("a why section")..];
+    let parting = &why[why.find(r#"<div id="parting">"#).expect("where the paths part")..];
+    let parting = &parting[..parting.find("</div>").unwrap()];
+    assert!(parting.contains("h2 → h3 is delivered"), "{parting}");
+    assert!(parting.contains("part at <b>s1</b>"), "{parting}");
+    assert!(
+        parting.contains("<li>h1 → h3 meets <code>priority=1,in_port=1,dl_src=00:00:00:00:00:01,dl_dst=00:00:00:00:00:03 actions=output:2</code>"),
+        "{parting}"
+    );
+    assert!(parting.contains("dl_src=00:00:00:00:00:02,dl_dst=00:00:00:00:00:03 actions=output:3</code>"), "{parting}");
+    // The replay's directory has no config of its own: the experiment's is used, so the network is drawn too.
+    assert!(dom.contains(r#"<section id="topology">"#));
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -90,6 +90,12 @@ pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
+/// A host name's sort key: h2 before h10.
+pub(crate) fn natural(name: &str) -> (u64, String) {
+    let n = name.trim_start_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().unwrap_or(u64::MAX);
+    (n, name.to_string())
+}
+
 /// The lanes of `trace`, left to right: sts, controllers, switches, hosts.
 fn lanes(trace: &Trace) -> Vec<String> {
     let mut controllers = BTreeSet::new();
@@ -107,9 +113,7 @@ fn lanes(trace: &Trace) -> Vec<String> {
                 }
             }
             Some(Internal::Frame { host, .. }) => {
-                // h2 before h10.
-                let n = host.trim_start_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().unwrap_or(u64::MAX);
-                hosts.insert((n, host.clone()));
+                hosts.insert(natural(host));
             }
             _ => {}
         }
@@ -146,15 +150,19 @@ pub fn page_with_diff(title: &str, trace: &Trace, mcs: Option<&Mcs>, diff: Optio
     page_with(title, trace, mcs, diff, None)
 }
 
-/// [`page_with_diff`], with a section drawing the network at the violation
-/// ([`crate::topology::section`]) before the flow tables.
+/// [`page_with_diff`], for an experiment with this config: a section
+/// drawing the network at the violation ([`crate::topology::section`])
+/// before the flow tables, and in "why" where the victim's path and a
+/// working one part ([`crate::topology::parting`]).
 pub fn page_with(
     title: &str,
     trace: &Trace,
     mcs: Option<&Mcs>,
     diff: Option<(&str, &Other)>,
-    topology: Option<&str>,
+    config: Option<&sts_engine::config::Config>,
 ) -> String {
+    let topology = config.filter(|_| trace.violation().is_some()).map(|c| crate::topology::section(c, trace));
+    let topology = topology.as_deref();
     let lanes = lanes(trace);
     let x: BTreeMap<&str, usize> = lanes.iter().enumerate().map(|(i, l)| (l.as_str(), LEFT + i * LANE)).collect();
     let shown = trace.records.len().min(MAX_ROWS);
@@ -214,6 +222,7 @@ pub fn page_with(
     // The flow tables at the violation, rebuilt once for the chain and the tables section.
     let tables = trace.violation().and_then(|_| crate::tables::at_violation(trace));
     let chain = tables.as_ref().and_then(|(_, switches)| crate::why::chain(trace, switches));
+    let parting = config.zip(tables.as_ref()).and_then(|(c, (_, switches))| crate::topology::parting(c, trace, switches));
     let mcs_seqs = mcs.map(|m| m.seqs.clone()).unwrap_or_default();
     let anchors = crate::why::anchors(chain.as_ref(), &mcs_seqs);
     for (row, r) in trace.records.iter().take(shown).enumerate() {
@@ -433,7 +442,7 @@ pub fn page_with(
                 if trace.violation().is_some_and(|v| v.witness.is_some()) { ", with the witness path" } else { "" };
             let _ = write!(html, r##"<p><a href="#topology">The network at the violation{with}</a></p>"##);
         }
-        html.push_str(&crate::why::section(chain.as_ref(), trace, &mcs_seqs));
+        html.push_str(&crate::why::section(chain.as_ref(), parting.as_ref(), trace, &mcs_seqs));
         let culprit = chain.as_ref().map(|c| (c.switch.as_str(), c.rule.as_str()));
         if let Some(t) = tables.as_ref().and_then(|(at, switches)| crate::tables::section(*at, switches, culprit)) {
             let _ =
@@ -551,7 +560,7 @@ pre{background:#f6f6f6;padding:8px;overflow:auto}.warn{color:#a40}.mcs-note{colo
 table.diff{border-collapse:collapse;font:12px monospace;table-layout:fixed;width:100%}table.diff col.n{width:4em}table.diff col.seq{width:5em}table.diff col.ms{width:6em}\
 table.diff td{overflow-wrap:anywhere}.diff-rows{content-visibility:auto;contain-intrinsic-size:auto 8000px}table.diff td,table.diff th{padding:1px 6px;text-align:left}\
 tr.left td{background:#fde2e2}tr.right td{background:#e0f5e0}#first-divergence td{border-top:2px solid #d22;border-bottom:2px solid #d22}\
-.anchor{fill:none}#diagram .hit{stroke:#f0c000;stroke-width:5;fill:#f0c000}.msg.dropped{stroke:#c0392b;stroke-width:2}.msg.queued,.msg.delivered{stroke-dasharray:3 3}.wait{stroke:#8a6d3b;stroke-dasharray:1 3;stroke-width:1.5}#why ol.chain li{margin:2px 0}#why code.culprit-rule,mark#culprit-rule{background:#fbe3c8;color:#222}\
+.anchor{fill:none}#diagram .hit{stroke:#f0c000;stroke-width:5;fill:#f0c000}.msg.dropped{stroke:#c0392b;stroke-width:2}.msg.queued,.msg.delivered{stroke-dasharray:3 3}.wait{stroke:#8a6d3b;stroke-dasharray:1 3;stroke-width:1.5}#why ol.chain li{margin:2px 0}#parting ul{margin:2px 0}#parting p{margin:6px 0 2px}#why code.culprit-rule,mark#culprit-rule{background:#fbe3c8;color:#222}\
 #why{border-left:3px solid #b25000;padding-left:10px}\
 #diagram{position:relative}.band{content-visibility:auto;overflow:hidden}.defs{position:absolute}\
 #diagram .anchor{position:absolute;left:0;width:1px;height:1px}\
@@ -657,8 +666,8 @@ fn write_mcs_dir(dir: &std::path::Path, recorded: &Trace, n: u32) -> Result<std:
     let out = dir.join("report");
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let path = out.join("index.html");
-    let topology = crate::topology::section(dir, recorded);
-    let html = page_with(&title, recorded, mcs.as_ref(), None, topology.as_deref());
+    let config = crate::topology::config(dir);
+    let html = page_with(&title, recorded, mcs.as_ref(), None, config.as_ref());
     sts_trace::dir::write_atomic(&path, html.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
 }
@@ -691,6 +700,19 @@ pub(crate) fn dropped_after_holding(trace: &Trace) -> std::collections::BTreeSet
         }
     }
     dropped
+}
+
+/// A page's title for the experiment `dir`: its name, or for a replay's
+/// own directory (`EXP/replays/N`, `EXP/mcs/final/N`) `EXP: replay N`.
+fn experiment_title(dir: &std::path::Path) -> String {
+    let name = |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    let parent = dir.parent();
+    match (name(dir), parent.and_then(name), parent.and_then(|p| p.parent()).and_then(name)) {
+        (Some(n), Some(kind), Some(exp)) if kind == "replays" => format!("{exp}: replay {n}"),
+        (Some(n), Some(kind), Some(mcs)) if kind == "final" => format!("{mcs}: final replay {n}"),
+        (Some(n), _, _) => n,
+        _ => dir.display().to_string(),
+    }
 }
 
 /// An experiment's latest replay (`replays/N/`), if it has one.
@@ -749,12 +771,12 @@ pub fn write_experiment_with(dir: &std::path::Path, trace: &Trace) -> Result<std
         let replay = Trace::load(&dir.join("mcs").join("final").join("1").join("trace.jsonl")).ok()?;
         Some(("the MCS".into(), Some(mcs_trace), Other { label: "its replay 1".into(), trace: replay }))
     });
-    let title = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let title = experiment_title(dir);
     let out = dir.join("report");
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let path = out.join("index.html");
-    let topology = trace.violation().and_then(|_| crate::topology::section(dir, trace));
-    let topology = topology.as_deref();
+    let config = crate::topology::config(dir);
+    let topology = config.as_ref();
     let html = match &pair {
         // The diff of the original's trace: in the same page.
         Some((label, None, other)) => page_with(&title, trace, mcs.as_ref(), Some((label, other)), topology),

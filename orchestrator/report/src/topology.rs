@@ -64,11 +64,135 @@ fn walk(w: &sts_invariants::check::Witness, hosts: &BTreeSet<String>) -> (Vec<St
     (nodes, dropped)
 }
 
-/// The HTML section (`<section id="topology">`) for the experiment in
-/// `dir`: None when its config cannot be read.
-pub fn section(dir: &Path, trace: &Trace) -> Option<String> {
-    let config = sts_engine::config::Config::load(&dir.join("config.toml")).ok()?;
-    let (net, down) = at_violation(&config, trace);
+/// The config of the experiment `dir` belongs to, if it can be read: its
+/// own, or for a replay's directory (`replays/N`, `mcs/final/N`) the one
+/// two levels up.
+pub fn config(dir: &Path) -> Option<sts_engine::config::Config> {
+    let own = dir.join("config.toml");
+    let path = if own.exists() {
+        own
+    } else {
+        let parent = dir.parent()?;
+        let kind = parent.file_name()?.to_str()?;
+        if kind != "replays" && kind != "final" {
+            return None;
+        }
+        parent.parent()?.join("config.toml")
+    };
+    sts_engine::config::Config::load(&path).ok()
+}
+
+/// Where the victim's frame and a frame that still arrives part: another
+/// host's ping to the same destination (or the victim's to another host) is
+/// delivered, and the first switch of the victim's path that both frames
+/// cross and leave differently (towards other switches, or one of them ends
+/// there) is where they part, each by the rules it meets there (the
+/// "explain against a working reference" of provenance tools such as
+/// DiffProv).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parting {
+    /// The victim pair and the working one (`h1 → h3`, `h2 → h3`).
+    pub victim: String,
+    pub working: String,
+    /// `s2`, and the rules each frame meets there, in `dump-flows` words.
+    pub switch: String,
+    pub victim_rules: Vec<String>,
+    pub working_rules: Vec<String>,
+}
+
+/// The (table, index) pairs of a witness hop (`s2 in 1: table 0 #3
+/// (priority 1), table 1 #0 (priority 0)`) and its switch.
+fn hop_rules(hop: &str) -> Option<(u64, Vec<(usize, usize)>)> {
+    let (head, rules) = hop.split_once(": ")?;
+    let dpid = head.split_whitespace().next()?.strip_prefix('s')?.parse().ok()?;
+    let mut out = Vec::new();
+    for rule in rules.split(", ") {
+        let mut words = rule.split_whitespace();
+        if words.next() != Some("table") {
+            continue;
+        }
+        let table = words.next().and_then(|t| t.parse().ok());
+        let index = words.next().and_then(|i| i.strip_prefix('#')).and_then(|i| i.parse().ok());
+        if let (Some(t), Some(i)) = (table, index) {
+            out.push((t, i));
+        }
+    }
+    Some((dpid, out))
+}
+
+/// The [`Parting`] of `trace`'s blackhole or reachability violation, with
+/// the flow tables `switches` had at it; None when no other host's ping to
+/// the victim's destination is delivered, or when the two paths share no
+/// switch they leave differently.
+pub fn parting(
+    config: &sts_engine::config::Config,
+    trace: &Trace,
+    switches: &BTreeMap<u64, sts_mocknet::switch::Switch>,
+) -> Option<Parting> {
+    let v = trace.violation()?;
+    let (mut net, _) = at_violation(config, trace);
+    for (dpid, sw) in net.switches.iter_mut() {
+        if let Some(rebuilt) = switches.get(dpid) {
+            sw.tables = rebuilt.tables.clone();
+        }
+    }
+    parting_in(&net, v)
+}
+
+/// [`parting`] on a network whose tables are those the violation `v` was
+/// found in. References are tried in order: other sources to the same
+/// destination, then the same source to other destinations; hosts in
+/// name order (h2 before h10).
+pub fn parting_in(net: &Network, v: &sts_invariants::Violation) -> Option<Parting> {
+    let w = v.witness.as_ref()?;
+    let index = |name: &str| net.hosts.iter().position(|h| h.name == name);
+    let mut others = v.elements.iter().filter(|e| **e != w.from).filter_map(|e| index(e));
+    let (destination, None) = (others.next()?, others.next()) else { return None };
+    let victim = index(&w.from)?;
+    let words = |dpid: u64, rules: &[(usize, usize)]| -> Vec<String> {
+        rules
+            .iter()
+            .filter_map(|&(t, i)| {
+                let entry = net.switches.get(&dpid)?.tables.get(t)?.entries().get(i)?;
+                Some(crate::flows::entry_with(t, entry, None).trim().to_string())
+            })
+            .collect()
+    };
+    let victim_hops: Vec<(u64, Vec<(usize, usize)>)> = w.path.iter().filter_map(|h| hop_rules(h)).collect();
+    let mut hosts: Vec<usize> = (0..net.hosts.len()).filter(|&h| h != victim && h != destination).collect();
+    hosts.sort_by_key(|&h| crate::html::natural(&net.hosts[h].name));
+    let pairs = hosts.iter().map(|&h| (h, destination)).chain(hosts.iter().map(|&h| (victim, h)));
+    for (a, b) in pairs {
+        let walks = sts_invariants::check::ping_paths(net, a, b);
+        let delivered = format!("is delivered to {}", net.hosts[b].name);
+        if walks.is_empty() || walks.iter().any(|x| x.end != delivered) {
+            continue;
+        }
+        let hops: Vec<(u64, Vec<(usize, usize)>)> = walks[0].path.iter().filter_map(|h| hop_rules(h)).collect();
+        // Where each goes from a switch: the next switch, or its end there.
+        let next = |hops: &[(u64, Vec<(usize, usize)>)], i: usize, end: &str| {
+            hops.get(i + 1).map_or_else(|| end.to_string(), |(d, _)| format!("s{d}"))
+        };
+        for (i, (dpid, rules)) in victim_hops.iter().enumerate() {
+            let Some(j) = hops.iter().position(|(d, _)| d == dpid) else { continue };
+            if next(&victim_hops, i, &w.end) != next(&hops, j, &walks[0].end) {
+                return Some(Parting {
+                    victim: format!("{} → {}", w.from, net.hosts[destination].name),
+                    working: format!("{} → {}", net.hosts[a].name, net.hosts[b].name),
+                    switch: format!("s{dpid}"),
+                    victim_rules: words(*dpid, rules),
+                    working_rules: words(*dpid, &hops[j].1),
+                });
+            }
+        }
+    }
+    None
+}
+
+/// The HTML section (`<section id="topology">`) for an experiment with
+/// this config.
+pub fn section(config: &sts_engine::config::Config, trace: &Trace) -> String {
+    let (net, down) = at_violation(config, trace);
     let switches: Vec<u64> = net.switches.keys().copied().collect();
     let n = switches.len().max(1) as f64;
     let radius = (n * 22.0).clamp(70.0, 420.0);
@@ -206,5 +330,53 @@ pub fn section(dir: &Path, trace: &Trace) -> Option<String> {
     html.push_str("</p>");
     html.push_str(&svg);
     html.push_str("</section>");
-    Some(html)
+    html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_invariants::check::{Checker, Facts, Invariant};
+    use sts_mocknet::Topology;
+    use sts_proxy::wire::v13::oxm::{BasicOxm, Field, Match};
+    use sts_proxy::wire::v13::{self, Action, Instruction};
+    use sts_proxy::wire::{Body, Message, OFP13};
+
+    fn install(net: &mut Network, dpid: u64, priority: u16, fields: Vec<BasicOxm>, out: Option<u32>) {
+        let actions = out.map(|port| vec![Action::Output { port, max_len: 0 }]).unwrap_or_default();
+        let fm = v13::FlowMod::add(0, priority, Match::new(fields), vec![Instruction::ApplyActions(actions)]);
+        let m = Message::new(1, Body::V13(v13::Msg::FlowMod(fm)));
+        net.handle_controller(dpid, &m.emit().expect("encodes"), &m, 0);
+    }
+
+    fn blackhole(net: &Network, pair: [&str; 2]) -> sts_invariants::Violation {
+        let checker = Checker { enabled: [Invariant::Blackhole].into_iter().collect(), ..Checker::default() };
+        let report = checker.check(net, &Facts::default());
+        report.violations.into_iter().find(|v| v.elements == pair).unwrap_or_else(|| panic!("{pair:?} blackholed"))
+    }
+
+    /// h1 - s1 - s2 - s3 - h3, h2 on s2 (hosts on port 1; s1 2 to s2; s2 2
+    /// to s1, 3 to s3; s3 2 to s2). s2 drops h1's frames for h3 (a rule on
+    /// the source, priority 20) while h2's go on (priority 10): the two
+    /// paths part at s2, where each meets its own rule.
+    #[test]
+    fn the_victims_path_and_a_working_one_part_where_their_rules_differ() {
+        let mut net = Network::new(&Topology::linear(3), OFP13);
+        let (src, dst) = (|h: u128| BasicOxm::exact(Field::EthSrc, h), |h: u128| BasicOxm::exact(Field::EthDst, h));
+        install(&mut net, 1, 1, vec![dst(3)], Some(2));
+        install(&mut net, 2, 20, vec![src(1), dst(3)], None);
+        install(&mut net, 2, 10, vec![dst(3)], Some(3));
+        install(&mut net, 3, 1, vec![dst(3)], Some(1));
+        let v = blackhole(&net, ["h1", "h3"]);
+        let p = parting_in(&net, &v).expect("h2 → h3 arrives");
+        assert_eq!((p.victim.as_str(), p.working.as_str(), p.switch.as_str()), ("h1 → h3", "h2 → h3", "s2"));
+        assert_eq!(p.victim_rules, ["priority=20,dl_src=00:00:00:00:00:01,dl_dst=00:00:00:00:00:03 actions=drop"]);
+        assert_eq!(p.working_rules, ["priority=10,dl_dst=00:00:00:00:00:03 actions=output:3"]);
+        // Without a frame that arrives there is nothing to part from.
+        let mut alone = Network::new(&Topology::linear(3), OFP13);
+        install(&mut alone, 1, 1, vec![dst(3)], Some(2));
+        install(&mut alone, 2, 20, vec![dst(3)], None);
+        let v = blackhole(&alone, ["h1", "h3"]);
+        assert_eq!(parting_in(&alone, &v), None);
+    }
 }

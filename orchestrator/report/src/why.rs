@@ -141,7 +141,12 @@ fn jump(l: &Link) -> String {
 
 /// The "why" section: the culprit rule and what installed it, then the
 /// MCS's inputs as a numbered list, each a link to its row.
-pub fn section(chain: Option<&Chain>, trace: &Trace, mcs: &BTreeSet<u64>) -> String {
+pub fn section(
+    chain: Option<&Chain>,
+    parting: Option<&crate::topology::Parting>,
+    trace: &Trace,
+    mcs: &BTreeSet<u64>,
+) -> String {
     let mut html = String::from(r#"<section id="why">"#);
     if let Some(c) = chain {
         let _ = write!(
@@ -163,6 +168,20 @@ pub fn section(chain: Option<&Chain>, trace: &Trace, mcs: &BTreeSet<u64>) -> Str
             let _ = write!(html, "<li>after the input {}</li>", jump(i));
         }
         html.push_str("</ol>");
+    }
+    if let Some(p) = parting {
+        let rules = |r: &[String]| {
+            r.iter().map(|w| format!("<code>{}</code>", esc(w))).collect::<Vec<_>>().join(", then ")
+        };
+        let _ = write!(
+            html,
+            r#"<div id="parting"><p>Against a frame that arrives: {w} is delivered. The two part at <b>{s}</b>:</p><ul><li>{v} meets {vr}</li><li>{w} meets {wr}</li></ul></div>"#,
+            w = esc(&p.working),
+            v = esc(&p.victim),
+            s = esc(&p.switch),
+            vr = rules(&p.victim_rules),
+            wr = rules(&p.working_rules),
+        );
     }
     let kept: Vec<_> = trace.records.iter().filter(|r| r.external.is_some() && mcs.contains(&r.seq)).collect();
     if !kept.is_empty() {
