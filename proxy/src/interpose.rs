@@ -47,6 +47,11 @@ pub enum Action {
     /// connection overtake it: a reordering.
     Reorder(u64),
     Drop,
+    /// Send through a pipe of this many bytes per second (Toxiproxy's
+    /// bandwidth): each connection and direction has its own, a message
+    /// takes its length over the rate to cross it and waits for the ones
+    /// before it; delivered when it has crossed, in order.
+    Bandwidth(u64),
 }
 
 /// A policy rule: which messages it selects, and what happens to them.
@@ -197,6 +202,8 @@ pub struct Interposer {
     /// Queued messages delivered since the last [`Interposer::take_delivered`]:
     /// their sequence numbers and when they went.
     delivered: Vec<Delivered>,
+    /// When each connection direction's bandwidth pipe is free again (µs).
+    pipes: BTreeMap<(ChannelId, Direction), u64>,
     next_seq: u64,
 }
 
@@ -222,6 +229,7 @@ impl Default for Interposer {
             queues: BTreeMap::new(),
             log: Vec::new(),
             delivered: Vec::new(),
+            pipes: BTreeMap::new(),
             next_seq: 0,
         }
     }
@@ -332,6 +340,22 @@ impl Interposer {
         } else {
             Interposer::pick(&self.rules, &mut self.rng, what).map_or(Action::Pass, |(_, a)| a)
         };
+        let action = match action {
+            // The pipe is busy until the messages before it have crossed.
+            Action::Bandwidth(bytes_per_s) => {
+                let free = self.pipes.entry((channel, dir)).or_default();
+                let start = (*free).max(now.saturating_mul(1000));
+                let crossing = (frame.bytes().len() as u64).saturating_mul(1_000_000) / bytes_per_s.max(1);
+                *free = start.saturating_add(crossing);
+                match free.div_ceil(1000).saturating_sub(now) {
+                    // Crossed within this millisecond: on at once (the queue
+                    // rule below keeps it behind anything waiting).
+                    0 => Action::Pass,
+                    ms => Action::Delay(ms),
+                }
+            }
+            a => a,
+        };
         let queue = self.queues.entry((channel, dir)).or_default();
         // Keep connection order: behind a queued message, a passing one queues too.
         let action = match action {
@@ -349,6 +373,7 @@ impl Interposer {
                 queue.push_back(Queued { seq, frame: frame.clone(), due: Some(now + ms) });
                 (Disposition::Queued, vec![])
             }
+            Action::Bandwidth(_) => unreachable!("a bandwidth rule became a delay above"),
             Action::Reorder(ms) => {
                 self.aside.push((channel, dir, Queued { seq, frame: frame.clone(), due: Some(now + ms) }));
                 (Disposition::Queued, vec![])
@@ -710,5 +735,31 @@ mod tests {
         let dues: std::collections::BTreeSet<u64> = ip.waiting().iter().filter_map(|w| w.due).collect();
         assert!(dues.iter().all(|d| (1_070..=1_130).contains(d)), "{dues:?}");
         assert!(dues.len() > 30, "spread, not one time: {dues:?}");
+    }
+
+    /// A bandwidth rule is a pipe per connection direction: 8-byte barriers
+    /// at 1,000 bytes/s take 8 ms each to cross and queue for the pipe; the
+    /// other direction and other connections have pipes of their own; an
+    /// idle pipe starts from now.
+    #[test]
+    fn a_bandwidth_rule_spaces_messages_by_their_length() {
+        let mut ip = Interposer::default();
+        ip.rules.push(Rule { action: Action::Bandwidth(1_000), ..Default::default() });
+        for xid in 1..=3 {
+            assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, xid), 100).is_empty());
+        }
+        let other = ChannelId { dpid: 2, controller: 0 };
+        assert!(ip.on_message(other, DOWN, frame(v13::Msg::BarrierRequest, 4), 100).is_empty());
+        let dues: Vec<(u32, Option<u64>)> = ip.waiting().iter().map(|w| (w.xid, w.due)).collect();
+        assert_eq!(dues, vec![(1, Some(108)), (2, Some(116)), (3, Some(124)), (4, Some(108))]);
+        assert_eq!(xids(&ip.due(116)), vec![1, 2, 4]);
+        assert_eq!(xids(&ip.due(124)), vec![3]);
+        // Long idle: the next one starts crossing when it comes.
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 5), 1_000).is_empty());
+        assert_eq!(ip.waiting().iter().map(|w| w.due).collect::<Vec<_>>(), vec![Some(1_008)]);
+        // A fast pipe lets a message through at once.
+        let mut fast = Interposer::default();
+        fast.rules.push(Rule { action: Action::Bandwidth(1_000_000_000), ..Default::default() });
+        assert_eq!(xids(&fast.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 6), 5)), vec![6]);
     }
 }

@@ -326,7 +326,7 @@ impl Proxy {
         now: Now,
     ) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind(listen).await?;
-        let ticker = policy.iter().any(|r| matches!(r.action, Action::Delay(_)));
+        let ticker = policy.iter().any(|r| matches!(r.action, Action::Delay(_) | Action::Bandwidth(_)));
         let mut interposer = Interposer::default();
         interposer.rules = policy;
         let shared = Arc::new(Mutex::new(Shared { interposer, record, now, writers: Default::default() }));

@@ -364,6 +364,11 @@ listed. Exit 0 when every checked replay sent the recorded controller-to-switch 
         /// connection's order (e.g. flow_mod=200); repeatable.
         #[arg(long, value_name = "TYPE=MS")]
         delay: Vec<String>,
+        /// Send every message through a pipe of this many KB/s (1 KB = 1,000
+        /// bytes), one per connection and direction, in order (Toxiproxy's
+        /// bandwidth); after the --drop and --delay rules; echoes pass.
+        #[arg(long, value_name = "KB_PER_S", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+        bandwidth: Option<u64>,
         /// Switches relayed at once; later ones are refused (closed, with a warning) until some leave.
         /// Also capped by the open-file limit (two descriptors per switch).
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]

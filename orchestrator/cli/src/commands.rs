@@ -88,8 +88,8 @@ pub fn run(cli: Cli) -> u8 {
             (Some(recording), Some(out)) => import(&engine, recording, config, out, *check),
             _ => exit::BAD_INPUT, // clap requires both without --wiring
         },
-        Command::Proxy { listen, controller, record, drop, delay, max_switches } => {
-            proxy(listen, controller, record.as_deref(), drop, delay, *max_switches as usize)
+        Command::Proxy { listen, controller, record, drop, delay, bandwidth, max_switches } => {
+            proxy(listen, controller, record.as_deref(), drop, delay, *bandwidth, *max_switches as usize)
         }
         Command::Console { dir, config, script, json } => crate::console::run(
             &engine,
@@ -928,11 +928,18 @@ fn proxy(
     record: Option<&Path>,
     drop_types: &[String],
     delay: &[String],
+    bandwidth: Option<u64>,
     max_switches: usize,
 ) -> u8 {
     use sts_proxy::standalone;
     let policy = match standalone::parse_policy(drop_types, delay) {
-        Ok(p) => p,
+        Ok(mut p) => {
+            if let Some(kb) = bandwidth {
+                let action = sts_proxy::interpose::Action::Bandwidth(kb * 1000);
+                p.push(sts_proxy::interpose::Rule { action, ..Default::default() });
+            }
+            p
+        }
         Err(e) => {
             eprintln!("sts proxy: {e}");
             return exit::BAD_INPUT;

@@ -522,7 +522,10 @@ fn a_held_message_shows_when_it_came_and_when_it_went() {
     let (went, came) = delivered[0];
     let wait = went.t_ms - came.t_ms;
     assert!(
-        page.contains(&format!("(held or delayed by the proxy {wait} ms: delivered at {} ms, seq {})", went.t_ms, went.seq)),
+        page.contains(&format!(
+            "(held or delayed by the proxy {wait} ms: delivered at {} ms, seq {})",
+            went.t_ms, went.seq
+        )),
         "the arrival's hover says when it went"
     );
     assert!(page.contains(&format!("delivered by the proxy {wait} ms after it came (seq {})", came.seq)));

@@ -150,6 +150,11 @@ fn proxies_change_policy_while_they_run() {
     assert_eq!(status(c.set_policy("s1", bad_type)), 400);
     let no_ms = vec![PolicyRule::on_type(RuleAction::Delay, "flow_mod")];
     assert_eq!(status(c.set_policy("s1", no_ms)), 400);
+    let no_rate = vec![PolicyRule { rate: None, ..PolicyRule::bandwidth(1) }];
+    assert_eq!(status(c.set_policy("s1", no_rate)), 400);
+    let rate_on_a_drop = vec![PolicyRule { rate: Some(5), ..PolicyRule::on_type(RuleAction::Drop, "flow_mod") }];
+    assert_eq!(status(c.set_policy("s1", rate_on_a_drop)), 400);
+    assert_eq!(status(c.set_policy("s1", vec![PolicyRule::bandwidth(0)])), 400);
     assert_eq!(status(c.set_policy("nobody", vec![])), 404);
     let bad_name = ProxyRequest { name: "../x".into(), ..req.clone() };
     assert_eq!(status(c.create_proxy(&bad_name)), 400);

@@ -233,9 +233,15 @@ impl PolicyRule {
             direction: None,
             ms: None,
             jitter_ms: None,
+            rate: None,
             probability: None,
             enabled: None,
         }
+    }
+
+    /// A bandwidth rule: every message through a pipe of `kb_per_s` KB/s.
+    pub fn bandwidth(kb_per_s: u64) -> PolicyRule {
+        PolicyRule { msg_type: None, rate: Some(kb_per_s), ..PolicyRule::on_type(RuleAction::Bandwidth, "hello") }
     }
 
     /// This rule, named (for `/proxies/NAME/rules/RULE`).
@@ -444,6 +450,9 @@ pub enum RuleAction {
     Hold,
     /// Deliver after `ms` milliseconds, keeping the connection's order.
     Delay,
+    /// Send through a pipe of `rate` KB/s (1 KB = 1,000 bytes), one per
+    /// connection and direction, in order (Toxiproxy's bandwidth).
+    Bandwidth,
 }
 
 /// Which way a message goes.
@@ -485,6 +494,9 @@ pub struct PolicyRule {
     /// (Toxiproxy's latency jitter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<u64>,
+    /// For `bandwidth`: KB/s (1 KB = 1,000 bytes), at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<u64>,
     /// The rule applies to each message it selects with this probability,
     /// 0 to 1 (Toxiproxy's toxicity; default 1); a message it passes over
     /// goes on to the next rule. Draws come from the proxy's seed.

@@ -45,7 +45,10 @@ fn key(trace: &Trace, r: &Record) -> String {
         // Matched by what was delivered: the seq differs between runs.
         Some(Internal::Delivered { of }) => {
             let arrival = trace.records.binary_search_by_key(of, |r| r.seq).ok().map(|i| &trace.records[i]);
-            format!("delivered {}", arrival.and_then(|a| a.internal.as_ref()).and_then(Internal::key).unwrap_or_default())
+            format!(
+                "delivered {}",
+                arrival.and_then(|a| a.internal.as_ref()).and_then(Internal::key).unwrap_or_default()
+            )
         }
         Some(i) => i.key().unwrap_or_default(),
         None => String::new(),

@@ -222,7 +222,8 @@ pub fn page_with(
     // The flow tables at the violation, rebuilt once for the chain and the tables section.
     let tables = trace.violation().and_then(|_| crate::tables::at_violation(trace));
     let chain = tables.as_ref().and_then(|(_, switches)| crate::why::chain(trace, switches));
-    let parting = config.zip(tables.as_ref()).and_then(|(c, (_, switches))| crate::topology::parting(c, trace, switches));
+    let parting =
+        config.zip(tables.as_ref()).and_then(|(c, (_, switches))| crate::topology::parting(c, trace, switches));
     let mcs_seqs = mcs.map(|m| m.seqs.clone()).unwrap_or_default();
     let anchors = crate::why::anchors(chain.as_ref(), &mcs_seqs);
     for (row, r) in trace.records.iter().take(shown).enumerate() {

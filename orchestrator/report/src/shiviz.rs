@@ -99,7 +99,12 @@ pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
             Some(Internal::Delivered { of }) => {
                 if let Some((from, to, sent)) = in_flight.remove(of) {
                     let clock = clocks.receive(&to, &sent);
-                    event(&mut w, &to, clock, format!("{t} ms: message {of} from {from}, delivered late by the proxy"))?;
+                    event(
+                        &mut w,
+                        &to,
+                        clock,
+                        format!("{t} ms: message {of} from {from}, delivered late by the proxy"),
+                    )?;
                 }
             }
             Some(Internal::Log { controller, line, .. }) => {

@@ -170,9 +170,8 @@ pub fn section(
         html.push_str("</ol>");
     }
     if let Some(p) = parting {
-        let rules = |r: &[String]| {
-            r.iter().map(|w| format!("<code>{}</code>", esc(w))).collect::<Vec<_>>().join(", then ")
-        };
+        let rules =
+            |r: &[String]| r.iter().map(|w| format!("<code>{}</code>", esc(w))).collect::<Vec<_>>().join(", then ");
         let _ = write!(
             html,
             r#"<div id="parting"><p>Against a frame that arrives: {w} is delivered. The two part at <b>{s}</b>:</p><ul><li>{v} meets {vr}</li><li>{w} meets {wr}</li></ul></div>"#,

@@ -1,6 +1,6 @@
 //! Standalone proxies managed over the API (Toxiproxy-style, OpenFlow-aware):
 //! `sts proxy` instances between real switches and a controller, whose fault
-//! policy (drop, delay with jitter, hold; by message type, connection,
+//! policy (drop, delay with jitter, hold, bandwidth; by message type, connection,
 //! datapath id and direction; each rule with a probability, switched on or
 //! off, added, replaced and removed on its own by name) changes while they
 //! run, each recording every message to `DATA/proxies/NAME.jsonl`.
@@ -72,10 +72,18 @@ fn rule_of(r: &PolicyRule) -> Result<Rule, ProxyError> {
         (RuleAction::Delay, Some(_)) => return bad("a delay is at most 3,600,000 ms".into()),
         (RuleAction::Delay, None) => return bad("a delay rule needs `ms`".into()),
         (_, Some(_)) => return bad("`ms` belongs to delay rules".into()),
+        (RuleAction::Bandwidth, None) => match r.rate {
+            Some(kb) if (1..=1_000_000_000).contains(&kb) => Action::Bandwidth(kb * 1000),
+            Some(kb) => return bad(format!("rate {kb}: from 1 to 1,000,000,000 KB/s")),
+            None => return bad("a bandwidth rule needs `rate` (KB/s)".into()),
+        },
         (RuleAction::Pass, None) => Action::Pass,
         (RuleAction::Drop, None) => Action::Drop,
         (RuleAction::Hold, None) => Action::Hold,
     };
+    if r.rate.is_some() && r.action != RuleAction::Bandwidth {
+        return bad("`rate` belongs to bandwidth rules".into());
+    }
     let jitter_ms = match (r.action, r.jitter_ms) {
         (RuleAction::Delay, Some(j)) if j <= 3_600_000 => j,
         (RuleAction::Delay, Some(_)) => return bad("a jitter is at most 3,600,000 ms".into()),
