@@ -171,6 +171,29 @@ def case_events(case, extra, rng):
         events[stop:stop] = [{"type": "policy", "name": "unmonitor-h1"}]
         return events, {"invariant": "blackhole", "elements": ["h1", "h2"], "culprit": "s1 table 0: no rule matches",
                         "summary": "every flow deleted when monitoring h1 stopped"}, 2
+    if case == "two_causes":
+        # The line s1-s2-s3. One bug with two causes: three monitoring
+        # policies on h1 (audit, rate limit, mirror: all in the first half,
+        # which delta debugging tries first), or h1 isolated while the guest
+        # VLAN is on (2 policies, split across the halves: the optimum).
+        # Noise: pings and other hosts' policies (never three on one host).
+        def policy(name):
+            return {"type": "policy", "name": name}
+        events = []
+        for _ in range(extra):
+            if rng.random() < 0.75:
+                events.append(ping(*rng.sample([1, 2, 3], 2)))
+            else:
+                events.append(policy(rng.choice(["audit-h2", "rate-limit-h2", "mirror-h3"])))
+        # Delta debugging's first half is the first (extra + 5) // 2 inputs.
+        n1 = max((extra + 5) // 2 - 4, 0)
+        first, rest = events[:n1], events[n1:]
+        for name in ["audit-h1", "rate-limit-h1", "mirror-h1", "isolate-h1"]:
+            first.insert(rng.randrange(len(first) + 1), policy(name))
+        rest.insert(rng.randrange(len(rest) + 1), policy("guest-vlan"))
+        events = first + rest
+        return events, {"invariant": "blackhole", "elements": ["h2", "h1"], "culprit": "s1 table 0: a rule of priority 30 on eth_dst",
+                        "summary": "every frame to h1 dropped at s1 by the policy compiler's fallback"}, 2
     raise SystemExit("unknown case %r" % case)
 
 

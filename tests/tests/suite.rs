@@ -154,3 +154,25 @@ fn culprits_keep_the_bug_victims_do_not() {
     assert!(r.mcs.iter().all(|e| e.contains("switch s3")), "the reconnection of s3: {:?}", r.mcs);
     assert_eq!(r.same_culprit, Some(true), "{:?}", r.observed);
 }
+
+/// One bug with two causes: three monitoring policies on h1 (in the half of
+/// the trace delta debugging tries first) or h1 isolated on the guest VLAN
+/// (2 policies, split across the halves: the optimum). ddmin alone stops at
+/// the three, 1-minimal; the search past it (on by default) finds the two.
+#[test]
+fn a_trace_holding_its_bug_twice_minimizes_to_the_smaller_cause() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let engine = sts_e2e::engine();
+    let (dir, optimal) = make_case("two_causes", 8, "beyond");
+    let opts = Options { final_replays: 1, beyond: false, ..Options::default() };
+    let ddmin_alone = rt.block_on(minimize::run(engine, &dir, &opts)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ddmin_alone.mcs_inputs, 3, "ddmin's local minimum: {:?}", ddmin_alone.mcs);
+    assert!(ddmin_alone.mcs.iter().all(|e| e.contains("-h1")), "{:?}", ddmin_alone.mcs);
+    std::fs::remove_dir_all(dir.join("mcs")).unwrap();
+    let opts = Options { final_replays: 1, ..Options::default() };
+    let r = rt.block_on(minimize::run(engine, &dir, &opts)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((optimal, r.mcs_inputs, r.final_reproduced), (2, 2, 1), "{:?}", r.mcs);
+    assert!(r.mcs.iter().any(|e| e.contains("guest-vlan")) && r.mcs.iter().any(|e| e.contains("isolate-h1")));
+    assert_eq!(r.same_culprit, Some(true), "{:?}", r.observed);
+    assert_eq!(r.beyond.as_ref().map(|b| (b.from, b.to)), Some((3, 2)));
+}

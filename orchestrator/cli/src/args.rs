@@ -124,6 +124,12 @@ pub enum Command {
         /// rollback per input (needs virtual time; falls back to `prefix`).
         #[arg(long, default_value = "off", value_parser = ["off", "on", "prefix", "checkpoints"])]
         peek: String,
+        /// After delta debugging, look past a 1-minimal result of three inputs or more for a smaller
+        /// sequence: the trace without the result's inputs (and without all but one of them) is
+        /// tried, one replay each, and minimized in turn if it reproduces, within as many replays as
+        /// delta debugging took (docs/evaluation.md).
+        #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+        beyond: String,
         /// When a candidate's violation is the original's: `culprit` (the same cause, whoever the victim),
         /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).

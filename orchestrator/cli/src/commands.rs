@@ -40,6 +40,7 @@ pub fn run(cli: Cli) -> u8 {
             budget,
             final_replays,
             peek,
+            beyond,
             same,
             junit,
             internal,
@@ -60,6 +61,7 @@ pub fn run(cli: Cli) -> u8 {
                 budget_s: *budget,
                 final_replays: *final_replays,
                 same: same.as_deref().and_then(|s| s.parse().ok()),
+                beyond: beyond == "on",
             };
             match minimize(&engine, dir, &opts, junit.as_deref(), executor) {
                 exit::OK if *internal => minimize_internal(&engine, dir, &opts),
@@ -77,6 +79,7 @@ pub fn run(cli: Cli) -> u8 {
                 budget_s: *budget,
                 final_replays: *final_replays,
                 same: same.as_deref().and_then(|s| s.parse().ok()),
+                beyond: minimize::Options::default().beyond,
             };
             campaign(&engine, config, seeds, out, *jobs, minimize, junit.as_deref(), executor)
         }

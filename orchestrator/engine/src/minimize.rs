@@ -296,6 +296,9 @@ pub struct Report {
     /// tried first, reproduces it): the network was never healthy.
     #[serde(default)]
     pub present_without_inputs: bool,
+    /// The search past delta debugging's 1-minimal result, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond: Option<Beyond>,
     /// The MCS's inputs, each with its place in the original trace.
     #[serde(default)]
     pub events: Vec<McsEvent>,
@@ -305,6 +308,18 @@ pub struct Report {
     pub observed: Option<Violation>,
     /// The inputs as one line each (`T ms: input`, replay times).
     pub mcs: Vec<String>,
+}
+
+/// What the search past ddmin ([`Options::beyond`]) did: inputs before and
+/// after it, and the replays it cost.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Beyond {
+    pub from: usize,
+    pub to: usize,
+    pub replays: u64,
+    /// It stopped at its replay cap (as many replays as before it).
+    #[serde(default)]
+    pub capped: bool,
 }
 
 /// One input of the MCS.
@@ -373,12 +388,24 @@ pub struct Options {
     /// When two violations are the same bug; `None`: the config's
     /// `[invariants] same` (default `culprit`).
     pub same: Option<Same>,
+    /// After ddmin, look for a smaller sequence elsewhere in the trace
+    /// (ddmin's result is 1-minimal, not always the smallest): see
+    /// [`Search::beyond`].
+    pub beyond: bool,
 }
 
 impl Default for Options {
     /// What `sts minimize` does without options.
     fn default() -> Options {
-        Options { replays: 1, jobs: 1, peek: PeekMode::Off, budget_s: None, final_replays: 10, same: None }
+        Options {
+            replays: 1,
+            jobs: 1,
+            peek: PeekMode::Off,
+            budget_s: None,
+            final_replays: 10,
+            same: None,
+            beyond: true,
+        }
     }
 }
 
@@ -473,10 +500,8 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     let started = Instant::now();
     // A budget too far away to be an instant is no deadline at all.
     let deadline = opts.budget_s.and_then(|s| started.checked_add(std::time::Duration::from_secs(s)));
-    let mut budget_exhausted = false;
     let mut run_no = 0u32;
     let mut curve = vec![externals.len()];
-    let jobs = opts.jobs.max(1) as usize;
     // The empty sequence first: a violation present without any input is not
     // caused by any of them, and ddmin (which never tries it) would name one.
     let present_without_inputs = match state.tested.get(&key(&[])) {
@@ -537,71 +562,46 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         state.tested.insert(key(&all), true);
         let _ = experiment::write_json(&state_path, &state);
     }
-    let mut dd = Ddmin::new(if present_without_inputs { 0 } else { groups.len() });
-    'rounds: while !dd.is_done() {
-        let cands = dd.candidates().to_vec();
-        let mut results: Vec<Option<bool>> = cands.iter().map(|c| state.tested.get(&key(c)).copied()).collect();
-        let limit = results.iter().position(|r| *r == Some(true)).unwrap_or(cands.len());
-        let todo: Vec<usize> = (0..limit).filter(|&i| results[i].is_none()).collect();
-        for batch in todo.chunks(jobs) {
-            if deadline.is_some_and(|d| Instant::now() > d) {
-                budget_exhausted = true;
-                break 'rounds;
-            }
-            engine.progress(Progress::Minimize {
-                inputs_left: curve.last().copied().unwrap_or(0),
-                original: externals.len(),
-                trying: batch.len(),
-                candidate_inputs: events_of(&cands[batch[0]]).len(),
-                tested: state.tested.len(),
-                replays: state.replays,
-                elapsed_s: started.elapsed().as_secs_f64(),
-            });
-            let runs: Vec<CandidateRun> = batch
-                .iter()
-                .map(|&i| {
-                    let first_run = run_no + 1;
-                    run_no += opts.replays.max(1) + u32::from(opts.peek != PeekMode::Off);
-                    let trace = candidate(&trace, &events_of(&cands[i]), &host_start);
-                    CandidateRun {
-                        trace,
-                        mcs_dir: mcs_dir.clone(),
-                        first_run,
-                        replays: opts.replays.max(1),
-                        peek: opts.peek,
-                    }
-                })
-                .collect();
-            let verdicts = executor.test(engine, &config, runs).await;
-            let mut hit = false;
-            let mut failure = None;
-            for (&i, v) in batch.iter().zip(verdicts) {
-                match v {
-                    Ok((ok, n)) => {
-                        state.replays += n;
-                        state.tested.insert(key(&cands[i]), ok);
-                        results[i] = Some(ok);
-                        hit |= ok;
-                    }
-                    Err(e) => failure = failure.or(Some(e)),
-                }
-            }
-            let _ = experiment::write_json(&state_path, &state);
-            if let Some(e) = failure {
-                engine.progress(Progress::Done);
-                return Err(e);
-            }
-            if hit {
-                break;
-            }
-        }
-        let verdicts: Vec<bool> = results.into_iter().map(|r| r.unwrap_or(false)).collect();
-        if dd.advance(&verdicts) {
-            curve.push(events_of(dd.kept()).len());
-        }
+    let mut search = Search {
+        engine,
+        executor,
+        config: &config,
+        trace: &trace,
+        groups: &groups,
+        host_start: &host_start,
+        mcs_dir: &mcs_dir,
+        state_path: &state_path,
+        state: &mut state,
+        opts,
+        run_no,
+        curve: &mut curve,
+        deadline,
+        budget_exhausted: false,
+        replay_cap: None,
+        capped: false,
+        started,
+    };
+    let mut best =
+        if present_without_inputs { Vec::new() } else { search.ddmin(&all, true, opts.replays.max(1)).await? };
+    let mut beyond = None;
+    // From three units up (a smaller result from two would be one input,
+    // rare enough not to pay for), within as many replays as were spent so
+    // far: at most twice the work.
+    if opts.beyond && !search.budget_exhausted && best.len() >= BEYOND_FROM {
+        let before = search.state.replays;
+        search.replay_cap = Some(before + before.max(BEYOND_MIN_REPLAYS));
+        let found = search.beyond(best.clone()).await?;
+        beyond = Some(Beyond {
+            from: events_of(&best).len(),
+            to: events_of(&found).len(),
+            replays: search.state.replays - before,
+            capped: search.capped,
+        });
+        best = found;
     }
+    let budget_exhausted = search.budget_exhausted;
     engine.progress(Progress::Done);
-    let keep = events_of(dd.kept());
+    let keep = events_of(&best);
     state.curve = curve.clone();
     let mcs = candidate(&trace, &keep, &host_start);
     std::fs::copy(exp.config(), mcs_dir.join("config.toml")).map_err(env)?;
@@ -660,6 +660,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         final_reproduced,
         budget_exhausted,
         present_without_inputs,
+        beyond,
         events,
         observed,
         mcs: mcs.externals().iter().map(|(t, e)| format!("{t} ms: {}", e.describe())).collect(),
@@ -667,6 +668,185 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     experiment::write_json(&state_path, &state).map_err(env)?;
     experiment::write_json(&mcs_dir.join("report.json"), &report).map_err(env)?;
     Ok(report)
+}
+
+/// Rounds of [`Search::beyond`] at most (each one a smaller sequence found).
+const BEYOND_ROUNDS: usize = 3;
+
+/// The smallest ddmin result (in units) [`Search::beyond`] looks past.
+const BEYOND_FROM: usize = 3;
+
+/// Replays [`Search::beyond`] may always use, however cheap ddmin was.
+const BEYOND_MIN_REPLAYS: u64 = 8;
+
+/// The search over units (groups of inputs that go together) of one
+/// minimization: candidates are tested by the executor, their verdicts kept
+/// in `state` (a resumed minimization asks nothing twice).
+struct Search<'a> {
+    engine: &'a Engine,
+    executor: &'a dyn Executor,
+    config: &'a Config,
+    trace: &'a Trace,
+    groups: &'a [Vec<usize>],
+    host_start: &'a BTreeMap<String, u64>,
+    mcs_dir: &'a Path,
+    state_path: &'a Path,
+    state: &'a mut State,
+    opts: &'a Options,
+    run_no: u32,
+    curve: &'a mut Vec<usize>,
+    deadline: Option<Instant>,
+    budget_exhausted: bool,
+    /// No candidate is tested once `state.replays` reaches this (`capped`
+    /// then says so): the search past ddmin's bound.
+    replay_cap: Option<u64>,
+    capped: bool,
+    started: Instant,
+}
+
+impl Search<'_> {
+    fn events_of(&self, c: &[usize]) -> BTreeSet<usize> {
+        c.iter().flat_map(|&u| self.groups[u].iter().copied()).collect()
+    }
+
+    /// Tests `cands` (unit sets) in order, `jobs` at a time, up to the
+    /// first that reproduces; verdicts known from earlier are not asked
+    /// again. Returns each one's verdict (`None`: not tested, after a hit).
+    async fn test(&mut self, cands: &[Vec<usize>], replays: u32) -> Result<Vec<Option<bool>>, RunError> {
+        let mut results: Vec<Option<bool>> = cands.iter().map(|c| self.state.tested.get(&key(c)).copied()).collect();
+        let limit = results.iter().position(|r| *r == Some(true)).unwrap_or(cands.len());
+        let todo: Vec<usize> = (0..limit).filter(|&i| results[i].is_none()).collect();
+        for batch in todo.chunks(self.opts.jobs.max(1) as usize) {
+            if self.deadline.is_some_and(|d| Instant::now() > d) {
+                self.budget_exhausted = true;
+                return Ok(results);
+            }
+            if self.replay_cap.is_some_and(|cap| self.state.replays >= cap) {
+                self.capped = true;
+                return Ok(results);
+            }
+            self.engine.progress(Progress::Minimize {
+                inputs_left: self.curve.last().copied().unwrap_or(0),
+                original: self.trace.externals().len(),
+                trying: batch.len(),
+                candidate_inputs: self.events_of(&cands[batch[0]]).len(),
+                tested: self.state.tested.len(),
+                replays: self.state.replays,
+                elapsed_s: self.started.elapsed().as_secs_f64(),
+            });
+            let mut runs = Vec::with_capacity(batch.len());
+            for &i in batch {
+                let first_run = self.run_no + 1;
+                self.run_no += replays + u32::from(self.opts.peek != PeekMode::Off);
+                runs.push(CandidateRun {
+                    trace: candidate(self.trace, &self.events_of(&cands[i]), self.host_start),
+                    mcs_dir: self.mcs_dir.to_path_buf(),
+                    first_run,
+                    replays,
+                    peek: self.opts.peek,
+                });
+            }
+            let verdicts = self.executor.test(self.engine, self.config, runs).await;
+            let mut hit = false;
+            let mut failure = None;
+            for (&i, v) in batch.iter().zip(verdicts) {
+                match v {
+                    Ok((ok, n)) => {
+                        self.state.replays += n;
+                        self.state.tested.insert(key(&cands[i]), ok);
+                        results[i] = Some(ok);
+                        hit |= ok;
+                    }
+                    Err(e) => failure = failure.or(Some(e)),
+                }
+            }
+            let _ = experiment::write_json(self.state_path, &*self.state);
+            if let Some(e) = failure {
+                self.engine.progress(Progress::Done);
+                return Err(e);
+            }
+            if hit {
+                break;
+            }
+        }
+        Ok(results)
+    }
+
+    /// Delta debugging over `units` (which must reproduce): a 1-minimal
+    /// subset of them (all of them when the budget ran out first). With
+    /// `curve`, each reduction goes on the reduction curve; `replays` per
+    /// candidate.
+    async fn ddmin(&mut self, units: &[usize], curve: bool, replays: u32) -> Result<Vec<usize>, RunError> {
+        let mut dd = Ddmin::new(units.len());
+        let of = |c: &[usize]| -> Vec<usize> { c.iter().map(|&i| units[i]).collect() };
+        while !dd.is_done() {
+            let cands: Vec<Vec<usize>> = dd.candidates().iter().map(|c| of(c)).collect();
+            let results = self.test(&cands, replays).await?;
+            if self.budget_exhausted || self.capped {
+                break;
+            }
+            let verdicts: Vec<bool> = results.into_iter().map(|r| r.unwrap_or(false)).collect();
+            if dd.advance(&verdicts) && curve {
+                self.curve.push(self.events_of(&of(dd.kept())).len());
+            }
+        }
+        Ok(of(dd.kept()))
+    }
+
+    /// Past ddmin's local minimum `best`: ddmin keeps the first half that
+    /// reproduces, so when a trace holds its bug twice (a longer cause in
+    /// the half it tries first, a shorter one split across the halves) it
+    /// ends on the longer. This tries what `best` leaves out: the trace
+    /// without `best`'s units, then without all but one of them (the other
+    /// cause may share an input), one replay each, in that order; the first
+    /// that reproduces is minimized in turn (one replay per candidate: a
+    /// miss only ends the search), and a smaller result replaces `best`. A
+    /// start holding a sequence found before is skipped (ddmin would find
+    /// that one again). At most [`BEYOND_ROUNDS`] rounds, within
+    /// `replay_cap`; when nothing else reproduces it costs `best.len() + 1`
+    /// replays.
+    async fn beyond(&mut self, mut best: Vec<usize>) -> Result<Vec<usize>, RunError> {
+        let mut found_before = vec![best.clone()];
+        for _ in 0..BEYOND_ROUNDS {
+            let rest: Vec<usize> = (0..self.groups.len()).filter(|u| !best.contains(u)).collect();
+            let mut starts = vec![rest.clone()];
+            for &u in &best {
+                let mut s = rest.clone();
+                s.push(u);
+                s.sort_unstable();
+                starts.push(s);
+            }
+            let mut found = None;
+            let fresh = |s: &Vec<usize>| !found_before.iter().any(|f| f.iter().all(|u| s.contains(u)));
+            for s in starts.into_iter().filter(|s| s.len() >= best.len() && fresh(s)) {
+                let verdict = self.test(std::slice::from_ref(&s), 1).await?;
+                if self.budget_exhausted || self.capped {
+                    return Ok(best);
+                }
+                if verdict[0] == Some(true) {
+                    found = Some(s);
+                    break;
+                }
+            }
+            let Some(start) = found else { break };
+            let other = self.ddmin(&start, false, 1).await?;
+            found_before.push(other.clone());
+            if other.len() >= best.len() || self.budget_exhausted || self.capped {
+                break;
+            }
+            self.curve.push(self.events_of(&other).len());
+            self.engine.notice(
+                NoticeKind::Info,
+                format!(
+                    "past ddmin's result: {} inputs where it stopped at {}",
+                    self.events_of(&other).len(),
+                    self.events_of(&best).len()
+                ),
+            );
+            best = other;
+        }
+        Ok(best)
+    }
 }
 
 /// `mcs/lock`: one minimization of a directory at a time. Holds this
@@ -1020,5 +1200,130 @@ mod tests {
         let c = candidate(&t, &BTreeSet::from([1, 2]), &start);
         let times: Vec<u64> = c.externals().iter().map(|(t, _)| *t).collect();
         assert_eq!(times, vec![1, 2], "the pause before the first kept input is the original's");
+    }
+}
+
+#[cfg(test)]
+mod beyond_tests {
+    use super::*;
+
+    /// Decides a candidate by the inputs it keeps: it reproduces when it
+    /// holds every input of one of `causes` (pings named by their source).
+    struct Oracle {
+        causes: Vec<Vec<&'static str>>,
+    }
+
+    impl Executor for Oracle {
+        fn test<'a>(
+            &'a self,
+            _engine: &'a Engine,
+            _config: &'a Config,
+            batch: Vec<CandidateRun>,
+        ) -> BoxFuture<'a, Vec<Verdict>> {
+            let verdicts = batch
+                .iter()
+                .map(|c| {
+                    let kept: BTreeSet<String> = c
+                        .trace
+                        .externals()
+                        .iter()
+                        .filter_map(|(_, e)| match e {
+                            External::Ping { src, .. } => Some(src.clone()),
+                            _ => None,
+                        })
+                        .collect();
+                    let ok = self.causes.iter().any(|cause| cause.iter().all(|h| kept.contains(*h)));
+                    Ok((ok, u64::from(c.replays)))
+                })
+                .collect();
+            Box::pin(futures::future::ready(verdicts))
+        }
+    }
+
+    /// Ten pings, from h1 ... h10; the bug comes from h2, h3 and h4 (all in
+    /// the first half, which ddmin tries first) or from h5 and h9 (split
+    /// across the halves).
+    fn minimize(dir: &Path, beyond: bool) -> Report {
+        minimize_with(dir, beyond, vec![vec!["h2", "h3", "h4"], vec!["h5", "h9"]])
+    }
+
+    fn minimize_with(dir: &Path, beyond: bool, causes: Vec<Vec<&'static str>>) -> Report {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
+        let config = "[network]\ntopology = \"linear\"\nsize = 11\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"true\"]\n";
+        std::fs::write(dir.join("config.toml"), config).unwrap();
+        let mut text = String::from("{\"format\":\"sts-trace\",\"version\":2}\n");
+        for i in 1..=10 {
+            text.push_str(&format!(
+                "{{\"seq\":{i},\"t_ms\":{},\"external\":{{\"type\":\"ping\",\"src\":\"h{i}\",\"dst\":\"h11\"}}}}\n",
+                i * 100
+            ));
+        }
+        text.push_str("{\"seq\":11,\"t_ms\":2000,\"violation\":{\"invariant\":\"blackhole\",\"elements\":[\"h2\",\"h11\"],\"summary\":\"x\"}}\n");
+        std::fs::write(dir.join("trace.jsonl"), text).unwrap();
+        let oracle = Oracle { causes };
+        let engine = Engine::new(std::sync::Arc::new(crate::observer::Silent));
+        let opts = Options { final_replays: 0, beyond, ..Options::default() };
+        futures::executor::block_on(run_on(&engine, &oracle, dir, &opts)).unwrap()
+    }
+
+    #[test]
+    fn past_ddmins_local_minimum_the_smaller_cause_is_found() {
+        let base = std::env::temp_dir().join(format!("sts-beyond-{}", std::process::id()));
+        let plain = minimize(&base.join("off"), false);
+        assert_eq!(plain.mcs_inputs, 3, "ddmin alone keeps the first half's cause: {:?}", plain.mcs);
+        let past = minimize(&base.join("on"), true);
+        assert_eq!(past.mcs_inputs, 2, "{:?}", past.mcs);
+        assert!(past.mcs.iter().any(|m| m.contains("ping h5 ")) && past.mcs.iter().any(|m| m.contains("ping h9 ")));
+        let b = past.beyond.as_ref().expect("the search ran");
+        assert_eq!((b.from, b.to), (3, 2));
+        assert!(past.replays > plain.replays, "it costs replays: {} vs {}", past.replays, plain.replays);
+        assert_eq!(past.curve.last(), Some(&2), "{:?}", past.curve);
+        // The smaller cause shares an input with the longer one (h4): the
+        // trace without the three fails, with h4 back it reproduces.
+        let shared = minimize_with(&base.join("shared"), true, vec![vec!["h2", "h3", "h4"], vec!["h4", "h9"]]);
+        assert_eq!(shared.mcs_inputs, 2, "{:?}", shared.mcs);
+        assert!(shared.mcs.iter().any(|m| m.contains("ping h4 ")) && shared.mcs.iter().any(|m| m.contains("ping h9 ")));
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn with_one_cause_the_search_costs_one_replay_per_input_and_one() {
+        let base = std::env::temp_dir().join(format!("sts-beyond-one-{}", std::process::id()));
+        let dir = base.join("one");
+        let _ = minimize(&dir, true); // writes the files; then the oracle below decides
+        let oracle = Oracle { causes: vec![vec!["h3", "h7"]] };
+        let engine = Engine::new(std::sync::Arc::new(crate::observer::Silent));
+        let _ = std::fs::remove_dir_all(dir.join("mcs"));
+        let on = futures::executor::block_on(run_on(
+            &engine,
+            &oracle,
+            &dir,
+            &Options { final_replays: 0, ..Options::default() },
+        ))
+        .unwrap();
+        let _ = std::fs::remove_dir_all(dir.join("mcs"));
+        let off = Options { final_replays: 0, beyond: false, ..Options::default() };
+        let off = futures::executor::block_on(run_on(&engine, &oracle, &dir, &off)).unwrap();
+        assert_eq!(on.mcs_inputs, 2);
+        assert_eq!(on.replays, off.replays, "a result of two: nothing past it is tried");
+        assert!(on.beyond.is_none());
+        // A result of three: the trace without them, then with each one back (four replays).
+        let oracle = Oracle { causes: vec![vec!["h3", "h5", "h7"]] };
+        let _ = std::fs::remove_dir_all(dir.join("mcs"));
+        let on = futures::executor::block_on(run_on(
+            &engine,
+            &oracle,
+            &dir,
+            &Options { final_replays: 0, ..Options::default() },
+        ))
+        .unwrap();
+        let _ = std::fs::remove_dir_all(dir.join("mcs"));
+        let off = Options { final_replays: 0, beyond: false, ..Options::default() };
+        let off = futures::executor::block_on(run_on(&engine, &oracle, &dir, &off)).unwrap();
+        assert_eq!(on.mcs_inputs, 3);
+        assert_eq!(on.beyond.as_ref().map(|b| (b.from, b.to, b.replays, b.capped)), Some((3, 3, 4, false)));
+        assert_eq!(on.replays, off.replays + 4);
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

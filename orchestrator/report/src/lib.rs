@@ -125,6 +125,12 @@ pub fn mcs_summary(r: &minimize::Report) -> String {
     if r.present_without_inputs {
         s.push_str("  (none: the violation is present without any input; the network was never healthy)\n");
     }
+    if let Some(b) = r.beyond.as_ref().filter(|b| b.to < b.from) {
+        s.push_str(&format!(
+            "  past delta debugging's {} inputs: {} found elsewhere in the trace ({} replays)\n",
+            b.from, b.to, b.replays
+        ));
+    }
     s.push_str(&format!("  same bug by {}", r.same));
     let theirs = r.observed.as_ref().and_then(|v| v.culprit.as_deref());
     match (&r.culprit, r.same_culprit) {
@@ -178,6 +184,18 @@ pub fn mcs_markdown(r: &minimize::Report) -> String {
     ));
     if r.budget_exhausted {
         s.push_str("The time budget ran out: the sequence is smaller but not proven 1-minimal.\n\n");
+    }
+    match &r.beyond {
+        Some(b) if b.to < b.from => s.push_str(&format!(
+            "Delta debugging stopped at {} inputs (1-minimal: none can go); the search past it found {} elsewhere in the trace, in {} replays.\n\n",
+            b.from, b.to, b.replays
+        )),
+        Some(b) => s.push_str(&format!(
+            "The search past delta debugging's result found nothing smaller elsewhere in the trace ({} replays{}).\n\n",
+            b.replays,
+            if b.capped { "; it stopped at its cap, as many replays as delta debugging took" } else { "" }
+        )),
+        None => {}
     }
     s.push_str(&format!(
         "Inputs left after each reduction: {}\n\n## The sequence\n\n",
