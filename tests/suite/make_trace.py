@@ -171,6 +171,24 @@ def case_events(case, extra, rng):
         events[stop:stop] = [{"type": "policy", "name": "unmonitor-h1"}]
         return events, {"invariant": "blackhole", "elements": ["h1", "h2"], "culprit": "s1 table 0: no rule matches",
                         "summary": "every flow deleted when monitoring h1 stopped"}, 2
+    if case == "lost_delete":
+        # The ring s1-s2-s3-s4. Needs: the next FLOW_MOD to s1 lost (armed
+        # early), then link s1-s2 down (the reroute's delete is the one lost).
+        # Noise: pings, lost PACKET_OUTs anywhere, lost FLOW_MODs armed on s3
+        # (whose routes never change).
+        events = []
+        for _ in range(extra):
+            r = rng.random()
+            if r < 0.8:
+                events.append(ping(*rng.sample([1, 2, 3, 4], 2)))
+            elif r < 0.9:
+                events.append({"type": "control_drop", "switch": rng.choice([1, 2, 3, 4]), "msg_type": "packet_out"})
+            else:
+                events.append({"type": "control_drop", "switch": 3, "msg_type": "flow_mod"})
+        events.insert(rng.randrange(0, len(events) // 3 + 1), {"type": "control_drop", "switch": 1, "msg_type": "flow_mod"})
+        events.insert(rng.randrange(len(events) // 2, len(events) + 1), link("link_down", port(1, 2), port(2, 2)))
+        return events, {"invariant": "blackhole", "elements": ["h1", "h2"], "culprit": "s1 table 0: a rule of priority 10 on eth_dst",
+                        "summary": "the reroute's delete of s1's route to h2 was lost"}, 2
     if case == "two_causes":
         # The line s1-s2-s3. One bug with two causes: three monitoring
         # policies on h1 (audit, rate limit, mirror: all in the first half,

@@ -176,3 +176,20 @@ fn a_trace_holding_its_bug_twice_minimizes_to_the_smaller_cause() {
     assert_eq!(r.same_culprit, Some(true), "{:?}", r.observed);
     assert_eq!(r.beyond.as_ref().map(|b| (b.from, b.to)), Some((3, 2)));
 }
+
+/// A lost-message bug: the app reroutes around a failed link by deleting
+/// old routes and installing backups below them, never checking that a
+/// delete arrived. The MCS is the message loss (the fuzzer's
+/// `control_drop`, armed on s1's next FLOW_MOD) and the failure; the noise's
+/// lost PACKET_OUTs and its losses armed on s3 are not kept.
+#[test]
+fn a_lost_delete_keeps_the_loss_and_the_failure() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (dir, optimal) = make_case("lost_delete", 8, "lost");
+    let opts = Options { jobs: 2, final_replays: 1, ..Options::default() };
+    let r = rt.block_on(minimize::run(sts_e2e::engine(), &dir, &opts)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((optimal, r.mcs_inputs, r.final_reproduced), (2, 2, 1), "{:?}", r.mcs);
+    assert!(r.mcs[0].contains("drop the next flow_mod of s1"), "{:?}", r.mcs);
+    assert!(r.mcs[1].contains("link down s1:2-s2:2"), "{:?}", r.mcs);
+    assert_eq!(r.same_culprit, Some(true), "{:?}", r.observed);
+}
