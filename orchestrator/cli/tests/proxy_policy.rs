@@ -36,9 +36,11 @@ async fn read_messages(s: &mut TcpStream, n: usize, limit: Duration) -> Vec<(u32
     got
 }
 
-#[tokio::test]
-async fn drop_and_delay_rules_apply_and_order_is_kept() {
-    let policy = sts_proxy::standalone::parse_policy(&["barrier_request".into()], &["flow_mod=150".into()]).unwrap();
+/// A proxy with `policy` between a switch and a controller (both sockets
+/// of this test): the proxy's task, the switch's end, the controller's end.
+async fn start(
+    policy: Vec<sts_proxy::interpose::Rule>,
+) -> (tokio::task::JoinHandle<std::io::Result<()>>, TcpStream, TcpStream) {
     let controller = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let ctl_addr = controller.local_addr().unwrap();
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -55,8 +57,15 @@ async fn drop_and_delay_rules_apply_and_order_is_kept() {
         .await
     });
     let proxy_addr = rx.await.unwrap();
-    let mut switch = TcpStream::connect(proxy_addr).await.unwrap();
-    let (mut ctl, _) = controller.accept().await.unwrap();
+    let switch = TcpStream::connect(proxy_addr).await.unwrap();
+    let (ctl, _) = controller.accept().await.unwrap();
+    (proxy, switch, ctl)
+}
+
+#[tokio::test]
+async fn drop_and_delay_rules_apply_and_order_is_kept() {
+    let policy = sts_proxy::standalone::parse_policy(&["barrier_request".into()], &["flow_mod=150".into()]).unwrap();
+    let (proxy, mut switch, mut ctl) = start(policy).await;
 
     // Controller -> switch: FLOW_MOD (delayed), GET_CONFIG (queued behind it),
     // BARRIER (dropped), ECHO (whitelisted: keepalives overtake, so a slowed
@@ -94,24 +103,7 @@ async fn a_bandwidth_rule_paces_a_burst_by_its_bytes() {
         action: sts_proxy::interpose::Action::Bandwidth(20_000),
         ..Default::default()
     }];
-    let controller = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let ctl_addr = controller.local_addr().unwrap();
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let proxy = tokio::spawn(async move {
-        sts_proxy::standalone::run(
-            "127.0.0.1:0".parse().unwrap(),
-            ctl_addr,
-            None,
-            policy,
-            64,
-            sts_engine::clock::Clock::start().now_fn(),
-            Some(tx),
-        )
-        .await
-    });
-    let proxy_addr = rx.await.unwrap();
-    let mut switch = TcpStream::connect(proxy_addr).await.unwrap();
-    let (mut ctl, _) = controller.accept().await.unwrap();
+    let (proxy, mut switch, mut ctl) = start(policy).await;
     let packet_out = |xid| {
         let data = vec![0u8; 1000 - 24].into();
         let m =

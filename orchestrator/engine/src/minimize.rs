@@ -1290,40 +1290,18 @@ mod beyond_tests {
     #[test]
     fn with_one_cause_the_search_costs_one_replay_per_input_and_one() {
         let base = std::env::temp_dir().join(format!("sts-beyond-one-{}", std::process::id()));
-        let dir = base.join("one");
-        let _ = minimize(&dir, true); // writes the files; then the oracle below decides
-        let oracle = Oracle { causes: vec![vec!["h3", "h7"]] };
-        let engine = Engine::new(std::sync::Arc::new(crate::observer::Silent));
-        let _ = std::fs::remove_dir_all(dir.join("mcs"));
-        let on = futures::executor::block_on(run_on(
-            &engine,
-            &oracle,
-            &dir,
-            &Options { final_replays: 0, ..Options::default() },
-        ))
-        .unwrap();
-        let _ = std::fs::remove_dir_all(dir.join("mcs"));
-        let off = Options { final_replays: 0, beyond: false, ..Options::default() };
-        let off = futures::executor::block_on(run_on(&engine, &oracle, &dir, &off)).unwrap();
-        assert_eq!(on.mcs_inputs, 2);
-        assert_eq!(on.replays, off.replays, "a result of two: nothing past it is tried");
-        assert!(on.beyond.is_none());
+        let (on, off) = (base.join("on"), base.join("off"));
+        let two = || vec![vec!["h3", "h7"]];
+        let (with, without) = (minimize_with(&on, true, two()), minimize_with(&off, false, two()));
+        assert_eq!(with.mcs_inputs, 2);
+        assert_eq!(with.replays, without.replays, "a result of two: nothing past it is tried");
+        assert!(with.beyond.is_none());
         // A result of three: the trace without them, then with each one back (four replays).
-        let oracle = Oracle { causes: vec![vec!["h3", "h5", "h7"]] };
-        let _ = std::fs::remove_dir_all(dir.join("mcs"));
-        let on = futures::executor::block_on(run_on(
-            &engine,
-            &oracle,
-            &dir,
-            &Options { final_replays: 0, ..Options::default() },
-        ))
-        .unwrap();
-        let _ = std::fs::remove_dir_all(dir.join("mcs"));
-        let off = Options { final_replays: 0, beyond: false, ..Options::default() };
-        let off = futures::executor::block_on(run_on(&engine, &oracle, &dir, &off)).unwrap();
-        assert_eq!(on.mcs_inputs, 3);
-        assert_eq!(on.beyond.as_ref().map(|b| (b.from, b.to, b.replays, b.capped)), Some((3, 3, 4, false)));
-        assert_eq!(on.replays, off.replays + 4);
+        let three = || vec![vec!["h3", "h5", "h7"]];
+        let (with, without) = (minimize_with(&on, true, three()), minimize_with(&off, false, three()));
+        assert_eq!(with.mcs_inputs, 3);
+        assert_eq!(with.beyond.as_ref().map(|b| (b.from, b.to, b.replays, b.capped)), Some((3, 3, 4, false)));
+        assert_eq!(with.replays, without.replays + 4);
         let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -44,11 +44,8 @@ fn key(trace: &Trace, r: &Record) -> String {
         }
         // Matched by what was delivered: the seq differs between runs.
         Some(Internal::Delivered { of }) => {
-            let arrival = trace.records.binary_search_by_key(of, |r| r.seq).ok().map(|i| &trace.records[i]);
-            format!(
-                "delivered {}",
-                arrival.and_then(|a| a.internal.as_ref()).and_then(Internal::key).unwrap_or_default()
-            )
+            let arrival = trace.record(*of).and_then(|a| a.internal.as_ref()).and_then(Internal::key);
+            format!("delivered {}", arrival.unwrap_or_default())
         }
         Some(i) => i.key().unwrap_or_default(),
         None => String::new(),

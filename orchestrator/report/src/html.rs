@@ -204,18 +204,10 @@ pub fn page_with(
     let mut anchor_links = String::new();
     let (mut dropped, mut queued) = (0usize, 0usize);
     let dropped_later = dropped_after_holding(trace);
-    // Each queued message the proxy delivered later: the seq, time and row
-    // of its `delivered` record; and the ones drawn, awaiting that row.
-    let delivered: BTreeMap<u64, (u64, u64, usize)> = trace
-        .records
-        .iter()
-        .take(shown)
-        .enumerate()
-        .filter_map(|(row, r)| match &r.internal {
-            Some(Internal::Delivered { of }) => Some((*of, (r.seq, r.t_ms, row))),
-            _ => None,
-        })
-        .collect();
+    // Each queued message the proxy delivered later (the row of its
+    // `delivered` record, drawn if within `shown`); and the ones drawn,
+    // awaiting that row.
+    let delivered = trace.deliveries();
     let mut waits: BTreeMap<u64, (String, String, u64, u64)> = BTreeMap::new();
     let mut violation_text = None;
     // The rows the page links to (the culprit's chain, the MCS) get an id.
@@ -293,10 +285,11 @@ pub fn page_with(
                     }
                     Some(sts_trace::ProxyDecision::Queued) => {
                         queued += 1;
-                        match delivered.get(&r.seq) {
+                        match delivered.get(&r.seq).filter(|&&drow| drow < shown) {
                             // It stops at the proxy (half-way); its delivery
                             // row draws the rest, and a dotted line the wait.
-                            Some(&(dseq, dt, drow)) => {
+                            Some(&drow) => {
+                                let (dseq, dt) = (trace.records[drow].seq, trace.records[drow].t_ms);
                                 let mid = (x[from.as_str()] + x[to.as_str()]) / 2;
                                 if drow / BAND_ROWS == row / BAND_ROWS && drow > row {
                                     let _ = write!(
@@ -341,8 +334,7 @@ pub fn page_with(
             }
             Some(Internal::Delivered { of }) => {
                 if let Some((from, to, came, dpid)) = waits.remove(of) {
-                    let arrival = trace.records.binary_search_by_key(of, |r| r.seq).ok().map(|i| &trace.records[i]);
-                    let (t, words) = match arrival.and_then(|a| a.internal.as_ref()) {
+                    let (t, words) = match trace.record(*of).and_then(|a| a.internal.as_ref()) {
                         Some(Internal::Openflow { msg, raw, .. }) => {
                             (msg.as_str(), raw.as_ref().and_then(crate::flows::message_line).unwrap_or_default())
                         }

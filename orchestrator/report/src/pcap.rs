@@ -248,14 +248,7 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
     let mut clock = Clock::of(trace);
     let dropped_later = crate::html::dropped_after_holding(trace);
     // When each queued message went on (its `delivered` record), if known.
-    let delivered: BTreeMap<u64, (u64, u64)> = trace
-        .records
-        .iter()
-        .filter_map(|r| match &r.internal {
-            Some(Internal::Delivered { of }) => Some((*of, (r.seq, r.t_ms))),
-            _ => None,
-        })
-        .collect();
+    let delivered = trace.deliveries();
     for record in &trace.records {
         let at = clock.at(record.t_ms);
         let Some(Internal::Openflow { dpid, controller, dir, msg, raw, proxy, .. }) = &record.internal else {
@@ -281,8 +274,8 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
                 }
                 Some(sts_trace::ProxyDecision::Queued) => {
                     written.queued += 1;
-                    Some(match delivered.get(&record.seq) {
-                        Some(&(dseq, dt)) => format!(
+                    Some(match delivered.get(&record.seq).map(|&i| (trace.records[i].seq, trace.records[i].t_ms)) {
+                        Some((dseq, dt)) => format!(
                             "sts: held or delayed by the proxy {} ms: {} received it at {dt} ms (seq {}, delivered at seq {dseq})",
                             dt.saturating_sub(record.t_ms),
                             to(),

@@ -59,14 +59,7 @@ pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
     };
     // A queued message is received when the proxy delivered it (its
     // `delivered` record), a dropped one never.
-    let delivered_later: std::collections::BTreeSet<u64> = trace
-        .records
-        .iter()
-        .filter_map(|r| match &r.internal {
-            Some(Internal::Delivered { of }) => Some(*of),
-            _ => None,
-        })
-        .collect();
+    let delivered_later = trace.deliveries();
     let mut in_flight: BTreeMap<u64, (String, String, BTreeMap<String, u64>)> = BTreeMap::new();
     for r in &trace.records {
         let t = r.t_ms;
@@ -87,7 +80,7 @@ pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
                 let sent = clocks.of(&from);
                 match proxy {
                     Some(sts_trace::ProxyDecision::Dropped) => {}
-                    Some(sts_trace::ProxyDecision::Queued) if delivered_later.contains(&r.seq) => {
+                    Some(sts_trace::ProxyDecision::Queued) if delivered_later.contains_key(&r.seq) => {
                         in_flight.insert(r.seq, (from, to, sent));
                     }
                     _ => {

@@ -102,7 +102,7 @@ pub struct Parting {
 
 /// The (table, index) pairs of a witness hop (`s2 in 1: table 0 #3
 /// (priority 1), table 1 #0 (priority 0)`) and its switch.
-fn hop_rules(hop: &str) -> Option<(u64, Vec<(usize, usize)>)> {
+pub(crate) fn hop_rules(hop: &str) -> Option<(u64, Vec<(usize, usize)>)> {
     let (head, rules) = hop.split_once(": ")?;
     let dpid = head.split_whitespace().next()?.strip_prefix('s')?.parse().ok()?;
     let mut out = Vec::new();

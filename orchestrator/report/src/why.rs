@@ -49,15 +49,10 @@ pub struct Chain {
 fn culprit_place(trace: &Trace) -> Option<(u64, usize, usize)> {
     let v = trace.violation()?;
     let w = v.witness.as_ref()?;
+    // The hop's last rule: the one that sent the frame on.
     let place = |hop: &str| -> Option<(u64, usize, usize)> {
-        let (head, rules) = hop.split_once(": ")?;
-        let dpid = head.split_whitespace().next()?.strip_prefix('s')?.parse().ok()?;
-        let rule = rules.rsplit(", ").next()?;
-        let mut words = rule.split_whitespace();
-        (words.next()? == "table").then_some(())?;
-        let table = words.next()?.parse().ok()?;
-        let index = words.next()?.strip_prefix('#')?.parse().ok()?;
-        Some((dpid, table, index))
+        let (dpid, rules) = crate::topology::hop_rules(hop)?;
+        rules.last().map(|&(table, index)| (dpid, table, index))
     };
     // `s2 table 0: ...` names the hop.
     let named = v.culprit.as_deref().and_then(|c| {

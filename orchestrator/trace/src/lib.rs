@@ -790,6 +790,21 @@ impl Trace {
     pub fn violation(&self) -> Option<&Violation> {
         self.records.iter().find_map(|r| r.violation.as_ref())
     }
+
+    /// The record with this `seq` (records are in `seq` order).
+    pub fn record(&self, seq: u64) -> Option<&Record> {
+        self.records.binary_search_by_key(&seq, |r| r.seq).ok().map(|i| &self.records[i])
+    }
+
+    /// Each message the proxy queued and later delivered: the `seq` of its
+    /// `openflow` record → the index of its `delivered` record.
+    pub fn deliveries(&self) -> std::collections::BTreeMap<u64, usize> {
+        let delivered = |(i, r): (usize, &Record)| match &r.internal {
+            Some(Internal::Delivered { of }) => Some((*of, i)),
+            _ => None,
+        };
+        self.records.iter().enumerate().filter_map(delivered).collect()
+    }
 }
 
 #[cfg(test)]
