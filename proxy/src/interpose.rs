@@ -204,6 +204,14 @@ pub struct Interposer {
     delivered: Vec<Delivered>,
     /// When each connection direction's bandwidth pipe is free again (µs).
     pipes: BTreeMap<(ChannelId, Direction), u64>,
+    /// A replay keeping its next input's place: for each (channel,
+    /// direction, message type) the original saw after that input, how many
+    /// messages of it still pass (those it saw before); later ones that
+    /// would pass are held, their sequence numbers in `place_held`, until
+    /// the input is in.
+    pub place_hold: BTreeMap<(ChannelId, Direction, &'static str), u32>,
+    /// Messages `place_hold` held, oldest first.
+    pub place_held: Vec<u64>,
     next_seq: u64,
 }
 
@@ -230,6 +238,8 @@ impl Default for Interposer {
             log: Vec::new(),
             delivered: Vec::new(),
             pipes: BTreeMap::new(),
+            place_hold: BTreeMap::new(),
+            place_held: Vec::new(),
             next_seq: 0,
         }
     }
@@ -355,6 +365,20 @@ impl Interposer {
                 }
             }
             a => a,
+        };
+        // A message of a kind that came after the replay's next input, past
+        // those that came before it: it waits for the input.
+        let action = match self.place_hold.get_mut(&(channel, dir, msg_type)) {
+            Some(n) if action == Action::Pass && !whitelisted => {
+                if *n > 0 {
+                    *n -= 1;
+                    Action::Pass
+                } else {
+                    self.place_held.push(seq);
+                    Action::Hold
+                }
+            }
+            _ => action,
         };
         let queue = self.queues.entry((channel, dir)).or_default();
         // Keep connection order: behind a queued message, a passing one queues too.

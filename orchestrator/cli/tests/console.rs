@@ -563,3 +563,66 @@ fn a_saved_session_with_pingall_replays_without_waiting_in_vain() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("(8 inputs, 0 waits timed out)"), "{said}{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Two inputs in one instant (a ping, and the migration of the pinged
+/// host's peer given at once, as a fuzz step can): in the original the
+/// controller's PACKET_OUT for the ping's ARP came after the migration. A
+/// replay keeps the migration's place: while it waits for the migration's
+/// predecessors (the PACKET_IN), the PACKET_OUT that came after it in the
+/// original waits in the proxy, so the replay takes the original's path,
+/// message for message.
+#[test]
+fn a_replay_keeps_an_inputs_place_among_the_messages() {
+    let base = std::env::temp_dir().join(format!("sts-console-place-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).unwrap();
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/traces/migration/config.toml");
+    let saved = base.join("s");
+    let script = base.join("script.txt");
+    std::fs::write(
+        &script,
+        format!("ping h1 h3\nrun-to +1s\nping h2 h3\nmigrate h3 s1\nrun-to +3s\nsave {}\nquit\n", saved.display()),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["console", "--config", config.to_str().unwrap(), base.join("live").to_str().unwrap()])
+        .args(["--script", script.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // After the second ping: its PACKET_IN from s2, the migration, then s2's PACKET_OUT.
+    let order = |path: &Path| -> Vec<String> {
+        let trace = sts_trace::Trace::load(path).unwrap();
+        let from = trace
+            .records
+            .iter()
+            .position(|r| matches!(&r.external, Some(sts_trace::External::Ping { src, .. }) if src == "h2"))
+            .unwrap();
+        // A message the proxy held is in its place when it was delivered.
+        let s2 = |r: &sts_trace::Record, held: bool| match &r.internal {
+            Some(sts_trace::Internal::Openflow { dpid: 2, msg, proxy, .. }) if proxy.is_some() == held => {
+                Some(format!("s2 {}", msg.as_str()))
+            }
+            _ => None,
+        };
+        trace.records[from + 1..]
+            .iter()
+            .filter_map(|r| match (&r.external, &r.internal) {
+                (Some(e), _) => Some(e.describe()),
+                (_, Some(sts_trace::Internal::Delivered { of })) => {
+                    trace.records.iter().find(|a| a.seq == *of).and_then(|a| s2(a, true))
+                }
+                _ => s2(r, false),
+            })
+            .take(3)
+            .collect()
+    };
+    let original = order(&saved.join("trace.jsonl"));
+    assert_eq!(original, ["s2 packet_in", "migrate h3 s3 -> s1", "s2 packet_out"], "the original's order");
+    let replay = Command::new(env!("CARGO_BIN_EXE_sts")).arg("replay").arg(&saved).output().unwrap();
+    let said = String::from_utf8_lossy(&replay.stdout);
+    assert_eq!(replay.status.code(), Some(1), "reproduced: {said}");
+    assert!(!said.contains("first missing") && !said.contains("first unexpected"), "no divergence: {said}");
+    assert_eq!(order(&saved.join("replays/1/trace.jsonl")), original, "the replay's order");
+    let _ = std::fs::remove_dir_all(&base);
+}

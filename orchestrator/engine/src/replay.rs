@@ -66,6 +66,9 @@ struct Balance {
     counts: HashMap<String, i64>,
     /// Keys with a positive count (expected and not yet seen).
     missing: usize,
+    /// OpenFlow messages expected and not yet seen, by kind
+    /// ([`message_kind`]).
+    missing_by_kind: HashMap<String, u32>,
 }
 
 impl Balance {
@@ -75,6 +78,11 @@ impl Balance {
         if *c == 1 {
             self.missing += 1;
         }
+        if *c > 0 {
+            if let Some(kind) = message_kind(key) {
+                *self.missing_by_kind.entry(kind).or_default() += 1;
+            }
+        }
     }
 
     fn see(&mut self, key: &str) {
@@ -82,8 +90,21 @@ impl Balance {
         if *c == 1 {
             self.missing -= 1;
         }
+        if *c > 0 {
+            if let Some(n) = message_kind(key).and_then(|kind| self.missing_by_kind.get_mut(&kind)) {
+                *n = n.saturating_sub(1);
+            }
+        }
         *c -= 1;
     }
+}
+
+/// The kind of an OpenFlow message's key (`of 1 0 to_switch of4/flow_mod
+/// {...}`): `of 1 0 to_switch flow_mod`, its channel, direction and type.
+fn message_kind(key: &str) -> Option<String> {
+    let mut words = key.splitn(6, ' ');
+    let (of, dpid, controller, dir, fp) = (words.next()?, words.next()?, words.next()?, words.next()?, words.next()?);
+    (of == "of").then(|| format!("of {dpid} {controller} {dir} {}", fp.split_once('/').map_or(fp, |(_, t)| t)))
 }
 
 /// Checks a trace against a config before anything is started: every
@@ -170,6 +191,10 @@ pub struct Replayer<'t> {
     place: Place,
     /// (time, record index) of each external event.
     externals: Vec<(u64, usize)>,
+    /// For each external event, the kinds of OpenFlow message
+    /// ([`message_kind`]) the original saw after it and before the next:
+    /// what must not overtake it ([`Replayer::step`] keeps its place).
+    after: Vec<Vec<(PlaceKind, u32)>>,
     trace_path: PathBuf,
     run: u32,
     out: PathBuf,
@@ -178,6 +203,57 @@ pub struct Replayer<'t> {
     rewinds: u32,
     /// The trace input [`Replayer::step`] injected last, as it went in.
     last_input: Option<External>,
+}
+
+/// A kind of OpenFlow message (channel, direction, type) that the original
+/// saw after an input: `kind` as [`message_kind`] writes it.
+#[derive(Debug, Clone)]
+struct PlaceKind {
+    channel: sts_proxy::interpose::ChannelId,
+    dir: sts_proxy::interpose::Direction,
+    msg_type: &'static str,
+    kind: String,
+}
+
+/// For each external event of `trace` (`externals`: record indices), the
+/// kinds of OpenFlow message recorded after it and before the next input,
+/// each with how many of that kind came between the input before it and it.
+fn kinds_after(trace: &Trace, externals: &[(u64, usize)]) -> Vec<Vec<(PlaceKind, u32)>> {
+    let names = sts_proxy::wire::type_names();
+    externals
+        .iter()
+        .enumerate()
+        .map(|(k, &(_, at))| {
+            let end = externals.get(k + 1).map_or(trace.records.len(), |&(_, i)| i);
+            let start = if k == 0 { 0 } else { externals[k - 1].1 + 1 };
+            let kind_of = |r: &sts_trace::Record| match &r.internal {
+                Some(sts_trace::Internal::Openflow { dpid, controller, dir, msg, .. }) => {
+                    Some(format!("of {dpid} {controller} {} {}", dir.as_str(), msg.as_str()))
+                }
+                _ => None,
+            };
+            let before: Vec<String> = trace.records[start..at].iter().filter_map(kind_of).collect();
+            let mut kinds: Vec<(PlaceKind, u32)> = Vec::new();
+            for r in &trace.records[at + 1..end] {
+                let Some(sts_trace::Internal::Openflow { dpid, controller, dir, msg, .. }) = &r.internal else {
+                    continue;
+                };
+                let Some(&msg_type) = names.iter().find(|n| **n == msg.as_str()) else { continue };
+                let kind = format!("of {dpid} {controller} {} {msg_type}", dir.as_str());
+                if kinds.iter().any(|(p, _)| p.kind == kind) {
+                    continue;
+                }
+                let came_before = before.iter().filter(|b| **b == kind).count() as u32;
+                let dir = match dir {
+                    sts_trace::Direction::ToSwitch => sts_proxy::interpose::Direction::ControllerToSwitch,
+                    sts_trace::Direction::ToController => sts_proxy::interpose::Direction::SwitchToController,
+                };
+                let channel = sts_proxy::interpose::ChannelId { dpid: *dpid, controller: *controller };
+                kinds.push((PlaceKind { channel, dir, msg_type, kind }, came_before));
+            }
+            kinds
+        })
+        .collect()
 }
 
 /// A test that makes a waiting replay pause ([`Replayer::set_pause`]).
@@ -202,8 +278,9 @@ impl<'t> Replayer<'t> {
         let writer = trace::Writer::create(&trace_path, &header)
             .map_err(|e| RunError::Environment(format!("{}: {e}", out.display())))?;
         let monitor = Monitor::new(&config, session.runner.clock.now());
-        let externals =
+        let externals: Vec<(u64, usize)> =
             trace.records.iter().enumerate().filter(|(_, r)| r.external.is_some()).map(|(i, r)| (r.t_ms, i)).collect();
+        let after = kinds_after(trace, &externals);
         Ok(Replayer {
             wanted: trace.violation().cloned(),
             same: config.invariants.same,
@@ -225,6 +302,7 @@ impl<'t> Replayer<'t> {
                 stopped: false,
             },
             externals,
+            after,
             trace_path,
             run,
             out: out.to_owned(),
@@ -514,6 +592,32 @@ impl<'t> Replayer<'t> {
         Ok(hit.is_some())
     }
 
+    /// Keeps the next input's place among the messages: the kinds of message
+    /// the original saw after it pass only as many times as the original
+    /// saw them since the input before (and not yet here); the rest wait in the proxy
+    /// until the input is in. Without it, a reply that in the original came
+    /// after an input given in the same instant (a fuzz step's ping and a
+    /// migration) can overtake it while replay waits for the input's
+    /// predecessors, and the run takes another path.
+    fn keep_place(&mut self) {
+        let Some(kinds) = self.after.get(self.place.next) else { return };
+        let hold = &mut self.session.runner.interposer.place_hold;
+        hold.clear();
+        for (k, came_before) in kinds {
+            let missing = self.place.balance.missing_by_kind.get(&k.kind).copied().unwrap_or(0);
+            hold.insert((k.channel, k.dir, k.msg_type), missing.min(*came_before));
+        }
+    }
+
+    /// Ends [`Replayer::keep_place`]: nothing more is held, and what was
+    /// held is due now (delivered in its connection's order).
+    fn release_place(&mut self) {
+        self.session.runner.interposer.place_hold.clear();
+        for seq in std::mem::take(&mut self.session.runner.interposer.place_held) {
+            self.session.runner.delay_queued(seq, 0);
+        }
+    }
+
     /// Waits for the next external event's happens-before predecessors (or
     /// its time plus epsilon) and injects it.
     pub async fn step(&mut self) -> Result<Step, RunError> {
@@ -543,14 +647,18 @@ impl<'t> Replayer<'t> {
             // Before the event's time only its predecessors' arrival counts,
             // and they are looked for once it is due.
             let end = if now < target { target } else { (target + epsilon).min(now + SLICE_MS) };
+            self.keep_place();
             if self.slice(self.slice_len(end)).await? && self.wanted.is_some() {
+                self.release_place();
                 self.place.stopped = true;
                 return Ok(Step::Reproduced);
             }
             if self.paused() {
+                self.release_place();
                 return Ok(Step::Paused);
             }
         }
+        self.session.runner.interposer.place_hold.clear();
         self.flush()?;
         let now = self.session.runner.clock.now();
         let trace: &'t Trace = self.trace;
@@ -558,6 +666,8 @@ impl<'t> Replayer<'t> {
         let e = inputs::as_now(&self.session.runner.net, r.external.as_ref().expect("an external record"));
         self.writer.external(now, e.clone()).map_err(self.env())?;
         inputs::apply(&mut self.session, &e).await.map_err(RunError::BadInput)?;
+        // What the input's place held goes on after it, in order.
+        self.release_place();
         self.last_input = Some(e);
         self.place.injected += 1;
         self.place.last_orig = Some(orig_t);
