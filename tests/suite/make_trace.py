@@ -189,6 +189,30 @@ def case_events(case, extra, rng):
         events.insert(rng.randrange(len(events) // 2, len(events) + 1), link("link_down", port(1, 2), port(2, 2)))
         return events, {"invariant": "blackhole", "elements": ["h1", "h2"], "culprit": "s1 table 0: a rule of priority 10 on eth_dst",
                         "summary": "the reroute's delete of s1's route to h2 was lost"}, 2
+    if case == "forgotten_failure":
+        # The ring s1-s2-s3-s4 on Ryu, OpenFlow 1.0. Needs: link s1-s2 down
+        # (never recovered), then the controller's crash and restart. Noise:
+        # pings, crash-restart pairs anywhere (harmless while every link is
+        # up, a second occurrence of the cause's tail after the failure), and
+        # failures of s2-s3 or s3-s4 that recover at the next input.
+        crash = ({"type": "controller_crash", "controller": "c0"}, STEP_MS)
+        restart = ({"type": "controller_restart", "controller": "c0"}, 1000)
+        events = []
+        for _ in range(extra):
+            r = rng.random()
+            if r < 0.75:
+                events.append(ping(*rng.sample([1, 2, 3, 4], 2)))
+            elif r < 0.9:
+                a, b = rng.choice([(port(2, 3), port(3, 2)), (port(3, 3), port(4, 2))])
+                events.append([link("link_down", a, b), link("link_up", a, b)])
+            else:
+                events.append([crash, restart])
+        at = rng.randrange(len(events) // 4, len(events) // 2 + 1)
+        events.insert(at, link("link_down", port(1, 2), port(2, 2)))
+        events.insert(rng.randrange(at + 1, len(events) + 1), [crash, restart])
+        flat = [e for group in events for e in (group if isinstance(group, list) else [group])]
+        return flat, {"invariant": "blackhole", "elements": ["h1", "h2"], "culprit": "s1 table 0: a rule of priority 10 on eth_dst",
+                      "summary": "the restarted controller routes into the link that is still down"}, 3
     if case == "two_causes":
         # The line s1-s2-s3. One bug with two causes: three monitoring
         # policies on h1 (audit, rate limit, mirror: all in the first half,

@@ -193,3 +193,22 @@ fn a_lost_delete_keeps_the_loss_and_the_failure() {
     assert!(r.mcs[1].contains("link down s1:2-s2:2"), "{:?}", r.mcs);
     assert_eq!(r.same_culprit, Some(true), "{:?}", r.observed);
 }
+
+/// A Ryu app on OpenFlow 1.0 that keeps the ring's failed links only in its
+/// memory: the failure of s1-s2 and a crash and restart after it (3 inputs)
+/// leave the restarted controller routing into the dead link. The trace also
+/// crashes and restarts the controller while every link is up, and flaps
+/// other links: none of that is kept, and one crash-restart pair after the
+/// failure is (with PEEK on fork checkpoints, whose quiet windows a crash
+/// ends).
+#[test]
+fn a_restart_that_forgets_a_failure_keeps_the_failure_the_crash_and_the_restart() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (dir, optimal) = make_case("forgotten_failure", 8, "restart");
+    let opts = Options { jobs: 2, peek: PeekMode::Checkpoints, final_replays: 1, ..Options::default() };
+    let r = rt.block_on(minimize::run(sts_e2e::engine(), &dir, &opts)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((optimal, r.mcs_inputs, r.final_reproduced), (3, 3, 1), "{:?}", r.mcs);
+    assert!(r.mcs[0].contains("link down s1:2-s2:2"), "{:?}", r.mcs);
+    assert!(r.mcs[1].contains("crashes") && r.mcs[2].contains("restarts"), "{:?}", r.mcs);
+    assert_eq!(r.same_culprit, Some(true), "{:?}", r.observed);
+}

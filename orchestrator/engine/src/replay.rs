@@ -29,6 +29,12 @@ use crate::{Engine, NoticeKind, Progress};
 /// (and, when something may pause it, between looks at the pause).
 const SLICE_MS: u64 = 10;
 
+/// How long, in real time, a step keeps its input's place
+/// ([`Replayer::keep_place`]) before it lets what it held go: a safety net
+/// for a controller that would wait on a held message and never let
+/// virtual time move on.
+const PLACE_KEPT_AT_MOST: Duration = Duration::from_secs(1);
+
 /// Where a replay first differed from the original, and by how much.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Divergence {
@@ -215,15 +221,46 @@ struct PlaceKind {
     kind: String,
 }
 
+/// Inputs whose place [`Replayer::step`] keeps: those the mock network
+/// applies at once, without waiting on a controller. A policy, a controller
+/// crash or restart, a switch coming up (its handshake) or a proxy rule
+/// needs the controllers or the proxy to move while it is applied, and what
+/// follows them in the original is mostly their own effect anyway.
+fn keeps_place(e: &External) -> bool {
+    matches!(
+        e,
+        External::Ping { .. }
+            | External::HostMigrate { .. }
+            | External::LinkDown { .. }
+            | External::LinkUp { .. }
+            | External::SwitchDown { .. }
+            | External::DataplaneDrop { .. }
+            | External::DataplaneDropEnd { .. }
+            | External::DataplaneDelay { .. }
+            | External::DataplaneDelayEnd { .. }
+    )
+}
+
+/// Messages a replay may hold to keep an input's place: those nobody waits
+/// for (a controller's FLOW_MOD, PACKET_OUT, GROUP_MOD; a switch's
+/// PACKET_IN, PORT_STATUS, FLOW_REMOVED). Replies, echoes and barriers
+/// always pass: a controller blocked on one would stall the run.
+const HOLDABLE: [&str; 8] =
+    ["flow_mod", "packet_out", "group_mod", "meter_mod", "port_mod", "packet_in", "port_status", "flow_removed"];
+
 /// For each external event of `trace` (`externals`: record indices), the
 /// kinds of OpenFlow message recorded after it and before the next input,
 /// each with how many of that kind came between the input before it and it.
+/// Empty for an input whose place is not kept ([`keeps_place`]) and for
+/// messages nobody waits for ([`HOLDABLE`]).
 fn kinds_after(trace: &Trace, externals: &[(u64, usize)]) -> Vec<Vec<(PlaceKind, u32)>> {
-    let names = sts_proxy::wire::type_names();
     externals
         .iter()
         .enumerate()
         .map(|(k, &(_, at))| {
+            if !trace.records[at].external.as_ref().is_some_and(keeps_place) {
+                return Vec::new();
+            }
             let end = externals.get(k + 1).map_or(trace.records.len(), |&(_, i)| i);
             let start = if k == 0 { 0 } else { externals[k - 1].1 + 1 };
             let kind_of = |r: &sts_trace::Record| match &r.internal {
@@ -238,7 +275,7 @@ fn kinds_after(trace: &Trace, externals: &[(u64, usize)]) -> Vec<Vec<(PlaceKind,
                 let Some(sts_trace::Internal::Openflow { dpid, controller, dir, msg, .. }) = &r.internal else {
                     continue;
                 };
-                let Some(&msg_type) = names.iter().find(|n| **n == msg.as_str()) else { continue };
+                let Some(&msg_type) = HOLDABLE.iter().find(|n| **n == msg.as_str()) else { continue };
                 let kind = format!("of {dpid} {controller} {} {msg_type}", dir.as_str());
                 if kinds.iter().any(|(p, _)| p.kind == kind) {
                     continue;
@@ -635,6 +672,7 @@ impl<'t> Replayer<'t> {
         self.place.pending = index + 1;
         let epsilon = self.config.interpose.epsilon_ms;
         let target = self.upcoming_due().unwrap_or(orig_t);
+        let keeping_since = tokio::time::Instant::now();
         loop {
             let now = self.session.runner.clock.now();
             if now >= target && self.place.balance.missing == 0 {
@@ -647,7 +685,11 @@ impl<'t> Replayer<'t> {
             // Before the event's time only its predecessors' arrival counts,
             // and they are looked for once it is due.
             let end = if now < target { target } else { (target + epsilon).min(now + SLICE_MS) };
-            self.keep_place();
+            if keeping_since.elapsed() < PLACE_KEPT_AT_MOST {
+                self.keep_place();
+            } else {
+                self.release_place();
+            }
             if self.slice(self.slice_len(end)).await? && self.wanted.is_some() {
                 self.release_place();
                 self.place.stopped = true;
@@ -874,4 +916,70 @@ pub async fn run_loaded(
         engine.notice(NoticeKind::Info, format!("cannot write the replay summary: {e}"));
     }
     Ok(summary)
+}
+
+#[cfg(test)]
+mod place_tests {
+    use super::*;
+
+    /// A trace from JSON lines (header first), read as `sts replay` reads one.
+    fn trace(lines: &[&str]) -> Trace {
+        let path = std::env::temp_dir().join(format!("sts-place-{}-{}.jsonl", std::process::id(), lines.len()));
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let t = Trace::load(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        t
+    }
+
+    fn of(seq: u64, dpid: u64, dir: &str, msg: &str) -> String {
+        format!(
+            r#"{{"seq":{seq},"t_ms":{seq},"internal":{{"type":"openflow","dpid":{dpid},"controller":0,"dir":"{dir}","msg":"{msg}","fp":"of4/{msg} {{}}","raw":""}}}}"#
+        )
+    }
+
+    fn kinds(trace: &Trace) -> Vec<Vec<(String, u32)>> {
+        let externals: Vec<(u64, usize)> =
+            trace.records.iter().enumerate().filter(|(_, r)| r.external.is_some()).map(|(i, r)| (r.t_ms, i)).collect();
+        kinds_after(trace, &externals)
+            .into_iter()
+            .map(|ks| ks.into_iter().map(|(k, n)| (k.kind, n)).collect())
+            .collect()
+    }
+
+    /// A ping and a migration in one instant: the migration's place is kept
+    /// against s2's PACKET_OUT that came after it (one came before it, since
+    /// the ping); replies and a policy's aftermath are never held.
+    #[test]
+    fn an_inputs_place_is_the_kinds_of_message_nobody_waits_for_that_came_after_it() {
+        let header = r#"{"format":"sts-trace","version":1,"seed":1}"#;
+        let lines = [
+            header.to_string(),
+            r#"{"seq":1,"t_ms":1,"external":{"type":"ping","src":"h2","dst":"h3"}}"#.to_string(),
+            of(2, 2, "to_controller", "packet_in"),
+            of(3, 2, "to_switch", "packet_out"),
+            r#"{"seq":4,"t_ms":4,"external":{"type":"host_migrate","host":"h3","from":3,"to":1}}"#.to_string(),
+            of(5, 2, "to_switch", "packet_out"),
+            of(6, 2, "to_switch", "packet_out"),
+            of(7, 2, "to_controller", "echo_reply"),
+            of(8, 1, "to_controller", "port_status"),
+            r#"{"seq":9,"t_ms":9,"external":{"type":"policy","name":"p"}}"#.to_string(),
+            of(10, 1, "to_switch", "flow_mod"),
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let k = kinds(&trace(&refs));
+        assert_eq!(k.len(), 3);
+        // After the ping: s2's PACKET_IN and PACKET_OUT, none of either before it.
+        assert_eq!(
+            k[0],
+            [("of 2 0 to_controller packet_in".to_string(), 0), ("of 2 0 to_switch packet_out".to_string(), 0)]
+        );
+        // After the migration: one PACKET_OUT of s2 came between the ping and
+        // it, so one may pass before it; s1's PORT_STATUS, none; no echo reply.
+        assert_eq!(
+            k[1],
+            [("of 2 0 to_switch packet_out".to_string(), 1), ("of 1 0 to_controller port_status".to_string(), 0)]
+        );
+        // A policy needs the controller while it is applied: nothing held.
+        assert!(k[2].is_empty());
+    }
 }
