@@ -177,22 +177,27 @@ pub const DEFAULT_WHITELIST: &[&str] = &["echo_request", "echo_reply"];
 /// The interposition state of all channels.
 #[derive(Debug, Clone)]
 pub struct Interposer {
-    pub rules: Vec<Rule>,
+    /// Standing rules, consulted in order ([`Interposer::rules`],
+    /// [`Interposer::set_rules`], the verbs [`Interposer::hold`],
+    /// [`Interposer::delay`] ...).
+    rules: Vec<Rule>,
     /// One-shot rules, consulted before `rules`: each applies to the first
     /// message it selects and is then gone (a fuzzer's "drop the next
-    /// FLOW_MOD to s2").
-    pub once: Vec<Rule>,
+    /// FLOW_MOD to s2"; [`Interposer::arm_once`]).
+    once: Vec<Rule>,
     /// Particular messages to drop, by identity: the `n`-th (from 0)
     /// message with this fingerprint on this channel and direction
-    /// (message-level minimization). Costs a decode per message while set.
-    pub drop_ids: BTreeSet<MessageId>,
+    /// (message-level minimization; [`Interposer::drop_messages`]). Costs a
+    /// decode per message while set.
+    drop_ids: BTreeSet<MessageId>,
     /// Messages set aside by [`Action::Reorder`]: due at their time, out of
     /// their connection's order.
     aside: Vec<(ChannelId, Direction, Queued)>,
     /// Messages seen so far per (channel, direction, fingerprint), for
     /// `drop_ids`.
     occurrences: std::collections::HashMap<(ChannelId, Direction, String), u32>,
-    pub whitelist: BTreeSet<String>,
+    /// Message types no rule touches ([`Interposer::set_whitelist`]).
+    whitelist: BTreeSet<String>,
     /// Each channel's datapath id, from its FEATURES_REPLY.
     datapaths: BTreeMap<ChannelId, u64>,
     /// Draws for rules with a `chance` and delays with jitter.
@@ -208,10 +213,10 @@ pub struct Interposer {
     /// direction, message type) the original saw after that input, how many
     /// messages of it still pass (those it saw before); later ones that
     /// would pass are held, their sequence numbers in `place_held`, until
-    /// the input is in.
-    pub place_hold: BTreeMap<(ChannelId, Direction, &'static str), u32>,
+    /// the input is in ([`Interposer::keep_place`]).
+    place_hold: BTreeMap<(ChannelId, Direction, &'static str), u32>,
     /// Messages `place_hold` held, oldest first.
-    pub place_held: Vec<u64>,
+    place_held: Vec<u64>,
     next_seq: u64,
 }
 
@@ -255,6 +260,85 @@ impl Interposer {
     /// The datapath id each channel's switch gave in its FEATURES_REPLY.
     pub fn datapaths(&self) -> &BTreeMap<ChannelId, u64> {
         &self.datapaths
+    }
+
+    /// The standing rules, in the order they are consulted.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Replaces the standing rules (a standalone proxy's policy).
+    pub fn set_rules(&mut self, rules: Vec<Rule>) {
+        self.rules = rules;
+    }
+
+    /// Adds a standing rule, consulted after the others.
+    pub fn add_rule(&mut self, rule: Rule) {
+        self.rules.push(rule);
+    }
+
+    /// Holds the messages of `msg_type` on switch `dpid` (every switch:
+    /// `None`), both ways, until [`Interposer::stop_holding`].
+    pub fn hold(&mut self, dpid: Option<u64>, msg_type: &str) {
+        self.rules.push(Rule { dpid, msg_type: Some(msg_type.to_string()), action: Action::Hold, ..Rule::default() });
+    }
+
+    /// Stops holding on switch `dpid` (every switch: `None`). What was held
+    /// stays queued until [`Interposer::release`].
+    pub fn stop_holding(&mut self, dpid: Option<u64>) {
+        self.rules.retain(|r| !(r.action == Action::Hold && (dpid.is_none() || r.dpid == dpid)));
+    }
+
+    /// Delays every controller-to-switch message of switch `dpid` by `ms`,
+    /// in place of an earlier delay of that switch.
+    pub fn delay(&mut self, dpid: u64, ms: u64) {
+        self.end_delay(dpid);
+        self.rules.push(Rule {
+            dir: Some(Direction::ControllerToSwitch),
+            dpid: Some(dpid),
+            action: Action::Delay(ms),
+            ..Rule::default()
+        });
+    }
+
+    /// Ends [`Interposer::delay`] on switch `dpid`.
+    pub fn end_delay(&mut self, dpid: u64) {
+        self.rules.retain(|r| !(r.dpid == Some(dpid) && matches!(r.action, Action::Delay(_))));
+    }
+
+    /// Arms a one-shot rule: the next message of `msg_type` on switch
+    /// `dpid`, either way, gets `action` (dropped, delayed, overtaken), and
+    /// the rule is gone.
+    pub fn arm_once(&mut self, dpid: u64, msg_type: &str, action: Action) {
+        self.once.push(Rule { dpid: Some(dpid), msg_type: Some(msg_type.to_string()), action, ..Rule::default() });
+    }
+
+    /// Drops these particular messages ([`MessageId`]: the `n`-th with a
+    /// fingerprint on a channel and direction), in place of earlier ones.
+    pub fn drop_messages(&mut self, ids: BTreeSet<MessageId>) {
+        self.drop_ids = ids;
+    }
+
+    /// The message types no rule touches (always passed), in place of
+    /// [`DEFAULT_WHITELIST`].
+    pub fn set_whitelist(&mut self, types: impl IntoIterator<Item = String>) {
+        self.whitelist = types.into_iter().collect();
+    }
+
+    /// Keeps a replay input's place: of each (channel, direction, message
+    /// type) given, that many more messages pass; later ones that would
+    /// pass are held until [`Interposer::end_place`]. Replaces the quotas
+    /// of an earlier call, keeping what it held.
+    pub fn keep_place(&mut self, quotas: impl IntoIterator<Item = ((ChannelId, Direction, &'static str), u32)>) {
+        self.place_hold = quotas.into_iter().collect();
+    }
+
+    /// Ends [`Interposer::keep_place`]: nothing more is held for a place;
+    /// returns the sequence numbers of what was, oldest first (to deliver
+    /// now, in their connection's order).
+    pub fn end_place(&mut self) -> Vec<u64> {
+        self.place_hold.clear();
+        std::mem::take(&mut self.place_held)
     }
 
     /// The first rule of `rules` that selects the message and, for a rule
@@ -548,6 +632,42 @@ mod tests {
 
     fn xids(d: &[Delivery]) -> Vec<u32> {
         d.iter().map(|x| x.frame.header().xid).collect()
+    }
+
+    /// The verbs the engine drives the interposer with: a hold on one
+    /// switch until it stops and is released; one delay per switch; a
+    /// one-shot rule that fires once; a place kept with a quota.
+    #[test]
+    fn the_verbs_hold_delay_arm_once_and_keep_a_place() {
+        let mut ip = Interposer::default();
+        ip.hold(Some(1), "barrier_request");
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::BarrierRequest, 1), 0).is_empty());
+        ip.stop_holding(None);
+        assert!(ip.rules().is_empty());
+        assert_eq!(ip.queued(), 1, "stopping does not release");
+        assert_eq!(xids(&ip.release(Some(1), None, 1)), vec![1]);
+
+        ip.delay(1, 50);
+        ip.delay(1, 20);
+        assert_eq!(ip.rules().len(), 1, "a second delay replaces the first");
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 2), 10).is_empty());
+        assert_eq!(xids(&ip.due(30)), vec![2]);
+        ip.end_delay(1);
+        assert!(ip.rules().is_empty());
+
+        ip.arm_once(1, "get_config_request", Action::Drop);
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 3), 40).is_empty());
+        assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 4), 41)), vec![4]);
+
+        // One more passes; the next waits for the place; an echo never does.
+        ip.keep_place([((CH, DOWN, "get_config_request"), 1)]);
+        assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 5), 50)), vec![5]);
+        assert!(ip.on_message(CH, DOWN, frame(v13::Msg::GetConfigRequest, 6), 51).is_empty());
+        assert_eq!(xids(&ip.on_message(CH, DOWN, frame(v13::Msg::EchoRequest(Bytes::new()), 7), 52)), vec![7]);
+        let held = ip.end_place();
+        assert_eq!(held.len(), 1);
+        assert!(ip.set_due(held[0], 53));
+        assert_eq!(xids(&ip.due(53)), vec![6]);
     }
 
     #[test]

@@ -268,13 +268,13 @@ impl Control {
 
     /// The fault policy in force.
     pub fn policy(&self) -> Vec<Rule> {
-        self.lock().interposer.rules.clone()
+        self.lock().interposer.rules().to_vec()
     }
 
     /// Replaces the fault policy for the messages that come from now on;
     /// messages already held stay held until [`Control::release`].
     pub fn set_policy(&self, rules: Vec<Rule>) {
-        self.lock().interposer.rules = rules;
+        self.lock().interposer.set_rules(rules);
     }
 
     /// Seeds the draws of rules that apply with a probability or delay
@@ -328,7 +328,7 @@ impl Proxy {
         let listener = TcpListener::bind(listen).await?;
         let ticker = policy.iter().any(|r| matches!(r.action, Action::Delay(_) | Action::Bandwidth(_)));
         let mut interposer = Interposer::default();
-        interposer.rules = policy;
+        interposer.set_rules(policy);
         let shared = Arc::new(Mutex::new(Shared { interposer, record, now, writers: Default::default() }));
         let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         Ok(Proxy { listener, controller, max_switches, shared, active, ticker })

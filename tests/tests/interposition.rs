@@ -69,7 +69,7 @@ fn holding_flow_mods_to_one_switch_breaks_paths_through_it_until_released() {
     rt.block_on(async {
         let net = Network::new(&Topology::linear(3), OFP13);
         let mut runner = NetRunner::connect(net, &[ctl.addr()], Clock::start()).await.unwrap();
-        runner.interposer.rules.push(Rule {
+        runner.interposer.add_rule(Rule {
             dir: Some(Direction::ControllerToSwitch),
             dpid: Some(2),
             msg_type: Some("flow_mod".into()),
@@ -80,7 +80,7 @@ fn holding_flow_mods_to_one_switch_breaks_paths_through_it_until_released() {
         assert!(runner.interposer.queued() > 0, "nothing was held");
         // h1 -> h3 crosses s2, which has no flows (not even its table-miss entry).
         assert!(!runner.ping(0, 2, 1500).await, "ping crossed a switch whose FLOW_MODs are held");
-        runner.interposer.rules.clear();
+        runner.interposer.set_rules(Vec::new());
         runner.release(Some(2));
         assert_eq!(runner.interposer.queued(), 0);
         runner.run_for(Duration::from_millis(300)).await;

@@ -32,14 +32,14 @@ fn side_by_side_copies_have_their_own_rest_api() {
         // The firewall's log entry (priority 0), the same in both.
         let before = log_entry(&a);
         assert_eq!(before, log_entry(&b));
-        assert!(sts_engine::policy::apply(&mut a, "log-off").await.unwrap(), "applied");
+        assert!(a.apply_policy("log-off").await.unwrap(), "applied");
         // No settling here: what the request set off is through when
         // `apply` returns (under load the controller used to answer before
         // its FLOW_MODs left its send queue).
         assert_ne!(log_entry(&a), before, "a's switches changed");
         assert_eq!(log_entry(&b), before, "b's did not");
         // Its prerequisite was applied: log-on may follow.
-        assert!(sts_engine::policy::apply(&mut a, "log-on").await.unwrap());
+        assert!(a.apply_policy("log-on").await.unwrap());
         assert_eq!(a.applied_policies, ["log-off", "log-on"]);
     });
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sts_mocknet::network::{Endpoint, LinkFault, Network};
-use sts_proxy::interpose::{Action, Direction, Rule};
+use sts_proxy::interpose::Action;
 
 use crate::config::Rates;
 use crate::session::Session;
@@ -32,14 +32,6 @@ pub fn as_now(net: &Network, e: &External) -> External {
         }
         other => other.clone(),
     }
-}
-
-/// Controller `c<i>`'s index among `n` controllers.
-pub(crate) fn controller_index(name: &str, n: usize) -> Result<usize, String> {
-    name.strip_prefix('c')
-        .and_then(|i| i.parse::<usize>().ok())
-        .filter(|&i| i < n)
-        .ok_or_else(|| format!("no controller named {name:?} (controllers are c0..c{})", n.saturating_sub(1)))
 }
 
 fn check_link(net: &Network, a: Port, b: Port) -> Result<Endpoint, String> {
@@ -78,7 +70,7 @@ pub fn validate(
         External::Policy { .. } => {}
         External::Partition { relay } | External::PartitionHeal { relay } => check_relay(relays, relay)?,
         External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
-            controller_index(controller, controllers)?;
+            crate::session::controller_index(controller, controllers)?;
         }
         External::Ping { src, dst } => {
             host_index(net, src)?;
@@ -156,7 +148,7 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
     let policies: Vec<String> = session.policies.keys().cloned().collect();
     validate(&session.runner.net, session.controllers.len(), &relays, &policies, e)?;
     if let External::Policy { name, .. } = e {
-        crate::policy::apply(session, name).await?;
+        session.apply_policy(name).await?;
         return Ok(());
     }
     let runner = &mut session.runner;
@@ -165,10 +157,10 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
         External::Partition { relay } => session.relays[relay].block(),
         External::PartitionHeal { relay } => session.relays[relay].heal(),
         External::ControllerCrash { controller } => {
-            session.crash_controller(controller_index(controller, session.controllers.len())?)?
+            session.crash_controller(crate::session::controller_index(controller, session.controllers.len())?)?
         }
         External::ControllerRestart { controller } => {
-            session.restart_controller(controller_index(controller, session.controllers.len())?).await?
+            session.restart_controller(crate::session::controller_index(controller, session.controllers.len())?).await?
         }
         External::Ping { src, dst } => {
             let (s, d) = (host_index(&runner.net, src)?, host_index(&runner.net, dst)?);
@@ -199,51 +191,20 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
         }
         External::SwitchDown { switch } => runner.fail_switch(*switch),
         External::SwitchUp { switch } => runner.recover_switch(*switch).await.map_err(|e| e.to_string())?,
-        External::ControlDelay { switch, ms } => {
-            runner.interposer.rules.retain(|r| !(r.dpid == Some(*switch) && matches!(r.action, Action::Delay(_))));
-            runner.interposer.rules.push(Rule {
-                dir: Some(Direction::ControllerToSwitch),
-                dpid: Some(*switch),
-                msg_type: None,
-                action: Action::Delay(*ms),
-                ..Default::default()
-            });
-        }
-        External::ControlDelayEnd { switch } => {
-            runner.interposer.rules.retain(|r| !(r.dpid == Some(*switch) && matches!(r.action, Action::Delay(_))))
-        }
-        External::ControlHold { switch, msg_type } => runner.interposer.rules.push(Rule {
-            dir: None,
-            dpid: *switch,
-            msg_type: Some(msg_type.clone()),
-            action: Action::Hold,
-            ..Default::default()
-        }),
+        External::ControlDelay { switch, ms } => runner.interposer.delay(*switch, *ms),
+        External::ControlDelayEnd { switch } => runner.interposer.end_delay(*switch),
+        External::ControlHold { switch, msg_type } => runner.interposer.hold(*switch, msg_type),
         External::ControlRelease { switch } => {
-            runner.interposer.rules.retain(|r| !(r.action == Action::Hold && (switch.is_none() || r.dpid == *switch)));
+            runner.interposer.stop_holding(*switch);
             runner.release(*switch);
         }
-        External::ControlDrop { switch, msg_type } => runner.interposer.once.push(Rule {
-            dir: None,
-            dpid: Some(*switch),
-            msg_type: Some(msg_type.clone()),
-            action: Action::Drop,
-            ..Default::default()
-        }),
-        External::ControlDelayNext { switch, msg_type, ms } => runner.interposer.once.push(Rule {
-            dir: None,
-            dpid: Some(*switch),
-            msg_type: Some(msg_type.clone()),
-            action: Action::Delay(*ms),
-            ..Default::default()
-        }),
-        External::ControlReorderNext { switch, msg_type, ms } => runner.interposer.once.push(Rule {
-            dir: None,
-            dpid: Some(*switch),
-            msg_type: Some(msg_type.clone()),
-            action: Action::Reorder(*ms),
-            ..Default::default()
-        }),
+        External::ControlDrop { switch, msg_type } => runner.interposer.arm_once(*switch, msg_type, Action::Drop),
+        External::ControlDelayNext { switch, msg_type, ms } => {
+            runner.interposer.arm_once(*switch, msg_type, Action::Delay(*ms))
+        }
+        External::ControlReorderNext { switch, msg_type, ms } => {
+            runner.interposer.arm_once(*switch, msg_type, Action::Reorder(*ms))
+        }
         External::HeldMessage { switch, msg_type, index, fate } => {
             // Nothing held to act on (a candidate without its hold): nothing to do.
             if let Some(seq) = held_message(runner, *switch, msg_type, *index) {

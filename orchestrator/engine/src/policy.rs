@@ -2,6 +2,10 @@
 //! (run once it is ready, again after each restart, in every fresh copy) and
 //! the named policy changes of `[[policies]]` (the `policy` input).
 //!
+//! What they are and how a step is performed live here; a session runs them
+//! against its controllers (`Session::run_step`, `Session::set_up`,
+//! `Session::apply_policy`).
+//!
 //! A step is an HTTP request to the controller's REST API or a command. It
 //! runs on a blocking thread while the network keeps running (a REST handler
 //! may send FLOW_MODs and wait for their replies). On virtual time the clock
@@ -14,15 +18,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::config::{PolicyConfig, StepConfig};
-use crate::session::Session;
 
 /// What a step is run against: the controller's ports, pid and run directory.
 #[derive(Debug, Clone)]
-struct Target {
-    port: u16,
-    aux_port: u16,
-    pid: u32,
-    dir: String,
+pub(crate) struct Target {
+    pub port: u16,
+    pub aux_port: u16,
+    pub pid: u32,
+    pub dir: String,
 }
 
 impl Target {
@@ -32,70 +35,6 @@ impl Target {
             .replace("{pid}", &self.pid.to_string())
             .replace("{dir}", &self.dir)
     }
-}
-
-/// Runs `step` against controller `i` of `session`, keeping the network
-/// running until it is done. The error names the step and what went wrong.
-pub async fn run_step(session: &mut Session, i: usize, step: &StepConfig) -> Result<(), String> {
-    let c = session.controllers.get(i).ok_or_else(|| format!("no controller c{i}"))?;
-    let target = Target {
-        port: c.addr().port(),
-        aux_port: c.aux_port(),
-        pid: c.pid(),
-        dir: session.run_dir.display().to_string(),
-    };
-    let (step, timeout) = (step.clone(), step.timeout());
-    let what = step.describe();
-    let job = tokio::task::spawn_blocking(move || perform(&step, &target, timeout));
-    // Generous: `perform` itself gives up at the step's timeout.
-    let finished = session.runner.serve_until(timeout + Duration::from_secs(1), || job.is_finished()).await;
-    if !finished {
-        return Err(format!("c{i}: `{what}` did not finish within {} ms", timeout.as_millis()));
-    }
-    // What the request set off (a FLOW_MOD still in the controller's send
-    // queue when it answered) goes out before the run moves on: on virtual
-    // time, until every controller waits again with nothing in flight.
-    session.runner.quiesce(Duration::from_secs(2)).await;
-    job.await.map_err(|e| format!("c{i}: `{what}`: {e}"))?.map_err(|e| format!("c{i}: `{what}`: {e}"))
-}
-
-/// Runs `session`'s setup steps for controller `i`, in order.
-pub async fn set_up(session: &mut Session, i: usize) -> Result<(), String> {
-    let steps = session.setup.get(i).cloned().unwrap_or_default();
-    for (k, step) in steps.iter().enumerate() {
-        run_step(session, i, step).await.map_err(|e| format!("setup step {} of c{i}: {e}", k + 1))?;
-    }
-    Ok(())
-}
-
-/// Applies policy `name`, unless a policy it must come after was not applied
-/// earlier in the run: then it is skipped (`Ok(false)`), as minimization's
-/// candidates that left the prerequisite out expect.
-pub async fn apply(session: &mut Session, name: &str) -> Result<bool, String> {
-    let Some(policy) = session.policies.get(name).cloned() else {
-        return Err(unknown(name, &session.policies.keys().cloned().collect::<Vec<_>>()));
-    };
-    if let Some(missing) = policy.after.iter().find(|a| !session.applied_policies.contains(a)) {
-        tracing::debug!("policy {name} skipped: {missing} was not applied before it");
-        return Ok(false);
-    }
-    let i = crate::inputs::controller_index(&policy.controller, session.controllers.len())?;
-    if session.crashed.contains(&i) {
-        // The operator's request meets a dead controller: refused, nothing changes.
-        tracing::debug!("policy {name} skipped: c{i} is down");
-        return Ok(false);
-    }
-    if let Err(e) = run_step(session, i, &policy.step()).await {
-        // The controller's answer, not sts's failure: the run goes on, as
-        // an operator's would, without the change.
-        session.engine.notice_once(
-            crate::NoticeKind::PolicyFailed,
-            format!("policy {name} failed and was not applied (said once per job): {e}"),
-        );
-        return Ok(false);
-    }
-    session.applied_policies.push(name.to_string());
-    Ok(true)
 }
 
 /// The message for a policy the config does not declare (`known` are the
@@ -125,7 +64,7 @@ pub fn isolation<'a>(
 }
 
 /// Does the step, on a blocking thread, within `timeout`.
-fn perform(step: &StepConfig, target: &Target, timeout: Duration) -> Result<(), String> {
+pub(crate) fn perform(step: &StepConfig, target: &Target, timeout: Duration) -> Result<(), String> {
     match (&step.http, &step.command) {
         (Some(http), _) => request(http, step.body.as_deref(), target, timeout),
         (_, Some(command)) => run_command(command, target, timeout),

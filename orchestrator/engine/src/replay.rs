@@ -638,19 +638,17 @@ impl<'t> Replayer<'t> {
     /// predecessors, and the run takes another path.
     fn keep_place(&mut self) {
         let Some(kinds) = self.after.get(self.place.next) else { return };
-        let hold = &mut self.session.runner.interposer.place_hold;
-        hold.clear();
-        for (k, came_before) in kinds {
-            let missing = self.place.balance.missing_by_kind.get(&k.kind).copied().unwrap_or(0);
-            hold.insert((k.channel, k.dir, k.msg_type), missing.min(*came_before));
-        }
+        let balance = &self.place.balance;
+        self.session.runner.interposer.keep_place(kinds.iter().map(|(k, came_before)| {
+            let missing = balance.missing_by_kind.get(&k.kind).copied().unwrap_or(0);
+            ((k.channel, k.dir, k.msg_type), missing.min(*came_before))
+        }));
     }
 
     /// Ends [`Replayer::keep_place`]: nothing more is held, and what was
     /// held is due now (delivered in its connection's order).
     fn release_place(&mut self) {
-        self.session.runner.interposer.place_hold.clear();
-        for seq in std::mem::take(&mut self.session.runner.interposer.place_held) {
+        for seq in self.session.runner.interposer.end_place() {
             self.session.runner.delay_queued(seq, 0);
         }
     }
@@ -700,7 +698,8 @@ impl<'t> Replayer<'t> {
                 return Ok(Step::Paused);
             }
         }
-        self.session.runner.interposer.place_hold.clear();
+        // Nothing more is held; what was waits until the input is in.
+        self.session.runner.interposer.keep_place([]);
         self.flush()?;
         let now = self.session.runner.clock.now();
         let trace: &'t Trace = self.trace;

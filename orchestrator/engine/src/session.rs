@@ -4,14 +4,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use sts_mocknet::Network;
 use sts_proxy::relay::Relay;
 
 use crate::clock::{Clock, VirtualTime};
-use crate::config::Config;
+use crate::config::{Config, StepConfig};
 use crate::controller::{Controller, ControllerSpec};
 use crate::netrun::{NetRunner, Settle};
+use crate::policy::Target;
 
 /// Why a run could not complete.
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +116,7 @@ impl Session {
         if !self.setup[i].is_empty() {
             // Once its switches are back: the steps configure them.
             self.runner.settle(200, 10_000).await;
-            crate::policy::set_up(self, i).await?;
+            self.set_up(i).await?;
         }
         Ok(())
     }
@@ -354,8 +356,8 @@ pub async fn start_with(
         None => Clock::start(),
     };
     let mut runner = NetRunner::connect(net, &addrs, clock).await.map_err(|e| RunError::Environment(e.to_string()))?;
-    runner.interposer.whitelist = config.interpose.whitelist.iter().cloned().collect();
-    runner.interposer.drop_ids = config.drop_ids.clone();
+    runner.interposer.set_whitelist(config.interpose.whitelist.iter().cloned());
+    runner.interposer.drop_messages(config.drop_ids.clone());
     let total = runner.connection_count() as u64;
     let mut reported = u64::MAX;
     runner
@@ -399,11 +401,87 @@ pub async fn start_with(
         base_isolation: config.invariants.isolation.clone(),
     };
     for i in 0..session.controllers.len() {
-        crate::policy::set_up(&mut session, i).await.map_err(RunError::BadInput)?;
+        session.set_up(i).await.map_err(RunError::BadInput)?;
     }
     if session.setup.iter().any(|s| !s.is_empty()) {
         // What the steps set off (FLOW_MODs ...) settles before the run goes on.
         session.runner.settle(settle.quiet_ms, settle.max_ms).await;
     }
     Ok(session)
+}
+
+/// Controller `c<i>`'s index among `n` controllers.
+pub(crate) fn controller_index(name: &str, n: usize) -> Result<usize, String> {
+    name.strip_prefix('c')
+        .and_then(|i| i.parse::<usize>().ok())
+        .filter(|&i| i < n)
+        .ok_or_else(|| format!("no controller named {name:?} (controllers are c0..c{})", n.saturating_sub(1)))
+}
+
+/// Things done to a controller from outside OpenFlow ([`crate::policy`]):
+/// its setup steps and the named policy changes.
+impl Session {
+    /// Runs `step` against controller `i`, keeping the network running
+    /// until it is done. The error names the step and what went wrong.
+    pub async fn run_step(&mut self, i: usize, step: &StepConfig) -> Result<(), String> {
+        let c = self.controllers.get(i).ok_or_else(|| format!("no controller c{i}"))?;
+        let target = Target {
+            port: c.addr().port(),
+            aux_port: c.aux_port(),
+            pid: c.pid(),
+            dir: self.run_dir.display().to_string(),
+        };
+        let (step, timeout) = (step.clone(), step.timeout());
+        let what = step.describe();
+        let job = tokio::task::spawn_blocking(move || crate::policy::perform(&step, &target, timeout));
+        // Generous: `perform` itself gives up at the step's timeout.
+        let finished = self.runner.serve_until(timeout + Duration::from_secs(1), || job.is_finished()).await;
+        if !finished {
+            return Err(format!("c{i}: `{what}` did not finish within {} ms", timeout.as_millis()));
+        }
+        // What the request set off (a FLOW_MOD still in the controller's send
+        // queue when it answered) goes out before the run moves on: on virtual
+        // time, until every controller waits again with nothing in flight.
+        self.runner.quiesce(Duration::from_secs(2)).await;
+        job.await.map_err(|e| format!("c{i}: `{what}`: {e}"))?.map_err(|e| format!("c{i}: `{what}`: {e}"))
+    }
+
+    /// Runs the setup steps of controller `i`, in order.
+    pub async fn set_up(&mut self, i: usize) -> Result<(), String> {
+        let steps = self.setup.get(i).cloned().unwrap_or_default();
+        for (k, step) in steps.iter().enumerate() {
+            self.run_step(i, step).await.map_err(|e| format!("setup step {} of c{i}: {e}", k + 1))?;
+        }
+        Ok(())
+    }
+
+    /// Applies policy `name`, unless a policy it must come after was not
+    /// applied earlier in the run: then it is skipped (`Ok(false)`), as
+    /// minimization's candidates that left the prerequisite out expect.
+    pub async fn apply_policy(&mut self, name: &str) -> Result<bool, String> {
+        let Some(policy) = self.policies.get(name).cloned() else {
+            return Err(crate::policy::unknown(name, &self.policies.keys().cloned().collect::<Vec<_>>()));
+        };
+        if let Some(missing) = policy.after.iter().find(|a| !self.applied_policies.contains(a)) {
+            tracing::debug!("policy {name} skipped: {missing} was not applied before it");
+            return Ok(false);
+        }
+        let i = controller_index(&policy.controller, self.controllers.len())?;
+        if self.crashed.contains(&i) {
+            // The operator's request meets a dead controller: refused, nothing changes.
+            tracing::debug!("policy {name} skipped: c{i} is down");
+            return Ok(false);
+        }
+        if let Err(e) = self.run_step(i, &policy.step()).await {
+            // The controller's answer, not sts's failure: the run goes on, as
+            // an operator's would, without the change.
+            self.engine.notice_once(
+                crate::NoticeKind::PolicyFailed,
+                format!("policy {name} failed and was not applied (said once per job): {e}"),
+            );
+            return Ok(false);
+        }
+        self.applied_policies.push(name.to_string());
+        Ok(true)
+    }
 }

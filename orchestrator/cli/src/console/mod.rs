@@ -993,7 +993,7 @@ impl<'t> Console<'t> {
         out.set("took_ms", json!((ms * 10.0).round() / 10.0));
         out.set("by_replay", json!(how.starts_with("by replaying")));
         // Message breakpoints set since the checkpoint hold again.
-        let rules = &self.replayer.session().runner.interposer.rules;
+        let rules = self.replayer.session().runner.interposer.rules();
         let holds: Vec<External> = self
             .msg_breaks()
             .into_iter()
