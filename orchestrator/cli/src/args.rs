@@ -2,7 +2,34 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Parser, Subcommand, ValueEnum};
+use sts_engine::minimize::PeekMode;
+use sts_invariants::Same;
+
+/// `--same`: a level of sameness, its names listed in `--help` and errors.
+fn same_level() -> impl TypedValueParser<Value = Same> {
+    PossibleValuesParser::new(Same::ALL.map(Same::name)).try_map(|s| s.parse::<Same>())
+}
+
+/// `--peek`: a PEEK mode by its command-line name.
+fn peek_mode() -> impl TypedValueParser<Value = PeekMode> {
+    PossibleValuesParser::new(PeekMode::ALL.map(PeekMode::name))
+        .try_map(|s| PeekMode::from_name(&s).ok_or_else(|| format!("'{s}' is not a PEEK mode")))
+}
+
+/// `on` or `off`.
+fn on_off() -> impl TypedValueParser<Value = bool> {
+    PossibleValuesParser::new(["on", "off"]).map(|s| s == "on")
+}
+
+/// Where work runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorKind {
+    // Described by each option that takes it.
+    Local,
+    Slurm,
+}
 
 /// Troubleshoot SDN controllers as black boxes: run them against a mock
 /// network through an OpenFlow interposition proxy, fuzz them with external
@@ -32,8 +59,8 @@ pub struct ExecutorArgs {
     /// `local` (this machine, --jobs at a time) or `slurm` (one allocation of --max-tasks tasks, each
     /// candidate a job step; a campaign's seeds an array job). Slurm needs the experiment directory
     /// on storage every node shares (docs/cluster.md).
-    #[arg(long, default_value = "local", value_parser = ["local", "slurm"])]
-    pub executor: String,
+    #[arg(long, value_enum, default_value_t = ExecutorKind::Local)]
+    pub executor: ExecutorKind,
     /// Slurm partition (default: the cluster's default one).
     #[arg(long)]
     pub partition: Option<String>,
@@ -93,8 +120,8 @@ pub enum Command {
         /// When a replay's violation is the original's: `culprit` (the same cause, whoever the victim),
         /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).
-        #[arg(long, value_parser = ["kind", "culprit", "switch", "victim", "exact"])]
-        same: Option<String>,
+        #[arg(long, value_parser = same_level())]
+        same: Option<Same>,
         /// Also write the result as JUnit XML (one test case per replay: failing when the bug reproduces,
         /// or, with --expect reproduce, when it does not), for CI.
         #[arg(long, value_name = "FILE")]
@@ -122,19 +149,19 @@ pub enum Command {
         /// PEEK: infer each candidate's internal events before replaying it: `on` by one dry run of its
         /// inputs, `prefix` by a prefix replay per input, `checkpoints` by one run with a checkpoint and
         /// rollback per input (needs virtual time; falls back to `prefix`).
-        #[arg(long, default_value = "off", value_parser = ["off", "on", "prefix", "checkpoints"])]
-        peek: String,
+        #[arg(long, default_value = "off", value_parser = peek_mode())]
+        peek: PeekMode,
         /// After delta debugging, look past a 1-minimal result of three inputs or more for a smaller
         /// sequence: the trace without the result's inputs (and without all but one of them) is
         /// tried, one replay each, and minimized in turn if it reproduces, within as many replays as
         /// delta debugging took (docs/evaluation.md).
-        #[arg(long, default_value = "on", value_parser = ["on", "off"])]
-        beyond: String,
+        #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
+        beyond: bool,
         /// When a candidate's violation is the original's: `culprit` (the same cause, whoever the victim),
         /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).
-        #[arg(long, value_parser = ["kind", "culprit", "switch", "victim", "exact"])]
-        same: Option<String>,
+        #[arg(long, value_parser = same_level())]
+        same: Option<Same>,
         /// Also write the result as JUnit XML (one failing test case: the bug, with its minimal causal
         /// sequence), for CI.
         #[arg(long, value_name = "FILE")]
@@ -172,8 +199,8 @@ pub enum Command {
         jobs: u32,
         /// When two runs found the same bug, and what a minimization keeps: `culprit` (default: the
         /// config's `[invariants] same`, else culprit), `victim`, `kind` or `exact`.
-        #[arg(long, value_parser = ["kind", "culprit", "switch", "victim", "exact"])]
-        same: Option<String>,
+        #[arg(long, value_parser = same_level())]
+        same: Option<Same>,
         /// Replays per candidate in each minimization.
         #[arg(long, default_value_t = 1)]
         replays: u32,
@@ -202,10 +229,10 @@ pub enum Command {
         first_run: u32,
         #[arg(long, default_value_t = 1)]
         replays: u32,
-        #[arg(long, default_value = "off", value_parser = ["off", "on", "prefix", "checkpoints"])]
-        peek: String,
-        #[arg(long, value_parser = ["kind", "culprit", "switch", "victim", "exact"])]
-        same: Option<String>,
+        #[arg(long, default_value = "off", value_parser = peek_mode())]
+        peek: PeekMode,
+        #[arg(long, value_parser = same_level())]
+        same: Option<Same>,
     },
     /// Write a trace's OpenFlow messages and its hosts' frames as pcapng files, for
     /// Wireshark or tshark.
@@ -321,8 +348,8 @@ pub enum Command {
         allow_origin: Vec<String>,
         /// `local` (jobs run here) or `slurm` (each job a Slurm job, through srun; DATA must be on
         /// storage every node shares). --workers still bounds the jobs at once.
-        #[arg(long, default_value = "local", value_parser = ["local", "slurm"])]
-        executor: String,
+        #[arg(long, value_enum, default_value_t = ExecutorKind::Local)]
+        executor: ExecutorKind,
         /// Slurm partition for the jobs (default: the cluster's default one).
         #[arg(long)]
         partition: Option<String>,

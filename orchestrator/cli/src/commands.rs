@@ -11,7 +11,7 @@ use sts_engine::minimize::{self, PeekMode};
 use sts_engine::{fuzz, pingall, replay, Engine, RunError};
 use sts_invariants::Same;
 
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, ExecutorKind};
 use crate::exit;
 use crate::progress::Terminal;
 
@@ -25,14 +25,9 @@ pub fn run(cli: Cli) -> u8 {
         Command::Fuzz { config, out, seed, junit, check } => {
             fuzz(&engine, config, out, *seed, junit.as_deref(), *check)
         }
-        Command::Replay { dir, repeat, expect, same, junit } => replay(
-            &engine,
-            dir,
-            *repeat,
-            expect.as_deref(),
-            same.as_deref().and_then(|s| s.parse().ok()),
-            junit.as_deref(),
-        ),
+        Command::Replay { dir, repeat, expect, same, junit } => {
+            replay(&engine, dir, *repeat, expect.as_deref(), *same, junit.as_deref())
+        }
         Command::Minimize {
             dir,
             replays,
@@ -53,15 +48,14 @@ pub fn run(cli: Cli) -> u8 {
                     code => return code,
                 }
             }
-            let peek = PeekMode::from_name(peek).unwrap_or(PeekMode::Off);
             let opts = minimize::Options {
                 replays: *replays,
                 jobs: *jobs,
-                peek,
+                peek: *peek,
                 budget_s: *budget,
                 final_replays: *final_replays,
-                same: same.as_deref().and_then(|s| s.parse().ok()),
-                beyond: beyond == "on",
+                same: *same,
+                beyond: *beyond,
             };
             match minimize(&engine, dir, &opts, junit.as_deref(), executor) {
                 exit::OK if *internal => minimize_internal(&engine, dir, &opts),
@@ -69,7 +63,7 @@ pub fn run(cli: Cli) -> u8 {
             }
         }
         Command::Candidate { dir, trace, first_run, replays, peek, same } => {
-            candidate(&engine, dir, trace, *first_run, *replays, peek, same.as_deref())
+            candidate(&engine, dir, trace, *first_run, *replays, *peek, *same)
         }
         Command::Campaign { config, seeds, out, jobs, same, replays, final_replays, budget, junit, executor } => {
             let minimize = minimize::Options {
@@ -78,7 +72,7 @@ pub fn run(cli: Cli) -> u8 {
                 peek: PeekMode::Off,
                 budget_s: *budget,
                 final_replays: *final_replays,
-                same: same.as_deref().and_then(|s| s.parse().ok()),
+                same: *same,
                 beyond: minimize::Options::default().beyond,
             };
             campaign(&engine, config, seeds, out, *jobs, minimize, junit.as_deref(), executor)
@@ -99,9 +93,9 @@ pub fn run(cli: Cli) -> u8 {
             crate::console::Options { dir, config: config.as_deref(), script: script.as_deref(), json: *json },
         ),
         Command::Serve { listen, data, workers, token_file, allow_host, allow_origin, executor, partition } => {
-            let executor = match executor.as_str() {
-                "slurm" => sts_server::Executor::Slurm { partition: partition.clone() },
-                _ => sts_server::Executor::Local,
+            let executor = match executor {
+                ExecutorKind::Slurm => sts_server::Executor::Slurm { partition: partition.clone() },
+                ExecutorKind::Local => sts_server::Executor::Local,
             };
             let allowed = (allow_host.clone(), allow_origin.clone());
             serve(*listen, data, *workers as usize, token_file.as_deref(), allowed, executor)
@@ -391,7 +385,7 @@ fn minimize(
         say_commands("minimize", &dir.join("config.toml"), &config);
     }
     let run = async {
-        if executor.executor != "slurm" {
+        if executor.executor != ExecutorKind::Slurm {
             return minimize::run(engine, dir, opts).await;
         }
         let sts = std::env::current_exe().map_err(|e| RunError::Environment(format!("the sts executable: {e}")))?;
@@ -488,8 +482,8 @@ fn campaign(
         seeds.end(),
         out.display()
     );
-    let slurm = match executor.executor.as_str() {
-        "slurm" => match std::env::current_exe() {
+    let slurm = match executor.executor {
+        ExecutorKind::Slurm => match std::env::current_exe() {
             Ok(sts) => Some(sts_engine::campaign::SlurmOptions {
                 sts,
                 partition: executor.partition.clone(),
@@ -500,7 +494,7 @@ fn campaign(
                 return exit::ENVIRONMENT;
             }
         },
-        _ => None,
+        ExecutorKind::Local => None,
     };
     let opts = sts_engine::campaign::Options { seeds, jobs, minimize, slurm };
     let report = match block_on("campaign", sts_engine::campaign::run(engine, &text, config_path, out, &opts)) {
@@ -547,22 +541,16 @@ fn candidate(
     trace: &Path,
     first_run: u32,
     replays: u32,
-    peek: &str,
-    same: Option<&str>,
+    peek: PeekMode,
+    same: Option<Same>,
 ) -> u8 {
     let job = async {
         let (_, mut config, _) = replay::load(dir)?;
-        if let Some(same) = same.and_then(|s| s.parse().ok()) {
+        if let Some(same) = same {
             config.invariants.same = same;
         }
         let trace = sts_trace::Trace::load(trace).map_err(|e| RunError::BadInput(e.to_string()))?;
-        let run = minimize::CandidateRun {
-            trace,
-            mcs_dir: dir.join("mcs"),
-            first_run,
-            replays,
-            peek: PeekMode::from_name(peek).unwrap_or(PeekMode::Off),
-        };
+        let run = minimize::CandidateRun { trace, mcs_dir: dir.join("mcs"), first_run, replays, peek };
         Ok::<_, RunError>(minimize::reproduces(engine, &config, run).await)
     };
     let verdict = match block_on("candidate", job) {

@@ -37,7 +37,10 @@ fn is_outer(phase: &str) -> bool {
 impl Terminal {
     /// Bars when stderr is a terminal, lines otherwise.
     pub fn new() -> Terminal {
-        Terminal { tty: std::io::stderr().is_terminal(), json: false, state: Mutex::new(State::default()) }
+        // Lines start after the first interval: a job done in a few seconds
+        // says nothing in a log but its result (no opening "handshakes: 0/N").
+        let state = State { last_line: Some(Instant::now()), ..State::default() };
+        Terminal { tty: std::io::stderr().is_terminal(), json: false, state: Mutex::new(state) }
     }
 
     /// One JSON object per line on stderr, for programs driving sts.

@@ -355,6 +355,9 @@ pub enum PeekMode {
 
 impl PeekMode {
     /// Parses the `--peek` values: off, on, prefix, checkpoints.
+    /// Every mode, in the order `--help` lists them.
+    pub const ALL: [PeekMode; 4] = [PeekMode::Off, PeekMode::Dry, PeekMode::Prefix, PeekMode::Checkpoints];
+
     pub fn from_name(s: &str) -> Option<PeekMode> {
         Some(match s {
             "off" => PeekMode::Off,
