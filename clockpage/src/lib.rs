@@ -1,5 +1,5 @@
 //! The clock page: one page of shared memory through which sts runs the
-//! controllers of a run on *virtual time* (brief §7, `docs/virtual-time.md`).
+//! controllers of a run on *virtual time* (`docs/virtual-time.md`).
 //!
 //! sts creates the page (a memfd) for a run; the shim (`shim/`) maps it in
 //! every controller process of that run. The page holds

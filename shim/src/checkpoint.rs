@@ -1,4 +1,4 @@
-//! Mid-run checkpoints (issue 8, brief §7, `docs/snapshots.md`).
+//! Mid-run checkpoints (`docs/snapshots.md`).
 //!
 //! A copy forked from a zygote may get a *control socket* of its own with its
 //! `fork` command. While the copy waits on virtual time, the shim looks at that

@@ -1,6 +1,6 @@
 //! `libsts_shim.so`: loaded into a controller with `LD_PRELOAD`, it turns the
 //! controller into a *zygote* that sts can fork into fresh copies (pristine
-//! snapshots, brief §7), and runs it on sts's virtual time (module `vtime`).
+//! snapshots, `docs/snapshots.md`), and runs it on sts's virtual time (module `vtime`).
 //!
 //! # When it acts
 //!

@@ -1,4 +1,4 @@
-//! Virtual time inside the controller (brief §7, `docs/virtual-time.md`).
+//! Virtual time inside the controller (`docs/virtual-time.md`).
 //!
 //! When the process has a clock page (from `STS_CLOCK`, a path sts gives at
 //! start, or a descriptor sent with `fork`), every clock read it makes is

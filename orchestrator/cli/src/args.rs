@@ -1,4 +1,4 @@
-//! The `sts` command line's arguments: the contract of brief §8 (clap).
+//! The `sts` command line's arguments (clap): every subcommand, its options and their values.
 
 use std::path::PathBuf;
 

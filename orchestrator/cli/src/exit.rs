@@ -1,4 +1,4 @@
-//! Exit codes: the one place where outcomes become them (brief §8).
+//! Exit codes: the one place where outcomes become them (listed in `sts --help`).
 //!
 //! 0 success or nothing found; 1 a violation found (or not every pair
 //! reachable); 2 bad input (config, trace, arguments), with a message naming

@@ -91,7 +91,7 @@ impl State {
     }
 }
 
-/// What a finished job came to: the `sts` exit code, named (brief §8).
+/// What a finished job came to: the `sts` exit code, named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {

@@ -1,4 +1,4 @@
-//! Mid-run controller checkpoints (issue 8, brief §7, `docs/snapshots.md`).
+//! Mid-run controller checkpoints (`docs/snapshots.md`).
 //!
 //! A controller copy forked from a zygote on virtual time listens to sts on a
 //! control socket of its own (the shim's side: `shim/src/checkpoint.rs`). At a

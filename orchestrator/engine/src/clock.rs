@@ -2,7 +2,7 @@
 //!
 //! Everything downstream (the mock network's timeouts, trace timestamps) sees
 //! milliseconds since the run started, taken from a [`Clock`]. A clock runs on
-//! real time, or on *virtual time* ([`VirtualTime`], brief §7,
+//! real time, or on *virtual time* ([`VirtualTime`],
 //! `docs/virtual-time.md`): real time plus an offset shared with the run's
 //! controllers through a clock page, which sts raises to the next timer
 //! whenever the whole run is idle.

@@ -1,5 +1,5 @@
 //! `sts minimize`: shrink a failing trace to a minimal causal sequence (MCS)
-//! with delta debugging over its external events (brief §6).
+//! with delta debugging over its external events.
 //!
 //! - Events that must go together form one *unit*: a link or switch failure
 //!   with its recovery, a controller crash with its restart, a dataplane or

@@ -30,7 +30,7 @@ pub enum Stream {
     Stderr,
 }
 
-/// One line a controller wrote: an internal event (brief §2: a coarse view of
+/// One line a controller wrote: an internal event (a coarse view of
 /// the controller's state transitions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogLine {

@@ -1,4 +1,4 @@
-//! PEEK (brief §6, issue 8): which internal events follow each input of a
+//! PEEK: which internal events follow each input of a
 //! candidate sequence, so its replays wait for what *it* causes rather than
 //! for what the original run's removed inputs caused.
 //!

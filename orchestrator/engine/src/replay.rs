@@ -1,7 +1,7 @@
 //! `sts replay`: run a recorded trace's external events again, against fresh
 //! controllers and a fresh network, and see whether its violation comes back.
 //!
-//! As the research did it (brief §6): each external event is injected at the
+//! As the research did it (the STS paper): each external event is injected at the
 //! recorded spacing from the previous one, but not before the internal events
 //! that preceded it in the original run (its happens-before predecessors,
 //! matched by fingerprint) have been seen again, and not later than the

@@ -1,4 +1,4 @@
-//! Pristine controller snapshots (issue 8, brief §7): a controller started
+//! Pristine controller snapshots: a controller started
 //! once with the `sts-shim` library preloaded parks itself, ready and
 //! quiescent, as a *zygote*; every run then gets a fresh copy forked from it
 //! in milliseconds instead of starting the process again (os-ken takes

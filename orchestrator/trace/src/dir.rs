@@ -1,4 +1,4 @@
-//! Experiment directories (brief §8): everything needed to repeat a run.
+//! Experiment directories: everything needed to repeat a run.
 //!
 //! ```text
 //! DIR/config.toml     the config as used (verbatim), with the files it names

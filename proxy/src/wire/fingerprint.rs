@@ -4,7 +4,7 @@
 //! cookies, buffer ids, counters and durations, and in the incidental fields of
 //! the packets they carry. A fingerprint masks exactly those, and keeps
 //! everything else: two messages are *functionally equivalent* when their
-//! fingerprints are equal (brief §2).
+//! fingerprints are equal (`docs/trace-format.md`).
 //!
 //! The fingerprint is the message type followed by the compact JSON of the
 //! body with volatile values replaced by `"*"` and packet bytes by their
