@@ -17,53 +17,22 @@ restarts while every link is up, and failures of s2-s3 or s3-s4 that recover
 at once.
 """
 
-from ryu.base import app_manager
-from ryu.controller import ofp_event
-from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from ryu.lib.mac import haddr_to_bin
-from ryu.lib.packet import arp, ethernet, ether_types, packet
-from ryu.ofproto import ofproto_v1_0
+import os
+import sys
 
-# Ring wiring as sts numbers it: port 1 is the host; (1,2) (2,3) (3,4) (4,1).
-CLOCKWISE = {1: 2, 2: 3, 3: 3, 4: 3}  # the port towards the next switch
-COUNTER = {1: 3, 2: 2, 3: 2, 4: 2}  # the port towards the previous one
-NEXT = {1: 2, 2: 3, 3: 4, 4: 1}
-PREV = {b: a for a, b in NEXT.items()}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from common.ring import link_of, route  # noqa: E402
+from ryu.base import app_manager  # noqa: E402
+from ryu.controller import ofp_event  # noqa: E402
+from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls  # noqa: E402
+from ryu.lib.mac import haddr_to_bin  # noqa: E402
+from ryu.lib.packet import arp, ethernet, ether_types, packet  # noqa: E402
+from ryu.ofproto import ofproto_v1_0  # noqa: E402
 
 
 def host_mac(i):
     return "00:00:00:00:00:%02x" % i
-
-
-def link_of(sw, port):
-    """The ring link (a, NEXT[a]) that `port` of switch `sw` belongs to, or
-    None for the host port."""
-    if port == CLOCKWISE[sw]:
-        return (sw, NEXT[sw])
-    if port == COUNTER[sw]:
-        return (PREV[sw], sw)
-    return None
-
-
-def walk(sw, hops, step):
-    out, at = [], sw
-    for _ in range(hops):
-        out.append((at, NEXT[at]) if step is NEXT else (PREV[at], at))
-        at = step[at]
-    return out
-
-
-def route(sw, dst, down):
-    """The port of `sw` towards host h<dst> with the links in `down` failed:
-    the shortest way round (clockwise on ties), else the other way."""
-    if sw == dst:
-        return 1
-    ahead = (dst - sw) % 4
-    cw_ok = not set(walk(sw, ahead, NEXT)) & down
-    ccw_ok = not set(walk(sw, 4 - ahead, PREV)) & down
-    if ahead <= 2:
-        return CLOCKWISE[sw] if cw_ok or not ccw_ok else COUNTER[sw]
-    return COUNTER[sw] if ccw_ok or not cw_ok else CLOCKWISE[sw]
 
 
 class ForgottenFailure(app_manager.RyuApp):

@@ -23,55 +23,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from common.learning import LearningSwitch, answer_arp, host_mac  # noqa: E402
-
-# Ring wiring as sts numbers it: port 1 is the host; (1,2) (2,3) (3,4) (4,1).
-CLOCKWISE = {1: 2, 2: 3, 3: 3, 4: 3}  # the port towards the next switch
-COUNTER = {1: 3, 2: 2, 3: 2, 4: 2}  # the port towards the previous one
-NEXT = {1: 2, 2: 3, 3: 4, 4: 1}
-
-
-def link_of(sw, port):
-    """The ring link (a, b) with b = a's clockwise neighbour that `port` of
-    switch `sw` belongs to, or None for the host port."""
-    if port == CLOCKWISE[sw]:
-        return (sw, NEXT[sw])
-    if port == COUNTER[sw]:
-        return (a_prev(sw), sw)
-    return None
-
-
-def a_prev(sw):
-    return [a for a, b in NEXT.items() if b == sw][0]
-
-
-def clockwise_links(sw, hops):
-    out, at = [], sw
-    for _ in range(hops):
-        out.append((at, NEXT[at]))
-        at = NEXT[at]
-    return out
-
-
-def counter_links(sw, hops):
-    out, at = [], sw
-    for _ in range(hops):
-        out.append((a_prev(at), at))
-        at = a_prev(at)
-    return out
-
-
-def route(sw, dst, down):
-    """The port of `sw` towards host h<dst> with the links in `down` failed:
-    the shortest way round (clockwise on ties), else the other way."""
-    if sw == dst:
-        return 1
-    ahead = (dst - sw) % 4
-    cw_ok = not set(clockwise_links(sw, ahead)) & down
-    ccw_ok = not set(counter_links(sw, 4 - ahead)) & down
-    if ahead <= 2:
-        return CLOCKWISE[sw] if cw_ok or not ccw_ok else COUNTER[sw]
-    return COUNTER[sw] if ccw_ok or not cw_ok else CLOCKWISE[sw]
-
+from common.ring import link_of, route  # noqa: E402
 
 class LostDelete(LearningSwitch):
     def __init__(self, *args, **kwargs):
