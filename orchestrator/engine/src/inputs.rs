@@ -54,6 +54,109 @@ fn check_relay(relays: &[String], name: &str) -> Result<(), String> {
     }
 }
 
+/// An input checked against the network, with what it names resolved
+/// (hosts to indices, links to one of their ends, controllers to indices):
+/// [`apply`] acts on it without looking anything up again.
+#[derive(Debug)]
+enum Resolved<'e> {
+    Policy(&'e str),
+    Partition {
+        relay: &'e str,
+        blocked: bool,
+    },
+    Crash(usize),
+    Restart(usize),
+    Ping {
+        src: usize,
+        dst: usize,
+    },
+    Link {
+        at: Endpoint,
+        up: bool,
+    },
+    LinkFault {
+        at: Endpoint,
+        fault: Option<LinkFault>,
+    },
+    Migrate {
+        host: usize,
+        to: u64,
+    },
+    /// Switch and control-channel inputs: their switch and message type
+    /// checked, nothing to resolve.
+    AsIs(&'e External),
+}
+
+/// Checks that `e` fits the network (hosts, switches, links and relays
+/// exist) and resolves what it names, without changing anything.
+fn resolve<'e>(
+    net: &Network,
+    controllers: usize,
+    relays: &[String],
+    policies: &[String],
+    e: &'e External,
+) -> Result<Resolved<'e>, String> {
+    let no_switch = |d: &u64| if net.switches.contains_key(d) { Ok(()) } else { Err(format!("no switch s{d}")) };
+    Ok(match e {
+        External::Policy { name, .. } if !policies.contains(name) => {
+            return Err(crate::policy::unknown(name, policies))
+        }
+        External::Policy { name, .. } => Resolved::Policy(name),
+        External::Partition { relay } | External::PartitionHeal { relay } => {
+            check_relay(relays, relay)?;
+            Resolved::Partition { relay, blocked: matches!(e, External::Partition { .. }) }
+        }
+        External::ControllerCrash { controller } => {
+            Resolved::Crash(crate::session::controller_index(controller, controllers)?)
+        }
+        External::ControllerRestart { controller } => {
+            Resolved::Restart(crate::session::controller_index(controller, controllers)?)
+        }
+        External::Ping { src, dst } => Resolved::Ping { src: host_index(net, src)?, dst: host_index(net, dst)? },
+        External::LinkDown { a, b } | External::LinkUp { a, b } => {
+            Resolved::Link { at: check_link(net, *a, *b)?, up: matches!(e, External::LinkUp { .. }) }
+        }
+        External::DataplaneDrop { a, b } => {
+            Resolved::LinkFault { at: check_link(net, *a, *b)?, fault: Some(LinkFault::Drop) }
+        }
+        External::DataplaneDelay { a, b, ms } => {
+            Resolved::LinkFault { at: check_link(net, *a, *b)?, fault: Some(LinkFault::Delay(*ms)) }
+        }
+        External::DataplaneDropEnd { a, b } | External::DataplaneDelayEnd { a, b } => {
+            Resolved::LinkFault { at: check_link(net, *a, *b)?, fault: None }
+        }
+        External::HostMigrate { host, to, .. } => {
+            let host = host_index(net, host)?;
+            no_switch(to)?;
+            Resolved::Migrate { host, to: *to }
+        }
+        External::SwitchDown { switch }
+        | External::SwitchUp { switch }
+        | External::ControlDelay { switch, .. }
+        | External::ControlDelayEnd { switch } => {
+            no_switch(switch)?;
+            Resolved::AsIs(e)
+        }
+        External::ControlHold { switch, msg_type } => {
+            check_switch(net, *switch)?;
+            check_msg_type(msg_type)?;
+            Resolved::AsIs(e)
+        }
+        External::ControlRelease { switch } => {
+            check_switch(net, *switch)?;
+            Resolved::AsIs(e)
+        }
+        External::HeldMessage { switch, msg_type, .. }
+        | External::ControlDrop { switch, msg_type }
+        | External::ControlDelayNext { switch, msg_type, .. }
+        | External::ControlReorderNext { switch, msg_type, .. } => {
+            check_switch(net, Some(*switch))?;
+            check_msg_type(msg_type)?;
+            Resolved::AsIs(e)
+        }
+    })
+}
+
 /// Checks that `e` fits the network (hosts, switches, links and relays
 /// exist) without changing anything.
 pub fn validate(
@@ -63,55 +166,7 @@ pub fn validate(
     policies: &[String],
     e: &External,
 ) -> Result<(), String> {
-    match e {
-        External::Policy { name, .. } if !policies.contains(name) => {
-            return Err(crate::policy::unknown(name, policies))
-        }
-        External::Policy { .. } => {}
-        External::Partition { relay } | External::PartitionHeal { relay } => check_relay(relays, relay)?,
-        External::ControllerCrash { controller } | External::ControllerRestart { controller } => {
-            crate::session::controller_index(controller, controllers)?;
-        }
-        External::Ping { src, dst } => {
-            host_index(net, src)?;
-            host_index(net, dst)?;
-        }
-        External::LinkDown { a, b }
-        | External::LinkUp { a, b }
-        | External::DataplaneDrop { a, b }
-        | External::DataplaneDropEnd { a, b }
-        | External::DataplaneDelay { a, b, .. }
-        | External::DataplaneDelayEnd { a, b } => {
-            check_link(net, *a, *b)?;
-        }
-        External::SwitchDown { switch }
-        | External::SwitchUp { switch }
-        | External::ControlDelay { switch, .. }
-        | External::ControlDelayEnd { switch } => {
-            if !net.switches.contains_key(switch) {
-                return Err(format!("no switch s{switch}"));
-            }
-        }
-        External::HostMigrate { host, to, .. } => {
-            host_index(net, host)?;
-            if !net.switches.contains_key(to) {
-                return Err(format!("no switch s{to}"));
-            }
-        }
-        External::ControlHold { switch, msg_type } => {
-            check_switch(net, *switch)?;
-            check_msg_type(msg_type)?;
-        }
-        External::ControlRelease { switch } => check_switch(net, *switch)?,
-        External::HeldMessage { switch, msg_type, .. }
-        | External::ControlDrop { switch, msg_type }
-        | External::ControlDelayNext { switch, msg_type, .. }
-        | External::ControlReorderNext { switch, msg_type, .. } => {
-            check_switch(net, Some(*switch))?;
-            check_msg_type(msg_type)?;
-        }
-    }
-    Ok(())
+    resolve(net, controllers, relays, policies, e).map(|_| ())
 }
 
 fn check_switch(net: &Network, switch: Option<u64>) -> Result<(), String> {
@@ -146,49 +201,28 @@ pub fn held_message(runner: &crate::netrun::NetRunner, switch: u64, msg_type: &s
 pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
     let relays: Vec<String> = session.relays.keys().cloned().collect();
     let policies: Vec<String> = session.policies.keys().cloned().collect();
-    validate(&session.runner.net, session.controllers.len(), &relays, &policies, e)?;
-    if let External::Policy { name, .. } = e {
-        session.apply_policy(name).await?;
-        return Ok(());
-    }
+    let input = resolve(&session.runner.net, session.controllers.len(), &relays, &policies, e)?;
     let runner = &mut session.runner;
+    match input {
+        Resolved::Policy(name) => {
+            session.apply_policy(name).await?;
+        }
+        Resolved::Partition { relay, blocked: true } => session.relays[relay].block(),
+        Resolved::Partition { relay, blocked: false } => session.relays[relay].heal(),
+        Resolved::Crash(i) => session.crash_controller(i)?,
+        Resolved::Restart(i) => session.restart_controller(i).await?,
+        Resolved::Ping { src, dst } => runner.send_ping(src, dst),
+        Resolved::Link { at, up } => runner.set_link(at, up),
+        Resolved::LinkFault { at, fault } => runner.net.set_link_fault(at, fault),
+        Resolved::Migrate { host, to } => runner.migrate_host(host, to),
+        Resolved::AsIs(e) => apply_to_switch(runner, e).await?,
+    }
+    Ok(())
+}
+
+/// Applies a switch or control-channel input (checked by [`resolve`]).
+async fn apply_to_switch(runner: &mut crate::netrun::NetRunner, e: &External) -> Result<(), String> {
     match e {
-        External::Policy { .. } => {} // applied above
-        External::Partition { relay } => session.relays[relay].block(),
-        External::PartitionHeal { relay } => session.relays[relay].heal(),
-        External::ControllerCrash { controller } => {
-            session.crash_controller(crate::session::controller_index(controller, session.controllers.len())?)?
-        }
-        External::ControllerRestart { controller } => {
-            session.restart_controller(crate::session::controller_index(controller, session.controllers.len())?).await?
-        }
-        External::Ping { src, dst } => {
-            let (s, d) = (host_index(&runner.net, src)?, host_index(&runner.net, dst)?);
-            runner.send_ping(s, d);
-        }
-        External::LinkDown { a, b } | External::LinkUp { a, b } => {
-            let at = check_link(&runner.net, *a, *b)?;
-            runner.set_link(at, matches!(e, External::LinkUp { .. }));
-        }
-        External::HostMigrate { host, to, .. } => {
-            let i = host_index(&runner.net, host)?;
-            if !runner.net.switches.contains_key(to) {
-                return Err(format!("no switch s{to}"));
-            }
-            runner.migrate_host(i, *to);
-        }
-        External::DataplaneDrop { a, b } => {
-            let at = check_link(&runner.net, *a, *b)?;
-            runner.net.set_link_fault(at, Some(LinkFault::Drop));
-        }
-        External::DataplaneDropEnd { a, b } | External::DataplaneDelayEnd { a, b } => {
-            let at = check_link(&runner.net, *a, *b)?;
-            runner.net.set_link_fault(at, None);
-        }
-        External::DataplaneDelay { a, b, ms } => {
-            let at = check_link(&runner.net, *a, *b)?;
-            runner.net.set_link_fault(at, Some(LinkFault::Delay(*ms)));
-        }
         External::SwitchDown { switch } => runner.fail_switch(*switch),
         External::SwitchUp { switch } => runner.recover_switch(*switch).await.map_err(|e| e.to_string())?,
         External::ControlDelay { switch, ms } => runner.interposer.delay(*switch, *ms),
@@ -215,6 +249,8 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
                 };
             }
         }
+        // Resolved otherwise: never here.
+        _ => {}
     }
     Ok(())
 }
@@ -426,6 +462,27 @@ impl Fuzzer {
 mod tests {
     use super::*;
     use sts_mocknet::Topology;
+
+    /// An input is looked up in the network once: what it names comes back
+    /// resolved, and what does not exist is an error naming it.
+    #[test]
+    fn inputs_resolve_once_to_what_they_name() {
+        let net = Network::new(&Topology::linear(3), 4);
+        let resolve = |e: &External| resolve(&net, 1, &["r".to_string()], &[], e).map(|r| format!("{r:?}"));
+        let ping = External::Ping { src: "h1".into(), dst: "h3".into() };
+        assert_eq!(resolve(&ping).unwrap(), "Ping { src: 0, dst: 2 }");
+        let port = |switch, port| Port { switch, port };
+        let down = External::LinkDown { a: port(1, 2), b: port(2, 2) };
+        assert!(resolve(&down).unwrap().starts_with("Link { at: Switch { dpid: 1, port: 2 }, up: false"));
+        let nowhere = External::LinkDown { a: port(1, 2), b: port(3, 2) };
+        assert_eq!(resolve(&nowhere).unwrap_err(), "s1:2 and s3:2 are not linked in this topology");
+        let migrate = External::HostMigrate { host: "h2".into(), from: 2, to: 9 };
+        assert_eq!(resolve(&migrate).unwrap_err(), "no switch s9");
+        let crash = External::ControllerCrash { controller: "c1".into() };
+        assert!(resolve(&crash).unwrap_err().contains("no controller named \"c1\""));
+        let heal = External::PartitionHeal { relay: "r".into() };
+        assert_eq!(resolve(&heal).unwrap(), r#"Partition { relay: "r", blocked: false }"#);
+    }
 
     #[test]
     fn the_same_seed_chooses_the_same_events() {
