@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use sts_engine::config::Config;
-use sts_engine::observe;
+use sts_engine::monitor;
 use sts_engine::pingall::{self, PingallRun};
 use sts_invariants::check::{Checker, Invariant, Report};
 use sts_invariants::Persistence;
@@ -38,7 +38,7 @@ fn all_checks() -> Checker {
 
 fn check(r: &mut PingallRun, checker: &Checker) -> Report {
     let events = std::mem::take(&mut r.runner.net.events);
-    let facts = observe::facts_of(&r.runner, &mut r.controllers, &Default::default(), events, vec![]);
+    let facts = monitor::facts_of(&r.runner, &mut r.controllers, &Default::default(), events, vec![]);
     checker.check(&r.runner.net, &facts)
 }
 

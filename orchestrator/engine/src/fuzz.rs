@@ -15,7 +15,7 @@ use sts_trace::{self as trace, Header};
 
 use crate::config::Config;
 use crate::inputs::{self, Fuzzer};
-use crate::observe::Monitor;
+use crate::monitor::Monitor;
 use crate::session::{self, RunError};
 use crate::{Engine, Progress};
 

@@ -22,7 +22,7 @@
 //! - [`netrun`]: the mock network connected to real controllers over TCP;
 //! - [`session`]: bringing an experiment up (relays, controllers, network,
 //!   handshakes);
-//! - [`observe`]: facts for the checker, the trace drain, the invariant monitor;
+//! - [`monitor`]: facts for the checker, the trace drain, the invariant monitor;
 //! - [`inputs`]: external events: injecting them, and the seeded fuzzer;
 //! - [`pingall`], [`fuzz`], [`replay`], [`peek`], [`minimize`], [`campaign`]:
 //!   the jobs;
@@ -46,8 +46,8 @@ pub mod internal;
 pub mod learn;
 pub mod listeners;
 pub mod minimize;
+pub mod monitor;
 pub mod netrun;
-pub mod observe;
 pub mod observer;
 mod output;
 pub mod peek;

@@ -41,7 +41,7 @@ use crate::checkpoint::{self, Checkpoint};
 use crate::config::Config;
 use crate::controller::Controller;
 use crate::inputs;
-use crate::observe::drain;
+use crate::monitor::drain;
 use crate::session::{self, RunError, Session};
 use crate::snapshot::SnapshotError;
 use crate::Engine;

@@ -21,7 +21,7 @@ use sts_trace::{self as trace, External, Header, Trace};
 
 use crate::config::Config;
 use crate::inputs;
-use crate::observe::Monitor;
+use crate::monitor::Monitor;
 use crate::session::{self, RunError, Session};
 use crate::{Engine, NoticeKind, Progress};
 

@@ -36,7 +36,7 @@ use rustyline::{Editor, Helper};
 use serde_json::json;
 use sts_engine::config::Config;
 use sts_engine::replay::{self, Mark, Replayer, Step};
-use sts_engine::{observe, Engine, RunError};
+use sts_engine::{monitor, Engine, RunError};
 use sts_trace::{External, Fate, Header, Trace};
 use tokio::runtime::Runtime;
 
@@ -353,7 +353,7 @@ impl<'t> Console<'t> {
         let s = self.replayer.session();
         let switches: Vec<String> = s.runner.net.switches.keys().map(|d| format!("s{d}")).collect();
         let hosts: Vec<String> = s.runner.net.hosts.iter().map(|h| h.name.clone()).collect();
-        let controllers: Vec<String> = (0..s.controllers.len()).map(observe::controller_name).collect();
+        let controllers: Vec<String> = (0..s.controllers.len()).map(monitor::controller_name).collect();
         let marks: Vec<String> = self.marks.iter().map(|m| m.name.clone()).collect();
         let mut held: Vec<String> =
             s.runner.interposer.waiting().iter().filter(|m| m.due.is_none()).map(|m| m.seq.to_string()).collect();
@@ -908,8 +908,8 @@ impl<'t> Console<'t> {
 
     fn check(&mut self, kind: Option<&str>, out: &mut Reply) {
         let session = self.replayer.session_mut();
-        let checker = observe::checker(&self.config, session);
-        let facts = observe::facts(session, Vec::new(), Vec::new());
+        let checker = monitor::checker(&self.config, session);
+        let facts = monitor::facts(session, Vec::new(), Vec::new());
         let report = checker.check(&session.runner.net, &facts);
         let found: Vec<_> =
             report.violations.iter().filter(|v| kind.is_none_or(|k| v.fingerprint().starts_with(k))).collect();

@@ -4,7 +4,7 @@
 //! object with `--json`).
 
 use serde_json::{json, Map, Value};
-use sts_engine::observe;
+use sts_engine::monitor;
 use sts_engine::session::Session;
 use sts_mocknet::network::Endpoint;
 use sts_proxy::interpose::Direction;
@@ -76,7 +76,7 @@ pub fn nodes(s: &Session, out: &mut Reply) {
     }
     for i in 0..s.controllers.len() {
         let state = if s.crashed.contains(&i) { "crashed" } else { "running" };
-        out.say(format!("{}: {state}", observe::controller_name(i)));
+        out.say(format!("{}: {state}", monitor::controller_name(i)));
     }
 }
 
@@ -195,10 +195,10 @@ pub fn pending(s: &Session, out: &mut Reply) {
     for w in &waiting {
         let (from, to) = match w.dir {
             Direction::ControllerToSwitch => {
-                (observe::controller_name(w.channel.controller), format!("s{}", w.channel.dpid))
+                (monitor::controller_name(w.channel.controller), format!("s{}", w.channel.dpid))
             }
             Direction::SwitchToController => {
-                (format!("s{}", w.channel.dpid), observe::controller_name(w.channel.controller))
+                (format!("s{}", w.channel.dpid), monitor::controller_name(w.channel.controller))
             }
         };
         let state = match w.due {
