@@ -251,8 +251,8 @@ const HOLDABLE: [&str; 8] =
 /// For each external event of `trace` (`externals`: record indices), the
 /// kinds of OpenFlow message recorded after it and before the next input,
 /// each with how many of that kind came between the input before it and it.
-/// Empty for an input whose place is not kept ([`keeps_place`]) and for
-/// messages nobody waits for ([`HOLDABLE`]).
+/// Empty for an input whose place is not kept ([`keeps_place`]); only
+/// kinds nobody waits for ([`HOLDABLE`]) are counted.
 fn kinds_after(trace: &Trace, externals: &[(u64, usize)]) -> Vec<Vec<(PlaceKind, u32)>> {
     externals
         .iter()
