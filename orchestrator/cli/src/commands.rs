@@ -313,7 +313,8 @@ fn replay(
         config.invariants.same = same;
     }
     let same = config.invariants.same;
-    let wanted = trace.violation().map(|v| v.identity(same));
+    // `replay::load` checked the recorded violation.
+    let wanted = sts_engine::records::first_violation(&trace).ok().flatten().map(|v| v.identity(same));
     eprintln!(
         "sts replay: {} external events, looking for {} (same {same}); {repeat} run(s)",
         trace.externals().len(),

@@ -249,8 +249,13 @@ fn collect(seed: u64, dir: &Path) -> SeedRun {
     match sts_trace::Trace::load(&dir.join("trace.jsonl")) {
         Ok(trace) => {
             run.inputs = trace.externals().len();
-            run.violation = trace.violation().cloned();
-            run.present_from_start = run.violation.is_some() && run.inputs == 0;
+            match crate::records::first_violation(&trace) {
+                Ok(v) => {
+                    run.violation = v;
+                    run.present_from_start = run.violation.is_some() && run.inputs == 0;
+                }
+                Err(e) => run.error = Some(format!("{}: {e}", dir.join("trace.jsonl").display())),
+            }
         }
         Err(e) => {
             let log = dir.with_extension("log");

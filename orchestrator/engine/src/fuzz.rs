@@ -127,7 +127,7 @@ pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<F
     }
     engine.progress(Progress::Done);
     if let Some(v) = &found {
-        writer.violation(s.runner.clock.now(), v.clone()).map_err(env)?;
+        writer.violation(s.runner.clock.now(), crate::records::to_record(v)).map_err(env)?;
         experiment::write_json(&exp.violation(), v).map_err(env)?;
     }
     s.clock_notices();

@@ -27,6 +27,7 @@
 //! - [`pingall`], [`fuzz`], [`replay`], [`peek`], [`minimize`], [`campaign`]:
 //!   the jobs;
 //! - [`slurm`]: the Slurm executor (candidates as job steps) and array jobs;
+//! - [`records`]: the checker's violations to and from the trace's records;
 //! - [`observer`]: progress and notices, for whoever drives a job.
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit.
@@ -54,6 +55,7 @@ pub mod peek;
 pub mod pingall;
 pub mod policy;
 pub mod presets;
+pub mod records;
 pub mod replay;
 pub mod session;
 pub mod slurm;

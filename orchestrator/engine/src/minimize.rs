@@ -470,9 +470,11 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         config.invariants.same = same;
     }
     let same = config.invariants.same;
-    let violation: Violation = trace.violation().cloned().ok_or_else(|| {
-        RunError::BadInput(format!("{}: the trace records no violation to minimize for", exp.trace().display()))
-    })?;
+    let violation: Violation = crate::records::first_violation(&trace)
+        .map_err(|e| RunError::BadInput(format!("{}: {e}", exp.trace().display())))?
+        .ok_or_else(|| {
+            RunError::BadInput(format!("{}: the trace records no violation to minimize for", exp.trace().display()))
+        })?;
     let mcs_dir = dir.join("mcs");
     let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", mcs_dir.display()));
     crate::session::own_dir(&mcs_dir)?;
@@ -627,7 +629,10 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     engine.progress(Progress::Done);
     if let Some(v) = &observed {
         let mut seen = mcs.clone();
-        seen.records.iter_mut().filter(|r| r.violation.is_some()).for_each(|r| r.violation = Some(v.clone()));
+        seen.records
+            .iter_mut()
+            .filter(|r| r.violation.is_some())
+            .for_each(|r| r.violation = Some(crate::records::to_record(v)));
         write_trace(&seen, &mcs_dir.join("trace.jsonl")).map_err(env)?;
     }
     let original_t: BTreeMap<u64, u64> = trace.records.iter().map(|r| (r.seq, r.t_ms)).collect();

@@ -129,6 +129,7 @@ pub fn validate(config: &Config, trace: &Trace, path: &Path) -> Result<(), RunEr
             .map_err(|m| RunError::BadInput(format!("{}:{}: external: {m}", path.display(), r.line)))?;
         }
     }
+    crate::records::first_violation(trace).map_err(|e| RunError::BadInput(format!("{}: {e}", path.display())))?;
     Ok(())
 }
 
@@ -306,6 +307,7 @@ impl<'t> Replayer<'t> {
         out: &Path,
         run: u32,
     ) -> Result<Replayer<'t>, RunError> {
+        let wanted = crate::records::first_violation(trace).map_err(RunError::BadInput)?;
         // The recorded run's dates, served back to the controllers.
         let mut config = config.clone();
         config.time.wall_epoch_ns = trace.header.wall_epoch_ns;
@@ -319,7 +321,7 @@ impl<'t> Replayer<'t> {
             trace.records.iter().enumerate().filter(|(_, r)| r.external.is_some()).map(|(i, r)| (r.t_ms, i)).collect();
         let after = kinds_after(trace, &externals);
         Ok(Replayer {
-            wanted: trace.violation().cloned(),
+            wanted,
             same: config.invariants.same,
             config,
             trace,
@@ -476,7 +478,7 @@ impl<'t> Replayer<'t> {
         let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", dir.display()));
         let mut text = std::fs::read_to_string(&self.trace_path).map_err(env)?;
         if let Some(v) = &self.place.found {
-            text.push_str(&self.writer.violation_line(self.session.runner.clock.now(), v.clone()));
+            text.push_str(&self.writer.violation_line(self.session.runner.clock.now(), crate::records::to_record(v)));
             text.push('\n');
             experiment::write_json(&exp.violation(), v).map_err(env)?;
         }
@@ -755,7 +757,7 @@ impl<'t> Replayer<'t> {
         let reproduced = self.settle().await?;
         if let Some(v) = &self.place.found {
             let now = self.session.runner.clock.now();
-            self.writer.violation(now, v.clone()).map_err(self.env())?;
+            self.writer.violation(now, crate::records::to_record(v)).map_err(self.env())?;
         }
         self.session.clock_notices();
         let divergence = diverge(self.trace, &self.place.observed, self.config.masks.as_ref());
@@ -896,7 +898,9 @@ pub async fn run_loaded(
     mut each: impl FnMut(&ReplayResult),
 ) -> Result<Summary, RunError> {
     let dir = exp.dir.as_path();
-    let wanted = trace.violation().map(|v| v.identity(config.invariants.same));
+    let wanted = crate::records::first_violation(trace)
+        .map_err(|e| RunError::BadInput(format!("{}: {e}", exp.trace().display())))?
+        .map(|v| v.identity(config.invariants.same));
     let mut runs = Vec::new();
     let mut n = 0;
     for i in 0..repeat.max(1) {

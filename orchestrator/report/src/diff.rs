@@ -35,7 +35,10 @@ fn key(trace: &Trace, r: &Record) -> String {
         return format!("input {}", e.describe());
     }
     if let Some(v) = &r.violation {
-        return format!("violation {}", v.identity(Same::Culprit));
+        return match sts_engine::records::to_violation(v) {
+            Ok(v) => format!("violation {}", v.identity(Same::Culprit)),
+            Err(_) => format!("violation {}", v.summary),
+        };
     }
     match &r.internal {
         Some(Internal::Dataplane(d)) => format!("dataplane {}", d.describe()),

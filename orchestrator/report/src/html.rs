@@ -386,7 +386,10 @@ pub fn page_with(
             None => {}
         }
         if let Some(v) = &r.violation {
-            violation_text = Some(crate::violation(v));
+            violation_text = Some(match sts_engine::records::to_violation(v) {
+                Ok(v) => crate::violation(&v),
+                Err(e) => format!("{}\n({e})\n", v.summary),
+            });
             let _ = write!(
                 svg,
                 r#"<rect class="violation" x="0" y="{}" width="{width}" height="5"{}/>"#,

@@ -48,7 +48,7 @@ fn at_violation(config: &sts_engine::config::Config, trace: &Trace) -> (Network,
 /// The nodes a witness walks through, in order: its host, each switch
 /// (`s2 in 1: table 0 #3 ...`), and a host it ends at; and whether the
 /// frame is dropped at the last switch.
-fn walk(w: &sts_invariants::check::Witness, hosts: &BTreeSet<String>) -> (Vec<String>, bool) {
+fn walk(w: &sts_trace::WitnessRecord, hosts: &BTreeSet<String>) -> (Vec<String>, bool) {
     let mut nodes = vec![w.from.clone()];
     for hop in &w.path {
         if let Some(s) = hop.split_whitespace().next() {
@@ -129,14 +129,14 @@ pub fn parting(
     trace: &Trace,
     switches: &BTreeMap<u64, sts_mocknet::switch::Switch>,
 ) -> Option<Parting> {
-    let v = trace.violation()?;
+    let v = sts_engine::records::to_violation(trace.violation()?).ok()?;
     let (mut net, _) = at_violation(config, trace);
     for (dpid, sw) in net.switches.iter_mut() {
         if let Some(rebuilt) = switches.get(dpid) {
             sw.tables = rebuilt.tables.clone();
         }
     }
-    parting_in(&net, v)
+    parting_in(&net, &v)
 }
 
 /// [`parting`] on a network whose tables are those the violation `v` was

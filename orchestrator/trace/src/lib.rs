@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use sts_invariants::Violation;
 use sts_mocknet::{DataplaneEvent, Endpoint};
 use sts_proxy::wire::Fingerprint;
 
@@ -546,6 +545,38 @@ mod hex_bytes {
     }
 }
 
+/// A violated invariant as a trace keeps it: the checker's verdict in plain
+/// words and names, so the format does not change when the checker's types
+/// do (`sts_engine::records` converts both ways).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViolationRecord {
+    /// The invariant's name (`loop`, `blackhole`, `controller-errors`, ...).
+    pub invariant: String,
+    /// The network elements involved (`s<dpid>`, hosts, controllers), sorted.
+    pub elements: Vec<String>,
+    /// One line for humans.
+    pub summary: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness: Option<WitnessRecord>,
+    /// What causes it, where that can be found (`s3 table 0: ...`). Older
+    /// traces have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<String>,
+}
+
+/// A violation's concrete example as a trace keeps it: a header, where it
+/// entered, the rules it crossed (`s2 in 1: table 0 #3 (priority 1)`), where
+/// it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WitnessRecord {
+    pub header: String,
+    /// The frame itself, hex.
+    pub frame: String,
+    pub from: String,
+    pub path: Vec<String>,
+    pub end: String,
+}
+
 /// One line after the header.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -558,7 +589,7 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub internal: Option<Internal>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub violation: Option<Violation>,
+    pub violation: Option<ViolationRecord>,
     /// The line it was read from (0 when not read from a file).
     #[serde(skip)]
     pub line: usize,
@@ -593,7 +624,7 @@ impl Writer {
         t_ms: u64,
         external: Option<External>,
         internal: Option<Internal>,
-        violation: Option<Violation>,
+        violation: Option<ViolationRecord>,
     ) -> std::io::Result<u64> {
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -616,7 +647,7 @@ impl Writer {
     }
 
     /// Appends a violation.
-    pub fn violation(&mut self, t_ms: u64, v: Violation) -> std::io::Result<u64> {
+    pub fn violation(&mut self, t_ms: u64, v: ViolationRecord) -> std::io::Result<u64> {
         self.record(t_ms, None, None, Some(v))
     }
 
@@ -642,7 +673,7 @@ impl Writer {
 
     /// A record line for `v` as the next record at `t_ms`, without writing
     /// it (to end a copy of the trace with the violation seen so far).
-    pub fn violation_line(&self, t_ms: u64, v: Violation) -> String {
+    pub fn violation_line(&self, t_ms: u64, v: ViolationRecord) -> String {
         let r = Record {
             seq: self.next_seq,
             t_ms: t_ms.max(self.last_t),
@@ -787,7 +818,7 @@ impl Trace {
     }
 
     /// The first violation recorded, if any.
-    pub fn violation(&self) -> Option<&Violation> {
+    pub fn violation(&self) -> Option<&ViolationRecord> {
         self.records.iter().find_map(|r| r.violation.as_ref())
     }
 
