@@ -47,7 +47,7 @@ fn a_bad_trace_exits_2_naming_file_line_and_field() {
         format!(r#"{{"seq":{seq},"t_ms":0,"external":{{"type":"ping","src":"h1","dst":"{dst}"}}}}"#)
     };
     let cases = [
-        ("newer", r#"{"format":"sts-trace","version":3}"#.to_string(), "trace.jsonl:1: header.version"),
+        ("newer", r#"{"format":"sts-trace","version":4}"#.to_string(), "trace.jsonl:1: header.version"),
         // A cut line before the last is an error (the last one alone is dropped with a warning).
         (
             "truncated",

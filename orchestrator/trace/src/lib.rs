@@ -23,14 +23,16 @@ use sts_mocknet::{DataplaneEvent, Endpoint};
 use sts_proxy::wire::Fingerprint;
 
 pub mod dir;
+pub mod legacy;
 pub mod masks;
 
 /// The `format` value of a trace's header.
 pub const FORMAT: &str = "sts-trace";
-/// The newest trace version this sts reads and the one it writes. Version 2
-/// keeps each OpenFlow message's bytes and types dataplane reports; version
-/// 1 traces still load.
-pub const VERSION: u32 = 2;
+/// The newest trace version this sts reads and the one it writes. Version 3
+/// spells fingerprints in OpenFlow's names rather than the codec's Rust
+/// paths ([`legacy`]); version 2 keeps each OpenFlow message's bytes and
+/// types dataplane reports. Versions 1 and 2 still load (upgraded as read).
+pub const VERSION: u32 = 3;
 
 /// The first line of a trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -807,8 +809,17 @@ impl Trace {
             last_seq = r.seq;
             last_t = r.t_ms;
             r.line = n;
+            if header.version < 3 {
+                if let Some(Internal::Openflow { fp, .. }) = &mut r.internal {
+                    fp.0 = legacy::upgrade_fingerprint(&fp.0);
+                }
+            }
             records.push(r);
         }
+        // What is in memory is in this version's format now, and is written
+        // back so (a minimization's candidates, its MCS).
+        let mut header = header;
+        header.version = VERSION;
         Ok(Trace { header, records })
     }
 
@@ -916,7 +927,7 @@ mod tests {
             "\n"
         );
         let t = Trace::load(&write(100, text)).unwrap();
-        assert_eq!(t.header.version, 1);
+        assert_eq!(t.header.version, VERSION, "read into this version's format");
         assert!(matches!(&t.records[0].internal, Some(Internal::Openflow { dir: Direction::ToSwitch, raw: None, .. })));
         assert!(matches!(&t.records[1].internal, Some(Internal::Dataplane(DataplaneReportField::Legacy { .. }))));
         assert_eq!(t.records[0].internal.as_ref().and_then(Internal::key).unwrap(), "of 1 0 to_switch of1/flow_mod {}");

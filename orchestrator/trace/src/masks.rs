@@ -6,8 +6,10 @@
 //! timestamp in a payload): its replays then miss events that did happen.
 //! `sts learn` replays a trace several times, finds the fields that differ
 //! between runs in messages that are otherwise the same, and saves them here,
-//! per message type, as paths into the fingerprint's JSON (`V13.FlowMod.
-//! hard_timeout`); replay masks them too when it matches events.
+//! per message type, as paths into the fingerprint's JSON (`hard_timeout`,
+//! `instructions.0.apply_actions.1.output.port`); replay masks them too when
+//! it matches events. Paths an older sts wrote (`V13.FlowMod.hard_timeout`)
+//! are upgraded as they load ([`crate::legacy`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -74,10 +76,24 @@ impl Masks {
     pub fn load(dir: &Path) -> Result<Option<Masks>, String> {
         let p = path(dir);
         match std::fs::read_to_string(&p) {
-            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| format!("{}: {e}", p.display())),
+            Ok(text) => {
+                let masks: Masks = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+                Ok(Some(masks.upgraded()))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(format!("{}: {e}", p.display())),
         }
+    }
+
+    /// Paths an older sts wrote (`V13.FlowMod.hard_timeout`) in this
+    /// version's spelling (`hard_timeout`, [`crate::legacy`]).
+    fn upgraded(self) -> Masks {
+        let by_type = self
+            .by_type
+            .into_iter()
+            .map(|(kind, paths)| (kind, paths.iter().map(|p| crate::legacy::upgrade_mask_path(p)).collect()))
+            .collect();
+        Masks { by_type }
     }
 
     /// Saves them into `dir` (atomically).
@@ -127,16 +143,29 @@ mod tests {
 
     #[test]
     fn a_learned_path_is_masked_and_nothing_else() {
-        let fp = r#"of4/flow_mod {"V13":{"FlowMod":{"priority":1,"hard_timeout":1234,"actions":[{"port":2}]}}}"#;
+        let fp = r#"of4/flow_mod {"priority":1,"hard_timeout":1234,"actions":[{"port":2}]}"#;
         let l = leaves(fp).unwrap();
-        assert_eq!(l["V13.FlowMod.hard_timeout"], 1234);
-        assert_eq!(l["V13.FlowMod.actions.0.port"], 2);
+        assert_eq!(l["hard_timeout"], 1234);
+        assert_eq!(l["actions.0.port"], 2);
         let mut m = Masks::default();
         assert_eq!(m.apply("flow_mod", fp), fp, "no masks: unchanged");
-        m.by_type.entry("flow_mod".into()).or_default().insert("V13.FlowMod.hard_timeout".into());
+        m.by_type.entry("flow_mod".into()).or_default().insert("hard_timeout".into());
         let other = fp.replace("1234", "999");
         assert_eq!(m.apply("flow_mod", fp), m.apply("flow_mod", &other), "the nonce no longer tells them apart");
         assert_ne!(m.apply("flow_mod", fp), m.apply("flow_mod", &fp.replace(r#""port":2"#, r#""port":3"#)));
         assert_eq!(m.apply("packet_out", fp), fp, "other types untouched");
+    }
+
+    #[test]
+    fn masks_an_older_sts_saved_load_in_this_spelling() {
+        let dir = std::env::temp_dir().join(format!("sts-masks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // As `sts learn` wrote it up to trace version 2.
+        let old = r#"{"by_type":{"flow_mod":["V13.FlowMod.hard_timeout","V13.FlowMod.instructions.0.ApplyActions.0.Output.port"]}}"#;
+        std::fs::write(path(&dir), old).unwrap();
+        let m = Masks::load(&dir).unwrap().unwrap();
+        let paths: Vec<&str> = m.by_type["flow_mod"].iter().map(String::as_str).collect();
+        assert_eq!(paths, ["hard_timeout", "instructions.0.apply_actions.0.output.port"]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

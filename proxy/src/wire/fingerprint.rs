@@ -80,8 +80,11 @@ impl Fingerprint {
             }
             _ => None,
         };
+        // The body's fields under the type the prefix names, variants in the
+        // spec's snake_case (the codec's enums are untagged or renamed for
+        // this); a message without fields is `{}`.
         let json = serde_json::to_string(&msg.body).unwrap_or_default();
-        mask(&json, data.as_deref(), &mut text);
+        mask(if json == "null" { "{}" } else { &json }, data.as_deref(), &mut text);
         Fingerprint(text)
     }
 }

@@ -231,6 +231,7 @@ pub(crate) mod hex {
 
 /// One element of a HELLO body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum HelloElement {
     /// OFPHET_VERSIONBITMAP: bit `v` of the bitmap set means wire version `v` is supported.
@@ -325,6 +326,7 @@ impl Hello {
 
 /// The body of a decoded message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 pub enum Body {
     /// HELLO, in any version (the header version is the sender's highest).
     Hello { version: u8, hello: Hello },

@@ -11,6 +11,7 @@ use crate::wire::{hex, Mac, Reader, Result, Writer};
 
 /// An OpenFlow 1.0 action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Action {
     /// Output to a port; `max_len` bytes go to the controller when the port is CONTROLLER.

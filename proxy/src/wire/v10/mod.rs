@@ -233,6 +233,7 @@ pub struct PortMod {
 
 /// A queue property (`ofp_queue_prop_header` and body).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum QueueProperty {
     /// OFPQT_MIN_RATE, in tenths of a percent.
@@ -308,6 +309,7 @@ impl PacketQueue {
 
 /// An OpenFlow 1.0 message other than HELLO (which is shared by all versions).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Msg {
     Error(Error),

@@ -122,6 +122,7 @@ pub struct QueueStats {
 
 /// A statistics request body, by type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum StatsRequestBody {
     Desc,
@@ -161,6 +162,7 @@ pub struct StatsRequest {
 
 /// A statistics reply body, by type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum StatsReplyBody {
     Desc(Box<DescStats>),

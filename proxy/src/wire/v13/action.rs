@@ -35,6 +35,7 @@ pub mod types {
 
 /// An OpenFlow 1.3 action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Action {
     Output {
@@ -238,6 +239,7 @@ pub mod instruction_types {
 
 /// An OpenFlow 1.3 instruction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Instruction {
     GotoTable(u8),

@@ -74,6 +74,7 @@ pub const TABLE_ALL: u8 = 0xff;
 
 /// ERROR.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Error {
     /// A standard error: type, code and (usually) the start of the offending message.
@@ -391,6 +392,7 @@ pub struct PortMod {
 
 /// A meter band.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum MeterBand {
     Drop {
@@ -494,6 +496,7 @@ pub struct MeterMod {
 
 /// A queue property of the 1.3 QUEUE_GET_CONFIG_REPLY.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum QueueProperty {
     MinRate(u16),
@@ -643,6 +646,7 @@ impl AsyncConfig {
 
 /// An OpenFlow 1.3 message other than HELLO.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum Msg {
     Error(Error),

@@ -58,6 +58,7 @@ pub struct ExperimenterBody {
 
 /// A multipart request body, by type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum RequestBody {
     Desc,
@@ -246,6 +247,7 @@ pub struct MeterFeatures {
 
 /// A multipart reply body, by type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "arbitrary", derive(Arbitrary))]
 pub enum ReplyBody {
     Desc(Box<DescStats>),

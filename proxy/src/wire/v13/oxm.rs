@@ -173,6 +173,7 @@ impl<'a> Arbitrary<'a> for BasicOxm {
 
 /// One OXM TLV.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Oxm {
     Basic(BasicOxm),
     /// Another class (NXM, experimenter) or an OPENFLOW_BASIC field 1.3 does not
