@@ -157,7 +157,8 @@ pub struct TimeConfig {
     /// (`docs/virtual-time.md`): when everything is idle, time jumps to the
     /// next timer instead of being waited for. Needs the shim in every
     /// controller process; without it runs stay on real time. Default
-    /// ([`Config::virtual_time`]): on unless a controller is `command`.
+    /// ([`Config::virtual_time`]): on unless a controller is `command` or
+    /// `remote`.
     #[serde(rename = "virtual")]
     pub virtual_time: Option<bool>,
     /// On virtual time: the wall-clock date (ns since the Unix epoch) the
@@ -448,6 +449,12 @@ pub struct ControllerConfig {
     /// commands that put a REST-configured app into a meaningful state.
     #[serde(default)]
     pub setup: Vec<StepConfig>,
+    /// `kind = "remote"`: the `host:port` of a controller sts does not start
+    /// (already running, on this machine or another). sts connects the
+    /// switches to it and records everything, but cannot crash, restart,
+    /// snapshot or checkpoint it, and runs on real time.
+    #[serde(default)]
+    pub address: Option<String>,
 }
 
 /// One thing done to a controller from outside: an HTTP request to its REST
@@ -581,7 +588,12 @@ fn first_controller() -> String {
 impl ControllerConfig {
     /// Whether runs start from a pristine snapshot.
     pub fn snapshot(&self) -> bool {
-        self.snapshot.unwrap_or(self.kind != ControllerKind::Command)
+        self.kind != ControllerKind::Remote && self.snapshot.unwrap_or(self.kind != ControllerKind::Command)
+    }
+
+    /// Where a `remote` controller listens (validated with the config).
+    pub fn remote_address(&self) -> Option<std::net::SocketAddr> {
+        self.address.as_deref().and_then(|a| a.parse().ok())
     }
 }
 
@@ -602,6 +614,9 @@ pub enum ControllerKind {
     Cerberus,
     OvsTestcontroller,
     Command,
+    /// A controller sts does not start: it connects the switches to
+    /// `address` (`ControllerConfig::address`).
+    Remote,
 }
 
 /// The `[pingall]` table.
@@ -674,7 +689,8 @@ impl Config {
     /// controller.
     pub fn virtual_time(&self) -> bool {
         self.time.virtual_time.unwrap_or_else(|| {
-            !self.controllers.is_empty() && self.controllers.iter().all(|c| c.kind != ControllerKind::Command)
+            !self.controllers.is_empty()
+                && self.controllers.iter().all(|c| !matches!(c.kind, ControllerKind::Command | ControllerKind::Remote))
         })
     }
 
@@ -829,6 +845,11 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if self.time.virtual_time == Some(true) && self.controllers.iter().any(|c| c.kind == ControllerKind::Remote) {
+            return Err("time.virtual: a remote controller runs on its own machine's time; virtual time needs \
+                        every controller started by sts (set virtual = false, or leave it out)"
+                .into());
+        }
         let n = &self.network;
         if n.topology == TopologyKind::Custom {
             let Some(count) = n.switches.filter(|&c| c > 0) else {
@@ -991,6 +1012,30 @@ impl Config {
                 ControllerKind::Command if c.command.is_empty() => {
                     return Err(format!("controllers[{i}].command: a command controller needs a program"))
                 }
+                ControllerKind::Remote if c.remote_address().is_none() => {
+                    return Err(format!(
+                        "controllers[{i}].address: a remote controller needs the address it listens on, as \
+                         IP:PORT (\"127.0.0.1:6653\"); found {:?}",
+                        c.address.as_deref().unwrap_or("nothing")
+                    ))
+                }
+                ControllerKind::Remote
+                    if !c.apps.is_empty()
+                        || !c.command.is_empty()
+                        || !c.args.is_empty()
+                        || c.snapshot == Some(true) =>
+                {
+                    return Err(format!(
+                        "controllers[{i}]: a remote controller is not started by sts: it takes only `address` \
+                         (and `setup`), not apps, args, command or snapshot"
+                    ))
+                }
+                _ if c.kind != ControllerKind::Remote && c.address.is_some() => {
+                    return Err(format!(
+                        "controllers[{i}].address: only a `remote` controller has an address (sts chooses the \
+                         others' ports)"
+                    ))
+                }
                 ControllerKind::Faucet | ControllerKind::C65faucet | ControllerKind::Cerberus
                     if n.openflow != OpenFlowVersion::V13 =>
                 {
@@ -1138,6 +1183,15 @@ impl Config {
                         std::fs::write(&path, cerberus_topology(&net))?;
                         presets::cerberus(&path, &c.args.iter().map(String::as_str).collect::<Vec<_>>())
                     }
+                    // Nothing to start: the session attaches to its address.
+                    ControllerKind::Remote => ControllerSpec {
+                        name: "remote".to_string(),
+                        command: Vec::new(),
+                        env: Vec::new(),
+                        config: None,
+                        start_timeout: Duration::from_secs(0),
+                        guard_group: false,
+                    },
                     ControllerKind::Command => ControllerSpec {
                         name: c.command[0].rsplit('/').next().unwrap_or("controller").to_string(),
                         command: c.command.clone(),
@@ -1357,6 +1411,28 @@ mod tests {
         let long = format!("{base}[fuzz]\nstesp = \"{}\"\n", "x".repeat(5000));
         let e = load_str(&long).unwrap_err().to_string();
         assert!(e.contains("did you mean `steps`?") && e.len() < 1500, "{} chars", e.len());
+    }
+
+    #[test]
+    fn a_remote_controller_needs_an_address_and_nothing_sts_would_start() {
+        let base = "[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"remote\"\n";
+        let ok = load_str(&format!("{base}address = \"127.0.0.1:6653\"\n")).unwrap();
+        assert_eq!(ok.controllers[0].remote_address(), Some("127.0.0.1:6653".parse().unwrap()));
+        assert!(!ok.virtual_time() && !ok.controllers[0].snapshot(), "its own time, no snapshots");
+        let e = load_str(base).unwrap_err().to_string();
+        assert!(e.contains("controllers[0].address") && e.contains("IP:PORT"), "{e}");
+        let e = load_str(&format!("{base}address = \"localhost\"\n")).unwrap_err().to_string();
+        assert!(e.contains("\"localhost\""), "{e}");
+        let e = load_str(&format!("{base}address = \"127.0.0.1:6653\"\napps = [\"x\"]\n")).unwrap_err().to_string();
+        assert!(e.contains("not started by sts"), "{e}");
+        let e = load_str(&format!("{base}address = \"127.0.0.1:6653\"\n\n[time]\nvirtual = true\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("time.virtual"), "{e}");
+        let e = load_str("[network]\ntopology = \"linear\"\nsize = 2\n\n[[controllers]]\nkind = \"os-ken\"\napps = [\"a\"]\naddress = \"127.0.0.1:1\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("only a `remote` controller has an address"), "{e}");
     }
 
     #[test]

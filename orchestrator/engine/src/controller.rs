@@ -66,6 +66,8 @@ enum Process {
     /// Forked by a zygote (`crate::snapshot`): not sts's child; the kernel
     /// reaps it, so it is alive while signals reach it.
     Forked(Pid),
+    /// Not a process of sts's (`kind = "remote"`): never signalled.
+    Remote,
 }
 
 impl Process {
@@ -73,6 +75,7 @@ impl Process {
         match self {
             Process::Spawned(c) => c.id(),
             Process::Forked(p) => p.as_raw() as u32,
+            Process::Remote => 0,
         }
     }
 
@@ -87,15 +90,20 @@ impl Process {
                     .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
                 (gone || zombie).then(|| "exited".to_string())
             }
+            Process::Remote => None,
         }
     }
 
     fn kill(&mut self) {
+        if matches!(self, Process::Remote) {
+            return;
+        }
         let _ = killpg(Pid::from_raw(self.pid() as i32), Signal::SIGKILL);
         match self {
             Process::Spawned(c) => {
                 let _ = c.wait();
             }
+            Process::Remote => {}
             Process::Forked(_) => {
                 // Not ours to wait for: watch it go (SIGKILL is prompt).
                 let until = Instant::now() + Duration::from_secs(2);
@@ -302,6 +310,27 @@ impl Controller {
         })
     }
 
+    /// A controller sts did not start, listening on `addr` (`kind =
+    /// "remote"`). Its log file says so; it has no output to follow.
+    pub fn remote(addr: SocketAddr, log_path: &Path) -> std::io::Result<Controller> {
+        std::fs::write(
+            log_path,
+            format!("a remote controller at {addr}: sts did not start it and has no log of it\n"),
+        )?;
+        Ok(Controller {
+            name: "remote".to_string(),
+            process: Process::Remote,
+            addr,
+            aux_port: 0,
+            log_path: log_path.to_owned(),
+            output: Output::none(),
+            shim: None,
+            checkpointed: false,
+            guard: None,
+            sockets: Vec::new(),
+        })
+    }
+
     /// Starts `spec` on a free loopback port. A free port can be taken between
     /// choosing it and the controller binding it; if the controller exits saying
     /// so, it is retried on another port (up to three times).
@@ -368,7 +397,8 @@ impl Controller {
         self.aux_port
     }
 
-    /// The process id (also the process group id).
+    /// The process id (also the process group id); 0 for a remote
+    /// controller ([`Controller::is_remote`]).
     pub fn pid(&self) -> u32 {
         self.process.pid()
     }
@@ -407,7 +437,15 @@ impl Controller {
     /// to go (dropping the controller waits). A killed process never runs
     /// its own code again.
     pub(crate) fn stop(&mut self) {
-        let _ = killpg(Pid::from_raw(self.process.pid() as i32), Signal::SIGKILL);
+        if !self.is_remote() {
+            let _ = killpg(Pid::from_raw(self.process.pid() as i32), Signal::SIGKILL);
+        }
+    }
+
+    /// True for a controller sts did not start (`kind = "remote"`): it has
+    /// no process of sts's to signal, fork or checkpoint.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.process, Process::Remote)
     }
 
     /// Marks that a checkpoint holder shares this process's output pipes.

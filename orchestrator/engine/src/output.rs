@@ -87,6 +87,11 @@ impl Output {
         Ok(Output { pipes })
     }
 
+    /// No output to follow (a controller sts did not start).
+    pub(crate) fn none() -> Output {
+        Output { pipes: Vec::new() }
+    }
+
     /// The lines the controller wrote since the last call, in order per
     /// stream: every line it finished writing before this call.
     pub(crate) fn take_lines(&self) -> Vec<LogLine> {

@@ -56,6 +56,9 @@ impl Session {
     /// their connections close.
     pub fn crash_controller(&mut self, i: usize) -> Result<(), String> {
         let c = self.controllers.get_mut(i).ok_or_else(|| format!("no controller c{i}"))?;
+        if c.is_remote() {
+            return Err(format!("c{i} is a remote controller: sts did not start it and cannot crash it"));
+        }
         c.kill();
         self.runner.controller_down(c.addr());
         self.crashed.insert(i);
@@ -146,7 +149,8 @@ impl Session {
             .controllers
             .iter_mut()
             .enumerate()
-            .filter_map(|(i, c)| (!crashed.contains(&i) && c.is_alive()).then(|| c.pid() as i32))
+            // A remote controller is not sts's to stop (and has no group).
+            .filter_map(|(i, c)| (!crashed.contains(&i) && !c.is_remote() && c.is_alive()).then(|| c.pid() as i32))
             .collect();
         for &g in &groups {
             let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::Signal::SIGSTOP);
@@ -297,6 +301,13 @@ pub async fn start_with(
         let log = run_dir.join(format!("controller-{i}-{}.log", spec.name));
         logs.push(log.clone());
         tracing::info!("starting controller {i} ({}), log {}", spec.name, log.display());
+        if let Some(addr) = config.controllers[i].remote_address() {
+            let ctl =
+                Controller::remote(addr, &log).map_err(|e| RunError::Environment(format!("{}: {e}", log.display())))?;
+            addrs.push(addr);
+            controllers.push(ctl);
+            continue;
+        }
         let spec = spec.clone();
         let snapshot = config.controllers[i].snapshot();
         let vt = virtual_time.clone();
