@@ -394,15 +394,7 @@ unsafe fn hold(control: RawFd) {
             unsafe { crate::become_child(child, &sockets, dies) };
             return;
         }
-        if pid > 0 {
-            // As in `checkpoint`: no window in the holder's group.
-            // SAFETY: setpgid on our own child has no memory effects.
-            unsafe { libc::setpgid(pid, pid) };
-        }
-        close_all(&fds);
-        let line =
-            if pid < 0 { format!("error fork: {}", std::io::Error::last_os_error()) } else { format!("resumed {pid}") };
-        reply(control, &line);
+        reply(control, &crate::parent_after_fork(pid, &fds, "resumed"));
     }
 }
 

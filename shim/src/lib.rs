@@ -564,15 +564,7 @@ unsafe fn zygote(mut control: UnixStream) {
             unsafe { become_child(child, &[], Parent::DieWith) };
             return;
         }
-        if pid > 0 {
-            // The child leaves the zygote's group itself too; setting it here
-            // as well leaves no window in which killing the group takes it.
-            // SAFETY: setpgid on our own child has no memory effects.
-            unsafe { libc::setpgid(pid, pid) };
-        }
-        close_ours(&fds);
-        let reply =
-            if pid < 0 { format!("error fork: {}", std::io::Error::last_os_error()) } else { format!("forked {pid}") };
+        let reply = parent_after_fork(pid, &fds, "forked");
         if writeln!(control, "{reply}").is_err() {
             // SAFETY: sts is gone: the zygote ends, with nothing to flush.
             unsafe { libc::_exit(0) };
@@ -678,6 +670,26 @@ impl Spare {
 }
 
 /// Closes descriptors that came with a command (they are ours alone).
+/// The forking side of a copy made for sts (a zygote's copy, a checkpoint's
+/// resumed copy): the copy gets a process group of its own, the descriptors
+/// sent for it are closed here, and the line to answer sts is returned
+/// (`DONE PID`, or the fork's error).
+fn parent_after_fork(pid: libc::pid_t, fds: &[RawFd], done: &str) -> String {
+    // Before anything else can overwrite errno.
+    let failed = (pid < 0).then(std::io::Error::last_os_error);
+    if pid > 0 {
+        // The child leaves the group itself too; setting it here as well
+        // leaves no window in which killing the group takes it.
+        // SAFETY: setpgid on our own child has no memory effects.
+        unsafe { libc::setpgid(pid, pid) };
+    }
+    close_ours(fds);
+    match failed {
+        Some(e) => format!("error fork: {e}"),
+        None => format!("{done} {pid}"),
+    }
+}
+
 fn close_ours(fds: &[RawFd]) {
     for &fd in fds {
         // SAFETY: received with SCM_RIGHTS, so owned by nobody else here;

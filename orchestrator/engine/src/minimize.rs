@@ -30,7 +30,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use sts_invariants::{Same, Violation};
 use sts_trace::dir as experiment;
-use sts_trace::{External, Internal, Trace};
+use sts_trace::{External, Trace};
 
 use crate::config::Config;
 use crate::replay;
@@ -611,7 +611,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     let mcs = candidate(&trace, &keep, &host_start);
     std::fs::copy(exp.config(), mcs_dir.join("config.toml")).map_err(env)?;
     experiment::copy_config_files(config.local_files(), &mcs_dir).map_err(env)?;
-    write_trace(&mcs, &mcs_dir.join("trace.jsonl")).map_err(env)?;
+    mcs.renumbered().save(&mcs_dir.join("trace.jsonl")).map_err(env)?;
     let mut final_reproduced = 0;
     // The violation as the MCS's own replays saw it (its witness shows the
     // rules the MCS installs, not the original run's).
@@ -633,7 +633,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
             .iter_mut()
             .filter(|r| r.violation.is_some())
             .for_each(|r| r.violation = Some(crate::records::to_record(v)));
-        write_trace(&seen, &mcs_dir.join("trace.jsonl")).map_err(env)?;
+        seen.renumbered().save(&mcs_dir.join("trace.jsonl")).map_err(env)?;
     }
     let original_t: BTreeMap<u64, u64> = trace.records.iter().map(|r| (r.seq, r.t_ms)).collect();
     let events = mcs
@@ -1025,34 +1025,6 @@ fn peeked(cand: &Trace, dry: &Trace) -> Trace {
         }
     }
     Trace { header: cand.header.clone(), records }
-}
-
-fn write_trace(t: &Trace, path: &Path) -> std::io::Result<()> {
-    let mut text = serde_json::to_string(&t.header).map_err(std::io::Error::other)?;
-    text.push('\n');
-    // Records are renumbered; a `delivered` record follows its arrival's
-    // new number, and goes with it when the arrival was left out.
-    let mut renumbered = std::collections::BTreeMap::new();
-    let mut next = 1u64;
-    for r in &t.records {
-        let mut r = r.clone();
-        if let Some(Internal::Delivered { of }) = &mut r.internal {
-            match renumbered.get(of) {
-                Some(&seq) => *of = seq,
-                None => continue,
-            }
-        }
-        // Only queued arrivals are pointed at (a PEEKed candidate mixes two
-        // runs' numbers: its inputs' and its dry run's internal events').
-        if matches!(r.internal, Some(Internal::Openflow { proxy: Some(sts_trace::ProxyDecision::Queued), .. })) {
-            renumbered.insert(r.seq, next);
-        }
-        r.seq = next;
-        next += 1;
-        text.push_str(&serde_json::to_string(&r).map_err(std::io::Error::other)?);
-        text.push('\n');
-    }
-    experiment::write_atomic(path, text.as_bytes())
 }
 
 #[cfg(test)]

@@ -197,13 +197,7 @@ impl Slurm {
         std::fs::create_dir_all(&dir).map_err(|e| env(format!("{}: {e}", dir.display())))?;
         let trace = dir.join(format!("{}.jsonl", c.first_run));
         // As it is, numbers included: the step replays exactly this trace.
-        let mut text = serde_json::to_string(&c.trace.header).map_err(|e| env(e.to_string()))?;
-        text.push('\n');
-        for r in &c.trace.records {
-            text.push_str(&serde_json::to_string(r).map_err(|e| env(e.to_string()))?);
-            text.push('\n');
-        }
-        sts_trace::dir::write_atomic(&trace, text.as_bytes()).map_err(|e| env(format!("{}: {e}", trace.display())))?;
+        c.trace.save(&trace).map_err(|e| env(format!("{}: {e}", trace.display())))?;
         let mut verdict = self.step_verdict(config, &exp, &trace, &c).await;
         if let Err(failure) = &verdict {
             engine.notice(crate::NoticeKind::Info, format!("candidate {}: {failure}; running it again", c.first_run));

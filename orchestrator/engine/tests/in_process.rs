@@ -182,21 +182,51 @@ fn has_drop_rule(r: &Replayer<'_>, dpid: u64) -> bool {
     net.switches[&dpid].tables[0].entries().iter().any(|e| e.priority == 100)
 }
 
+/// What every test starts from: the buggy scripted controller, a scratch
+/// directory (removed at the end), the experiment's config, an engine, and
+/// the trace one run of the inputs recorded.
+struct Recorded {
+    controller: ScriptedController,
+    dir: PathBuf,
+    config: Config,
+    engine: Engine,
+    original: Trace,
+}
+
+impl Recorded {
+    async fn new(name: &str) -> Recorded {
+        let controller = ScriptedController::start(Build::Buggy).await;
+        let dir = scratch(name);
+        let config = config(controller.addr, &dir);
+        let engine = Engine::silent();
+        let original = recorded(&engine, &config, &dir).await;
+        Recorded { controller, dir, config, engine, original }
+    }
+
+    /// A replay of the recorded trace, into `DIR/replay`.
+    async fn replayer(&self) -> Replayer<'_> {
+        Replayer::start(&self.engine, &self.config, &self.original, &self.dir.join("replay"), 1).await.unwrap()
+    }
+}
+
+impl Drop for Recorded {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_steps_one_input_at_a_time_and_reproduces_the_recorded_bug() {
-    let controller = ScriptedController::start(Build::Buggy).await;
-    let dir = scratch("steps");
-    let config = config(controller.addr, &dir);
-    let engine = Engine::silent();
-    let original = recorded(&engine, &config, &dir).await;
-    let flow_mods = original
+    let bench = Recorded::new("steps").await;
+    let flow_mods = bench
+        .original
         .records
         .iter()
         .filter(|r| matches!(&r.internal, Some(Internal::Openflow { msg, .. }) if msg.as_str() == "flow_mod"))
         .count();
     assert!(flow_mods >= 4, "two table-miss rules and two drop rules recorded: {flow_mods}");
 
-    let mut r = Replayer::start(&engine, &config, &original, &dir.join("replay"), 1).await.unwrap();
+    let mut r = bench.replayer().await;
     assert_eq!(r.position(), (0, 4));
     assert!(matches!(r.upcoming(), Some(External::Ping { .. })));
     assert!(matches!(r.step().await.unwrap(), Step::Injected { index: 0, .. }));
@@ -211,18 +241,12 @@ async fn a_replay_steps_one_input_at_a_time_and_reproduces_the_recorded_bug() {
     let result = r.finish().await.unwrap();
     assert!(result.reproduced, "{result:?}");
     assert_eq!(result.divergence.missing, 0, "every recorded event came again: {:?}", result.divergence);
-    drop(controller);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_breakpoint_stops_the_replay_where_it_holds_and_the_replay_goes_on_from_there() {
-    let controller = ScriptedController::start(Build::Buggy).await;
-    let dir = scratch("breakpoints");
-    let config = config(controller.addr, &dir);
-    let engine = Engine::silent();
-    let original = recorded(&engine, &config, &dir).await;
-    let mut r = Replayer::start(&engine, &config, &original, &dir.join("replay"), 1).await.unwrap();
+    let bench = Recorded::new("breakpoints").await;
+    let mut r = bench.replayer().await;
     // On an input: stop right after the link fails.
     let at = r.run_until(|r, _| matches!(r.last_input(), Some(External::LinkDown { .. }))).await.unwrap();
     assert!(matches!(at, Step::Injected { index: 1, .. }), "{at:?}");
@@ -236,20 +260,14 @@ async fn a_breakpoint_stops_the_replay_where_it_holds_and_the_replay_goes_on_fro
     let end = r.run_until(|_, _| false).await.unwrap();
     assert!(matches!(end, Step::Reproduced | Step::End), "{end:?}");
     assert!(r.finish().await.unwrap().reproduced);
-    drop(controller);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_controller_diverges_where_the_bug_was_and_does_not_reproduce_it() {
-    let buggy = ScriptedController::start(Build::Buggy).await;
-    let dir = scratch("divergence");
-    let engine = Engine::silent();
-    let original = recorded(&engine, &config(buggy.addr, &dir), &dir).await;
-    drop(buggy);
-    let fixed = ScriptedController::start(Build::Fixed).await;
-    let config = config(fixed.addr, &dir);
-    let mut r = Replayer::start(&engine, &config, &original, &dir.join("replay"), 1).await.unwrap();
+    let mut bench = Recorded::new("divergence").await;
+    bench.controller = ScriptedController::start(Build::Fixed).await;
+    bench.config = config(bench.controller.addr, &bench.dir);
+    let mut r = bench.replayer().await;
     r.run_until(|_, _| false).await.unwrap();
     let result = r.finish().await.unwrap();
     assert!(!result.reproduced && result.violation.is_none(), "{result:?}");
@@ -257,18 +275,13 @@ async fn a_fixed_controller_diverges_where_the_bug_was_and_does_not_reproduce_it
     assert!(first.contains("to_switch of4/flow_mod") && first.contains(r#""priority":100"#), "{first}");
     // The drop rule, sent at the failure and again at the recovery, per switch.
     assert_eq!(result.divergence.missing, 4, "{:?}", result.divergence);
-    drop(fixed);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peek_window_holds_what_its_input_set_off() {
-    let controller = ScriptedController::start(Build::Buggy).await;
-    let dir = scratch("peek");
-    let config = config(controller.addr, &dir);
-    let engine = Engine::silent();
-    let original = recorded(&engine, &config, &dir).await;
-    let peek = sts_engine::peek::by_prefix(&engine, &config, &original, &dir.join("peek")).await.unwrap();
+    let bench = Recorded::new("peek").await;
+    let (engine, config, dir) = (&bench.engine, &bench.config, &bench.dir);
+    let peek = sts_engine::peek::by_prefix(engine, config, &bench.original, &dir.join("peek")).await.unwrap();
     assert_eq!(peek.runs, 4, "one prefix run per input");
     let windows = peek.windows();
     assert_eq!(windows.len(), 5, "before the first input, then one per input: {windows:#?}");
@@ -289,6 +302,4 @@ async fn a_peek_window_holds_what_its_input_set_off() {
     );
     // The last ping is dropped at s1: nothing reaches the controller.
     assert!(!has(&windows[4], "to_controller", "packet_in"), "{:#?}", windows[4]);
-    drop(controller);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -735,6 +735,44 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// Writes the trace to `path` as JSON Lines, records as they are
+    /// (numbers included), atomically: a reader never sees half of it.
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let mut text = serde_json::to_string(&self.header).map_err(std::io::Error::other)?;
+        text.push('\n');
+        for r in &self.records {
+            text.push_str(&serde_json::to_string(r).map_err(std::io::Error::other)?);
+            text.push('\n');
+        }
+        dir::write_atomic(path, text.as_bytes())
+    }
+
+    /// A copy whose records are numbered 1, 2, ... in order (a trace cut
+    /// from another: a minimization's candidate, its MCS). A `delivered`
+    /// record follows its arrival's new number, and is left out with it.
+    pub fn renumbered(&self) -> Trace {
+        let mut renumbered = std::collections::BTreeMap::new();
+        let mut records = Vec::with_capacity(self.records.len());
+        for r in &self.records {
+            let mut r = r.clone();
+            if let Some(Internal::Delivered { of }) = &mut r.internal {
+                match renumbered.get(of) {
+                    Some(&seq) => *of = seq,
+                    None => continue,
+                }
+            }
+            let seq = records.len() as u64 + 1;
+            // Only queued arrivals are pointed at (a PEEKed candidate mixes
+            // two runs' numbers: its inputs' and its dry run's internal events').
+            if matches!(r.internal, Some(Internal::Openflow { proxy: Some(ProxyDecision::Queued), .. })) {
+                renumbered.insert(r.seq, seq);
+            }
+            r.seq = seq;
+            records.push(r);
+        }
+        Trace { header: self.header.clone(), records }
+    }
+
     /// Reads and validates a trace file.
     pub fn load(path: &Path) -> Result<Trace, TraceError> {
         let err = |line: usize, message: String| TraceError {
@@ -912,6 +950,43 @@ mod tests {
         assert!(e.contains("not a regular file"), "{e}");
         let e = Trace::load(&std::env::temp_dir()).expect_err("a directory").to_string();
         assert!(e.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn a_cut_trace_is_renumbered_and_saved_whole() {
+        let of = |seq: u64, queued: bool| -> String {
+            let proxy = if queued { r#","proxy":"queued""# } else { "" };
+            format!(
+                r#"{{"seq":{seq},"t_ms":{seq},"internal":{{"type":"openflow","dpid":1,"controller":0,"dir":"to_switch","msg":"flow_mod","fp":"of4/flow_mod {{}}"{proxy}}}}}"#
+            )
+        };
+        let delivered =
+            |seq: u64, of: u64| format!(r#"{{"seq":{seq},"t_ms":{seq},"internal":{{"type":"delivered","of":{of}}}}}"#);
+        let text = [
+            r#"{"format":"sts-trace","version":3}"#.to_string(),
+            of(4, true),
+            of(7, true),
+            delivered(9, 4),
+            delivered(12, 5),
+        ]
+        .join("\n");
+        let t = Trace::load(&write(300, &text)).unwrap();
+        let r = t.renumbered();
+        let seqs: Vec<u64> = r.records.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [1, 2, 3], "the delivery of an arrival left out goes too");
+        assert!(
+            matches!(r.records[2].internal, Some(Internal::Delivered { of: 1 })),
+            "follows its arrival: {:?}",
+            r.records[2]
+        );
+        let p = std::env::temp_dir().join(format!("sts-trace-saved-{}.jsonl", std::process::id()));
+        r.save(&p).unwrap();
+        let back = Trace::load(&p).unwrap();
+        assert_eq!(
+            back.records.iter().map(|r| (r.seq, r.internal.clone())).collect::<Vec<_>>(),
+            r.records.iter().map(|r| (r.seq, r.internal.clone())).collect::<Vec<_>>()
+        );
+        let _ = std::fs::remove_file(&p);
     }
 
     #[test]
