@@ -213,7 +213,7 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
         Resolved::Restart(i) => session.restart_controller(i).await?,
         Resolved::Ping { src, dst } => runner.send_ping(src, dst),
         Resolved::Link { at, up } => runner.set_link(at, up),
-        Resolved::LinkFault { at, fault } => runner.net.set_link_fault(at, fault),
+        Resolved::LinkFault { at, fault } => runner.set_link_fault(at, fault),
         Resolved::Migrate { host, to } => runner.migrate_host(host, to),
         Resolved::AsIs(e) => apply_to_switch(runner, e).await?,
     }

@@ -664,6 +664,12 @@ impl NetRunner {
         self.dispatch(out, None);
     }
 
+    /// Starts (`Some`) or ends (`None`) a data-plane fault on the link at
+    /// `at`: frames crossing it are dropped or delayed.
+    pub fn set_link_fault(&mut self, at: sts_mocknet::Endpoint, fault: Option<sts_mocknet::network::LinkFault>) {
+        self.net.set_link_fault(at, fault);
+    }
+
     /// Switches with no open controller connection (aside from failed
     /// switches and switches whose controllers all crashed on purpose).
     pub fn disconnected(&self) -> Vec<u64> {
