@@ -133,7 +133,7 @@ fn load_mutants(exp: &Path, file: &str, mutants: u64, seed: u64) -> Tally {
             std::fs::copy(exp.join(f), dir.join(f)).unwrap();
         }
         std::fs::write(dir.join(file), mutate(&original, &mut rng)).unwrap();
-        let loaded = std::panic::catch_unwind(AssertUnwindSafe(|| replay::load(&dir)))
+        let loaded = std::panic::catch_unwind(AssertUnwindSafe(|| replay::load(&dir, None)))
             .unwrap_or_else(|_| panic!("mutant {n} of {file} panicked: {}", dir.display()));
         match loaded {
             Ok(_) => tally.loaded.push(dir),
@@ -169,7 +169,7 @@ fn mutated_traces_and_configs_are_refused_clearly_or_replayed() {
     let rt = rt();
     for dir in traces.loaded.iter().chain(&configs.loaded).step_by(17).take(6) {
         let run = async {
-            let (exp, config, trace) = replay::load(dir)?;
+            let (exp, config, trace) = replay::load(dir, None)?;
             replay::replay_once(sts_e2e::engine(), &config, &trace, &exp.replay(1), 1).await
         };
         match rt.block_on(async { tokio::time::timeout(Duration::from_secs(120), run).await }) {
@@ -189,7 +189,7 @@ fn count(dir: &str) -> usize {
 #[test]
 fn replays_leak_no_descriptors_or_threads() {
     let exp = fuzzed_experiment("leaks");
-    let (e, config, trace) = replay::load(&exp).unwrap();
+    let (e, config, trace) = replay::load(&exp, None).unwrap();
     let rt = rt();
     let replay = |n: u32| {
         rt.block_on(replay::replay_once(sts_e2e::engine(), &config, &trace, &e.replay(n), n)).unwrap();

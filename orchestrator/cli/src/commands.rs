@@ -302,16 +302,13 @@ fn replay(
 ) -> u8 {
     let started = sts_engine::clock::unix_time_ms();
     // Checked before anything starts, so a broken trace costs nothing.
-    let (exp, mut config, trace) = match replay::load(dir) {
+    let (exp, config, trace) = match replay::load(dir, same) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("sts replay: {e}");
             return exit::of_error(&e);
         }
     };
-    if let Some(same) = same {
-        config.invariants.same = same;
-    }
     let same = config.invariants.same;
     // `replay::load` checked the recorded violation.
     let wanted = sts_engine::records::first_violation(&trace).ok().flatten().map(|v| v.identity(same));
@@ -431,7 +428,11 @@ fn minimize(
 
 /// `sts minimize --internal`: the messages that matter, after the inputs.
 fn minimize_internal(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u8 {
-    let internal = sts_engine::internal::Options { replays: opts.replays.max(2), final_replays: opts.final_replays };
+    let internal = sts_engine::internal::Options {
+        replays: opts.replays.max(2),
+        final_replays: opts.final_replays,
+        same: opts.same,
+    };
     let report = match block_on("minimize --internal", sts_engine::internal::run(engine, dir, &internal)) {
         Ok(r) => r,
         Err(code) => return code,
@@ -546,10 +547,7 @@ fn candidate(
     same: Option<Same>,
 ) -> u8 {
     let job = async {
-        let (_, mut config, _) = replay::load(dir)?;
-        if let Some(same) = same {
-            config.invariants.same = same;
-        }
+        let (_, config, _) = replay::load(dir, same)?;
         let trace = sts_trace::Trace::load(trace).map_err(|e| RunError::BadInput(e.to_string()))?;
         let run = minimize::CandidateRun { trace, mcs_dir: dir.join("mcs"), first_run, replays, peek };
         Ok::<_, RunError>(minimize::reproduces(engine, &config, run).await)

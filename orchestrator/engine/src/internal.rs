@@ -62,6 +62,9 @@ pub struct Options {
     pub replays: u32,
     /// Replays of the result, counted.
     pub final_replays: u32,
+    /// The level of bug identity a candidate must keep (`--same`; the
+    /// config's when `None`), as for the inputs' minimization before it.
+    pub same: Option<sts_invariants::Same>,
 }
 
 /// A message the bug needs delivered.
@@ -148,7 +151,7 @@ fn without(trace: &Trace, drops: &BTreeSet<MessageId>) -> Trace {
 /// `sts minimize DIR --internal`, on `DIR/mcs/trace.jsonl`.
 pub async fn run(engine: &Engine, dir: &Path, opts: &Options) -> Result<Report, RunError> {
     let started = std::time::Instant::now();
-    let (_, config, original) = replay::load(dir)?;
+    let (_, config, original) = replay::load(dir, opts.same)?;
     let mcs_path = dir.join("mcs").join("trace.jsonl");
     if !mcs_path.is_file() {
         return Err(RunError::BadInput(format!(

@@ -155,7 +155,7 @@ fn observed(trace: &Trace, masks: Option<&Masks>) -> Vec<String> {
 
 /// `sts learn DIR --runs K`: replays, learns, saves `DIR/masks.json`.
 pub async fn run(engine: &Engine, dir: &Path, runs: u32) -> Result<Learned, RunError> {
-    let (exp, mut config, trace) = replay::load(dir)?;
+    let (exp, mut config, trace) = replay::load(dir, None)?;
     // Learn from what the hand-written masks alone see.
     config.masks = None;
     let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", dir.display()));

@@ -465,10 +465,7 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options) -> Result<Report, 
 
 /// [`run`] with candidates tested by `executor`.
 pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: &Options) -> Result<Report, RunError> {
-    let (exp, mut config, trace) = replay::load(dir)?;
-    if let Some(same) = opts.same {
-        config.invariants.same = same;
-    }
+    let (exp, config, trace) = replay::load(dir, opts.same)?;
     let same = config.invariants.same;
     let violation: Violation = crate::records::first_violation(&trace)
         .map_err(|e| RunError::BadInput(format!("{}: {e}", exp.trace().display())))?

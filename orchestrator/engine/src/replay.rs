@@ -859,9 +859,15 @@ fn claim_run_dir(exp: &Experiment, after: u32) -> Result<u32, RunError> {
 
 /// Loads an experiment directory for replay: its config and its trace,
 /// checked against each other (errors name the file and line).
-pub fn load(dir: &Path) -> Result<(Experiment, Config, Trace), RunError> {
+/// `same`, when given, is the level of bug identity the job judges by
+/// (`--same`) instead of the config's `[invariants] same`: this is the one
+/// place the two meet, so every job run on the experiment judges alike.
+pub fn load(dir: &Path, same: Option<sts_invariants::Same>) -> Result<(Experiment, Config, Trace), RunError> {
     let exp = Experiment::open(dir);
     let mut config = Config::load(&exp.config())?;
+    if let Some(same) = same {
+        config.invariants.same = same;
+    }
     config.masks = sts_trace::masks::Masks::load(dir).map_err(RunError::BadInput)?;
     if !exp.trace().exists() && exp.meta().exists() {
         return Err(RunError::BadInput(format!(
@@ -884,7 +890,7 @@ pub async fn run(
     repeat: u32,
     each: impl FnMut(&ReplayResult),
 ) -> Result<Summary, RunError> {
-    let (exp, config, trace) = load(dir)?;
+    let (exp, config, trace) = load(dir, None)?;
     run_loaded(engine, &exp, &config, &trace, repeat, each).await
 }
 

@@ -219,7 +219,7 @@ fn start(engine: &Engine, o: &Options<'_>) -> Result<u8, RunError> {
             (config, text, Trace { header: Header::new(None), records: Vec::new() }, exp.dir, 0)
         }
         None => {
-            let (exp, config, trace) = replay::load(o.dir)?;
+            let (exp, config, trace) = replay::load(o.dir, None)?;
             let text = load_text(&exp.config())?;
             let base = o.dir.join("console");
             let n = (1..).find(|n| !base.join(n.to_string()).exists()).unwrap_or(1);
