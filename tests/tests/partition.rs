@@ -88,7 +88,7 @@ to = "{peer}"
         "healing delivers what waited"
     );
 
-    let e = rt.block_on(inputs::apply(&mut s, &External::Partition { relay: "nope".into() })).unwrap_err();
+    let e = rt.block_on(inputs::apply(&mut s, &External::Partition { relay: "nope".into() })).unwrap_err().to_string();
     assert!(e.contains("no relay named \"nope\"") && e.contains("to-peer"), "{e}");
     drop(s);
 }

@@ -24,6 +24,49 @@ impl RunError {
     }
 }
 
+/// Why an input could not be applied, or a controller operation or policy
+/// change done: what the input names that does not exist, or what went
+/// wrong. Every one is the input's fault ([`RunError::BadInput`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    #[error("no host named {0:?}")]
+    NoHost(String),
+    #[error("no switch s{0}")]
+    NoSwitch(u64),
+    #[error("s{}:{} and s{}:{} are not linked in this topology", .a.switch, .a.port, .b.switch, .b.port)]
+    NotLinked { a: sts_trace::Port, b: sts_trace::Port },
+    #[error("no relay named {name:?} in the config's [[relays]] (there are: {})", listed(.known))]
+    NoRelay { name: String, known: Vec<String> },
+    #[error("no policy named {name:?} in the config's [[policies]] (there are: {})", listed(.known))]
+    NoPolicy { name: String, known: Vec<String> },
+    #[error("no controller named {name:?} (controllers are c0..c{})", .count.saturating_sub(1))]
+    NoController { name: String, count: usize },
+    #[error("no OpenFlow message type {0:?} (types go by snake_case names: flow_mod, packet_in, barrier_request ...)")]
+    NoMessageType(String),
+    #[error("c{0} is a remote controller: sts did not start it and cannot crash it")]
+    RemoteController(usize),
+    /// A controller could not be restarted, or a switch reconnected.
+    #[error("{0}")]
+    Restart(String),
+    /// A setup step or a policy change failed (its controller's answer).
+    #[error("{0}")]
+    Step(String),
+}
+
+fn listed(known: &[String]) -> String {
+    if known.is_empty() {
+        "none".to_string()
+    } else {
+        known.join(", ")
+    }
+}
+
+impl From<InputError> for RunError {
+    fn from(e: InputError) -> RunError {
+        RunError::BadInput(e.to_string())
+    }
+}
+
 /// Makes `dir` a directory of the experiment's own
 /// ([`sts_trace::dir::own_dir`]): a symbolic link there is bad input, any
 /// other failure the environment's.

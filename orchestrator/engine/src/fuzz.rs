@@ -109,7 +109,7 @@ pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<F
             // What earlier inputs caused goes into the trace before this one.
             monitor.record(&mut s, &mut writer).map_err(env)?;
             writer.external(s.runner.clock.now(), e.clone()).map_err(env)?;
-            inputs::apply(&mut s, &e).await.map_err(RunError::BadInput)?;
+            inputs::apply(&mut s, &e).await.map_err(RunError::from)?;
             last = Some(e.describe());
             inputs += 1;
         }

@@ -10,10 +10,11 @@ use sts_proxy::interpose::Action;
 
 use crate::config::Rates;
 use crate::session::Session;
+use crate::InputError;
 use sts_trace::{External, Fate, Port};
 
-fn host_index(net: &Network, name: &str) -> Result<usize, String> {
-    net.hosts.iter().position(|h| h.name == name).ok_or_else(|| format!("no host named {name:?}"))
+fn host_index(net: &Network, name: &str) -> Result<usize, InputError> {
+    net.hosts.iter().position(|h| h.name == name).ok_or_else(|| InputError::NoHost(name.to_string()))
 }
 
 /// `e` as the network now stands: a migration moves the host from where it
@@ -34,23 +35,20 @@ pub fn as_now(net: &Network, e: &External) -> External {
     }
 }
 
-fn check_link(net: &Network, a: Port, b: Port) -> Result<Endpoint, String> {
+fn check_link(net: &Network, a: Port, b: Port) -> Result<Endpoint, InputError> {
     let ea = Endpoint::Switch { dpid: a.switch, port: a.port };
     let eb = Endpoint::Switch { dpid: b.switch, port: b.port };
     if net.peer(ea) != Some(eb) {
-        return Err(format!("s{}:{} and s{}:{} are not linked in this topology", a.switch, a.port, b.switch, b.port));
+        return Err(InputError::NotLinked { a, b });
     }
     Ok(ea)
 }
 
-fn check_relay(relays: &[String], name: &str) -> Result<(), String> {
+fn check_relay(relays: &[String], name: &str) -> Result<(), InputError> {
     if relays.iter().any(|r| r == name) {
         Ok(())
     } else {
-        Err(format!(
-            "no relay named {name:?} in the config's [[relays]] (there are: {})",
-            if relays.is_empty() { "none".to_string() } else { relays.join(", ") }
-        ))
+        Err(InputError::NoRelay { name: name.to_string(), known: relays.to_vec() })
     }
 }
 
@@ -95,8 +93,8 @@ fn resolve<'e>(
     relays: &[String],
     policies: &[String],
     e: &'e External,
-) -> Result<Resolved<'e>, String> {
-    let no_switch = |d: &u64| if net.switches.contains_key(d) { Ok(()) } else { Err(format!("no switch s{d}")) };
+) -> Result<Resolved<'e>, InputError> {
+    let no_switch = |d: &u64| if net.switches.contains_key(d) { Ok(()) } else { Err(InputError::NoSwitch(*d)) };
     Ok(match e {
         External::Policy { name, .. } if !policies.contains(name) => {
             return Err(crate::policy::unknown(name, policies))
@@ -165,22 +163,22 @@ pub fn validate(
     relays: &[String],
     policies: &[String],
     e: &External,
-) -> Result<(), String> {
+) -> Result<(), InputError> {
     resolve(net, controllers, relays, policies, e).map(|_| ())
 }
 
-fn check_switch(net: &Network, switch: Option<u64>) -> Result<(), String> {
+fn check_switch(net: &Network, switch: Option<u64>) -> Result<(), InputError> {
     match switch {
-        Some(d) if !net.switches.contains_key(&d) => Err(format!("no switch s{d}")),
+        Some(d) if !net.switches.contains_key(&d) => Err(InputError::NoSwitch(d)),
         _ => Ok(()),
     }
 }
 
-fn check_msg_type(name: &str) -> Result<(), String> {
+fn check_msg_type(name: &str) -> Result<(), InputError> {
     if sts_trace::MsgType::from_name(name).is_some_and(|t| t.as_str() != "unknown") {
         Ok(())
     } else {
-        Err(format!("no OpenFlow message type {name:?} (types go by snake_case names: flow_mod, packet_in, barrier_request ...)"))
+        Err(InputError::NoMessageType(name.to_string()))
     }
 }
 
@@ -198,7 +196,7 @@ pub fn held_message(runner: &crate::netrun::NetRunner, switch: u64, msg_type: &s
 
 /// Injects `e`. An event that does not fit the network (an unknown host, a
 /// link that does not exist) is an error naming what is wrong.
-pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
+pub async fn apply(session: &mut Session, e: &External) -> Result<(), InputError> {
     let relays: Vec<String> = session.relays.keys().cloned().collect();
     let policies: Vec<String> = session.policies.keys().cloned().collect();
     let input = resolve(&session.runner.net, session.controllers.len(), &relays, &policies, e)?;
@@ -221,10 +219,12 @@ pub async fn apply(session: &mut Session, e: &External) -> Result<(), String> {
 }
 
 /// Applies a switch or control-channel input (checked by [`resolve`]).
-async fn apply_to_switch(runner: &mut crate::netrun::NetRunner, e: &External) -> Result<(), String> {
+async fn apply_to_switch(runner: &mut crate::netrun::NetRunner, e: &External) -> Result<(), InputError> {
     match e {
         External::SwitchDown { switch } => runner.fail_switch(*switch),
-        External::SwitchUp { switch } => runner.recover_switch(*switch).await.map_err(|e| e.to_string())?,
+        External::SwitchUp { switch } => {
+            runner.recover_switch(*switch).await.map_err(|e| InputError::Restart(format!("s{switch}: {e}")))?
+        }
         External::ControlDelay { switch, ms } => runner.interposer.delay(*switch, *ms),
         External::ControlDelayEnd { switch } => runner.interposer.end_delay(*switch),
         External::ControlHold { switch, msg_type } => runner.interposer.hold(*switch, msg_type),
@@ -475,11 +475,15 @@ mod tests {
         let down = External::LinkDown { a: port(1, 2), b: port(2, 2) };
         assert!(resolve(&down).unwrap().starts_with("Link { at: Switch { dpid: 1, port: 2 }, up: false"));
         let nowhere = External::LinkDown { a: port(1, 2), b: port(3, 2) };
-        assert_eq!(resolve(&nowhere).unwrap_err(), "s1:2 and s3:2 are not linked in this topology");
+        assert_eq!(resolve(&nowhere).unwrap_err(), InputError::NotLinked { a: port(1, 2), b: port(3, 2) });
+        assert_eq!(resolve(&nowhere).unwrap_err().to_string(), "s1:2 and s3:2 are not linked in this topology");
         let migrate = External::HostMigrate { host: "h2".into(), from: 2, to: 9 };
-        assert_eq!(resolve(&migrate).unwrap_err(), "no switch s9");
+        assert_eq!(resolve(&migrate).unwrap_err(), InputError::NoSwitch(9));
         let crash = External::ControllerCrash { controller: "c1".into() };
-        assert!(resolve(&crash).unwrap_err().contains("no controller named \"c1\""));
+        assert_eq!(resolve(&crash).unwrap_err(), InputError::NoController { name: "c1".into(), count: 1 });
+        assert_eq!(resolve(&crash).unwrap_err().to_string(), "no controller named \"c1\" (controllers are c0..c0)");
+        let policy = External::Policy { name: "p".into(), controller: None };
+        assert!(resolve(&policy).unwrap_err().to_string().contains("(there are: none)"));
         let heal = External::PartitionHeal { relay: "r".into() };
         assert_eq!(resolve(&heal).unwrap(), r#"Partition { relay: "r", blocked: false }"#);
     }

@@ -62,5 +62,5 @@ pub mod slurm;
 pub mod snapshot;
 
 pub use engine::Engine;
-pub use error::{own_dir, RunError};
+pub use error::{own_dir, InputError, RunError};
 pub use observer::{Notice, NoticeKind, Observer, Progress};

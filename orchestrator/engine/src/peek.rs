@@ -147,7 +147,7 @@ async fn reach(s: &mut Session, target: u64) -> Vec<(u64, Internal)> {
 
 /// Injects `e` and returns what its window showed.
 async fn inject_and_watch(s: &mut Session, e: &External, window: u64) -> Result<Vec<(u64, Internal)>, RunError> {
-    inputs::apply(s, e).await.map_err(RunError::BadInput)?;
+    inputs::apply(s, e).await.map_err(RunError::from)?;
     let until = s.runner.clock.now() + window;
     s.runner.run_until(until, |_| false).await;
     Ok(drain(&mut s.runner, &s.controllers).internal)
@@ -167,7 +167,7 @@ pub async fn by_prefix(engine: &Engine, config: &Config, cand: &Trace, out: &Pat
         let at = targets(&plan, s.runner.clock.now());
         for (j, (_, e, _)) in plan.iter().enumerate().take(i) {
             reach(&mut s, at[j]).await;
-            inputs::apply(&mut s, e).await.map_err(RunError::BadInput)?;
+            inputs::apply(&mut s, e).await.map_err(RunError::from)?;
         }
         let before = reach(&mut s, at[i]).await;
         if i == 0 {
@@ -252,7 +252,7 @@ async fn checkpointed(
             roll_back(&mut s, &state, Restart::TakeOver(checkpoints), &format!("peek-{}", i + 1)).await?;
             rollbacks += 1;
         }
-        inputs::apply(&mut s, e).await.map_err(RunError::BadInput)?;
+        inputs::apply(&mut s, e).await.map_err(RunError::from)?;
         let end = s.runner.clock.now() + gap + epsilon;
         let mut window = Vec::new();
         let mut rest_is_quiet = false;

@@ -39,11 +39,8 @@ impl Target {
 
 /// The message for a policy the config does not declare (`known` are the
 /// ones it does).
-pub fn unknown(name: &str, known: &[String]) -> String {
-    format!(
-        "no policy named {name:?} in the config's [[policies]] (there are: {})",
-        if known.is_empty() { "none".to_string() } else { known.join(", ") }
-    )
+pub fn unknown(name: &str, known: &[String]) -> crate::InputError {
+    crate::InputError::NoPolicy { name: name.to_string(), known: known.to_vec() }
 }
 
 /// The host pairs that must not communicate after the policies `applied`

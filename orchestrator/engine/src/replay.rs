@@ -385,7 +385,7 @@ impl<'t> Replayer<'t> {
         let relays: Vec<String> = self.session.relays.keys().cloned().collect();
         let policies: Vec<String> = self.session.policies.keys().cloned().collect();
         inputs::validate(&self.session.runner.net, self.session.controllers.len(), &relays, &policies, e)
-            .map_err(RunError::BadInput)?;
+            .map_err(RunError::from)?;
         self.flush()?;
         let now = self.session.runner.clock.now();
         // A typed policy names its controller, as the fuzzer's do (for reports).
@@ -397,7 +397,7 @@ impl<'t> Replayer<'t> {
             other => other.clone(),
         };
         let seq = self.writer.external(now, e.clone()).map_err(self.env())?;
-        inputs::apply(&mut self.session, e).await.map_err(RunError::BadInput)?;
+        inputs::apply(&mut self.session, e).await.map_err(RunError::from)?;
         self.place.injected += 1;
         Ok(seq)
     }
@@ -708,7 +708,7 @@ impl<'t> Replayer<'t> {
         let r = &trace.records[index];
         let e = inputs::as_now(&self.session.runner.net, r.external.as_ref().expect("an external record"));
         self.writer.external(now, e.clone()).map_err(self.env())?;
-        inputs::apply(&mut self.session, &e).await.map_err(RunError::BadInput)?;
+        inputs::apply(&mut self.session, &e).await.map_err(RunError::from)?;
         // What the input's place held goes on after it, in order.
         self.release_place();
         self.last_input = Some(e);

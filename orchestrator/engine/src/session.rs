@@ -14,6 +14,7 @@ use crate::config::{Config, StepConfig};
 use crate::controller::{Controller, ControllerSpec};
 use crate::netrun::{NetRunner, Settle};
 use crate::policy::Target;
+use crate::InputError;
 
 pub use crate::error::{own_dir, RunError};
 
@@ -54,10 +55,11 @@ pub struct SessionState {
 impl Session {
     /// Controller failure: SIGKILL to its process group. Its switches see
     /// their connections close.
-    pub fn crash_controller(&mut self, i: usize) -> Result<(), String> {
-        let c = self.controllers.get_mut(i).ok_or_else(|| format!("no controller c{i}"))?;
+    pub fn crash_controller(&mut self, i: usize) -> Result<(), InputError> {
+        let count = self.controllers.len();
+        let c = self.controllers.get_mut(i).ok_or_else(|| InputError::NoController { name: format!("c{i}"), count })?;
         if c.is_remote() {
-            return Err(format!("c{i} is a remote controller: sts did not start it and cannot crash it"));
+            return Err(InputError::RemoteController(i));
         }
         c.kill();
         self.runner.controller_down(c.addr());
@@ -68,23 +70,24 @@ impl Session {
 
     /// Controller recovery: start it again on the same address, and connect
     /// every live switch to it again.
-    pub async fn restart_controller(&mut self, i: usize) -> Result<(), String> {
+    pub async fn restart_controller(&mut self, i: usize) -> Result<(), InputError> {
         if !self.crashed.contains(&i) {
             return Ok(());
         }
+        let failed = |e: &dyn std::fmt::Display| InputError::Restart(format!("controller c{i} did not come back: {e}"));
         let (mut spec, log) = (self.specs[i].clone(), self.logs[i].clone());
         if let Some(vt) = self.runner.clock.virtual_time() {
-            spec = crate::snapshot::on_virtual_time(&spec, vt).map_err(|e| e.to_string())?;
+            spec = crate::snapshot::on_virtual_time(&spec, vt).map_err(|e| failed(&e))?;
         }
         let addr = self.controllers[i].addr();
         let ctl = tokio::task::spawn_blocking(move || Controller::start(&spec, addr, &log))
             .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("controller c{i} did not come back: {e}"))?;
+            .map_err(|e| failed(&e))?
+            .map_err(|e| failed(&e))?;
         self.controllers[i] = ctl;
         self.crashed.remove(&i);
         self.expect_controllers();
-        self.runner.reconnect_controller(addr).await.map_err(|e| e.to_string())?;
+        self.runner.reconnect_controller(addr).await.map_err(|e| failed(&e))?;
         if !self.setup[i].is_empty() {
             // Once its switches are back: the steps configure them.
             self.runner.settle(200, 10_000).await;
@@ -381,7 +384,7 @@ pub async fn start_with(
         base_isolation: config.invariants.isolation.clone(),
     };
     for i in 0..session.controllers.len() {
-        session.set_up(i).await.map_err(RunError::BadInput)?;
+        session.set_up(i).await.map_err(RunError::from)?;
     }
     if session.setup.iter().any(|s| !s.is_empty()) {
         // What the steps set off (FLOW_MODs ...) settles before the run goes on.
@@ -391,11 +394,11 @@ pub async fn start_with(
 }
 
 /// Controller `c<i>`'s index among `n` controllers.
-pub(crate) fn controller_index(name: &str, n: usize) -> Result<usize, String> {
+pub(crate) fn controller_index(name: &str, n: usize) -> Result<usize, InputError> {
     name.strip_prefix('c')
         .and_then(|i| i.parse::<usize>().ok())
         .filter(|&i| i < n)
-        .ok_or_else(|| format!("no controller named {name:?} (controllers are c0..c{})", n.saturating_sub(1)))
+        .ok_or_else(|| InputError::NoController { name: name.to_string(), count: n })
 }
 
 /// Things done to a controller from outside OpenFlow ([`crate::policy`]):
@@ -403,8 +406,9 @@ pub(crate) fn controller_index(name: &str, n: usize) -> Result<usize, String> {
 impl Session {
     /// Runs `step` against controller `i`, keeping the network running
     /// until it is done. The error names the step and what went wrong.
-    pub async fn run_step(&mut self, i: usize, step: &StepConfig) -> Result<(), String> {
-        let c = self.controllers.get(i).ok_or_else(|| format!("no controller c{i}"))?;
+    pub async fn run_step(&mut self, i: usize, step: &StepConfig) -> Result<(), InputError> {
+        let count = self.controllers.len();
+        let c = self.controllers.get(i).ok_or_else(|| InputError::NoController { name: format!("c{i}"), count })?;
         let target = Target {
             port: c.addr().port(),
             aux_port: c.aux_port(),
@@ -417,20 +421,22 @@ impl Session {
         // Generous: `perform` itself gives up at the step's timeout.
         let finished = self.runner.serve_until(timeout + Duration::from_secs(1), || job.is_finished()).await;
         if !finished {
-            return Err(format!("c{i}: `{what}` did not finish within {} ms", timeout.as_millis()));
+            return Err(InputError::Step(format!("c{i}: `{what}` did not finish within {} ms", timeout.as_millis())));
         }
         // What the request set off (a FLOW_MOD still in the controller's send
         // queue when it answered) goes out before the run moves on: on virtual
         // time, until every controller waits again with nothing in flight.
         self.runner.quiesce(Duration::from_secs(2)).await;
-        job.await.map_err(|e| format!("c{i}: `{what}`: {e}"))?.map_err(|e| format!("c{i}: `{what}`: {e}"))
+        job.await
+            .map_err(|e| InputError::Step(format!("c{i}: `{what}`: {e}")))?
+            .map_err(|e| InputError::Step(format!("c{i}: `{what}`: {e}")))
     }
 
     /// Runs the setup steps of controller `i`, in order.
-    pub async fn set_up(&mut self, i: usize) -> Result<(), String> {
+    pub async fn set_up(&mut self, i: usize) -> Result<(), InputError> {
         let steps = self.setup.get(i).cloned().unwrap_or_default();
         for (k, step) in steps.iter().enumerate() {
-            self.run_step(i, step).await.map_err(|e| format!("setup step {} of c{i}: {e}", k + 1))?;
+            self.run_step(i, step).await.map_err(|e| InputError::Step(format!("setup step {} of c{i}: {e}", k + 1)))?;
         }
         Ok(())
     }
@@ -438,7 +444,7 @@ impl Session {
     /// Applies policy `name`, unless a policy it must come after was not
     /// applied earlier in the run: then it is skipped (`Ok(false)`), as
     /// minimization's candidates that left the prerequisite out expect.
-    pub async fn apply_policy(&mut self, name: &str) -> Result<bool, String> {
+    pub async fn apply_policy(&mut self, name: &str) -> Result<bool, InputError> {
         let Some(policy) = self.policies.get(name).cloned() else {
             return Err(crate::policy::unknown(name, &self.policies.keys().cloned().collect::<Vec<_>>()));
         };
