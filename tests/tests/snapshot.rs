@@ -67,7 +67,7 @@ fn faucet_forks_into_working_copies() {
     // faucet needs its generated faucet.yaml: take the spec a config gives.
     let toml = "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"faucet\"\n";
     let config = sts_engine::config::Config::from_toml(toml, std::path::Path::new("faucet.toml")).unwrap();
-    let specs = config.controller_specs(&dir("faucet-files")).unwrap();
+    let specs = presets::specs(&config, &dir("faucet-files")).unwrap();
     forks_side_by_side(specs[0].clone(), "faucet");
 }
 
@@ -78,7 +78,7 @@ fn c65faucet_forks_into_working_copies() {
     let toml =
         "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"c65faucet\"\n";
     let config = sts_engine::config::Config::from_toml(toml, std::path::Path::new("c65faucet.toml")).unwrap();
-    let specs = config.controller_specs(&dir("c65faucet-files")).unwrap();
+    let specs = presets::specs(&config, &dir("c65faucet-files")).unwrap();
     forks_side_by_side(specs[0].clone(), "c65faucet");
 }
 

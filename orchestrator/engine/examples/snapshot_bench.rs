@@ -84,7 +84,7 @@ fn main() {
         let config = sts_engine::config::Config::from_toml(&toml, std::path::Path::new("bench.toml")).unwrap();
         let files = std::env::temp_dir().join(format!("sts-snapshot-bench-{}-{kind}-files", std::process::id()));
         std::fs::create_dir_all(&files).unwrap();
-        bench(kind, config.controller_specs(&files).unwrap().remove(0), rounds);
+        bench(kind, sts_engine::presets::specs(&config, &files).unwrap().remove(0), rounds);
         let _ = std::fs::remove_dir_all(&files);
     }
 }

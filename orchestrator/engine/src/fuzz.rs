@@ -69,7 +69,7 @@ async fn persisting(
 /// Runs a fuzz session into `exp`.
 pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<FuzzOutcome, RunError> {
     let env = |e: std::io::Error| RunError::Environment(format!("{}: {e}", exp.dir.display()));
-    let specs = config.controller_specs(&exp.logs()).map_err(env)?;
+    let specs = crate::presets::specs(config, &exp.logs()).map_err(env)?;
     let meta = Meta {
         sts: env!("CARGO_PKG_VERSION").into(),
         seed: config.fuzz.seed,

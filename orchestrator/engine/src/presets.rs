@@ -1,10 +1,14 @@
 //! Ready-made [`ControllerSpec`]s for the real controllers `scripts/setup`
-//! installs: os-ken and Ryu apps, faucet, c65faucet and ovs-testcontroller.
+//! installs: os-ken and Ryu apps, faucet, c65faucet and ovs-testcontroller;
+//! and [`specs`], a config's controllers as specs with the files they need
+//! written (faucet.yaml, Cerberus's topology.json).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::config::{Config, ControllerKind};
 use crate::controller::ControllerSpec;
+use sts_mocknet::Topology;
 
 /// Where `scripts/setup` put the controllers: `$STS_LOCAL`, or `.local` at the
 /// root of the workspace sts was built from.
@@ -145,4 +149,146 @@ fn faucet_on(name: &str, venv: &Path, config: &Path, extra: &[&str]) -> Controll
     s.env.push(("FAUCET_LOG".into(), log));
     s.env.push(("FAUCET_EXCEPTION_LOG".into(), exc));
     s
+}
+
+/// The specs of `config`'s controllers, with the files they need written
+/// into `run_dir` (faucet.yaml, Cerberus's topology.json).
+pub fn specs(config: &Config, run_dir: &Path) -> std::io::Result<Vec<ControllerSpec>> {
+    let topo = config.topology();
+    config
+        .controllers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut spec = match c.kind {
+                ControllerKind::OsKen | ControllerKind::Ryu => {
+                    // An app given as a .py file is found next to the config.
+                    let apps: Vec<String> = c
+                        .apps
+                        .iter()
+                        .map(|a| {
+                            if a.ends_with(".py") && Path::new(a).is_relative() {
+                                config.base_dir.join(a).display().to_string()
+                            } else {
+                                a.clone()
+                            }
+                        })
+                        .collect();
+                    let (args, apps) = (
+                        c.args.iter().map(String::as_str).collect::<Vec<_>>(),
+                        apps.iter().map(String::as_str).collect::<Vec<_>>(),
+                    );
+                    if c.kind == ControllerKind::Ryu {
+                        ryu_with(&args, &apps)
+                    } else {
+                        os_ken_with(&args, &apps)
+                    }
+                }
+                ControllerKind::OvsTestcontroller => {
+                    ovs_testcontroller(&c.args.iter().map(String::as_str).collect::<Vec<_>>())
+                }
+                ControllerKind::Faucet | ControllerKind::C65faucet => {
+                    // The same file name for both: policies edit `{dir}/faucet-N.yaml`.
+                    let path = run_dir.join(format!("faucet-{i}.yaml"));
+                    std::fs::write(&path, faucet_yaml(&topo))?;
+                    if c.kind == ControllerKind::Faucet {
+                        faucet(&path)
+                    } else {
+                        c65faucet(&path)
+                    }
+                }
+                ControllerKind::Cerberus => {
+                    let dir = run_dir.join(format!("cerberus-{i}"));
+                    for sub in ["rollback", "failed"] {
+                        std::fs::create_dir_all(dir.join(sub))?;
+                    }
+                    let path = dir.join("topology.json");
+                    let net = sts_mocknet::Network::new(&topo, config.network.openflow.wire());
+                    std::fs::write(&path, cerberus_topology(&net))?;
+                    cerberus(&path, &c.args.iter().map(String::as_str).collect::<Vec<_>>())
+                }
+                // Nothing to start: the session attaches to its address.
+                ControllerKind::Remote => ControllerSpec {
+                    name: "remote".to_string(),
+                    command: Vec::new(),
+                    env: Vec::new(),
+                    config: None,
+                    start_timeout: Duration::from_secs(0),
+                    guard_group: false,
+                },
+                ControllerKind::Command => ControllerSpec {
+                    name: c.command[0].rsplit('/').next().unwrap_or("controller").to_string(),
+                    command: c.command.clone(),
+                    env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    config: None,
+                    start_timeout: Duration::from_secs(30),
+                    // A command may be a wrapper that does not exec.
+                    guard_group: true,
+                },
+            };
+            if let Some(ms) = c.start_timeout_ms {
+                spec.start_timeout = Duration::from_millis(ms);
+            }
+            Ok(spec)
+        })
+        .collect()
+}
+
+/// A faucet.yaml naming every datapath of `topo`, every port an access port on
+/// one VLAN (faucet refuses datapaths its config does not list).
+pub fn faucet_yaml(topo: &Topology) -> String {
+    let mut y = String::from("# Generated by sts for this topology.\nvlans:\n  sts:\n    vid: 100\ndps:\n");
+    let degrees = topo.degrees();
+    for &s in &topo.switches {
+        y.push_str(&format!("  sw{s}:\n    dp_id: {s}\n    hardware: \"Open vSwitch\"\n    interfaces:\n"));
+        // Ports beyond the wired ones are declared too, one per host: a host
+        // migrating here is plugged into a new port, and faucet only switches
+        // ports its config names (as on a real switch, whose every port is
+        // configured).
+        for p in 1..=degrees[&s].max(1) + topo.hosts.len() as u32 {
+            y.push_str(&format!("      {p}: {{native_vlan: sts}}\n"));
+        }
+    }
+    y
+}
+
+/// Cerberus's topology.json for `net`: every switch (`sN`, its datapath id),
+/// every switch-to-switch link with its two ports, and every host with the
+/// MAC, IPv4 address (/8) and port sts gives it, all on VLAN 100, untagged.
+/// Cerberus installs its flows from this alone: a host it does not list, or
+/// one that moved, is dropped.
+pub fn cerberus_topology(net: &sts_mocknet::Network) -> String {
+    let dp_ids: serde_json::Map<String, serde_json::Value> =
+        net.switches.keys().map(|d| (format!("s{d}"), serde_json::json!(d))).collect();
+    let links: Vec<serde_json::Value> = net
+        .switch_links()
+        .into_iter()
+        .map(|((d1, p1), (d2, p2))| {
+            serde_json::json!([format!("s{d1}"), p1.to_string(), format!("s{d2}"), p2.to_string()])
+        })
+        .collect();
+    let hosts: Vec<serde_json::Value> = net
+        .hosts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| {
+            let (d, p) = net.host_port(i)?;
+            Some(serde_json::json!({
+                "name": h.name,
+                "interfaces": [{
+                    "switch": format!("s{d}"),
+                    "swport": p,
+                    "mac": h.mac.to_string(),
+                    "ipv4": format!("{}/8", h.ip),
+                    "vlan": 100,
+                    "tagged": false,
+                }],
+            }))
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "switch_matrix": { "dp_ids": dp_ids, "links": links, "p4": [] },
+        "hosts_matrix": hosts,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
 }

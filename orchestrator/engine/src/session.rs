@@ -264,8 +264,7 @@ pub async fn start_with(
 ) -> Result<Session, RunError> {
     std::fs::create_dir_all(run_dir)
         .map_err(|e| RunError::Environment(format!("cannot create {}: {e}", run_dir.display())))?;
-    let mut specs = config
-        .controller_specs(run_dir)
+    let mut specs = crate::presets::specs(config, run_dir)
         .map_err(|e| RunError::Environment(format!("cannot write controller files: {e}")))?;
     // Relays first: controllers name their addresses ({relay:NAME}).
     let mut relays = BTreeMap::new();
