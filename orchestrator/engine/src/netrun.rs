@@ -446,8 +446,12 @@ impl NetRunner {
                 if !keepalive {
                     self.last_activity = now;
                 }
-                if let Ok(msg) = frame.decode() {
-                    tracing::debug!(dpid, conn, "controller -> switch: {}", sts_proxy::wire::Fingerprint::of(&msg));
+                // Decoded for the debug line only when it is written: the
+                // switch model decodes the message once, on delivery.
+                if tracing::enabled!(tracing::Level::DEBUG) {
+                    if let Ok(msg) = frame.decode() {
+                        tracing::debug!(dpid, conn, "controller -> switch: {}", sts_proxy::wire::Fingerprint::of(&msg));
+                    }
                 }
                 let out = self.interposer.on_message(
                     ChannelId { dpid, controller: conn },
