@@ -16,7 +16,7 @@
 //! readable file that lacks at most what was queued. The queue is bounded
 //! ([`RECORDER_BACKLOG`] batches): beyond it the relay waits for the recorder.
 //!
-//! A fault policy ([`parse_policy`]: `--drop TYPE`, `--delay TYPE=MS`) applies
+//! A fault policy ([`parse_fault_rules`]: `--drop TYPE`, `--delay TYPE=MS`) applies
 //! to every channel; echo messages always pass. Every direction of a channel
 //! is written by its own writer task, fed in order by the relay and, for
 //! delayed messages, by a ticker, so a delay keeps the connection's order (what
@@ -143,7 +143,7 @@ const WRITER_BACKLOG: usize = 256;
 
 /// Parses a fault policy from `--drop TYPE` and `--delay TYPE=MS` values
 /// (message type names as recorded: `flow_mod`, `packet_in` ...).
-pub fn parse_policy(drop: &[String], delay: &[String]) -> Result<Vec<Rule>, String> {
+pub fn parse_fault_rules(drop: &[String], delay: &[String]) -> Result<Vec<Rule>, String> {
     let known = crate::wire::type_names();
     let check = |flag: &str, t: &str| {
         if known.contains(&t) {
@@ -267,13 +267,13 @@ impl Control {
     }
 
     /// The fault policy in force.
-    pub fn policy(&self) -> Vec<Rule> {
+    pub fn fault_rules(&self) -> Vec<Rule> {
         self.lock().interposer.rules().to_vec()
     }
 
     /// Replaces the fault policy for the messages that come from now on;
     /// messages already held stay held until [`Control::release`].
-    pub fn set_policy(&self, rules: Vec<Rule>) {
+    pub fn set_fault_rules(&self, rules: Vec<Rule>) {
         self.lock().interposer.set_rules(rules);
     }
 

@@ -922,7 +922,7 @@ fn proxy(
     max_switches: usize,
 ) -> u8 {
     use sts_proxy::standalone;
-    let policy = match standalone::parse_policy(drop_types, delay) {
+    let policy = match standalone::parse_fault_rules(drop_types, delay) {
         Ok(mut p) => {
             if let Some(kb) = bandwidth {
                 let action = sts_proxy::interpose::Action::Bandwidth(kb * 1000);

@@ -64,7 +64,8 @@ async fn start(
 
 #[tokio::test]
 async fn drop_and_delay_rules_apply_and_order_is_kept() {
-    let policy = sts_proxy::standalone::parse_policy(&["barrier_request".into()], &["flow_mod=150".into()]).unwrap();
+    let policy =
+        sts_proxy::standalone::parse_fault_rules(&["barrier_request".into()], &["flow_mod=150".into()]).unwrap();
     let (proxy, mut switch, mut ctl) = start(policy).await;
 
     // Controller -> switch: FLOW_MOD (delayed), GET_CONFIG (queued behind it),
@@ -131,11 +132,11 @@ async fn a_bandwidth_rule_paces_a_burst_by_its_bytes() {
 
 #[test]
 fn bad_policies_are_refused_with_the_known_types() {
-    let e = sts_proxy::standalone::parse_policy(&["flowmod".into()], &[]).unwrap_err();
+    let e = sts_proxy::standalone::parse_fault_rules(&["flowmod".into()], &[]).unwrap_err();
     assert!(e.contains("--drop \"flowmod\"") && e.contains("flow_mod"), "{e}");
-    let e = sts_proxy::standalone::parse_policy(&[], &["flow_mod".into()]).unwrap_err();
+    let e = sts_proxy::standalone::parse_fault_rules(&[], &["flow_mod".into()]).unwrap_err();
     assert!(e.contains("TYPE=MS"), "{e}");
-    let e = sts_proxy::standalone::parse_policy(&[], &["flow_mod=soon".into()]).unwrap_err();
+    let e = sts_proxy::standalone::parse_fault_rules(&[], &["flow_mod=soon".into()]).unwrap_err();
     assert!(e.contains("milliseconds"), "{e}");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_sts"))
         .args(["proxy", "--listen", "127.0.0.1:0", "--controller", "127.0.0.1:6653", "--drop", "nonsense"])

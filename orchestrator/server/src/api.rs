@@ -501,7 +501,7 @@ pub async fn set_proxy_policy(
     req: Request,
 ) -> Answer<Json<sts_client::ProxyInfo>> {
     let policy: sts_client::Policy = json_body(req).await?;
-    Ok(Json(app.proxies.set_policy(&name, policy.rules)?))
+    Ok(Json(app.proxies.set_fault_rules(&name, policy.rules)?))
 }
 
 /// Adds one named rule at the end of a proxy's policy (Toxiproxy's `POST

@@ -243,11 +243,11 @@ impl Proxies {
     }
 
     /// Replaces proxy `name`'s fault policy.
-    pub fn set_policy(&self, name: &str, rules: Vec<PolicyRule>) -> Result<ProxyInfo, ProxyError> {
+    pub fn set_fault_rules(&self, name: &str, rules: Vec<PolicyRule>) -> Result<ProxyInfo, ProxyError> {
         let compiled = rules_of(&rules)?;
         let mut running = self.lock();
         let r = running.get_mut(name).ok_or_else(|| ProxyError::NotFound(name.to_string()))?;
-        r.control.set_policy(compiled);
+        r.control.set_fault_rules(compiled);
         r.request.rules = rules;
         Ok(Proxies::info(name, r))
     }
@@ -263,7 +263,7 @@ impl Proxies {
         let r = running.get_mut(name).ok_or_else(|| ProxyError::NotFound(name.to_string()))?;
         let mut rules = r.request.rules.clone();
         edit(&mut rules)?;
-        r.control.set_policy(rules_of(&rules)?);
+        r.control.set_fault_rules(rules_of(&rules)?);
         r.request.rules = rules;
         Ok(Proxies::info(name, r))
     }
@@ -352,7 +352,7 @@ impl Proxies {
                 listen_same && r.request.controller == req.controller
             });
             match same {
-                Some(true) => out.push(self.set_policy(&req.name, req.rules)?),
+                Some(true) => out.push(self.set_fault_rules(&req.name, req.rules)?),
                 Some(false) => {
                     self.delete(&req.name).await?;
                     out.push(self.create(req).await?);
