@@ -5,59 +5,144 @@
 use sts_mocknet::network::{Endpoint, Network};
 use sts_trace::{External, Port};
 
-/// A command's name, its arguments, what it does, and its group in `help`.
+/// A command's name, its arguments, what it does, its group in `help`, and
+/// what its arguments are completed from: everything the console knows of a
+/// command but how it runs (one `match` in `mod.rs`).
 pub struct Command {
     pub name: &'static str,
     pub args: &'static str,
     pub what: &'static str,
     pub group: &'static str,
+    pub completes: &'static [Word],
+}
+
+/// Where a command's argument words come from, for completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Word {
+    /// This word itself (`down`, `--stats` ...).
+    Literal(&'static str),
+    Switches,
+    Hosts,
+    Controllers,
+    /// The checkpoints' names.
+    Checkpoints,
+    /// The held messages' ids, and `all`.
+    Held,
+    Relays,
+    Policies,
+    /// Common OpenFlow message types (`flow_mod`, `packet_in` ...).
+    MsgTypes,
+    /// Every command's name.
+    Commands,
 }
 
 const fn c(group: &'static str, name: &'static str, args: &'static str, what: &'static str) -> Command {
-    Command { name, args, what, group }
+    Command { name, args, what, group, completes: &[] }
+}
+
+impl Command {
+    const fn completing(self, completes: &'static [Word]) -> Command {
+        Command { completes, ..self }
+    }
+}
+
+/// What the running session names, for [`completions`].
+#[derive(Debug, Default)]
+pub struct Names {
+    pub switches: Vec<String>,
+    pub hosts: Vec<String>,
+    pub controllers: Vec<String>,
+    pub checkpoints: Vec<String>,
+    pub held: Vec<String>,
+    pub relays: Vec<String>,
+    pub policies: Vec<String>,
+}
+
+/// The words that complete `command`'s arguments, from what the session names.
+pub fn completions(command: &Command, names: &Names) -> Vec<String> {
+    const MSG_TYPES: [&str; 6] = ["flow_mod", "packet_in", "packet_out", "port_status", "barrier_request", "group_mod"];
+    let mut out = Vec::new();
+    for w in command.completes {
+        match w {
+            Word::Literal(l) => out.push(l.to_string()),
+            Word::Switches => out.extend(names.switches.iter().cloned()),
+            Word::Hosts => out.extend(names.hosts.iter().cloned()),
+            Word::Controllers => out.extend(names.controllers.iter().cloned()),
+            Word::Checkpoints => out.extend(names.checkpoints.iter().cloned()),
+            Word::Held => out.extend(names.held.iter().cloned().chain(["all".to_string()])),
+            Word::Relays => out.extend(names.relays.iter().cloned()),
+            Word::Policies => out.extend(names.policies.iter().cloned()),
+            Word::MsgTypes => out.extend(MSG_TYPES.iter().map(|t| t.to_string())),
+            Word::Commands => out.extend(COMMANDS.iter().map(|c| c.name.to_string())),
+        }
+    }
+    out
+}
+
+/// `help`'s text: every command by group, then the aliases.
+pub fn help_lines() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut group = "";
+    for c in COMMANDS {
+        if c.group != group {
+            group = c.group;
+            out.push(format!("{group}:"));
+        }
+        // Arguments too long for their column get a line of their own.
+        if c.args.len() < 22 {
+            out.push(format!("  {:<12}{:<22}{}", c.name, c.args, c.what));
+        } else {
+            out.push(format!("  {:<12}{}", c.name, c.args));
+            out.push(format!("  {:<34}{}", "", c.what));
+        }
+    }
+    let aliases: Vec<String> = ALIASES.iter().map(|(a, n)| format!("{a} {n}")).collect();
+    out.push(format!("aliases: {}", aliases.join(", ")));
+    out.push("Mininet's phrasing works too: h1 ping h2, net, dump, link s1 s2 down, dpctl dump-flows".into());
+    out
 }
 
 /// Every command, in the order `help` lists them.
 pub const COMMANDS: &[Command] = &[
     c("stepping", "next", "[N]", "inject the trace's next N inputs (default 1), each once what preceded it in the original has happened, as a replay does (Enter at the prompt does `next`)"),
     c("stepping", "continue", "", "inject the trace's inputs until a breakpoint, the violation or Ctrl-C (past the last input, wait for the violation as a replay does)"),
-    c("stepping", "run-to", "SEQ|TIME|violation", "inject inputs until just before the one with trace seq SEQ, or until the violation; or run until TIME on the run's clock (2.5s, 800ms; +1s: from now), injecting the inputs that come due on the way"),
+    c("stepping", "run-to", "SEQ|TIME|violation", "inject inputs until just before the one with trace seq SEQ, or until the violation; or run until TIME on the run's clock (2.5s, 800ms; +1s: from now), injecting the inputs that come due on the way").completing(&[Word::Literal("violation"), Word::Literal("+1s")]),
     c("stepping", "skip", "[N]", "pass over the trace's next N inputs (default 1) without injecting them; the ones after keep their spacing"),
     c("stepping", "instead", "INPUT ...", "a typed input in place of the trace's next one: `instead migrate h3 s2` skips the next input and migrates h3 (typed inputs alone go in before it)"),
     c("stepping", "where", "", "position in the trace, virtual time, the next input, held messages, violations at the last check"),
-    c("breakpoints", "break", "seq N|event TYPE|msg TYPE [SWITCH]|invariant [KIND]", "stop `continue` before input seq N, before the next input of TYPE (ping, host_migrate ...), when a message of TYPE (flow_mod ...) to or from SWITCH is sent (it is held: `pending`), or once a check finds a violation (of KIND: loop, blackhole ...)"),
+    c("breakpoints", "break", "seq N|event TYPE|msg TYPE [SWITCH]|invariant [KIND]", "stop `continue` before input seq N, before the next input of TYPE (ping, host_migrate ...), when a message of TYPE (flow_mod ...) to or from SWITCH is sent (it is held: `pending`), or once a check finds a violation (of KIND: loop, blackhole ...)").completing(&[Word::Literal("seq"), Word::Literal("event"), Word::Literal("msg"), Word::Literal("invariant"), Word::MsgTypes, Word::Switches]),
     c("breakpoints", "breaks", "", "list the breakpoints"),
     c("breakpoints", "delete", "N", "delete breakpoint N (a message breakpoint releases what it held)"),
     c("network", "nodes", "", "switches, hosts and controllers"),
     c("network", "links", "", "switch-to-switch and host links, up or down"),
     c("network", "hosts", "", "hosts: address, where plugged in, pings answered"),
-    c("network", "ports", "[SWITCH]", "ports of every switch, or one: number, name, link, counters"),
-    c("network", "flows", "[SWITCH] [--stats]", "flow tables as ovs-ofctl dump-flows --no-stats prints them (every switch, or one: s3); --stats: as dump-flows does, with duration and counters"),
-    c("network", "groups", "[SWITCH]", "group tables: id, type, buckets"),
-    c("network", "path", "SRC DST", "where a ping from host SRC to host DST goes through the flow tables now: each switch, the rule it meets (dump-flows style), and where it ends"),
+    c("network", "ports", "[SWITCH]", "ports of every switch, or one: number, name, link, counters").completing(&[Word::Switches, Word::Literal("--stats")]),
+    c("network", "flows", "[SWITCH] [--stats]", "flow tables as ovs-ofctl dump-flows --no-stats prints them (every switch, or one: s3); --stats: as dump-flows does, with duration and counters").completing(&[Word::Switches, Word::Literal("--stats")]),
+    c("network", "groups", "[SWITCH]", "group tables: id, type, buckets").completing(&[Word::Switches, Word::Literal("--stats")]),
+    c("network", "path", "SRC DST", "where a ping from host SRC to host DST goes through the flow tables now: each switch, the rule it meets (dump-flows style), and where it ends").completing(&[Word::Hosts]),
     c("network", "check", "[KIND]", "run the invariant checker now; the violations (of KIND) with witness and culprit"),
     c("messages", "pending", "", "OpenFlow messages the proxy holds or delays, with their ids"),
-    c("messages", "deliver", "ID|all", "deliver held message ID (or every held message) now, out of turn (recorded as an input)"),
-    c("messages", "drop", "ID|all", "drop held message ID (or every held message) (recorded as an input)"),
-    c("messages", "delay", "ID|all MS", "deliver held message ID (or every held message) in MS milliseconds (recorded as an input)"),
-    c("messages", "hold", "TYPE [SWITCH]", "hold messages of TYPE (flow_mod, packet_in ...) to or from SWITCH, or every switch, from now on (recorded as an input); later messages on a connection wait behind a held one"),
-    c("messages", "release", "[SWITCH]", "stop holding (for SWITCH, or everywhere) and deliver what is held, in order (recorded as an input)"),
-    c("inputs", "link", "down|up A B", "a switch-to-switch link fails or recovers (A, B: s1 s2)"),
-    c("inputs", "switch", "down|up S", "a switch fails or recovers"),
-    c("inputs", "controller", "crash|restart C", "a controller (c0 ...) is killed, or started again"),
-    c("inputs", "migrate", "HOST SWITCH", "a host moves to a free port of SWITCH"),
-    c("inputs", "ping", "SRC DST", "SRC pings DST (say `run-to +1s` to let it go)"),
+    c("messages", "deliver", "ID|all", "deliver held message ID (or every held message) now, out of turn (recorded as an input)").completing(&[Word::Held]),
+    c("messages", "drop", "ID|all", "drop held message ID (or every held message) (recorded as an input)").completing(&[Word::Held]),
+    c("messages", "delay", "ID|all MS", "deliver held message ID (or every held message) in MS milliseconds (recorded as an input)").completing(&[Word::Held]),
+    c("messages", "hold", "TYPE [SWITCH]", "hold messages of TYPE (flow_mod, packet_in ...) to or from SWITCH, or every switch, from now on (recorded as an input); later messages on a connection wait behind a held one").completing(&[Word::MsgTypes, Word::Switches]),
+    c("messages", "release", "[SWITCH]", "stop holding (for SWITCH, or everywhere) and deliver what is held, in order (recorded as an input)").completing(&[Word::Switches]),
+    c("inputs", "link", "down|up A B", "a switch-to-switch link fails or recovers (A, B: s1 s2)").completing(&[Word::Literal("down"), Word::Literal("up"), Word::Switches]),
+    c("inputs", "switch", "down|up S", "a switch fails or recovers").completing(&[Word::Literal("down"), Word::Literal("up"), Word::Switches]),
+    c("inputs", "controller", "crash|restart C", "a controller (c0 ...) is killed, or started again").completing(&[Word::Literal("crash"), Word::Literal("restart"), Word::Controllers]),
+    c("inputs", "migrate", "HOST SWITCH", "a host moves to a free port of SWITCH").completing(&[Word::Hosts, Word::Switches]),
+    c("inputs", "ping", "SRC DST", "SRC pings DST (say `run-to +1s` to let it go)").completing(&[Word::Hosts]),
     c("inputs", "pingall", "", "every host pings every other, one pair at a time (each until answered or 1 s), and says which were answered"),
-    c("inputs", "partition", "RELAY", "cut a controller-to-controller relay"),
-    c("inputs", "heal", "RELAY", "heal a cut relay"),
-    c("inputs", "policy", "NAME", "apply the config's policy change NAME ([[policies]]: a REST call or a command)"),
-    c("time travel", "checkpoint", "[NAME]", "remember this point: every controller (forked and parked), the network, the held messages, the trace so far"),
-    c("time travel", "rewind", "[--replay] [NAME]", "go back to checkpoint NAME (the latest by default); --replay: by replaying the session up to it instead, as when checkpoints cannot be taken"),
+    c("inputs", "partition", "RELAY", "cut a controller-to-controller relay").completing(&[Word::Relays]),
+    c("inputs", "heal", "RELAY", "heal a cut relay").completing(&[Word::Relays]),
+    c("inputs", "policy", "NAME", "apply the config's policy change NAME ([[policies]]: a REST call or a command)").completing(&[Word::Policies]),
+    c("time travel", "checkpoint", "[NAME]", "remember this point: every controller (forked and parked), the network, the held messages, the trace so far").completing(&[Word::Checkpoints]),
+    c("time travel", "rewind", "[--replay] [NAME]", "go back to checkpoint NAME (the latest by default); --replay: by replaying the session up to it instead, as when checkpoints cannot be taken").completing(&[Word::Checkpoints, Word::Literal("--replay")]),
     c("time travel", "checkpoints", "", "list the checkpoints"),
     c("output", "log", "[N]", "the last N events of this session's trace (default 10)"),
     c("output", "save", "DIR", "the session so far as a new experiment directory that `sts replay` and `sts minimize` accept"),
-    c("output", "export", "pcap FILE", "this session's OpenFlow messages as a pcapng (as `sts pcap` writes)"),
-    c("output", "help", "[COMMAND]", "this list, or one command"),
+    c("output", "export", "pcap FILE", "this session's OpenFlow messages as a pcapng (as `sts pcap` writes)").completing(&[Word::Literal("pcap")]),
+    c("output", "help", "[COMMAND]", "this list, or one command").completing(&[Word::Commands]),
     c("output", "quit", "", "end the session (Ctrl-D too); its trace stays"),
 ];
 
@@ -309,6 +394,24 @@ mod tests {
         assert_eq!(resolve("n").map(|c| c.name), Some("next"));
         assert_eq!(resolve("c").map(|c| c.name), Some("continue"));
         assert!(resolve("nope").is_none());
+    }
+
+    #[test]
+    fn arguments_complete_from_the_table_and_what_the_session_names() {
+        let names = Names {
+            switches: vec!["s1".into(), "s2".into()],
+            hosts: vec!["h1".into()],
+            held: vec!["41".into()],
+            ..Names::default()
+        };
+        let of = |name: &str| completions(resolve(name).unwrap(), &names);
+        assert_eq!(of("link"), ["down", "up", "s1", "s2"]);
+        assert_eq!(of("drop"), ["41", "all"]);
+        assert_eq!(of("migrate"), ["h1", "s1", "s2"]);
+        assert!(of("where").is_empty());
+        assert_eq!(of("help").len(), COMMANDS.len());
+        let help = help_lines();
+        assert!(COMMANDS.iter().all(|c| help.iter().any(|l| l.starts_with(&format!("  {:<12}", c.name)))));
     }
 
     #[test]

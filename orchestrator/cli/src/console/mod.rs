@@ -351,46 +351,30 @@ impl<'t> Console<'t> {
     /// Refreshes what completion offers after a command word.
     fn update_words(&self) {
         let s = self.replayer.session();
-        let switches: Vec<String> = s.runner.net.switches.keys().map(|d| format!("s{d}")).collect();
-        let hosts: Vec<String> = s.runner.net.hosts.iter().map(|h| h.name.clone()).collect();
-        let controllers: Vec<String> = (0..s.controllers.len()).map(monitor::controller_name).collect();
-        let marks: Vec<String> = self.marks.iter().map(|m| m.name.clone()).collect();
-        let mut held: Vec<String> =
-            s.runner.interposer.waiting().iter().filter(|m| m.due.is_none()).map(|m| m.seq.to_string()).collect();
-        held.push("all".into());
-        let relays: Vec<String> = s.relays.keys().cloned().collect();
-        let types: Vec<String> = ["flow_mod", "packet_in", "packet_out", "port_status", "barrier_request", "group_mod"]
-            .map(String::from)
-            .to_vec();
-        let join = |parts: &[&[String]]| parts.concat();
-        let word = |w: &[&str]| w.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let mut by: std::collections::BTreeMap<&'static str, Vec<String>> = std::collections::BTreeMap::new();
-        for c in ["deliver", "drop", "delay"] {
-            by.insert(c, held.clone());
-        }
-        by.insert("rewind", join(&[&marks, &word(&["--replay"])]));
-        by.insert("checkpoint", marks.clone());
-        by.insert("break", join(&[&word(&["seq", "event", "msg", "invariant"]), &types, &switches]));
-        by.insert("hold", join(&[&types, &switches]));
-        by.insert("release", switches.clone());
-        by.insert("link", join(&[&word(&["down", "up"]), &switches]));
-        by.insert("switch", join(&[&word(&["down", "up"]), &switches]));
-        by.insert("controller", join(&[&word(&["crash", "restart"]), &controllers]));
-        for c in ["flows", "ports", "groups"] {
-            by.insert(c, join(&[&switches, &word(&["--stats"])]));
-        }
-        for c in ["ping", "path"] {
-            by.insert(c, hosts.clone());
-        }
-        by.insert("migrate", join(&[&hosts, &switches]));
-        for c in ["partition", "heal"] {
-            by.insert(c, relays.clone());
-        }
-        by.insert("policy", s.policies.keys().cloned().collect());
-        by.insert("run-to", word(&["violation", "+1s"]));
-        by.insert("export", word(&["pcap"]));
-        by.insert("help", COMMANDS.iter().map(|c| c.name.to_string()).collect());
-        let all = join(&[&switches, &hosts, &controllers, &marks, &held, &relays]);
+        let names = commands::Names {
+            switches: s.runner.net.switches.keys().map(|d| format!("s{d}")).collect(),
+            hosts: s.runner.net.hosts.iter().map(|h| h.name.clone()).collect(),
+            controllers: (0..s.controllers.len()).map(monitor::controller_name).collect(),
+            checkpoints: self.marks.iter().map(|m| m.name.clone()).collect(),
+            held: s.runner.interposer.waiting().iter().filter(|m| m.due.is_none()).map(|m| m.seq.to_string()).collect(),
+            relays: s.relays.keys().cloned().collect(),
+            policies: s.policies.keys().cloned().collect(),
+        };
+        let by = COMMANDS
+            .iter()
+            .filter(|c| !c.completes.is_empty())
+            .map(|c| (c.name, commands::completions(c, &names)))
+            .collect();
+        let all = [
+            &names.switches[..],
+            &names.hosts,
+            &names.controllers,
+            &names.checkpoints,
+            &names.held,
+            &["all".to_string()],
+            &names.relays,
+        ]
+        .concat();
         if let Ok(mut words) = self.words.lock() {
             *words = Words { by_command: by, all };
         }
@@ -420,25 +404,7 @@ impl<'t> Console<'t> {
             return out;
         }
         match (c.name, args) {
-            ("help", []) => {
-                let mut group = "";
-                for c in COMMANDS {
-                    if c.group != group {
-                        group = c.group;
-                        out.say(format!("{group}:"));
-                    }
-                    // Arguments too long for their column get a line of their own.
-                    if c.args.len() < 22 {
-                        out.say(format!("  {:<12}{:<22}{}", c.name, c.args, c.what));
-                    } else {
-                        out.say(format!("  {:<12}{}", c.name, c.args));
-                        out.say(format!("  {:<34}{}", "", c.what));
-                    }
-                }
-                let aliases: Vec<String> = commands::ALIASES.iter().map(|(a, n)| format!("{a} {n}")).collect();
-                out.say(format!("aliases: {}", aliases.join(", ")));
-                out.say("Mininet's phrasing works too: h1 ping h2, net, dump, link s1 s2 down, dpctl dump-flows");
-            }
+            ("help", []) => commands::help_lines().into_iter().for_each(|l| out.say(l)),
             ("help", [name]) => match commands::resolve(name) {
                 Some(c) => out.say(format!("{} {}: {}", c.name, c.args, c.what)),
                 None => out.fail(format!("no command {name:?}; `help` lists them")),
