@@ -6,60 +6,50 @@
 //! no runtime: every job takes an [`Engine`] (its observer, its pool of
 //! controller snapshots, its once-only notices, its counters) and runs as an
 //! `async fn` on the caller's tokio runtime. Front ends (`sts` the command
-//! line, and later the console and the server) turn results into output and
-//! exit codes.
+//! line, the console and the server) turn results into output and exit
+//! codes.
 //!
 //! This file only declares and re-exports; [`Engine`] and [`RunError`] have
-//! files of their own.
+//! files of their own. The folders are layers, each using only those above
+//! it in this list (`scripts/module-cycles` checks that no module uses one
+//! that uses it):
+//! - [`config`]: experiment configs (TOML); [`records`]: the checker's
+//!   violations to and from the trace's records; [`observer`]: progress and
+//!   notices, for whoever drives a job;
+//! - [`time`]: the only place time is read; virtual time
+//!   ([`clock`](time::clock));
+//! - [`controllers`]: controller processes (start, readiness, logs, kill,
+//!   no orphans), the specs of the installed controllers, pristine snapshots
+//!   (zygotes) and mid-run checkpoints through the shim, and policies
+//!   (reconfiguring a controller from outside);
+//! - [`run`]: the mock network connected to real controllers over TCP
+//!   ([`netrun`]), bringing an experiment up ([`session`]), injecting
+//!   external events and the seeded fuzzer ([`inputs`]), the trace drain and
+//!   the invariant monitor ([`monitor`]);
+//! - [`jobs`]: pingall, fuzz, replay, PEEK, minimize (inputs and messages),
+//!   learn, campaign, import, and the Slurm executor.
 //!
-//! Modules, by job:
-//! - [`config`]: experiment configs (TOML);
-//! - [`clock`]: the only place time is read; virtual time;
-//! - [`controller`], [`presets`]: controller processes (start, readiness,
-//!   logs, kill, no orphans) and the specs of the installed controllers;
-//! - [`snapshot`], [`checkpoint`]: pristine snapshots (zygotes) and mid-run
-//!   checkpoints of controllers, through the shim;
-//! - [`netrun`]: the mock network connected to real controllers over TCP;
-//! - [`session`]: bringing an experiment up (relays, controllers, network,
-//!   handshakes);
-//! - [`monitor`]: facts for the checker, the trace drain, the invariant monitor;
-//! - [`inputs`]: external events: injecting them, and the seeded fuzzer;
-//! - [`pingall`], [`fuzz`], [`replay`], [`peek`], [`minimize`], [`campaign`]:
-//!   the jobs;
-//! - [`slurm`]: the Slurm executor (candidates as job steps) and array jobs;
-//! - [`records`]: the checker's violations to and from the trace's records;
-//! - [`observer`]: progress and notices, for whoever drives a job.
+//! Every module is also reachable at the crate's root (`sts_engine::replay`,
+//! `crate::session`), as before the folders.
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit.
 
-pub mod campaign;
-pub mod checkpoint;
-pub mod clock;
 pub mod config;
-pub mod controller;
+pub mod controllers;
 mod engine;
 mod error;
-mod finesleep;
-pub mod fuzz;
-pub mod import;
-pub mod inputs;
-pub mod internal;
-pub mod learn;
-pub mod listeners;
-pub mod minimize;
-pub mod monitor;
-pub mod netrun;
+pub mod jobs;
 pub mod observer;
-mod output;
-pub mod peek;
-pub mod pingall;
-pub mod policy;
-pub mod presets;
 pub mod records;
-pub mod replay;
-pub mod session;
-pub mod slurm;
-pub mod snapshot;
+pub mod run;
+pub mod time;
+
+pub(crate) use controllers::output;
+pub use controllers::{checkpoint, controller, listeners, policy, presets, snapshot};
+pub use jobs::{campaign, fuzz, import, internal, learn, minimize, peek, pingall, replay, slurm};
+pub use run::{inputs, monitor, netrun, session};
+pub use time::clock;
+pub(crate) use time::finesleep;
 
 pub use engine::Engine;
 pub use error::{own_dir, InputError, RunError};

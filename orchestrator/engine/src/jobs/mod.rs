@@ -1,0 +1,16 @@
+//! The jobs a front end runs, each on a [`crate::Engine`]: [`pingall`],
+//! [`fuzz`], [`replay`] (and the console's stepping), [`peek`],
+//! [`minimize`] (inputs) and [`internal`] (messages), [`learn`] (fingerprint
+//! masks), [`campaign`] (many seeds, bugs grouped), [`import`] (a recording
+//! of real switches), and [`slurm`] (candidates and seeds on a cluster).
+
+pub mod campaign;
+pub mod fuzz;
+pub mod import;
+pub mod internal;
+pub mod learn;
+pub mod minimize;
+pub mod peek;
+pub mod pingall;
+pub mod replay;
+pub mod slurm;
