@@ -362,8 +362,22 @@ pub async fn start_with(
         for issue in runner.issues.iter().take(5) {
             why.push_str(&format!("\n  switch {} / controller {}: {}", issue.dpid, issue.controller, issue.what));
         }
-        for c in &controllers {
-            why.push_str(&format!("\n  last log lines of the controller on {}:\n{}", c.addr(), c.log_tail(10)));
+        for c in &mut controllers {
+            // Whether it is still there tells a controller that died from one
+            // that never answered.
+            let state = match (c.is_remote(), c.is_alive()) {
+                (true, _) => "remote".to_string(),
+                (false, true) => format!("pid {}, running", c.pid()),
+                (false, false) => format!("pid {}, exited", c.pid()),
+            };
+            why.push_str(&format!(
+                "\n  last log lines of the controller on {} ({state}):\n{}",
+                c.addr(),
+                c.log_tail(10)
+            ));
+        }
+        if let Some(summary) = runner.clock.summary() {
+            why.push_str(&format!("\n  {summary}"));
         }
         return Err(RunError::Environment(why));
     }
