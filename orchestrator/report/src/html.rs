@@ -683,7 +683,7 @@ pub(crate) fn dropped_after_holding(trace: &Trace) -> std::collections::BTreeSet
         }
         match &r.external {
             Some(External::HeldMessage { switch, msg_type, index, fate }) => {
-                let queue = held.entry((*switch, msg_type.clone())).or_default();
+                let queue = held.entry((*switch, msg_type.as_str().to_string())).or_default();
                 if (*index as usize) < queue.len() {
                     let seq = queue.remove(*index as usize);
                     if *fate == Fate::Drop {

@@ -118,7 +118,7 @@ pub enum External {
     ControlHold {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         switch: Option<u64>,
-        msg_type: String,
+        msg_type: MsgType,
     },
     /// No more messages are held (on `switch`, or anywhere); those held are
     /// delivered in order.
@@ -130,17 +130,17 @@ pub enum External {
     /// (one message, either direction; keepalives are never dropped): a
     /// message-level fault for the fuzzer (`[fuzz.rates] message_drop`).
     /// Armed until such a message comes.
-    ControlDrop { switch: u64, msg_type: String },
+    ControlDrop { switch: u64, msg_type: MsgType },
     /// The proxy delays the next message of `msg_type` to or from `switch`
     /// by `ms` (what follows it on that connection waits behind it, in
     /// order): `[fuzz.rates] message_delay`. Armed until such a message
     /// comes.
-    ControlDelayNext { switch: u64, msg_type: String, ms: u64 },
+    ControlDelayNext { switch: u64, msg_type: MsgType, ms: u64 },
     /// The proxy delivers the next message of `msg_type` to or from
     /// `switch` `ms` late and lets the messages after it overtake it: a
     /// reordering (`[fuzz.rates] message_reorder`). Armed until such a
     /// message comes.
-    ControlReorderNext { switch: u64, msg_type: String, ms: u64 },
+    ControlReorderNext { switch: u64, msg_type: MsgType, ms: u64 },
     /// One held message meets its fate: the `index`-th (from 0, oldest
     /// first) held message of `msg_type` on `switch`'s connections is
     /// delivered now, dropped, or delivered `ms` later (the console's
@@ -148,7 +148,7 @@ pub enum External {
     /// message.
     HeldMessage {
         switch: u64,
-        msg_type: String,
+        msg_type: MsgType,
         #[serde(default, skip_serializing_if = "is_zero")]
         index: u32,
         fate: Fate,
@@ -355,7 +355,10 @@ impl<'de> Deserialize<'de> for MsgType {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MsgType, D::Error> {
         let name = String::deserialize(d)?;
         MsgType::from_name(&name).ok_or_else(|| {
-            serde::de::Error::custom(format!("msg: {name:?} is not an OpenFlow 1.0 or 1.3 message type"))
+            serde::de::Error::custom(format!(
+                "{name:?} is not an OpenFlow 1.0 or 1.3 message type (types go by snake_case names: flow_mod, \
+                 packet_in, barrier_request ...)"
+            ))
         })
     }
 }
@@ -1020,6 +1023,7 @@ mod tests {
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\"}}}}"), "missing field `dst`"),
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"internal\":{{\"type\":\"openflow\",\"dpid\":1,\"controller\":0,\"dir\":\"up\",\"msg\":\"flow_mod\",\"fp\":\"x\"}}}}"), "unknown variant `up`"),
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"internal\":{{\"type\":\"openflow\",\"dpid\":1,\"controller\":0,\"dir\":\"to_switch\",\"msg\":\"flow_smod\",\"fp\":\"x\"}}}}"), "not an OpenFlow"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"control_hold\",\"msg_type\":\"flowmod\"}}}}"), ":2: \"flowmod\" is not an OpenFlow"),
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"internal\":{{\"type\":\"openflow\",\"dpid\":1,\"controller\":0,\"dir\":\"to_switch\",\"msg\":\"flow_mod\",\"fp\":\"x\",\"raw\":\"0g\"}}}}"), "hex"),
             (format!("{h}\n{{\"seq\":2,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}}}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}}}"), ":3: seq"),
         ];

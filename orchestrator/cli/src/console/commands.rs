@@ -3,7 +3,7 @@
 //! inputs, times). No I/O here: these are tested on their own.
 
 use sts_mocknet::network::{Endpoint, Network};
-use sts_trace::{External, Port};
+use sts_trace::{External, MsgType, Port};
 
 /// A command's name, its arguments, what it does, its group in `help`, and
 /// what its arguments are completed from: everything the console knows of a
@@ -245,6 +245,13 @@ impl Break {
 }
 
 /// `s3` or `3` as a datapath id.
+/// An OpenFlow message type by its snake_case name (`flow_mod`).
+pub fn msg_type(word: &str) -> Result<MsgType, String> {
+    MsgType::from_name(word).filter(|t| t.as_str() != "unknown").ok_or_else(|| {
+        format!("no OpenFlow message type {word:?} (types go by snake_case names: flow_mod, packet_in, barrier_request ...)")
+    })
+}
+
 pub fn switch_id(word: &str) -> Result<u64, String> {
     word.trim_start_matches('s').parse().map_err(|_| format!("{word:?} is not a switch (s1, s2 ...)"))
 }
@@ -349,8 +356,10 @@ pub fn input(net: &Network, cmd: &str, args: &[&str]) -> Option<Result<External,
         ("partition" | "heal", _) => usage("RELAY"),
         ("policy", [name]) => Ok(External::Policy { name: name.to_string(), controller: None }),
         ("policy", _) => usage("NAME"),
-        ("hold", [t]) => Ok(External::ControlHold { switch: None, msg_type: t.to_string() }),
-        ("hold", [t, s]) => switch_id(s).map(|d| External::ControlHold { switch: Some(d), msg_type: t.to_string() }),
+        ("hold", [t]) => msg_type(t).map(|msg_type| External::ControlHold { switch: None, msg_type }),
+        ("hold", [t, s]) => {
+            msg_type(t).and_then(|msg_type| switch_id(s).map(|d| External::ControlHold { switch: Some(d), msg_type }))
+        }
         ("hold", _) => usage("TYPE [SWITCH]"),
         ("release", []) => Ok(External::ControlRelease { switch: None }),
         ("release", [s]) => switch_id(s).map(|d| External::ControlRelease { switch: Some(d) }),
@@ -433,7 +442,7 @@ mod tests {
         assert!(input(&net, "switch", &["sideways", "s2"]).unwrap().unwrap_err().starts_with("usage"));
         assert_eq!(
             input(&net, "hold", &["flow_mod", "s3"]).unwrap().unwrap(),
-            External::ControlHold { switch: Some(3), msg_type: "flow_mod".into() }
+            External::ControlHold { switch: Some(3), msg_type: MsgType::from_name("flow_mod").unwrap() }
         );
         assert!(input(&net, "where", &[]).is_none());
     }

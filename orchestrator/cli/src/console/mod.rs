@@ -37,7 +37,7 @@ use serde_json::json;
 use sts_engine::config::Config;
 use sts_engine::replay::{self, Mark, Replayer, Step};
 use sts_engine::{monitor, Engine, RunError};
-use sts_trace::{External, Fate, Header, Trace};
+use sts_trace::{External, Fate, Header, MsgType, Trace};
 use tokio::runtime::Runtime;
 
 use crate::exit;
@@ -454,7 +454,11 @@ impl<'t> Console<'t> {
             ("break", args) => match Break::parse(args) {
                 Ok(b) => {
                     if let Break::Msg { msg_type, switch } = &b {
-                        let hold = External::ControlHold { switch: *switch, msg_type: msg_type.clone() };
+                        let msg_type = match commands::msg_type(msg_type) {
+                            Ok(t) => t,
+                            Err(m) => return fail_msg(out, m),
+                        };
+                        let hold = External::ControlHold { switch: *switch, msg_type };
                         self.inject(rt, hold, &mut out);
                         if !out.ok {
                             return out;
@@ -813,7 +817,7 @@ impl<'t> Console<'t> {
                 x.due.is_none() && x.channel.dpid == w.channel.dpid && x.msg_type == w.msg_type && x.seq < w.seq
             })
             .count() as u32;
-        let e = External::HeldMessage { switch: w.channel.dpid, msg_type: w.msg_type.to_string(), index, fate };
+        let e = External::HeldMessage { switch: w.channel.dpid, msg_type: MsgType::recorded(w.msg_type), index, fate };
         self.inject(rt, e, out);
     }
 
@@ -968,7 +972,9 @@ impl<'t> Console<'t> {
                     r.action == sts_proxy::interpose::Action::Hold && r.dpid == *d && r.msg_type.as_ref() == Some(t)
                 })
             })
-            .map(|(msg_type, switch)| External::ControlHold { switch, msg_type })
+            .filter_map(|(msg_type, switch)| {
+                commands::msg_type(&msg_type).ok().map(|msg_type| External::ControlHold { switch, msg_type })
+            })
             .collect();
         for e in holds {
             self.inject(rt, e, out);

@@ -11,7 +11,7 @@ use sts_proxy::interpose::Action;
 use crate::config::Rates;
 use crate::session::Session;
 use crate::InputError;
-use sts_trace::{External, Fate, Port};
+use sts_trace::{External, Fate, MsgType, Port};
 
 fn host_index(net: &Network, name: &str) -> Result<usize, InputError> {
     net.hosts.iter().position(|h| h.name == name).ok_or_else(|| InputError::NoHost(name.to_string()))
@@ -137,7 +137,7 @@ fn resolve<'e>(
         }
         External::ControlHold { switch, msg_type } => {
             check_switch(net, *switch)?;
-            check_msg_type(msg_type)?;
+            check_msg_type(*msg_type)?;
             Resolved::AsIs(e)
         }
         External::ControlRelease { switch } => {
@@ -149,7 +149,7 @@ fn resolve<'e>(
         | External::ControlDelayNext { switch, msg_type, .. }
         | External::ControlReorderNext { switch, msg_type, .. } => {
             check_switch(net, Some(*switch))?;
-            check_msg_type(msg_type)?;
+            check_msg_type(*msg_type)?;
             Resolved::AsIs(e)
         }
     })
@@ -174,11 +174,13 @@ fn check_switch(net: &Network, switch: Option<u64>) -> Result<(), InputError> {
     }
 }
 
-fn check_msg_type(name: &str) -> Result<(), InputError> {
-    if sts_trace::MsgType::from_name(name).is_some_and(|t| t.as_str() != "unknown") {
+/// A message type an input can act on: any but `unknown` (which the trace's
+/// reader accepts for recorded messages of types 1.0 and 1.3 lack).
+fn check_msg_type(t: MsgType) -> Result<(), InputError> {
+    if t.as_str() != "unknown" {
         Ok(())
     } else {
-        Err(InputError::NoMessageType(name.to_string()))
+        Err(InputError::NoMessageType(t.as_str().to_string()))
     }
 }
 
@@ -227,21 +229,23 @@ async fn apply_to_switch(runner: &mut crate::netrun::NetRunner, e: &External) ->
         }
         External::ControlDelay { switch, ms } => runner.interposer.delay(*switch, *ms),
         External::ControlDelayEnd { switch } => runner.interposer.end_delay(*switch),
-        External::ControlHold { switch, msg_type } => runner.interposer.hold(*switch, msg_type),
+        External::ControlHold { switch, msg_type } => runner.interposer.hold(*switch, msg_type.as_str()),
         External::ControlRelease { switch } => {
             runner.interposer.stop_holding(*switch);
             runner.release(*switch);
         }
-        External::ControlDrop { switch, msg_type } => runner.interposer.arm_once(*switch, msg_type, Action::Drop),
+        External::ControlDrop { switch, msg_type } => {
+            runner.interposer.arm_once(*switch, msg_type.as_str(), Action::Drop)
+        }
         External::ControlDelayNext { switch, msg_type, ms } => {
-            runner.interposer.arm_once(*switch, msg_type, Action::Delay(*ms))
+            runner.interposer.arm_once(*switch, msg_type.as_str(), Action::Delay(*ms))
         }
         External::ControlReorderNext { switch, msg_type, ms } => {
-            runner.interposer.arm_once(*switch, msg_type, Action::Reorder(*ms))
+            runner.interposer.arm_once(*switch, msg_type.as_str(), Action::Reorder(*ms))
         }
         External::HeldMessage { switch, msg_type, index, fate } => {
             // Nothing held to act on (a candidate without its hold): nothing to do.
-            if let Some(seq) = held_message(runner, *switch, msg_type, *index) {
+            if let Some(seq) = held_message(runner, *switch, msg_type.as_str(), *index) {
                 match fate {
                     Fate::Deliver => runner.deliver_queued(seq),
                     Fate::Drop => runner.drop_queued(seq),
@@ -437,7 +441,9 @@ impl Fuzzer {
                 }
                 "message_drop" | "message_delay" | "message_reorder" => {
                     let switches: Vec<u64> = net.switches.keys().copied().collect();
-                    let types = self.rates.message_types.clone();
+                    // Checked with the config: every name is a message type.
+                    let types: Vec<MsgType> =
+                        self.rates.message_types.iter().filter_map(|t| MsgType::from_name(t)).collect();
                     let ms = self.rates.delay_ms;
                     match (self.pick(&switches), self.pick(&types)) {
                         (Some(switch), Some(msg_type)) if name == "message_drop" => {
