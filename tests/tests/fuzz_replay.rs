@@ -133,7 +133,7 @@ fn failures_and_restarts_are_injected_and_replayed() {
     let handshakes = trace
         .records
         .iter()
-        .filter(|r| matches!(&r.internal, Some(sts_trace::Internal::Openflow { msg, .. }) if msg == "features_reply"))
+        .filter(|r| matches!(r.internal(), Some(sts_trace::Internal::Openflow { msg, .. }) if msg == "features_reply"))
         .count();
     assert!(handshakes > 3, "switches reconnected ({handshakes} handshakes)");
     let r = rt.block_on(replay::replay_once(sts_e2e::engine(), &config, &trace, &exp.replay(1), 1)).unwrap();

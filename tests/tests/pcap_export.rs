@@ -43,7 +43,7 @@ fn check(example: &str, steps: u32) {
     for r in &trace.records {
         // Every message with its bytes (what the proxy dropped too: its
         // packet's comment says so).
-        if let Some(Internal::Openflow { raw: Some(raw), .. }) = &r.internal {
+        if let Some(Internal::Openflow { raw: Some(raw), .. }) = r.internal() {
             let msg = Message::parse(raw.clone()).unwrap();
             ours.push(tshark::facts_of(raw, &msg)["header"][0].clone());
         }
@@ -95,7 +95,7 @@ fn check(example: &str, steps: u32) {
     let dpids: std::collections::BTreeSet<u64> = trace
         .records
         .iter()
-        .filter_map(|r| match &r.internal {
+        .filter_map(|r| match r.internal() {
             Some(Internal::Openflow { dpid, .. }) => Some(*dpid),
             _ => None,
         })
@@ -132,7 +132,7 @@ fn check_frames(example: &str, dir: &Path, trace: &Trace) {
     let ours: Vec<String> = trace
         .records
         .iter()
-        .filter_map(|r| match &r.internal {
+        .filter_map(|r| match r.internal() {
             Some(Internal::Frame { host, sent, raw: Some(raw) }) => Some(format!(
                 "{host} {} {}",
                 if *sent { 0 } else { 1 },

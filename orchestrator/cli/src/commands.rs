@@ -318,7 +318,7 @@ fn replay(
         wanted.as_deref().unwrap_or("any persistent violation")
     );
     say_commands("replay", &exp.config(), &config);
-    let has_internals = trace.records.iter().any(|r| r.internal.is_some());
+    let has_internals = trace.records.iter().any(|r| r.internal().is_some());
     if !has_internals {
         eprintln!("sts replay: the trace records no internal events, so divergence is not reported");
     }
@@ -755,7 +755,7 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
                 println!("  who is who: {} (OpenFlow on port {})", w.legend_line(), sts_report::pcap::CONTROLLER_PORT);
             }
             let recorded =
-                trace.records.iter().any(|r| matches!(r.internal, Some(sts_trace::Internal::Openflow { .. })));
+                trace.records.iter().any(|r| matches!(r.internal(), Some(sts_trace::Internal::Openflow { .. })));
             if w.messages == 0 && !recorded {
                 // A hand-written trace has inputs only; its replays recorded the run.
                 let latest = std::fs::read_dir(dir.join("replays"))
@@ -795,7 +795,7 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
             return exit::ENVIRONMENT;
         }
     }
-    let has_frames = trace.records.iter().any(|r| matches!(r.internal, Some(sts_trace::Internal::Frame { .. })));
+    let has_frames = trace.records.iter().any(|r| matches!(r.internal(), Some(sts_trace::Internal::Frame { .. })));
     if !has_frames {
         if dataplane.is_some() {
             eprintln!("sts pcap: the trace recorded no host frames (traces written before sts captured them have none): no dataplane file");

@@ -497,7 +497,7 @@ fn a_held_message_shows_when_it_came_and_when_it_went() {
     let delivered: Vec<_> = trace
         .records
         .iter()
-        .filter_map(|r| match &r.internal {
+        .filter_map(|r| match r.internal() {
             Some(sts_trace::Internal::Delivered { of }) => Some((r, at(*of))),
             _ => None,
         })
@@ -506,7 +506,7 @@ fn a_held_message_shows_when_it_came_and_when_it_went() {
     for (went, came) in &delivered {
         assert!(
             matches!(
-                &came.internal,
+                came.internal(),
                 Some(sts_trace::Internal::Openflow { dpid: 3, proxy: Some(sts_trace::ProxyDecision::Queued), .. })
             ),
             "{came:?}"
@@ -596,10 +596,10 @@ fn a_replay_keeps_an_inputs_place_among_the_messages() {
         let from = trace
             .records
             .iter()
-            .position(|r| matches!(&r.external, Some(sts_trace::External::Ping { src, .. }) if src == "h2"))
+            .position(|r| matches!(r.external(), Some(sts_trace::External::Ping { src, .. }) if src == "h2"))
             .unwrap();
         // A message the proxy held is in its place when it was delivered.
-        let s2 = |r: &sts_trace::Record, held: bool| match &r.internal {
+        let s2 = |r: &sts_trace::Record, held: bool| match r.internal() {
             Some(sts_trace::Internal::Openflow { dpid: 2, msg, proxy, .. }) if proxy.is_some() == held => {
                 Some(format!("s2 {}", msg.as_str()))
             }
@@ -607,7 +607,7 @@ fn a_replay_keeps_an_inputs_place_among_the_messages() {
         };
         trace.records[from + 1..]
             .iter()
-            .filter_map(|r| match (&r.external, &r.internal) {
+            .filter_map(|r| match (r.external(), r.internal()) {
                 (Some(e), _) => Some(e.describe()),
                 (_, Some(sts_trace::Internal::Delivered { of })) => {
                     trace.records.iter().find(|a| a.seq == *of).and_then(|a| s2(a, true))

@@ -51,8 +51,8 @@ pub fn to_violation(r: &ViolationRecord) -> Result<Violation, String> {
 /// The first violation `trace` records, as the checker's; an error names
 /// the trace's line.
 pub fn first_violation(trace: &Trace) -> Result<Option<Violation>, String> {
-    let Some(r) = trace.records.iter().find(|r| r.violation.is_some()) else { return Ok(None) };
-    let v = r.violation.as_ref().map(to_violation).transpose();
+    let Some(r) = trace.records.iter().find(|r| r.violation().is_some()) else { return Ok(None) };
+    let v = r.violation().map(to_violation).transpose();
     v.map_err(|e| if r.line > 0 { format!("line {}: {e}", r.line) } else { e })
 }
 

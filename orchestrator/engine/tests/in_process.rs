@@ -222,7 +222,7 @@ async fn a_replay_steps_one_input_at_a_time_and_reproduces_the_recorded_bug() {
         .original
         .records
         .iter()
-        .filter(|r| matches!(&r.internal, Some(Internal::Openflow { msg, .. }) if msg.as_str() == "flow_mod"))
+        .filter(|r| matches!(r.internal(), Some(Internal::Openflow { msg, .. }) if msg.as_str() == "flow_mod"))
         .count();
     assert!(flow_mods >= 4, "two table-miss rules and two drop rules recorded: {flow_mods}");
 

@@ -31,23 +31,23 @@ pub enum Row {
 
 /// What a record is matched on.
 fn key(trace: &Trace, r: &Record) -> String {
-    if let Some(e) = &r.external {
+    if let Some(e) = r.external() {
         return format!("input {}", e.describe());
     }
-    if let Some(v) = &r.violation {
+    if let Some(v) = r.violation() {
         return match sts_engine::records::to_violation(v) {
             Ok(v) => format!("violation {}", v.identity(Same::Culprit)),
             Err(_) => format!("violation {}", v.summary),
         };
     }
-    match &r.internal {
+    match r.internal() {
         Some(Internal::Dataplane(d)) => format!("dataplane {}", d.describe()),
         Some(Internal::Frame { host, sent, raw }) => {
             format!("frame {host} {sent} {}", raw.as_deref().map(sts_trace::frame_summary).unwrap_or_default())
         }
         // Matched by what was delivered: the seq differs between runs.
         Some(Internal::Delivered { of }) => {
-            let arrival = trace.record(*of).and_then(|a| a.internal.as_ref()).and_then(Internal::key);
+            let arrival = trace.record(*of).and_then(|a| a.internal()).and_then(Internal::key);
             format!("delivered {}", arrival.unwrap_or_default())
         }
         Some(i) => i.key().unwrap_or_default(),
@@ -57,13 +57,13 @@ fn key(trace: &Trace, r: &Record) -> String {
 
 /// One line describing a record, for people.
 pub fn describe(r: &Record) -> String {
-    if let Some(e) = &r.external {
+    if let Some(e) = r.external() {
         return format!("input: {}", e.describe());
     }
-    if let Some(v) = &r.violation {
+    if let Some(v) = r.violation() {
         return format!("violation: {}", v.summary);
     }
-    match &r.internal {
+    match r.internal() {
         Some(i @ Internal::Openflow { msg, .. }) => {
             let (from, to) = i.sender_receiver().unwrap_or_default();
             format!("{}: {from} → {to}", msg.as_str())
@@ -172,13 +172,15 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, e)| {
-                let (external, internal) = match e.strip_prefix("ping ") {
-                    Some(dst) => (Some(External::Ping { src: "h1".into(), dst: dst.into() }), None),
-                    None => {
-                        (None, Some(Internal::Log { controller: "c0".into(), line: e.to_string(), fp: e.to_string() }))
-                    }
+                let event = match e.strip_prefix("ping ") {
+                    Some(dst) => sts_trace::Event::External(External::Ping { src: "h1".into(), dst: dst.into() }),
+                    None => sts_trace::Event::Internal(Internal::Log {
+                        controller: "c0".into(),
+                        line: e.to_string(),
+                        fp: e.to_string(),
+                    }),
                 };
-                Record { seq: i as u64 + 1, t_ms: i as u64 * 10, external, internal, violation: None, line: 0 }
+                Record { seq: i as u64 + 1, t_ms: i as u64 * 10, event, line: 0 }
             })
             .collect();
         Trace { header: Header::new(None), records }

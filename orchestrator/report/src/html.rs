@@ -102,7 +102,7 @@ fn lanes(trace: &Trace) -> Vec<String> {
     let mut switches = BTreeSet::new();
     let mut hosts = BTreeSet::new();
     for r in &trace.records {
-        match &r.internal {
+        match r.internal() {
             Some(Internal::Openflow { dpid, controller, .. }) => {
                 switches.insert(*dpid);
                 controllers.insert(*controller);
@@ -117,7 +117,7 @@ fn lanes(trace: &Trace) -> Vec<String> {
             }
             _ => {}
         }
-        if let Some(e) = &r.external {
+        if let Some(e) = r.external() {
             for lane in e.touches() {
                 if let Some(n) = lane.strip_prefix('s').and_then(|n| n.parse::<u64>().ok()) {
                     switches.insert(n);
@@ -235,7 +235,7 @@ pub fn page_with(
         // Shown on hover by the page's script (an attribute, not a <title>
         // element: half the DOM nodes on a 100,000-record page).
         let title = |what: &str| format!(r#" data-t="seq {} at {} ms: {}""#, r.seq, r.t_ms, esc(what));
-        if let Some(e) = &r.external {
+        if let Some(e) = r.external() {
             let kept = mcs.is_some_and(|m| m.seqs.contains(&r.seq));
             let class = if kept { "input mcs" } else { "input" };
             let what = format!("input: {}{}", e.describe(), if kept { " (in the MCS)" } else { "" });
@@ -252,7 +252,7 @@ pub fn page_with(
             }
             let _ = write!(svg, r#"<circle class="{class}" cx="{sx}" cy="{y}" r="4"{}/>"#, title(&what));
         }
-        match &r.internal {
+        match r.internal() {
             Some(i @ Internal::Openflow { msg, dpid, controller, dir, fp, proxy, raw }) => {
                 let (from, to) = i.sender_receiver().expect("an OpenFlow message has two ends");
                 let t = msg.as_str();
@@ -334,7 +334,7 @@ pub fn page_with(
             }
             Some(Internal::Delivered { of }) => {
                 if let Some((from, to, came, dpid)) = waits.remove(of) {
-                    let (t, words) = match trace.record(*of).and_then(|a| a.internal.as_ref()) {
+                    let (t, words) = match trace.record(*of).and_then(|a| a.internal()) {
                         Some(Internal::Openflow { msg, raw, .. }) => {
                             (msg.as_str(), raw.as_ref().and_then(crate::flows::message_line).unwrap_or_default())
                         }
@@ -385,7 +385,7 @@ pub fn page_with(
             }
             None => {}
         }
-        if let Some(v) = &r.violation {
+        if let Some(v) = r.violation() {
             violation_text = Some(match sts_engine::records::to_violation(v) {
                 Ok(v) => crate::violation(&v),
                 Err(e) => format!("{}\n({e})\n", v.summary),
@@ -651,7 +651,7 @@ const SCRIPT: &str = r#"
 fn write_mcs_dir(dir: &std::path::Path, recorded: &Trace, n: u32) -> Result<std::path::PathBuf, String> {
     let mcs =
         std::fs::read_to_string(dir.join("report.json")).ok().and_then(|t| Mcs::from_report_json(&t)).map(|mut m| {
-            m.seqs = recorded.records.iter().filter(|r| r.external.is_some()).map(|r| r.seq).collect();
+            m.seqs = recorded.records.iter().filter(|r| r.external().is_some()).map(|r| r.seq).collect();
             m.summary = format!("{} (as its final replay {n} recorded it: final/{n}/trace.jsonl)", m.summary);
             m
         });
@@ -678,10 +678,10 @@ pub(crate) fn dropped_after_holding(trace: &Trace) -> std::collections::BTreeSet
     let mut held: BTreeMap<(u64, String), Vec<u64>> = BTreeMap::new();
     let mut dropped = BTreeSet::new();
     for r in &trace.records {
-        if let Some(Internal::Openflow { dpid, msg, proxy: Some(ProxyDecision::Queued), .. }) = &r.internal {
+        if let Some(Internal::Openflow { dpid, msg, proxy: Some(ProxyDecision::Queued), .. }) = r.internal() {
             held.entry((*dpid, msg.as_str().to_string())).or_default().push(r.seq);
         }
-        match &r.external {
+        match r.external() {
             Some(External::HeldMessage { switch, msg_type, index, fate }) => {
                 let queue = held.entry((*switch, msg_type.as_str().to_string())).or_default();
                 if (*index as usize) < queue.len() {
@@ -798,13 +798,13 @@ mod tests {
     fn trace(n: u64) -> Trace {
         let records = (1..=n)
             .map(|seq| {
-                let (external, internal) = if seq % 100 == 0 {
-                    (Some(External::Ping { src: "h1".into(), dst: "h2".into() }), None)
+                let event = if seq % 100 == 0 {
+                    sts_trace::Event::External(External::Ping { src: "h1".into(), dst: "h2".into() })
                 } else {
                     let line = format!("line {seq}");
-                    (None, Some(Internal::Log { controller: "c0".into(), line: line.clone(), fp: line }))
+                    sts_trace::Event::Internal(Internal::Log { controller: "c0".into(), line: line.clone(), fp: line })
                 };
-                Record { seq, t_ms: seq, external, internal, violation: None, line: 0 }
+                Record { seq, t_ms: seq, event, line: 0 }
             })
             .collect();
         Trace { header: Header::new(None), records }

@@ -233,7 +233,7 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
     let mut written = Written::default();
     let (mut switches, mut controllers) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
     for r in &trace.records {
-        if let Some(Internal::Openflow { dpid, controller, raw: Some(_), .. }) = &r.internal {
+        if let Some(Internal::Openflow { dpid, controller, raw: Some(_), .. }) = r.internal() {
             switches.insert(*dpid);
             controllers.insert(*controller);
         }
@@ -251,7 +251,7 @@ pub fn write_trace<W: Write>(trace: &Trace, w: W) -> std::io::Result<(Written, W
     let delivered = trace.deliveries();
     for record in &trace.records {
         let at = clock.at(record.t_ms);
-        let Some(Internal::Openflow { dpid, controller, dir, msg, raw, proxy, .. }) = &record.internal else {
+        let Some(Internal::Openflow { dpid, controller, dir, msg, raw, proxy, .. }) = record.internal() else {
             continue;
         };
         let Some(raw) = raw else {
@@ -408,7 +408,7 @@ pub fn write_frames<W: Write>(trace: &Trace, w: W) -> std::io::Result<(FramesWri
         .iter()
         .filter_map(|r| {
             let at = clock.at(r.t_ms);
-            match &r.internal {
+            match r.internal() {
                 Some(Internal::Frame { host, sent, raw: Some(raw) }) => Some((at, host.as_str(), *sent, &raw[..])),
                 _ => None,
             }

@@ -63,7 +63,7 @@ pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
     let mut in_flight: BTreeMap<u64, (String, String, BTreeMap<String, u64>)> = BTreeMap::new();
     for r in &trace.records {
         let t = r.t_ms;
-        if let Some(e) = &r.external {
+        if let Some(e) = r.external() {
             let clock = clocks.tick(STS);
             event(&mut w, STS, clock, format!("{t} ms: input: {}", e.describe()))?;
             let sent = clocks.of(STS);
@@ -72,7 +72,7 @@ pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
                 event(&mut w, &lane, clock, format!("{t} ms: {}", e.describe()))?;
             }
         }
-        match &r.internal {
+        match r.internal() {
             Some(i @ Internal::Openflow { msg, proxy, .. }) => {
                 let (from, to) = i.sender_receiver().expect("an OpenFlow message has two ends");
                 let clock = clocks.tick(&from);
@@ -113,7 +113,7 @@ pub fn write_trace(trace: &Trace, mut w: impl Write) -> std::io::Result<usize> {
             Some(Internal::Frame { .. }) => {}
             None => {}
         }
-        if let Some(v) = &r.violation {
+        if let Some(v) = r.violation() {
             let clock = clocks.tick(STS);
             event(&mut w, STS, clock, format!("{t} ms: violation: {}", v.summary))?;
         }
@@ -148,8 +148,7 @@ mod tests {
         let of = |seq, dpid, proxy| Record {
             seq,
             t_ms: seq,
-            external: None,
-            internal: Some(Internal::Openflow {
+            event: sts_trace::Event::Internal(Internal::Openflow {
                 dpid,
                 controller: 0,
                 dir: Direction::ToSwitch,
@@ -158,17 +157,10 @@ mod tests {
                 raw: None,
                 proxy,
             }),
-            violation: None,
             line: 0,
         };
-        let delivered = Record {
-            seq: 4,
-            t_ms: 9,
-            external: None,
-            internal: Some(Internal::Delivered { of: 1 }),
-            violation: None,
-            line: 0,
-        };
+        let delivered =
+            Record { seq: 4, t_ms: 9, event: sts_trace::Event::Internal(Internal::Delivered { of: 1 }), line: 0 };
         let trace = Trace {
             header: Header::new(None),
             records: vec![

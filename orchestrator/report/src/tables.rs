@@ -20,10 +20,10 @@ const PORTS: u32 = 64;
 /// The switches as they stood at the trace's violation, and its time; None
 /// when the trace records no violation.
 pub fn at_violation(trace: &Trace) -> Option<(u64, BTreeMap<u64, Switch>)> {
-    let end = trace.records.iter().position(|r| r.violation.is_some())?;
+    let end = trace.records.iter().position(|r| r.violation().is_some())?;
     let mut switches: BTreeMap<u64, Switch> = BTreeMap::new();
     for r in &trace.records[..end] {
-        let Some(Internal::Openflow { dpid, dir: Direction::ToSwitch, raw: Some(raw), .. }) = &r.internal else {
+        let Some(Internal::Openflow { dpid, dir: Direction::ToSwitch, raw: Some(raw), .. }) = r.internal() else {
             continue;
         };
         // HELLO offers versions; the first other message says the one spoken.

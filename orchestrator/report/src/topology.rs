@@ -17,8 +17,8 @@ use crate::html::esc;
 fn at_violation(config: &sts_engine::config::Config, trace: &Trace) -> (Network, BTreeSet<u64>) {
     let mut net = Network::new(&config.topology(), config.network.openflow.wire());
     let mut down = BTreeSet::new();
-    for r in trace.records.iter().take_while(|r| r.violation.is_none()) {
-        let Some(e) = &r.external else { continue };
+    for r in trace.records.iter().take_while(|r| r.violation().is_none()) {
+        let Some(e) = r.external() else { continue };
         match e {
             External::LinkDown { a, .. } | External::LinkUp { a, .. } => {
                 let at = Endpoint::Switch { dpid: a.switch, port: a.port };

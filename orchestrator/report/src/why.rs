@@ -82,11 +82,11 @@ pub fn chain(trace: &Trace, switches: &std::collections::BTreeMap<u64, Switch>) 
     let culprit = switches.get(&dpid)?.tables.get(table)?.entries().get(index)?.clone();
     let rule = crate::flows::entry_with(table, &culprit, None);
     // Replay the messages to that switch, watching for the rule to appear.
-    let end = trace.records.iter().position(|r| r.violation.is_some())?;
+    let end = trace.records.iter().position(|r| r.violation().is_some())?;
     let mut sw: Option<Switch> = None;
     let mut installed_at: Option<usize> = None;
     for (i, r) in trace.records[..end].iter().enumerate() {
-        let Some(Internal::Openflow { dpid: d, dir: Direction::ToSwitch, raw: Some(raw), .. }) = &r.internal else {
+        let Some(Internal::Openflow { dpid: d, dir: Direction::ToSwitch, raw: Some(raw), .. }) = r.internal() else {
             continue;
         };
         if *d != dpid || raw.len() < 8 || raw[1] == 0 {
@@ -105,7 +105,7 @@ pub fn chain(trace: &Trace, switches: &std::collections::BTreeMap<u64, Switch>) 
     }
     let link = |i: usize, what: String| Link { seq: trace.records[i].seq, t_ms: trace.records[i].t_ms, what };
     let flow_mod = installed_at.map(|i| {
-        let controller = match &trace.records[i].internal {
+        let controller = match trace.records[i].internal() {
             Some(Internal::Openflow { controller, .. }) => format!("c{controller}"),
             _ => "?".into(),
         };
@@ -113,11 +113,11 @@ pub fn chain(trace: &Trace, switches: &std::collections::BTreeMap<u64, Switch>) 
     });
     let before = installed_at.unwrap_or(end);
     let packet_in = trace.records[..before].iter().rposition(|r| {
-        matches!(&r.internal, Some(Internal::Openflow { dpid: d, dir: Direction::ToController, msg, .. }) if *d == dpid && msg == "packet_in")
+        matches!(r.internal(), Some(Internal::Openflow { dpid: d, dir: Direction::ToController, msg, .. }) if *d == dpid && msg == "packet_in")
     });
     let packet_in = packet_in.map(|i| link(i, format!("packet_in s{dpid} → controller")));
-    let input = trace.records[..before].iter().rposition(|r| r.external.is_some());
-    let input = input.map(|i| link(i, trace.records[i].external.as_ref().map(|e| e.describe()).unwrap_or_default()));
+    let input = trace.records[..before].iter().rposition(|r| r.external().is_some());
+    let input = input.map(|i| link(i, trace.records[i].external().map(|e| e.describe()).unwrap_or_default()));
     Some(Chain { switch: format!("s{dpid}"), rule, flow_mod, packet_in, input })
 }
 
@@ -177,11 +177,11 @@ pub fn section(
             wr = rules(&p.working_rules),
         );
     }
-    let kept: Vec<_> = trace.records.iter().filter(|r| r.external.is_some() && mcs.contains(&r.seq)).collect();
+    let kept: Vec<_> = trace.records.iter().filter(|r| r.external().is_some() && mcs.contains(&r.seq)).collect();
     if !kept.is_empty() {
         html.push_str(r#"<h2>The minimal causal sequence</h2><ol id="mcs-list">"#);
         for r in kept {
-            let what = r.external.as_ref().map(|e| e.describe()).unwrap_or_default();
+            let what = r.external().map(|e| e.describe()).unwrap_or_default();
             let _ =
                 write!(html, r##"<li><a href="#r{}">{} ms: {}</a> (seq {})</li>"##, r.seq, r.t_ms, esc(&what), r.seq);
         }

@@ -582,22 +582,96 @@ pub struct WitnessRecord {
     pub end: String,
 }
 
-/// One line after the header.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// What one record holds: exactly one of these.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// An external event sts injected.
+    External(External),
+    /// Something the system did by itself, as sts observed it.
+    Internal(Internal),
+    /// A violated invariant.
+    Violation(ViolationRecord),
+}
+
+/// One line after the header: `{"seq":..,"t_ms":..,"external"|"internal"|
+/// "violation":{...}}`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     pub seq: u64,
     /// Milliseconds on the run's clock.
     pub t_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub external: Option<External>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub internal: Option<Internal>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub violation: Option<ViolationRecord>,
+    pub event: Event,
     /// The line it was read from (0 when not read from a file).
-    #[serde(skip)]
     pub line: usize,
+}
+
+impl Record {
+    /// The external event this record holds, if it holds one.
+    pub fn external(&self) -> Option<&External> {
+        match &self.event {
+            Event::External(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The internal event this record holds, if it holds one.
+    pub fn internal(&self) -> Option<&Internal> {
+        match &self.event {
+            Event::Internal(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// The violation this record holds, if it holds one.
+    pub fn violation(&self) -> Option<&ViolationRecord> {
+        match &self.event {
+            Event::Violation(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// A record as the file spells it: one key of three.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordLine<E, I, V> {
+    seq: u64,
+    t_ms: u64,
+    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
+    external: Option<E>,
+    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
+    internal: Option<I>,
+    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
+    violation: Option<V>,
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
+
+impl Serialize for Record {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (seq, t_ms) = (self.seq, self.t_ms);
+        let line: RecordLine<&External, &Internal, &ViolationRecord> = match &self.event {
+            Event::External(e) => RecordLine { seq, t_ms, external: Some(e), internal: None, violation: None },
+            Event::Internal(i) => RecordLine { seq, t_ms, external: None, internal: Some(i), violation: None },
+            Event::Violation(v) => RecordLine { seq, t_ms, external: None, internal: None, violation: Some(v) },
+        };
+        line.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Record {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Record, D::Error> {
+        let l = RecordLine::<External, Internal, ViolationRecord>::deserialize(d)?;
+        let event = match (l.external, l.internal, l.violation) {
+            (Some(e), None, None) => Event::External(e),
+            (None, Some(i), None) => Event::Internal(i),
+            (None, None, Some(v)) => Event::Violation(v),
+            _ => return Err(serde::de::Error::custom("a record holds exactly one of external, internal, violation")),
+        };
+        Ok(Record { seq: l.seq, t_ms: l.t_ms, event, line: 0 })
+    }
 }
 
 /// Writes a trace line by line, each line in one `write` call, so a run
@@ -624,36 +698,30 @@ impl Writer {
         self.out.write_all(line.as_bytes())
     }
 
-    fn record(
-        &mut self,
-        t_ms: u64,
-        external: Option<External>,
-        internal: Option<Internal>,
-        violation: Option<ViolationRecord>,
-    ) -> std::io::Result<u64> {
+    fn record(&mut self, t_ms: u64, event: Event) -> std::io::Result<u64> {
         let seq = self.next_seq;
         self.next_seq += 1;
         // Times never go back, even if a caller's clock readings interleave.
         let t_ms = t_ms.max(self.last_t);
         self.last_t = t_ms;
-        let r = Record { seq, t_ms, external, internal, violation, line: 0 };
+        let r = Record { seq, t_ms, event, line: 0 };
         self.line(&serde_json::to_string(&r).map_err(std::io::Error::other)?)?;
         Ok(seq)
     }
 
     /// Appends an external event; returns its sequence number.
     pub fn external(&mut self, t_ms: u64, e: External) -> std::io::Result<u64> {
-        self.record(t_ms, Some(e), None, None)
+        self.record(t_ms, Event::External(e))
     }
 
     /// Appends an internal event.
     pub fn internal(&mut self, t_ms: u64, e: Internal) -> std::io::Result<u64> {
-        self.record(t_ms, None, Some(e), None)
+        self.record(t_ms, Event::Internal(e))
     }
 
     /// Appends a violation.
     pub fn violation(&mut self, t_ms: u64, v: ViolationRecord) -> std::io::Result<u64> {
-        self.record(t_ms, None, None, Some(v))
+        self.record(t_ms, Event::Violation(v))
     }
 
     /// Where the trace is being written.
@@ -679,14 +747,7 @@ impl Writer {
     /// A record line for `v` as the next record at `t_ms`, without writing
     /// it (to end a copy of the trace with the violation seen so far).
     pub fn violation_line(&self, t_ms: u64, v: ViolationRecord) -> String {
-        let r = Record {
-            seq: self.next_seq,
-            t_ms: t_ms.max(self.last_t),
-            external: None,
-            internal: None,
-            violation: Some(v),
-            line: 0,
-        };
+        let r = Record { seq: self.next_seq, t_ms: t_ms.max(self.last_t), event: Event::Violation(v), line: 0 };
         serde_json::to_string(&r).unwrap_or_default()
     }
 }
@@ -758,7 +819,7 @@ impl Trace {
         let mut records = Vec::with_capacity(self.records.len());
         for r in &self.records {
             let mut r = r.clone();
-            if let Some(Internal::Delivered { of }) = &mut r.internal {
+            if let Event::Internal(Internal::Delivered { of }) = &mut r.event {
                 match renumbered.get(of) {
                     Some(&seq) => *of = seq,
                     None => continue,
@@ -767,7 +828,7 @@ impl Trace {
             let seq = records.len() as u64 + 1;
             // Only queued arrivals are pointed at (a PEEKed candidate mixes
             // two runs' numbers: its inputs' and its dry run's internal events').
-            if matches!(r.internal, Some(Internal::Openflow { proxy: Some(ProxyDecision::Queued), .. })) {
+            if matches!(r.internal(), Some(Internal::Openflow { proxy: Some(ProxyDecision::Queued), .. })) {
                 renumbered.insert(r.seq, seq);
             }
             r.seq = seq;
@@ -837,10 +898,6 @@ impl Trace {
                     return Err(err(n, format!("{e}{hint}")));
                 }
             };
-            let kinds = r.external.is_some() as u8 + r.internal.is_some() as u8 + r.violation.is_some() as u8;
-            if kinds != 1 {
-                return Err(err(n, "a record holds exactly one of external, internal, violation".into()));
-            }
             if r.seq <= last_seq {
                 return Err(err(n, format!("seq: {} does not increase (previous {last_seq})", r.seq)));
             }
@@ -851,7 +908,7 @@ impl Trace {
             last_t = r.t_ms;
             r.line = n;
             if header.version < 3 {
-                if let Some(Internal::Openflow { fp, .. }) = &mut r.internal {
+                if let Event::Internal(Internal::Openflow { fp, .. }) = &mut r.event {
                     fp.0 = legacy::upgrade_fingerprint(&fp.0);
                 }
             }
@@ -866,12 +923,12 @@ impl Trace {
 
     /// The external events, in order, with their times.
     pub fn externals(&self) -> Vec<(u64, &External)> {
-        self.records.iter().filter_map(|r| r.external.as_ref().map(|e| (r.t_ms, e))).collect()
+        self.records.iter().filter_map(|r| r.external().map(|e| (r.t_ms, e))).collect()
     }
 
     /// The first violation recorded, if any.
     pub fn violation(&self) -> Option<&ViolationRecord> {
-        self.records.iter().find_map(|r| r.violation.as_ref())
+        self.records.iter().find_map(|r| r.violation())
     }
 
     /// The record with this `seq` (records are in `seq` order).
@@ -882,7 +939,7 @@ impl Trace {
     /// Each message the proxy queued and later delivered: the `seq` of its
     /// `openflow` record → the index of its `delivered` record.
     pub fn deliveries(&self) -> std::collections::BTreeMap<u64, usize> {
-        let delivered = |(i, r): (usize, &Record)| match &r.internal {
+        let delivered = |(i, r): (usize, &Record)| match r.internal() {
             Some(Internal::Delivered { of }) => Some((*of, i)),
             _ => None,
         };
@@ -930,11 +987,11 @@ mod tests {
         assert_eq!(t.records.len(), 4);
         assert_eq!(t.externals().len(), 2);
         assert!(
-            matches!(&t.records[1].internal, Some(Internal::Openflow { raw: r, msg, .. }) if *r == raw && *msg == "packet_in"),
+            matches!(t.records[1].internal(), Some(Internal::Openflow { raw: r, msg, .. }) if *r == raw && *msg == "packet_in"),
             "the bytes come back"
         );
         let storm = Internal::Dataplane(DataplaneReportField::Typed(DataplaneReport::Storm { deliveries: 9 }));
-        assert_eq!(t.records[2].internal.as_ref(), Some(&storm));
+        assert_eq!(t.records[2].internal(), Some(&storm));
         assert_eq!(t.records[3].t_ms, 12, "a late clock reading is clamped, never going back");
     }
 
@@ -953,6 +1010,20 @@ mod tests {
         assert!(e.contains("not a regular file"), "{e}");
         let e = Trace::load(&std::env::temp_dir()).expect_err("a directory").to_string();
         assert!(e.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn a_record_is_written_back_exactly_as_it_was_read() {
+        let lines = [
+            r#"{"seq":1,"t_ms":5,"external":{"type":"ping","src":"h1","dst":"h2"}}"#,
+            r#"{"seq":2,"t_ms":6,"internal":{"type":"openflow","dpid":1,"controller":0,"dir":"to_switch","msg":"barrier_request","fp":"of4/barrier_request {}","raw":"0414000800000007","proxy":"queued"}}"#,
+            r#"{"seq":3,"t_ms":7,"internal":{"type":"delivered","of":2}}"#,
+            r#"{"seq":4,"t_ms":8,"violation":{"invariant":"blackhole","elements":["h1","h2"],"summary":"h1 cannot reach h2","culprit":"s1 table 0: no rule matches"}}"#,
+        ];
+        for line in lines {
+            let r: Record = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&r).unwrap(), line);
+        }
     }
 
     #[test]
@@ -978,7 +1049,7 @@ mod tests {
         let seqs: Vec<u64> = r.records.iter().map(|r| r.seq).collect();
         assert_eq!(seqs, [1, 2, 3], "the delivery of an arrival left out goes too");
         assert!(
-            matches!(r.records[2].internal, Some(Internal::Delivered { of: 1 })),
+            matches!(r.records[2].internal(), Some(Internal::Delivered { of: 1 })),
             "follows its arrival: {:?}",
             r.records[2]
         );
@@ -986,8 +1057,8 @@ mod tests {
         r.save(&p).unwrap();
         let back = Trace::load(&p).unwrap();
         assert_eq!(
-            back.records.iter().map(|r| (r.seq, r.internal.clone())).collect::<Vec<_>>(),
-            r.records.iter().map(|r| (r.seq, r.internal.clone())).collect::<Vec<_>>()
+            back.records.iter().map(|r| (r.seq, r.internal().cloned())).collect::<Vec<_>>(),
+            r.records.iter().map(|r| (r.seq, r.internal().cloned())).collect::<Vec<_>>()
         );
         let _ = std::fs::remove_file(&p);
     }
@@ -1006,9 +1077,12 @@ mod tests {
         );
         let t = Trace::load(&write(100, text)).unwrap();
         assert_eq!(t.header.version, VERSION, "read into this version's format");
-        assert!(matches!(&t.records[0].internal, Some(Internal::Openflow { dir: Direction::ToSwitch, raw: None, .. })));
-        assert!(matches!(&t.records[1].internal, Some(Internal::Dataplane(DataplaneReportField::Legacy { .. }))));
-        assert_eq!(t.records[0].internal.as_ref().and_then(Internal::key).unwrap(), "of 1 0 to_switch of1/flow_mod {}");
+        assert!(matches!(
+            t.records[0].internal(),
+            Some(Internal::Openflow { dir: Direction::ToSwitch, raw: None, .. })
+        ));
+        assert!(matches!(t.records[1].internal(), Some(Internal::Dataplane(DataplaneReportField::Legacy { .. }))));
+        assert_eq!(t.records[0].internal().and_then(Internal::key).unwrap(), "of 1 0 to_switch of1/flow_mod {}");
     }
 
     #[test]
@@ -1023,6 +1097,8 @@ mod tests {
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\"}}}}"), "missing field `dst`"),
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"internal\":{{\"type\":\"openflow\",\"dpid\":1,\"controller\":0,\"dir\":\"up\",\"msg\":\"flow_mod\",\"fp\":\"x\"}}}}"), "unknown variant `up`"),
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"internal\":{{\"type\":\"openflow\",\"dpid\":1,\"controller\":0,\"dir\":\"to_switch\",\"msg\":\"flow_smod\",\"fp\":\"x\"}}}}"), "not an OpenFlow"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0}}"), ":2: a record holds exactly one of external, internal, violation"),
+            (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}},\"internal\":{{\"type\":\"delivered\",\"of\":1}}}}"), ":2: a record holds exactly one"),
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"control_hold\",\"msg_type\":\"flowmod\"}}}}"), ":2: \"flowmod\" is not an OpenFlow"),
             (format!("{h}\n{{\"seq\":1,\"t_ms\":0,\"internal\":{{\"type\":\"openflow\",\"dpid\":1,\"controller\":0,\"dir\":\"to_switch\",\"msg\":\"flow_mod\",\"fp\":\"x\",\"raw\":\"0g\"}}}}"), "hex"),
             (format!("{h}\n{{\"seq\":2,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}}}\n{{\"seq\":1,\"t_ms\":0,\"external\":{{\"type\":\"ping\",\"src\":\"h1\",\"dst\":\"h2\"}}}}"), ":3: seq"),

@@ -31,7 +31,7 @@ fn old_fingerprints_read_as_this_codec_computes_them() {
     let t = fixture();
     let mut checked = 0;
     for r in &t.records {
-        let Some(Internal::Openflow { fp, raw: Some(raw), .. }) = &r.internal else { continue };
+        let Some(Internal::Openflow { fp, raw: Some(raw), .. }) = r.internal() else { continue };
         let now = Fingerprint::of(&Message::parse(raw.clone()).unwrap_or_else(|e| panic!("line {}: {e}", r.line)));
         assert_eq!(fp, &now, "line {}", r.line);
         assert!(!fp.0.contains("\"V1") && !fp.0.contains("{\"Hello\""), "line {}: {fp}", r.line);
@@ -48,7 +48,7 @@ fn fingerprints_name_variants_as_the_spec_does() {
     let fps: Vec<&str> = t
         .records
         .iter()
-        .filter_map(|r| match &r.internal {
+        .filter_map(|r| match r.internal() {
             Some(Internal::Openflow { fp, .. }) => Some(fp.0.as_str()),
             _ => None,
         })

@@ -753,7 +753,7 @@ impl<'t> Console<'t> {
                 "run-to SEQ|TIME|violation: SEQ is an input's seq in the trace (`where` shows the next); TIME is 2.5s, 800ms or +1s",
             );
         };
-        let seqs: Vec<u64> = self.trace.records.iter().filter(|r| r.external.is_some()).map(|r| r.seq).collect();
+        let seqs: Vec<u64> = self.trace.records.iter().filter(|r| r.external().is_some()).map(|r| r.seq).collect();
         if !seqs.contains(&seq) {
             return out.fail(format!("no input with seq {seq} (the inputs' seqs: {seqs:?})"));
         }

@@ -229,11 +229,11 @@ pub fn log(path: &std::path::Path, n: usize, out: &mut Reply) {
         out.say("nothing recorded yet");
     }
     for r in &trace.records[skip..] {
-        let what = if let Some(e) = &r.external {
+        let what = if let Some(e) = r.external() {
             format!("input: {}", e.describe())
-        } else if let Some(i) = &r.internal {
+        } else if let Some(i) = r.internal() {
             internal(i)
-        } else if let Some(v) = &r.violation {
+        } else if let Some(v) = r.violation() {
             format!("violation: {}", v.summary)
         } else {
             String::new()

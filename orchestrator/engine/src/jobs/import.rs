@@ -271,7 +271,7 @@ pub fn to_controller(trace: &Trace) -> BTreeMap<u64, BTreeMap<String, usize>> {
 fn by_direction(trace: &Trace, want: Direction) -> BTreeMap<u64, BTreeMap<String, usize>> {
     let mut out: BTreeMap<u64, BTreeMap<String, usize>> = BTreeMap::new();
     for r in &trace.records {
-        if let Some(Internal::Openflow { dpid, dir, msg, fp, .. }) = &r.internal {
+        if let Some(Internal::Openflow { dpid, dir, msg, fp, .. }) = r.internal() {
             if *dir == want && !matches!(msg.as_str(), "echo_request" | "echo_reply") {
                 *out.entry(*dpid).or_default().entry(fp.0.clone()).or_default() += 1;
             }

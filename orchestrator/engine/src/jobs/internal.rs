@@ -121,8 +121,8 @@ struct Seen {
 fn messages(trace: &Trace) -> Vec<Seen> {
     let mut counts: BTreeMap<(ChannelId, Dir, String), u32> = BTreeMap::new();
     let mut out = Vec::new();
-    for (index, r) in trace.records.iter().enumerate().take_while(|(_, r)| r.violation.is_none()) {
-        let Some(Internal::Openflow { dpid, controller, dir, msg, fp, .. }) = &r.internal else { continue };
+    for (index, r) in trace.records.iter().enumerate().take_while(|(_, r)| r.violation().is_none()) {
+        let Some(Internal::Openflow { dpid, controller, dir, msg, fp, .. }) = r.internal() else { continue };
         if matches!(msg.as_str(), "echo_request" | "echo_reply") {
             continue;
         }
@@ -237,14 +237,14 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options) -> Result<Report, 
         }
     }
     let inputs: Vec<(usize, String)> =
-        base.records.iter().enumerate().filter_map(|(i, r)| r.external.as_ref().map(|e| (i, e.describe()))).collect();
+        base.records.iter().enumerate().filter_map(|(i, r)| r.external().map(|e| (i, e.describe()))).collect();
     let kept = d
         .kept()
         .iter()
         .map(|&i| {
             let m = droppable[i];
             let after_input = inputs.iter().rev().find(|(at, _)| *at < m.index).map(|(_, e)| e.clone());
-            let raw = match &base.records[m.index].internal {
+            let raw = match base.records[m.index].internal() {
                 Some(Internal::Openflow { raw: Some(b), .. }) => Some(b.iter().map(|x| format!("{x:02x}")).collect()),
                 _ => None,
             };
@@ -278,8 +278,7 @@ mod tests {
         let rec = |seq: u64, msg: &str, fp: &str| Record {
             seq,
             t_ms: seq,
-            external: None,
-            internal: Some(Internal::Openflow {
+            event: sts_trace::Event::Internal(Internal::Openflow {
                 dpid: 1,
                 controller: 0,
                 dir: Direction::ToSwitch,
@@ -288,7 +287,6 @@ mod tests {
                 raw: None,
                 proxy: None,
             }),
-            violation: None,
             line: 0,
         };
         let t = Trace {

@@ -59,8 +59,8 @@ type Streams = BTreeMap<(u64, usize, &'static str, String), Vec<String>>;
 
 fn streams(trace: &Trace) -> Streams {
     let mut out: Streams = BTreeMap::new();
-    for r in trace.records.iter().take_while(|r| r.violation.is_none()) {
-        if let Some(Internal::Openflow { dpid, controller, dir, msg, fp, .. }) = &r.internal {
+    for r in trace.records.iter().take_while(|r| r.violation().is_none()) {
+        if let Some(Internal::Openflow { dpid, controller, dir, msg, fp, .. }) = r.internal() {
             out.entry((*dpid, *controller, dir.as_str(), msg.as_str().to_string())).or_default().push(fp.0.clone());
         }
     }
@@ -150,7 +150,7 @@ fn leftovers(a: &[String], b: &[String]) -> (Vec<String>, Vec<String>) {
 /// The keys of `trace`'s internal events (what a replay "observed"), with
 /// `masks` if given.
 fn observed(trace: &Trace, masks: Option<&Masks>) -> Vec<String> {
-    trace.records.iter().filter_map(|r| r.internal.as_ref()).filter_map(|i| sts_trace::masks::key(masks, i)).collect()
+    trace.records.iter().filter_map(|r| r.internal()).filter_map(|i| sts_trace::masks::key(masks, i)).collect()
 }
 
 /// `sts learn DIR --runs K`: replays, learns, saves `DIR/masks.json`.
@@ -203,8 +203,7 @@ mod tests {
             .map(|(i, fp)| Record {
                 seq: i as u64 + 1,
                 t_ms: i as u64,
-                external: None,
-                internal: Some(Internal::Openflow {
+                event: sts_trace::Event::Internal(Internal::Openflow {
                     dpid: 1,
                     controller: 0,
                     dir: Direction::ToSwitch,
@@ -213,7 +212,6 @@ mod tests {
                     raw: None,
                     proxy: None,
                 }),
-                violation: None,
                 line: 0,
             })
             .collect();

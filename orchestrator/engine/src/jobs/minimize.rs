@@ -113,13 +113,13 @@ pub fn candidate(trace: &Trace, keep: &BTreeSet<usize>, host_start: &BTreeMap<St
     let mut keeping = true;
     let mut at = host_start.clone();
     for r in &trace.records {
-        if r.external.is_some() {
+        if r.external().is_some() {
             keeping = keep.contains(&ext);
             ext += 1;
             if keeping {
                 let mut r = r.clone();
                 r.t_ms = r.t_ms.saturating_sub(shift);
-                if let Some(External::HostMigrate { host, from, to }) = &mut r.external {
+                if let sts_trace::Event::External(External::HostMigrate { host, from, to }) = &mut r.event {
                     if let Some(now) = at.get(host.as_str()) {
                         *from = *now;
                     }
@@ -127,7 +127,7 @@ pub fn candidate(trace: &Trace, keep: &BTreeSet<usize>, host_start: &BTreeMap<St
                 }
                 records.push(r);
             }
-        } else if r.violation.is_some() || keeping {
+        } else if r.violation().is_some() || keeping {
             let mut r = r.clone();
             if ext > 0 {
                 r.t_ms = r.t_ms.saturating_sub(shift);
@@ -628,8 +628,8 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         let mut seen = mcs.clone();
         seen.records
             .iter_mut()
-            .filter(|r| r.violation.is_some())
-            .for_each(|r| r.violation = Some(crate::records::to_record(v)));
+            .filter(|r| r.violation().is_some())
+            .for_each(|r| r.event = sts_trace::Event::Violation(crate::records::to_record(v)));
         seen.renumbered().save(&mcs_dir.join("trace.jsonl")).map_err(env)?;
     }
     let original_t: BTreeMap<u64, u64> = trace.records.iter().map(|r| (r.seq, r.t_ms)).collect();
@@ -637,7 +637,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         .records
         .iter()
         .filter_map(|r| {
-            let e = r.external.as_ref()?;
+            let e = r.external()?;
             Some(McsEvent {
                 seq: r.seq,
                 original_t_ms: original_t.get(&r.seq).copied().unwrap_or(r.t_ms),
@@ -945,7 +945,7 @@ pub async fn reproduces(engine: &Engine, config: &Config, run: CandidateRun) -> 
             let _ = std::fs::remove_dir_all(&out);
             let dry = Trace {
                 header: cand.header.clone(),
-                records: cand.records.iter().filter(|r| r.internal.is_none()).cloned().collect(),
+                records: cand.records.iter().filter(|r| r.internal().is_none()).cloned().collect(),
             };
             let r = replay::replay_once(engine, config, &dry, &out, first).await?;
             used += 1;
@@ -1004,9 +1004,9 @@ fn peeked(cand: &Trace, dry: &Trace) -> Trace {
     // The dry run's internal events, by how many inputs preceded them.
     let mut segments: Vec<Vec<sts_trace::Record>> = vec![Vec::new()];
     for r in &dry.records {
-        if r.external.is_some() {
+        if r.external().is_some() {
             segments.push(Vec::new());
-        } else if r.internal.is_some() {
+        } else if r.internal().is_some() {
             segments.last_mut().expect("never empty").push(r.clone());
         }
     }
@@ -1014,10 +1014,10 @@ fn peeked(cand: &Trace, dry: &Trace) -> Trace {
     let mut seg = segments.into_iter();
     records.extend(seg.next().unwrap_or_default());
     for r in &cand.records {
-        if r.external.is_some() {
+        if r.external().is_some() {
             records.push(r.clone());
             records.extend(seg.next().unwrap_or_default());
-        } else if r.violation.is_some() {
+        } else if r.violation().is_some() {
             records.push(r.clone());
         }
     }
@@ -1095,9 +1095,13 @@ mod tests {
         let rec = |seq, external: Option<External>, internal: Option<&str>| Record {
             seq,
             t_ms: seq,
-            external,
-            internal: internal.map(|l| Internal::Log { controller: "c0".into(), line: l.into(), fp: l.into() }),
-            violation: None,
+            event: match (external, internal) {
+                (Some(e), _) => sts_trace::Event::External(e),
+                (None, l) => {
+                    let l = l.unwrap_or_default();
+                    sts_trace::Event::Internal(Internal::Log { controller: "c0".into(), line: l.into(), fp: l.into() })
+                }
+            },
             line: 0,
         };
         let ping = |s: &str| Some(External::Ping { src: s.into(), dst: "h9".into() });
@@ -1124,7 +1128,7 @@ mod tests {
         let lines: Vec<String> = peeked(&cand, &dry)
             .records
             .iter()
-            .map(|r| match (&r.external, &r.internal) {
+            .map(|r| match (r.external(), r.internal()) {
                 (Some(e), _) => e.describe(),
                 (_, Some(Internal::Log { line, .. })) => line.clone(),
                 _ => unreachable!(),
@@ -1156,9 +1160,7 @@ mod tests {
                 .map(|&(seq, from, to)| sts_trace::Record {
                     seq,
                     t_ms: seq,
-                    external: Some(External::HostMigrate { host: "h3".into(), from, to }),
-                    internal: None,
-                    violation: None,
+                    event: sts_trace::Event::External(External::HostMigrate { host: "h3".into(), from, to }),
                     line: 0,
                 })
                 .collect(),

@@ -81,9 +81,9 @@ impl Peek {
     pub fn windows(&self) -> Vec<Vec<String>> {
         let mut out = vec![Vec::new()];
         for r in &self.observed.records {
-            if r.external.is_some() {
+            if r.external().is_some() {
                 out.push(Vec::new());
-            } else if let Some(k) = r.internal.as_ref().and_then(Internal::key) {
+            } else if let Some(k) = r.internal().and_then(Internal::key) {
                 out.last_mut().expect("never empty").push(k);
             }
         }
@@ -96,7 +96,7 @@ impl Peek {
 /// included).
 fn plan(cand: &Trace) -> Vec<(u64, External, u64)> {
     let externals = cand.externals();
-    let violation_t = cand.records.iter().find(|r| r.violation.is_some()).map(|r| r.t_ms);
+    let violation_t = cand.records.iter().find(|r| r.violation().is_some()).map(|r| r.t_ms);
     externals
         .iter()
         .enumerate()
@@ -119,14 +119,7 @@ fn targets(plan: &[(u64, External, u64)], now: u64) -> Vec<u64> {
 }
 
 fn records(events: Vec<(u64, Internal)>) -> impl Iterator<Item = Record> {
-    events.into_iter().map(|(t_ms, e)| Record {
-        seq: 0,
-        t_ms,
-        external: None,
-        internal: Some(e),
-        violation: None,
-        line: 0,
-    })
+    events.into_iter().map(|(t_ms, e)| Record { seq: 0, t_ms, event: sts_trace::Event::Internal(e), line: 0 })
 }
 
 /// Starts a run for `cand`, serving its recorded dates as a replay does.
@@ -175,7 +168,7 @@ pub async fn by_prefix(engine: &Engine, config: &Config, cand: &Trace, out: &Pat
         }
         let (t, e, gap) = &plan[i];
         let window = inject_and_watch(&mut s, e, gap + epsilon).await?;
-        observed.push(Record { seq: 0, t_ms: *t, external: Some(e.clone()), internal: None, violation: None, line: 0 });
+        observed.push(Record { seq: 0, t_ms: *t, event: sts_trace::Event::External(e.clone()), line: 0 });
         observed.extend(records(window));
         drop(s);
         let _ = std::fs::remove_dir_all(&dir);
@@ -282,7 +275,7 @@ async fn checkpointed(
             s.runner.run_until(end, |_| false).await;
         }
         window.extend(drain(&mut s.runner, &s.controllers).internal);
-        observed.push(Record { seq: 0, t_ms: *t, external: Some(e.clone()), internal: None, violation: None, line: 0 });
+        observed.push(Record { seq: 0, t_ms: *t, event: sts_trace::Event::External(e.clone()), line: 0 });
         observed.extend(records(window));
     }
     drop(s);

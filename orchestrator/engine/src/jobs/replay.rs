@@ -118,7 +118,7 @@ fn message_kind(key: &str) -> Option<String> {
 pub fn validate(config: &Config, trace: &Trace, path: &Path) -> Result<(), RunError> {
     let net = Network::new(&config.topology(), config.network.openflow.wire());
     for r in &trace.records {
-        if let Some(e) = &r.external {
+        if let Some(e) = r.external() {
             inputs::validate(
                 &net,
                 config.controllers.len(),
@@ -259,12 +259,12 @@ fn kinds_after(trace: &Trace, externals: &[(u64, usize)]) -> Vec<Vec<(PlaceKind,
         .iter()
         .enumerate()
         .map(|(k, &(_, at))| {
-            if !trace.records[at].external.as_ref().is_some_and(keeps_place) {
+            if !trace.records[at].external().is_some_and(keeps_place) {
                 return Vec::new();
             }
             let end = externals.get(k + 1).map_or(trace.records.len(), |&(_, i)| i);
             let start = if k == 0 { 0 } else { externals[k - 1].1 + 1 };
-            let kind_of = |r: &sts_trace::Record| match &r.internal {
+            let kind_of = |r: &sts_trace::Record| match r.internal() {
                 Some(sts_trace::Internal::Openflow { dpid, controller, dir, msg, .. }) => {
                     Some(format!("of {dpid} {controller} {} {}", dir.as_str(), msg.as_str()))
                 }
@@ -273,7 +273,7 @@ fn kinds_after(trace: &Trace, externals: &[(u64, usize)]) -> Vec<Vec<(PlaceKind,
             let before: Vec<String> = trace.records[start..at].iter().filter_map(kind_of).collect();
             let mut kinds: Vec<(PlaceKind, u32)> = Vec::new();
             for r in &trace.records[at + 1..end] {
-                let Some(sts_trace::Internal::Openflow { dpid, controller, dir, msg, .. }) = &r.internal else {
+                let Some(sts_trace::Internal::Openflow { dpid, controller, dir, msg, .. }) = r.internal() else {
                     continue;
                 };
                 let Some(&msg_type) = HOLDABLE.iter().find(|n| **n == msg.as_str()) else { continue };
@@ -317,8 +317,13 @@ impl<'t> Replayer<'t> {
         let writer = trace::Writer::create(&trace_path, &header)
             .map_err(|e| RunError::Environment(format!("{}: {e}", out.display())))?;
         let monitor = Monitor::new(&config, session.runner.clock.now());
-        let externals: Vec<(u64, usize)> =
-            trace.records.iter().enumerate().filter(|(_, r)| r.external.is_some()).map(|(i, r)| (r.t_ms, i)).collect();
+        let externals: Vec<(u64, usize)> = trace
+            .records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.external().is_some())
+            .map(|(i, r)| (r.t_ms, i))
+            .collect();
         let after = kinds_after(trace, &externals);
         Ok(Replayer {
             wanted,
@@ -509,7 +514,7 @@ impl<'t> Replayer<'t> {
     /// The next external event to inject, if any.
     pub fn upcoming(&self) -> Option<&'t External> {
         let trace: &'t Trace = self.trace;
-        self.externals.get(self.place.next).and_then(|&(_, i)| trace.records[i].external.as_ref())
+        self.externals.get(self.place.next).and_then(|&(_, i)| trace.records[i].external())
     }
 
     /// When (on the run's clock) the next input comes due: at its recorded
@@ -543,7 +548,7 @@ impl<'t> Replayer<'t> {
         let &(orig_t, index) = self.externals.get(self.place.next)?;
         // What preceded it still precedes the inputs after it.
         while self.place.pending < index {
-            if let Some(k) = self.trace.records[self.place.pending].internal.as_ref().and_then(|i| self.key(i)) {
+            if let Some(k) = self.trace.records[self.place.pending].internal().and_then(|i| self.key(i)) {
                 self.place.balance.expect(&k);
             }
             self.place.pending += 1;
@@ -554,7 +559,7 @@ impl<'t> Replayer<'t> {
         self.place.next += 1;
         let trace: &'t Trace = self.trace;
         let r = &trace.records[index];
-        Some((self.place.next - 1, r.seq, r.external.as_ref()?))
+        Some((self.place.next - 1, r.seq, r.external()?))
     }
 
     /// The trace `seq` of the next input to inject.
@@ -565,7 +570,7 @@ impl<'t> Replayer<'t> {
     /// The input at `index` among the trace's external events.
     pub fn injected_input(&self, index: usize) -> Option<&'t External> {
         let trace: &'t Trace = self.trace;
-        self.externals.get(index).and_then(|&(_, i)| trace.records[i].external.as_ref())
+        self.externals.get(index).and_then(|&(_, i)| trace.records[i].external())
     }
 
     /// The persistent violation found so far, if any.
@@ -664,7 +669,7 @@ impl<'t> Replayer<'t> {
         let Some(&(orig_t, index)) = self.externals.get(self.place.next) else { return Ok(Step::End) };
         // Everything recorded before this event is its happens-before set.
         while self.place.pending < index {
-            if let Some(k) = self.trace.records[self.place.pending].internal.as_ref().and_then(|i| self.key(i)) {
+            if let Some(k) = self.trace.records[self.place.pending].internal().and_then(|i| self.key(i)) {
                 self.place.balance.expect(&k);
             }
             self.place.pending += 1;
@@ -706,7 +711,7 @@ impl<'t> Replayer<'t> {
         let now = self.session.runner.clock.now();
         let trace: &'t Trace = self.trace;
         let r = &trace.records[index];
-        let e = inputs::as_now(&self.session.runner.net, r.external.as_ref().expect("an external record"));
+        let e = inputs::as_now(&self.session.runner.net, r.external().expect("an external record"));
         self.writer.external(now, e.clone()).map_err(self.env())?;
         inputs::apply(&mut self.session, &e).await.map_err(RunError::from)?;
         // What the input's place held goes on after it, in order.
@@ -735,7 +740,7 @@ impl<'t> Replayer<'t> {
     /// until the wanted violation shows up; true if it did.
     pub async fn settle(&mut self) -> Result<bool, RunError> {
         let epsilon = self.config.interpose.epsilon_ms;
-        let tail = match (self.trace.records.iter().find(|r| r.violation.is_some()), self.externals.last()) {
+        let tail = match (self.trace.records.iter().find(|r| r.violation().is_some()), self.externals.last()) {
             (Some(v), Some((t, _))) => v.t_ms.saturating_sub(*t),
             _ => 0,
         };
@@ -797,8 +802,8 @@ pub fn diverge(trace: &Trace, observed: &[String], masks: Option<&sts_trace::mas
     let original: Vec<(u64, String)> = trace
         .records
         .iter()
-        .take_while(|r| r.violation.is_none())
-        .filter_map(|r| r.internal.as_ref().and_then(key).map(|k| (r.seq, k)))
+        .take_while(|r| r.violation().is_none())
+        .filter_map(|r| r.internal().and_then(key).map(|k| (r.seq, k)))
         .collect();
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for k in observed {
@@ -947,8 +952,13 @@ mod place_tests {
     }
 
     fn kinds(trace: &Trace) -> Vec<Vec<(String, u32)>> {
-        let externals: Vec<(u64, usize)> =
-            trace.records.iter().enumerate().filter(|(_, r)| r.external.is_some()).map(|(i, r)| (r.t_ms, i)).collect();
+        let externals: Vec<(u64, usize)> = trace
+            .records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.external().is_some())
+            .map(|(i, r)| (r.t_ms, i))
+            .collect();
         kinds_after(trace, &externals)
             .into_iter()
             .map(|ks| ks.into_iter().map(|(k, n)| (k.kind, n)).collect())
