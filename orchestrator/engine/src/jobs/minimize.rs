@@ -30,7 +30,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use sts_invariants::{Same, Violation};
 use sts_trace::dir as experiment;
-use sts_trace::{External, Trace};
+use sts_trace::{External, Port, Trace};
 
 use crate::config::Config;
 use crate::replay;
@@ -41,14 +41,14 @@ use crate::{Engine, NoticeKind, Progress};
 /// kept or removed together.
 pub fn units(externals: &[&External]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
-    let mut open: BTreeMap<String, usize> = BTreeMap::new();
+    let mut open: BTreeMap<Condition<'_>, usize> = BTreeMap::new();
     for (i, e) in externals.iter().enumerate() {
         match pairing(e) {
-            Some((key, true)) => {
-                open.insert(key, out.len());
+            Some((condition, true)) => {
+                open.insert(condition, out.len());
                 out.push(vec![i]);
             }
-            Some((key, false)) => match open.remove(&key) {
+            Some((condition, false)) => match open.remove(&condition) {
                 Some(u) => out[u].push(i),
                 None => out.push(vec![i]),
             },
@@ -58,28 +58,42 @@ pub fn units(externals: &[&External]) -> Vec<Vec<usize>> {
     out
 }
 
-/// For an event that starts or ends a condition: what it is about, and
-/// whether it starts it. The end goes with the latest start of the same key.
-fn pairing(e: &External) -> Option<(String, bool)> {
-    let link = |kind: &str, a: &sts_trace::Port, b: &sts_trace::Port| {
-        format!("{kind} {}:{} {}:{}", a.switch, a.port, b.switch, b.port)
-    };
+/// A condition one input starts and a later one ends: a failed link (named
+/// by its two ends as the trace gives them), a data-plane fault on a link, a
+/// failed switch, a delayed control channel, a crashed controller, a cut
+/// relay, held messages.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Condition<'e> {
+    LinkDown(Port, Port),
+    Dropping(Port, Port),
+    Delaying(Port, Port),
+    SwitchDown(u64),
+    ControlDelayed(u64),
+    Crashed(&'e str),
+    Partitioned(&'e str),
+    Holding(Option<u64>, sts_trace::MsgType),
+}
+
+/// For an event that starts or ends a condition: which, and whether it
+/// starts it. The end goes with the latest start of the same condition.
+fn pairing(e: &External) -> Option<(Condition<'_>, bool)> {
+    use Condition::*;
     Some(match e {
-        External::LinkDown { a, b } => (link("link", a, b), true),
-        External::LinkUp { a, b } => (link("link", a, b), false),
-        External::DataplaneDrop { a, b } => (link("drop", a, b), true),
-        External::DataplaneDropEnd { a, b } => (link("drop", a, b), false),
-        External::DataplaneDelay { a, b, .. } => (link("delay", a, b), true),
-        External::DataplaneDelayEnd { a, b } => (link("delay", a, b), false),
-        External::SwitchDown { switch } => (format!("switch {switch}"), true),
-        External::SwitchUp { switch } => (format!("switch {switch}"), false),
-        External::ControlDelay { switch, .. } => (format!("control {switch}"), true),
-        External::ControlDelayEnd { switch } => (format!("control {switch}"), false),
-        External::ControllerCrash { controller } => (format!("controller {controller}"), true),
-        External::ControllerRestart { controller } => (format!("controller {controller}"), false),
-        External::Partition { relay } => (format!("relay {relay}"), true),
-        External::PartitionHeal { relay } => (format!("relay {relay}"), false),
-        External::ControlHold { switch, msg_type } => (format!("hold {switch:?} {msg_type}"), true),
+        External::LinkDown { a, b } => (LinkDown(*a, *b), true),
+        External::LinkUp { a, b } => (LinkDown(*a, *b), false),
+        External::DataplaneDrop { a, b } => (Dropping(*a, *b), true),
+        External::DataplaneDropEnd { a, b } => (Dropping(*a, *b), false),
+        External::DataplaneDelay { a, b, .. } => (Delaying(*a, *b), true),
+        External::DataplaneDelayEnd { a, b } => (Delaying(*a, *b), false),
+        External::SwitchDown { switch } => (SwitchDown(*switch), true),
+        External::SwitchUp { switch } => (SwitchDown(*switch), false),
+        External::ControlDelay { switch, .. } => (ControlDelayed(*switch), true),
+        External::ControlDelayEnd { switch } => (ControlDelayed(*switch), false),
+        External::ControllerCrash { controller } => (Crashed(controller), true),
+        External::ControllerRestart { controller } => (Crashed(controller), false),
+        External::Partition { relay } => (Partitioned(relay), true),
+        External::PartitionHeal { relay } => (Partitioned(relay), false),
+        External::ControlHold { switch, msg_type } => (Holding(*switch, *msg_type), true),
         // A release ends every hold of its switch (or all): paired with none
         // in particular, it stays where it is.
         // Policies depend on each other by name (`after`): a policy whose
