@@ -926,6 +926,12 @@ impl Trace {
         self.records.iter().filter_map(|r| r.external().map(|e| (r.t_ms, e))).collect()
     }
 
+    /// Where the external events are: each one's time and its index in
+    /// [`Trace::records`].
+    pub fn external_positions(&self) -> Vec<(u64, usize)> {
+        self.records.iter().enumerate().filter(|(_, r)| r.external().is_some()).map(|(i, r)| (r.t_ms, i)).collect()
+    }
+
     /// The first violation recorded, if any.
     pub fn violation(&self) -> Option<&ViolationRecord> {
         self.records.iter().find_map(|r| r.violation())

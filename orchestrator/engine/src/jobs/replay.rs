@@ -317,13 +317,7 @@ impl<'t> Replayer<'t> {
         let writer = trace::Writer::create(&trace_path, &header)
             .map_err(|e| RunError::Environment(format!("{}: {e}", out.display())))?;
         let monitor = Monitor::new(&config, session.runner.clock.now());
-        let externals: Vec<(u64, usize)> = trace
-            .records
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.external().is_some())
-            .map(|(i, r)| (r.t_ms, i))
-            .collect();
+        let externals = trace.external_positions();
         let after = kinds_after(trace, &externals);
         Ok(Replayer {
             wanted,
@@ -952,13 +946,7 @@ mod place_tests {
     }
 
     fn kinds(trace: &Trace) -> Vec<Vec<(String, u32)>> {
-        let externals: Vec<(u64, usize)> = trace
-            .records
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.external().is_some())
-            .map(|(i, r)| (r.t_ms, i))
-            .collect();
+        let externals = trace.external_positions();
         kinds_after(trace, &externals)
             .into_iter()
             .map(|ks| ks.into_iter().map(|(k, n)| (k.kind, n)).collect())
