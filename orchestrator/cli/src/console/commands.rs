@@ -214,7 +214,7 @@ pub enum Break {
     Event(String),
     /// When a message of this type (to or from this switch) is sent: it is
     /// held there.
-    Msg { msg_type: String, switch: Option<u64> },
+    Msg { msg_type: MsgType, switch: Option<u64> },
     /// Once a check finds a violation (of this kind, if given).
     Invariant(Option<String>),
 }
@@ -224,8 +224,8 @@ impl Break {
         match args {
             ["seq", n] => n.parse().map(Break::Seq).map_err(|_| format!("break seq N: {n:?} is not a number")),
             ["event", t] => Ok(Break::Event(t.to_string())),
-            ["msg", t] => Ok(Break::Msg { msg_type: t.to_string(), switch: None }),
-            ["msg", t, s] => Ok(Break::Msg { msg_type: t.to_string(), switch: Some(switch_id(s)?) }),
+            ["msg", t] => Ok(Break::Msg { msg_type: msg_type(t)?, switch: None }),
+            ["msg", t, s] => Ok(Break::Msg { msg_type: msg_type(t)?, switch: Some(switch_id(s)?) }),
             ["invariant"] => Ok(Break::Invariant(None)),
             ["invariant", k] => Ok(Break::Invariant(Some(k.to_string()))),
             _ => Err("break seq N | event TYPE | msg TYPE [SWITCH] | invariant [KIND]".into()),
@@ -245,11 +245,10 @@ impl Break {
 }
 
 /// `s3` or `3` as a datapath id.
-/// An OpenFlow message type by its snake_case name (`flow_mod`).
+/// An OpenFlow message type an input can name (`flow_mod`), as the engine
+/// checks it.
 pub fn msg_type(word: &str) -> Result<MsgType, String> {
-    MsgType::from_name(word).filter(|t| t.as_str() != "unknown").ok_or_else(|| {
-        format!("no OpenFlow message type {word:?} (types go by snake_case names: flow_mod, packet_in, barrier_request ...)")
-    })
+    sts_engine::inputs::msg_type(word).map_err(|e| e.to_string())
 }
 
 pub fn switch_id(word: &str) -> Result<u64, String> {
@@ -455,7 +454,7 @@ mod tests {
         assert_eq!(time_ms("-1s", 0), None);
         assert_eq!(
             Break::parse(&["msg", "flow_mod", "s3"]),
-            Ok(Break::Msg { msg_type: "flow_mod".into(), switch: Some(3) })
+            Ok(Break::Msg { msg_type: MsgType::from_name("flow_mod").unwrap(), switch: Some(3) })
         );
         assert!(Break::parse(&["seq", "x"]).is_err());
         assert!(Break::parse(&[]).is_err());

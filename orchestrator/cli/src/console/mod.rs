@@ -454,11 +454,7 @@ impl<'t> Console<'t> {
             ("break", args) => match Break::parse(args) {
                 Ok(b) => {
                     if let Break::Msg { msg_type, switch } = &b {
-                        let msg_type = match commands::msg_type(msg_type) {
-                            Ok(t) => t,
-                            Err(m) => return fail_msg(out, m),
-                        };
-                        let hold = External::ControlHold { switch: *switch, msg_type };
+                        let hold = External::ControlHold { switch: *switch, msg_type: *msg_type };
                         self.inject(rt, hold, &mut out);
                         if !out.ok {
                             return out;
@@ -562,11 +558,11 @@ impl<'t> Console<'t> {
     }
 
     /// The message breakpoints: (type, switch).
-    fn msg_breaks(&self) -> Vec<(String, Option<u64>)> {
+    fn msg_breaks(&self) -> Vec<(MsgType, Option<u64>)> {
         self.breaks
             .iter()
             .filter_map(|b| match b {
-                Break::Msg { msg_type, switch } => Some((msg_type.clone(), *switch)),
+                Break::Msg { msg_type, switch } => Some((*msg_type, *switch)),
                 _ => None,
             })
             .collect()
@@ -969,12 +965,12 @@ impl<'t> Console<'t> {
             .into_iter()
             .filter(|(t, d)| {
                 !rules.iter().any(|r| {
-                    r.action == sts_proxy::interpose::Action::Hold && r.dpid == *d && r.msg_type.as_ref() == Some(t)
+                    r.action == sts_proxy::interpose::Action::Hold
+                        && r.dpid == *d
+                        && r.msg_type.as_deref() == Some(t.as_str())
                 })
             })
-            .filter_map(|(msg_type, switch)| {
-                commands::msg_type(&msg_type).ok().map(|msg_type| External::ControlHold { switch, msg_type })
-            })
+            .map(|(msg_type, switch)| External::ControlHold { switch, msg_type })
             .collect();
         for e in holds {
             self.inject(rt, e, out);
@@ -1171,7 +1167,11 @@ fn hits(b: &Break, r: &Replayer<'_>) -> bool {
 
 /// The first message held since interposer count `from` that a message
 /// breakpoint in `msgs` selects: (its id, its switch, its type).
-fn new_held(s: &sts_engine::session::Session, from: u64, msgs: &[(String, Option<u64>)]) -> Option<(u64, u64, String)> {
+fn new_held(
+    s: &sts_engine::session::Session,
+    from: u64,
+    msgs: &[(MsgType, Option<u64>)],
+) -> Option<(u64, u64, MsgType)> {
     s.runner
         .interposer
         .waiting()
@@ -1179,7 +1179,7 @@ fn new_held(s: &sts_engine::session::Session, from: u64, msgs: &[(String, Option
         .find(|w| {
             w.seq >= from
                 && w.due.is_none()
-                && msgs.iter().any(|(t, d)| w.msg_type == t && d.is_none_or(|d| d == w.channel.dpid))
+                && msgs.iter().any(|(t, d)| *t == w.msg_type && d.is_none_or(|d| d == w.channel.dpid))
         })
-        .map(|w| (w.seq, w.channel.dpid, w.msg_type.to_string()))
+        .map(|w| (w.seq, w.channel.dpid, MsgType::recorded(w.msg_type)))
 }

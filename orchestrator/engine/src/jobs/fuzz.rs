@@ -85,12 +85,11 @@ pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<F
     let mut writer = trace::Writer::create(&exp.trace(), &header).map_err(env)?;
     s.runner.run_for(Duration::from_millis(config.fuzz.warmup_ms)).await;
     let mut monitor = Monitor::new(config, s.runner.clock.now());
-    let mut rates = config.fuzz.rates.clone();
-    if config.controllers.iter().any(|c| c.kind == crate::config::ControllerKind::Remote) {
-        // sts cannot crash a controller it did not start.
-        (rates.controller_crash, rates.controller_recovery) = (0.0, 0.0);
-    }
-    let mut fuzzer = Fuzzer::new(config.fuzz.seed, rates, config.controllers.len())
+    // sts cannot crash a controller it did not start.
+    let remote: Vec<usize> =
+        (0..config.controllers.len()).filter(|&i| config.controllers[i].remote_address().is_some()).collect();
+    let mut fuzzer = Fuzzer::new(config.fuzz.seed, config.fuzz.rates.clone(), config.controllers.len())
+        .without_crashing(&remote)
         .with_relays(config.relays.iter().map(|r| r.name.clone()).collect())
         .with_policies(&config.policies);
     let f = &config.fuzz;

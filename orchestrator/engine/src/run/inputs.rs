@@ -174,14 +174,15 @@ fn check_switch(net: &Network, switch: Option<u64>) -> Result<(), InputError> {
     }
 }
 
-/// A message type an input can act on: any but `unknown` (which the trace's
-/// reader accepts for recorded messages of types 1.0 and 1.3 lack).
+/// A message type an input can act on, by name: any of OpenFlow 1.0's and
+/// 1.3's but `unknown` (which the trace's reader accepts for recorded
+/// messages of types those versions lack).
+pub fn msg_type(name: &str) -> Result<MsgType, InputError> {
+    MsgType::from_name(name).filter(|t| t.as_str() != "unknown").ok_or_else(|| InputError::NoMessageType(name.into()))
+}
+
 fn check_msg_type(t: MsgType) -> Result<(), InputError> {
-    if t.as_str() != "unknown" {
-        Ok(())
-    } else {
-        Err(InputError::NoMessageType(t.as_str().to_string()))
-    }
+    msg_type(t.as_str()).map(|_| ())
 }
 
 /// The held message an [`External::HeldMessage`] is about: the `index`-th
@@ -294,7 +295,8 @@ pub struct Fuzzer {
     delaying: BTreeSet<(Port, Port)>,
     switches_down: BTreeSet<u64>,
     control_delayed: BTreeSet<u64>,
-    controllers: usize,
+    /// The controllers it may crash (by index): those sts started.
+    crashable: Vec<usize>,
     controllers_down: BTreeSet<usize>,
     relays: Vec<String>,
     partitioned: BTreeSet<String>,
@@ -319,6 +321,13 @@ impl Fuzzer {
         self
     }
 
+    /// The same fuzzer, never crashing the controllers at these indices
+    /// (`remote` ones: sts did not start them).
+    pub fn without_crashing(mut self, spared: &[usize]) -> Fuzzer {
+        self.crashable.retain(|c| !spared.contains(c));
+        self
+    }
+
     /// A fuzzer for a network with `controllers` controllers.
     pub fn new(seed: u64, rates: Rates, controllers: usize) -> Fuzzer {
         Fuzzer {
@@ -329,7 +338,7 @@ impl Fuzzer {
             delaying: BTreeSet::new(),
             switches_down: BTreeSet::new(),
             control_delayed: BTreeSet::new(),
-            controllers,
+            crashable: (0..controllers).collect(),
             controllers_down: BTreeSet::new(),
             relays: Vec::new(),
             partitioned: BTreeSet::new(),
@@ -417,7 +426,7 @@ impl Fuzzer {
                 "control_delay_end" => {
                     end(&mut self.rng, &mut self.control_delayed).map(|switch| External::ControlDelayEnd { switch })
                 }
-                "controller_crash" => begin(&mut self.rng, &mut self.controllers_down, 0..self.controllers)
+                "controller_crash" => begin(&mut self.rng, &mut self.controllers_down, self.crashable.iter().copied())
                     .map(|c| External::ControllerCrash { controller: format!("c{c}") }),
                 "controller_recovery" => end(&mut self.rng, &mut self.controllers_down)
                     .map(|c| External::ControllerRestart { controller: format!("c{c}") }),
@@ -556,6 +565,14 @@ mod tests {
         let without = Rates { partition: 0.0, partition_heal: 0.0, ..rates.clone() };
         let mut f = Fuzzer::new(7, without, 2);
         assert_eq!(a, (0..200).flat_map(|_| f.step(&net)).collect::<Vec<_>>());
+
+        // A controller it may not crash (a remote one) is never crashed;
+        // the others still are.
+        let mut f = Fuzzer::new(7, rates.clone(), 2).without_crashing(&[0]);
+        let crashes: Vec<External> =
+            (0..200).flat_map(|_| f.step(&net)).filter(|e| matches!(e, External::ControllerCrash { .. })).collect();
+        assert!(!crashes.is_empty());
+        assert!(crashes.iter().all(|e| matches!(e, External::ControllerCrash { controller } if controller == "c1")));
 
         // With relays: partitions of configured relays, each healed only after it began.
         let mut f = Fuzzer::new(7, rates.clone(), 2).with_relays(vec!["c1-c0".into(), "c0-c1".into()]);
