@@ -55,7 +55,18 @@ pub(crate) enum Irregular {
     Unexpected(&'static str),
     /// A changed rule matches a value no header class was cut for.
     NewValues,
+    /// An atom's paths are too many to list one by one ([`PATH_BUDGET`]).
+    TooManyPaths,
 }
+
+/// Switch visits the exact judgement of one looping atom spends listing its
+/// paths one by one (as the per-source walker does) before it judges it by
+/// strongly connected sets instead: where every path is listed, each
+/// elementary cycle is a loop of its own, as the walker reports them; beyond
+/// (a VLAN or LAN segment fanning a loop out to many routers makes the
+/// paths exponentially many), each strongly connected set of (switch,
+/// ingress port) states the atom reaches is one loop, named by its switches.
+pub(crate) const PATH_BUDGET: usize = 4096;
 
 impl std::fmt::Display for Irregular {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,6 +76,7 @@ impl std::fmt::Display for Irregular {
             Irregular::Loop => f.write_str("some header loops"),
             Irregular::Unexpected(what) => write!(f, "the class engine met {what}"),
             Irregular::NewValues => f.write_str("a rule matches a value no header class was cut for"),
+            Irregular::TooManyPaths => f.write_str("a looping header class has too many paths to list"),
         }
     }
 }
@@ -146,6 +158,20 @@ struct Fate {
 
 impl Fate {
     const DROPPED: Fate = Fate { punt: false, drop: true, height: 1, dests: Dests::None };
+}
+
+/// What every path of an atom from one source comes to (see
+/// `Traversal::paths`).
+#[derive(Default)]
+struct Paths {
+    /// Some copy reaches a controller or loops: nothing is blackholed.
+    good: bool,
+    /// Hosts some copy is delivered to.
+    dests: Vec<u32>,
+    /// The switches of each cycle found (sorted), each once.
+    cycles: Vec<Vec<u64>>,
+    /// Switches visited, against [`crate::walk::STEP_BUDGET`].
+    steps: usize,
 }
 
 /// What one switch does with an atom arriving on some port.
@@ -407,9 +433,14 @@ pub(crate) struct ByClass {
     pair_count: BTreeMap<(usize, usize), u32>,
     /// Rules keep what updates need (headers, fingerprints).
     keep: bool,
-    /// The cycles looping atoms take: per cycle (its switches), the first
-    /// (source, atom) found taking it.
-    loops: BTreeMap<Vec<u64>, (usize, usize)>,
+    /// The cycles looping atoms take: per cycle (its switches), every
+    /// (source, atom) found taking it (the first one explains it).
+    loops: BTreeMap<Vec<u64>, BTreeSet<(usize, usize)>>,
+    /// Per looping atom: the cycles it takes (to forget them when the atom
+    /// is followed again after an update).
+    atom_loops: HashMap<usize, Vec<Vec<u64>>>,
+    /// Per atom judged by strongly connected sets (see [`PATH_BUDGET`]).
+    by_components: BTreeSet<usize>,
 }
 
 /// Atoms × switches the table-0 index may hold (1 GiB of rule ids); beyond,
@@ -432,6 +463,7 @@ impl ByClass {
     pub(crate) fn new(
         model: &Model,
         shapes: &[Cube],
+        values: &[(usize, Ternary)],
         limit: usize,
         component: impl Fn(u64) -> Option<u64>,
         keep: bool,
@@ -440,7 +472,7 @@ impl ByClass {
         if model.rewrites() {
             return Err(Irregular::Rewrites);
         }
-        let constraints = model.rules().filter(|r| !r.never).map(|r| r.header.as_slice());
+        let constraints = model.rules().filter(|r| !r.never).map(|r| r.header.as_slice()).chain(values.chunks(1));
         let classes = Classes::new(shapes, constraints, limit).ok_or(Irregular::TooManyClasses)?;
         // The table-0 index holds one rule id per (atom, switch).
         if classes.count.saturating_mul(model.net.switches.len()) > INDEX_LIMIT {
@@ -456,6 +488,8 @@ impl ByClass {
             pair_count: BTreeMap::new(),
             keep,
             loops: BTreeMap::new(),
+            atom_loops: HashMap::new(),
+            by_components: BTreeSet::new(),
         };
         let threads =
             threads(engine.ix.classes.count * engine.ix.switches.len()).clamp(1, engine.ix.classes.count.max(1));
@@ -556,48 +590,76 @@ impl ByClass {
         Ok((found, looping, cache))
     }
 
-    /// Judges a looping atom the exact way: walks it from every source with
-    /// the per-source walker (a loop makes per-switch fates depend on the
-    /// path), noting the cycles it finds.
+    /// Judges a looping atom the exact way: follows it from every source
+    /// along every path, as the per-source walker does (a loop makes
+    /// per-switch fates depend on the path), but a switch at a time from the
+    /// cached steps instead of scanning flow tables; notes the cycles found.
     fn judge_exactly(&mut self, model: &Model, x: usize) -> Result<Vec<(u32, u32)>, Irregular> {
-        let cube = self.ix.classes.cube(x).ok_or(Irregular::Unexpected("an empty header class"))?;
         let h = &self.hosts;
-        let src_ok = h.source_filter(&self.ix, x);
-        let mut sources: Vec<(u32, usize)> = h
+        let mut sources: Vec<(u32, usize, Option<u32>)> = h
             .ingress
             .iter()
             .enumerate()
-            .flat_map(|(gi, g)| g.live.iter().map(|&(_, a)| a).chain(g.dead.iter().copied()).map(move |a| (a, gi)))
+            .flat_map(|(gi, g)| {
+                g.live.iter().map(move |&(p, a)| (a, gi, Some(p))).chain(g.dead.iter().map(move |&a| (a, gi, None)))
+            })
             .collect();
         sources.sort_unstable();
-        let mut pairs = Vec::new();
-        for (a, gi) in sources {
-            let mut w = Walker::new(model);
-            w.from_host(a as usize, std::slice::from_ref(&cube));
-            if w.truncated {
-                return Err(Irregular::Unexpected("a loop walk over its step budget"));
-            }
-            let mut good = false;
-            let mut dests = Vec::new();
-            for t in &w.terminals {
-                match &t.outcome {
-                    Outcome::Delivered { host } => dests.push(*host as u32),
-                    Outcome::Punted { .. } | Outcome::Unmodelled { .. } => good = true,
-                    Outcome::Looped { cycle } => {
-                        good = true;
-                        let first = self.loops.entry(cycle.clone()).or_insert((a as usize, x));
-                        *first = (*first).min((a as usize, x));
+        let mut t = Traversal::new(&self.ix, &mut self.cache, model);
+        let mut found: Vec<(u32, usize, Paths)> = Vec::with_capacity(sources.len());
+        let mut steps = 0;
+        for &(a, gi, port) in &sources {
+            let mut paths = Paths { steps, ..Paths::default() };
+            if let Some(p) = port {
+                let s = h.ingress[gi].switch as usize;
+                match t.paths(x, s, p, &mut Vec::new(), &mut paths) {
+                    Ok(()) => {}
+                    Err(Irregular::TooManyPaths) => {
+                        found.clear();
+                        break;
                     }
-                    Outcome::Dropped { .. } => {}
+                    Err(e) => return Err(e),
                 }
             }
-            if good || w.terminals.is_empty() {
+            steps = paths.steps;
+            found.push((a, gi, paths));
+        }
+        let components = found.len() < sources.len();
+        if components {
+            // Too many paths to list: the strongly connected sets instead.
+            found =
+                t.components(x, sources.iter().map(|&(a, gi, port)| (a, gi, port.map(|p| (h.ingress[gi].switch, p)))))?;
+        }
+        drop(t);
+        let src_ok = h.source_filter(&self.ix, x);
+        let mut pairs = Vec::new();
+        let mut cycles: Vec<(Vec<u64>, u32)> = Vec::new();
+        for (a, gi, paths) in &found {
+            cycles.extend(paths.cycles.iter().map(|c| (c.clone(), *a)));
+            if paths.good {
                 continue;
             }
             for &b in &h.dests_of[x] {
-                if b != a && h.host_comp[b as usize] == h.group_comp[gi] && !dests.contains(&b) && src_ok(a as usize) {
-                    pairs.push((a, b));
+                if b != *a
+                    && h.host_comp[b as usize] == h.group_comp[*gi]
+                    && !paths.dests.contains(&b)
+                    && src_ok(*a as usize)
+                {
+                    pairs.push((*a, b));
                 }
+            }
+        }
+        drop(src_ok);
+        if components {
+            self.by_components.insert(x);
+        } else {
+            self.by_components.remove(&x);
+        }
+        for (cycle, a) in cycles {
+            self.loops.entry(cycle.clone()).or_default().insert((a as usize, x));
+            let mine = self.atom_loops.entry(x).or_default();
+            if !mine.contains(&cycle) {
+                mine.push(cycle);
             }
         }
         Ok(pairs)
@@ -605,8 +667,26 @@ impl ByClass {
 
     /// The cycles some atom takes, each with the first (source, atom) found
     /// taking it.
-    pub(crate) fn loops(&self) -> &BTreeMap<Vec<u64>, (usize, usize)> {
-        &self.loops
+    pub(crate) fn loops(&self) -> impl Iterator<Item = (&Vec<u64>, (usize, usize))> + '_ {
+        self.loops.iter().filter_map(|(c, takers)| takers.first().map(|&first| (c, first)))
+    }
+
+    /// Forgets the cycles atom `x` was found taking (it is about to be followed again).
+    fn forget_loops(&mut self, x: usize) {
+        for cycle in self.atom_loops.remove(&x).unwrap_or_default() {
+            if let Some(takers) = self.loops.get_mut(&cycle) {
+                takers.retain(|&(_, atom)| atom != x);
+                if takers.is_empty() {
+                    self.loops.remove(&cycle);
+                }
+            }
+        }
+    }
+
+    /// Whether atom `x`'s loops are strongly connected sets of switches
+    /// rather than single cycles (see [`PATH_BUDGET`]).
+    pub(crate) fn by_components(&self, x: usize) -> bool {
+        self.by_components.contains(&x)
     }
 
     /// A cube of headers of atom `x` (all of the atom behaves like it).
@@ -622,10 +702,6 @@ impl ByClass {
     pub(crate) fn update(&mut self, model: &Model, changed: &[u64]) -> Result<BTreeSet<(usize, usize)>, Irregular> {
         if !self.keep {
             return Err(Irregular::Unexpected("an engine built without update data"));
-        }
-        // Which cycles survive a change is a question for a full check.
-        if !self.loops.is_empty() {
-            return Err(Irregular::Loop);
         }
         let mut affected = BTreeSet::new();
         // Per atom, the (switch, old table-0 rule) pairs a change may have
@@ -677,10 +753,24 @@ impl ByClass {
                     continue;
                 }
             }
-            judged.push((x, self.hosts.judge(&mut t, x, &mut buffers)?));
+            // An atom that loops now is judged the exact way below.
+            match self.hosts.judge(&mut t, x, &mut buffers) {
+                Ok(pairs) => judged.push((x, Some(pairs))),
+                Err(Irregular::Loop) => judged.push((x, None)),
+                Err(e) => return Err(e),
+            }
         }
         drop(t);
+        let mut judged_all = Vec::with_capacity(judged.len());
         for (x, pairs) in judged {
+            self.forget_loops(x);
+            let pairs = match pairs {
+                Some(p) => p,
+                None => self.judge_exactly(model, x)?,
+            };
+            judged_all.push((x, pairs));
+        }
+        for (x, pairs) in judged_all {
             touched.extend(
                 self.atom_pairs.get(&x).into_iter().flatten().chain(&pairs).map(|&(a, b)| (a as usize, b as usize)),
             );
@@ -1206,6 +1296,213 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         Ok(id)
     }
 
+    /// Follows atom `x` arriving at switch `s` on `in_port` along every
+    /// path, as [`Walker`] does from a host: a path ends where it comes back
+    /// to a (switch, ingress port) it crossed (a cycle: the switches since)
+    /// or crosses [`HOP_LIMIT`] switches (a cycle: all of them). `path`
+    /// holds the (switch, ingress port) pairs crossed so far.
+    fn paths(
+        &mut self,
+        x: usize,
+        s: usize,
+        in_port: u32,
+        path: &mut Vec<(u32, u32)>,
+        out: &mut Paths,
+    ) -> Result<(), Irregular> {
+        out.steps += 1;
+        if out.steps > PATH_BUDGET {
+            return Err(Irregular::TooManyPaths);
+        }
+        let dpid = |t: &Self, s: u32| t.ix.switches[s as usize].dpid;
+        let cycle_from = |t: &Self, path: &[(u32, u32)]| {
+            let mut c: Vec<u64> = path.iter().map(|&(q, _)| dpid(t, q)).chain([dpid(t, s as u32)]).collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        };
+        if let Some(i) = path.iter().position(|&(q, p)| q == s as u32 && p == in_port) {
+            let c = cycle_from(self, &path[i..]);
+            out.good = true;
+            if !out.cycles.contains(&c) {
+                out.cycles.push(c);
+            }
+            return Ok(());
+        }
+        if path.len() as u32 >= HOP_LIMIT {
+            let c = cycle_from(self, path);
+            out.good = true;
+            if !out.cycles.contains(&c) {
+                out.cycles.push(c);
+            }
+            return Ok(());
+        }
+        if !self.ix.receives(s, in_port) {
+            return Ok(());
+        }
+        let id = self.step(s, x, in_port)?;
+        let step = &self.cache.steps[id as usize];
+        let (local, (f0, f1)) = (step.local, step.forwards);
+        out.good |= local.punt;
+        for &d in self.cache.dests.slice(&local.dests) {
+            if !out.dests.contains(&d) {
+                out.dests.push(d);
+            }
+        }
+        path.push((s as u32, in_port));
+        for i in f0..f1 {
+            let (t, q) = self.cache.forwards[i as usize];
+            self.paths(x, t as usize, q, path, out)?;
+        }
+        path.pop();
+        Ok(())
+    }
+
+    /// Judges atom `x` by the strongly connected sets of the (switch,
+    /// ingress port) states it reaches from `sources` (host, ingress group,
+    /// and its switch and port if that port receives): a source's traffic
+    /// loops if it reaches a state of a set with a cycle, and is delivered
+    /// to the hosts of every state it reaches. Linear in the states.
+    fn components(
+        &mut self,
+        x: usize,
+        sources: impl Iterator<Item = (u32, usize, Option<(u32, u32)>)>,
+    ) -> Result<Vec<(u32, usize, Paths)>, Irregular> {
+        // The states reached from every source, with their successors.
+        let mut index: HashMap<(u32, u32), usize> = HashMap::new();
+        let mut states: Vec<(u32, u32)> = Vec::new();
+        let mut next: Vec<Vec<usize>> = Vec::new();
+        let mut local: Vec<(bool, Vec<u32>)> = Vec::new();
+        let sources: Vec<(u32, usize, Option<usize>)> = sources
+            .map(|(a, gi, at)| {
+                let start = at.map(|st| {
+                    *index.entry(st).or_insert_with(|| {
+                        states.push(st);
+                        states.len() - 1
+                    })
+                });
+                (a, gi, start)
+            })
+            .collect();
+        let mut done = 0;
+        while done < states.len() {
+            let (s, p) = states[done];
+            done += 1;
+            let mut succ = Vec::new();
+            let mut here = (false, Vec::new());
+            if self.ix.receives(s as usize, p) {
+                let id = self.step(s as usize, x, p)?;
+                let step = &self.cache.steps[id as usize];
+                let (punt, dests, (f0, f1)) = (step.local.punt, step.local.dests, step.forwards);
+                here = (punt, self.cache.dests.slice(&dests).to_vec());
+                for i in f0..f1 {
+                    let st = self.cache.forwards[i as usize];
+                    let k = *index.entry(st).or_insert_with(|| {
+                        states.push(st);
+                        states.len() - 1
+                    });
+                    succ.push(k);
+                }
+            }
+            next.push(succ);
+            local.push(here);
+        }
+        // Tarjan's strongly connected components, iteratively.
+        let n = states.len();
+        let (mut order, mut low, mut comp) = (vec![usize::MAX; n], vec![0; n], vec![usize::MAX; n]);
+        let (mut stack, mut on_stack, mut counter, mut comps) = (Vec::new(), vec![false; n], 0, 0);
+        for root in 0..n {
+            if order[root] != usize::MAX {
+                continue;
+            }
+            let mut call: Vec<(usize, usize)> = vec![(root, 0)];
+            while let Some(&mut (v, ref mut i)) = call.last_mut() {
+                if *i == 0 {
+                    order[v] = counter;
+                    low[v] = counter;
+                    counter += 1;
+                    stack.push(v);
+                    on_stack[v] = true;
+                }
+                if let Some(&w) = next[v].get(*i) {
+                    *i += 1;
+                    if order[w] == usize::MAX {
+                        call.push((w, 0));
+                    } else if on_stack[w] {
+                        low[v] = low[v].min(order[w]);
+                    }
+                    continue;
+                }
+                call.pop();
+                if let Some(&(u, _)) = call.last() {
+                    low[u] = low[u].min(low[v]);
+                }
+                if low[v] == order[v] {
+                    while let Some(w) = stack.pop() {
+                        on_stack[w] = false;
+                        comp[w] = comps;
+                        if w == v {
+                            break;
+                        }
+                    }
+                    comps += 1;
+                }
+            }
+        }
+        // The components with a cycle, and their switches.
+        let mut size = vec![0usize; comps];
+        for &c in &comp {
+            size[c] += 1;
+        }
+        let cyclic: Vec<bool> = (0..comps).map(|c| size[c] > 1).collect();
+        let mut cyclic = cyclic;
+        for v in 0..n {
+            if next[v].contains(&v) {
+                cyclic[comp[v]] = true;
+            }
+        }
+        let mut switches: HashMap<usize, Vec<u64>> = HashMap::new();
+        for v in (0..n).filter(|&v| cyclic[comp[v]]) {
+            switches.entry(comp[v]).or_default().push(self.ix.switches[states[v].0 as usize].dpid);
+        }
+        for sw in switches.values_mut() {
+            sw.sort_unstable();
+            sw.dedup();
+        }
+        // Each source: what it reaches.
+        let mut out = Vec::with_capacity(sources.len());
+        let mut seen = vec![usize::MAX; n];
+        for (k, (a, gi, start)) in sources.into_iter().enumerate() {
+            let mut paths = Paths::default();
+            let mut todo: Vec<usize> = start.into_iter().collect();
+            for &v in &todo {
+                seen[v] = k;
+            }
+            while let Some(v) = todo.pop() {
+                paths.good |= local[v].0;
+                for &d in &local[v].1 {
+                    if !paths.dests.contains(&d) {
+                        paths.dests.push(d);
+                    }
+                }
+                if cyclic[comp[v]] {
+                    paths.good = true;
+                    let c = &switches[&comp[v]];
+                    if !paths.cycles.contains(c) {
+                        paths.cycles.push(c.clone());
+                    }
+                }
+                for &w in &next[v] {
+                    if seen[w] != k {
+                        seen[w] = k;
+                        todo.push(w);
+                    }
+                }
+            }
+            out.push((a, gi, paths));
+        }
+        Ok(out)
+    }
+
     /// The memo of switch `s` (port [`ANY_PORT`] or a given one) for the
     /// current atom: `Some(None)` while being computed.
     fn memo(&self, s: usize, port: u32) -> Option<Option<Fate>> {
@@ -1301,7 +1598,7 @@ mod tests {
         let model = Model::new(&net);
         let shapes = shapes(&model);
         let run = |threads: usize| -> Vec<(usize, usize)> {
-            ByClass::new(&model, &shapes, 1 << 20, |_| Some(0), false, |_| threads)
+            ByClass::new(&model, &shapes, &[], 1 << 20, |_| Some(0), false, |_| threads)
                 .expect("no loop")
                 .blackholes()
                 .collect()
@@ -1319,7 +1616,7 @@ mod tests {
         let ips: Vec<u32> = net.hosts.iter().map(|h| u32::from(h.ip)).collect();
         let mut engine = {
             let model = Model::new(&net);
-            ByClass::new(&model, &shapes(&model), 1 << 20, |_| Some(0), true, |_| 2).expect("no loop")
+            ByClass::new(&model, &shapes(&model), &[], 1 << 20, |_| Some(0), true, |_| 2).expect("no loop")
         };
         assert_eq!(engine.blackholes().count(), 0);
         // Break one route, then another, then mend the first.
@@ -1342,10 +1639,11 @@ mod tests {
             let model = Model::new(&net);
             let touched = engine.update(&model, &[dpid]).expect("absorbed");
             assert!(!touched.is_empty());
-            let fresh: Vec<(usize, usize)> = ByClass::new(&model, &shapes(&model), 1 << 20, |_| Some(0), false, |_| 1)
-                .expect("no loop")
-                .blackholes()
-                .collect();
+            let fresh: Vec<(usize, usize)> =
+                ByClass::new(&model, &shapes(&model), &[], 1 << 20, |_| Some(0), false, |_| 1)
+                    .expect("no loop")
+                    .blackholes()
+                    .collect();
             assert_eq!(engine.blackholes().collect::<Vec<_>>(), fresh);
         }
     }

@@ -214,7 +214,7 @@ struct Context {
 }
 
 impl Context {
-    fn of(net: &Network, model: &Model) -> Context {
+    fn of(net: &Network, model: &Model, values: &[(usize, Ternary)]) -> Context {
         let attached: Vec<(usize, u64)> = (0..net.hosts.len())
             .filter_map(|i| match net.live_peer(Endpoint::Host(i)) {
                 Some(Endpoint::Switch { dpid, .. }) => Some((i, dpid)),
@@ -222,7 +222,7 @@ impl Context {
             })
             .collect();
         let mut shapes: Vec<Cube> = Vec::new();
-        let used = model.used_slots();
+        let used = values.iter().fold(model.used_slots(), |m, &(slot, _)| m | 1 << slot);
         for c in Shape::all().into_iter().map(|sh| Cube::of_shape(sh).relax(!used)) {
             if !shapes.contains(&c) {
                 shapes.push(c);
@@ -259,6 +259,25 @@ struct ClassState {
     /// re-check itself on a large network).
     rules_at: HashMap<u64, usize>,
     rules: usize,
+    /// The loops reported, per cycle: the (source, atom) that explains it
+    /// and its violation (see [`explain_loop`]).
+    loops: BTreeMap<Vec<u64>, ((usize, usize), Violation)>,
+}
+
+/// A loop the class engine found, explained by walking its first (source,
+/// atom) alone; with the walk's terminal count.
+fn explain_loop(
+    net: &Network,
+    model: &Model,
+    engine: &ByClass,
+    cycle: &[u64],
+    (a, x): (usize, usize),
+) -> (Option<Violation>, usize) {
+    let Some(cube) = engine.atom_cube(x) else { return (None, 0) };
+    let mut w = Walker::until_loop(model, cycle.to_vec(), engine.by_components(x));
+    w.from_host(a, &[cube]);
+    let first = w.terminals.iter().find(|t| matches!(&t.outcome, Outcome::Looped { cycle: c } if w.awaited(c)));
+    (first.and_then(|t| loop_violation(net, a, t, cycle)), w.terminals.len())
 }
 
 /// A checker that keeps what it learnt between checks: after a few
@@ -270,17 +289,47 @@ struct ClassState {
 pub struct Incremental {
     pub checker: Checker,
     state: Option<ClassState>,
+    /// Re-checks that ran a full check instead, by reason (for reports and
+    /// benchmarks: how incremental a stream of changes was).
+    pub fallbacks: BTreeMap<String, usize>,
+    /// Match values to cut header classes for beyond the current rules'
+    /// (see [`Incremental::cut_for`]).
+    values: Vec<(usize, Ternary)>,
+    /// Explain a loop again when its witness crosses a changed switch (its
+    /// rule positions may have moved). Off, a loop is explained when it
+    /// appears and when the header class explaining it changes, and its
+    /// witness may name rules by positions they have since left: a stream
+    /// verifier that reports each loop as it appears does not need more.
+    pub refresh_loop_witnesses: bool,
 }
 
 impl Incremental {
     /// An incremental checker with no state yet.
     pub fn new(checker: Checker) -> Incremental {
-        Incremental { checker, state: None }
+        Incremental {
+            checker,
+            state: None,
+            fallbacks: BTreeMap::new(),
+            values: Vec::new(),
+            refresh_loop_witnesses: true,
+        }
+    }
+
+    /// Cuts header classes, from the next full check on, for these match
+    /// values (header slot, ternary) too, as if some rule used them: a
+    /// stream of updates known in advance (`sts verify`) then never adds a
+    /// value no class was cut for, which would make a re-check a full check.
+    /// The verdicts are the same; only the classes are finer.
+    pub fn cut_for(&mut self, values: impl IntoIterator<Item = (usize, Ternary)>) {
+        self.values.extend(values);
+        self.values.sort_unstable();
+        self.values.dedup();
+        self.state = None;
     }
 
     /// A full check, keeping what later rechecks need.
     pub fn check(&mut self, net: &Network, facts: &Facts) -> Report {
-        let (report, state) = self.checker.full(net, facts, true);
+        let (report, state) = self.checker.full_with(net, facts, true, &self.values);
         self.state = state;
         report
     }
@@ -289,9 +338,18 @@ impl Incremental {
     /// since the last check or recheck (rules added, modified or removed; no
     /// port, link, group or host change: for those call [`Incremental::check`]).
     pub fn recheck(&mut self, net: &Network, facts: &Facts, changed: &[u64]) -> Report {
-        let Some(mut st) = self.state.take() else { return self.check(net, facts) };
+        let Some(mut st) = self.state.take() else {
+            *self.fallbacks.entry("no class engine state".into()).or_default() += 1;
+            return self.check(net, facts);
+        };
         let model = Model::new(net);
-        let Ok(mut touched) = st.engine.update(&model, changed) else { return self.check(net, facts) };
+        let mut touched = match st.engine.update(&model, changed) {
+            Ok(t) => t,
+            Err(why) => {
+                *self.fallbacks.entry(why.to_string()).or_default() += 1;
+                return self.check(net, facts);
+            }
+        };
         for d in changed {
             let now = net.switches.get(d).map_or(0, |s| s.tables.iter().map(|t| t.len()).sum());
             let before = st.rules_at.insert(*d, now).unwrap_or(0);
@@ -316,6 +374,28 @@ impl Incremental {
             ..Report::default()
         };
         report.violations.extend(st.found.explained.values().flatten().cloned());
+        if self.checker.enabled.contains(&Invariant::Loop) {
+            // Loops: explained again when new, when their explaining (source,
+            // atom) changed, or when their witness crosses a changed switch.
+            let mut loops = BTreeMap::new();
+            for (cycle, first) in st.engine.loops() {
+                let kept =
+                    st.loops.remove(cycle).filter(|(f, v)| *f == first && !(self.refresh_loop_witnesses && crosses(v)));
+                let entry = match kept {
+                    Some(e) => Some(e),
+                    None => {
+                        let (v, terminals) = explain_loop(net, &model, &st.engine, cycle, first);
+                        report.terminals += terminals;
+                        v.map(|v| (first, v))
+                    }
+                };
+                if let Some(e) = entry {
+                    loops.insert(cycle.clone(), e);
+                }
+            }
+            report.violations.extend(loops.values().map(|(_, v)| v.clone()));
+            st.loops = loops;
+        }
         self.checker.tail(net, facts, &st.ctx, &mut report);
         report.notes = st.found.notes.iter().cloned().collect();
         self.state = Some(st);
@@ -472,42 +552,41 @@ impl HostIndex {
 impl Checker {
     /// Checks every enabled invariant.
     pub fn check(&self, net: &Network, facts: &Facts) -> Report {
-        self.full(net, facts, false).0
+        self.full_with(net, facts, false, &[]).0
     }
 
     /// A full check; with `keep`, also what [`Incremental::recheck`] needs
     /// (when the class engine ran).
-    fn full(&self, net: &Network, facts: &Facts, keep: bool) -> (Report, Option<ClassState>) {
+    fn full_with(
+        &self,
+        net: &Network,
+        facts: &Facts,
+        keep: bool,
+        values: &[(usize, Ternary)],
+    ) -> (Report, Option<ClassState>) {
         let mut report = Report::default();
         let on = |i| self.enabled.contains(&i);
         let model = Model::new(net);
         report.rules = model.rule_count();
-        let ctx = Context::of(net, &model);
+        let ctx = Context::of(net, &model, values);
         let Context { attached, comps, hosts, shapes, .. } = &ctx;
-        let mut loops: BTreeMap<Vec<u64>, Violation> = BTreeMap::new();
+        let mut loops: BTreeMap<Vec<u64>, ((usize, usize), Violation)> = BTreeMap::new();
         let mut notes = BTreeSet::new();
         let pairs_needed = on(Invariant::Blackhole) || on(Invariant::Reachability) || on(Invariant::Isolation);
         let mut by_class = None;
         if (on(Invariant::Loop) || pairs_needed) && self.engine == Engine::Auto {
-            match self.by_class(net, &model, &ctx, keep) {
+            match self.by_class(net, &model, &ctx, keep, values) {
                 Ok((engine, found)) => {
                     report.classes = engine.classes();
                     report.terminals = found.terminals;
                     report.violations.extend(found.explained.values().flatten().cloned());
                     notes.extend(found.notes.iter().cloned());
                     if on(Invariant::Loop) {
-                        // Each cycle some atom takes, explained by walking that atom from its first source.
-                        for (cycle, &(a, x)) in engine.loops() {
-                            let Some(cube) = engine.atom_cube(x) else { continue };
-                            let mut w = Walker::new(&model);
-                            w.from_host(a, &[cube]);
-                            report.terminals += w.terminals.len();
-                            let first = w
-                                .terminals
-                                .iter()
-                                .find(|t| matches!(&t.outcome, Outcome::Looped { cycle: c } if c == cycle));
-                            if let Some(v) = first.and_then(|t| loop_violation(net, a, t, cycle)) {
-                                loops.insert(cycle.clone(), v);
+                        for (cycle, first) in engine.loops() {
+                            let (v, terminals) = explain_loop(net, &model, &engine, cycle, first);
+                            report.terminals += terminals;
+                            if let Some(v) = v {
+                                loops.insert(cycle.clone(), (first, v));
                             }
                         }
                     }
@@ -531,7 +610,7 @@ impl Checker {
                     match &t.outcome {
                         Outcome::Looped { cycle } if on(Invariant::Loop) && !loops.contains_key(cycle) => {
                             if let Some(v) = loop_violation(net, a, t, cycle) {
-                                loops.insert(cycle.clone(), v);
+                                loops.insert(cycle.clone(), ((a, 0), v));
                             }
                         }
                         Outcome::Unmodelled { what } => {
@@ -548,13 +627,13 @@ impl Checker {
                 }
             }
         }
-        report.violations.extend(loops.into_values());
+        report.violations.extend(loops.values().map(|(_, v)| v.clone()));
         self.tail(net, facts, &ctx, &mut report);
         report.notes = notes.into_iter().collect();
         let state = by_class.filter(|_| keep).map(|(engine, found)| {
             let rules_at: HashMap<u64, usize> =
                 net.switches.iter().map(|(&d, s)| (d, s.tables.iter().map(|t| t.len()).sum())).collect();
-            ClassState { engine, ctx, found, rules: report.rules, rules_at }
+            ClassState { engine, ctx, found, rules: report.rules, rules_at, loops }
         });
         (report, state)
     }
@@ -637,6 +716,7 @@ impl Checker {
         model: &Model,
         ctx: &Context,
         keep: bool,
+        values: &[(usize, Ternary)],
     ) -> Result<(ByClass, Explained), String> {
         // Threads only pay off beyond a few milliseconds of work.
         let threads = |work: usize| {
@@ -646,7 +726,7 @@ impl Checker {
                 std::thread::available_parallelism().map_or(1, |n| n.get())
             }
         };
-        let engine = ByClass::new(model, &ctx.shapes, CLASS_LIMIT, |d| ctx.comps.root(d), keep, threads)
+        let engine = ByClass::new(model, &ctx.shapes, values, CLASS_LIMIT, |d| ctx.comps.root(d), keep, threads)
             .map_err(|e| e.to_string())?;
         let mut found = Explained::default();
         self.explain(net, model, ctx, &engine, &mut found, engine.blackholes());

@@ -10,6 +10,8 @@
 //!   liveness, controller errors) and their violations with witnesses;
 //! - [`identity`]: bug identity (victim, culprit) and the levels of sameness;
 //! - [`persist`]: transient versus persistent violations;
+//! - [`stanford`]: real router networks (the Stanford backbone's format) as a
+//!   mock network, and their rule updates;
 //! - [`testnet`]: generated networks with realistic routing (benchmarks, tests).
 
 mod by_class;
@@ -18,7 +20,9 @@ pub mod classes;
 pub mod header;
 pub mod identity;
 pub mod persist;
+pub mod stanford;
 pub mod testnet;
+pub mod verify;
 pub mod walk;
 
 pub use check::{Checker, Engine, Incremental, Invariant, Violation};

@@ -367,6 +367,11 @@ pub struct Walker<'m, 'n> {
     /// outputs is one FLOOD to the analysis).
     sent: Vec<(u32, Overrides)>,
     marks: Vec<usize>,
+    /// Stop the walk at the first copy that loops through exactly these
+    /// switches, or (with `.1`) through some of them (a witness needs one
+    /// path, not all of them).
+    stop_at: Option<(Vec<u64>, bool)>,
+    stopped: bool,
 }
 
 /// What one switch does with a set of packets that every rule treats alike
@@ -410,7 +415,23 @@ impl<'m, 'n> Walker<'m, 'n> {
             hop: None,
             sent: Vec::new(),
             marks: Vec::new(),
+            stop_at: None,
+            stopped: false,
         }
+    }
+
+    /// A walker that stops at the first copy looping through `cycle` (with
+    /// `within`, through any of its switches: `cycle` is then a strongly
+    /// connected set of switches rather than one cycle).
+    pub fn until_loop(model: &'m Model<'n>, cycle: Vec<u64>, within: bool) -> Walker<'m, 'n> {
+        Walker { stop_at: Some((cycle, within)), ..Walker::new(model) }
+    }
+
+    /// Whether a copy looping through `cycle` is what [`Walker::until_loop`] waits for.
+    pub fn awaited(&self, cycle: &[u64]) -> bool {
+        self.stop_at.as_ref().is_some_and(|(want, within)| {
+            want == cycle || (*within && cycle.iter().all(|d| want.binary_search(d).is_ok()))
+        })
     }
 
     /// Runs one switch only: `cube` arrives at `dpid` on `in_port`, and
@@ -441,6 +462,9 @@ impl<'m, 'n> Walker<'m, 'n> {
     }
 
     fn end(&mut self, pkt: Pkt, outcome: Outcome, path: Option<Rc<Node>>) {
+        if let Outcome::Looped { cycle } = &outcome {
+            self.stopped |= self.awaited(cycle);
+        }
         self.ends += 1;
         self.terminals.push(Terminal { origin: pkt.origin, outcome, path });
     }
@@ -485,6 +509,9 @@ impl<'m, 'n> Walker<'m, 'n> {
     }
 
     fn arrive(&mut self, pkt: Pkt, dpid: u64, in_port: u32, parent: &Option<Rc<Node>>, depth: u32) {
+        if self.stopped {
+            return;
+        }
         self.steps += 1;
         if self.steps > STEP_BUDGET {
             self.truncated = true;

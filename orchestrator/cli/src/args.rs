@@ -379,6 +379,22 @@ listed. Exit 0 when every checked replay sent the recorded controller-to-switch 
         #[arg(long)]
         wiring: bool,
     },
+    /// Check a real network's rule updates one at a time (loops, with witnesses) and time each check.
+    #[command(after_help = "DIR is a data set in the format of the data-plane verification benchmarks \
+(the Stanford backbone as APKeep packages it: topo.txt, vlan.txt, updates; docs/invariants.md). Every \
+update is installed as FLOW_MOD messages on a mock network of its routers and re-checked incrementally; \
+each violation is reported with the update that made it appear and a witness. Exit 0 when no update \
+made a violation appear, 1 when some did, 2 for a malformed data set.")]
+    Verify {
+        /// The data set directory.
+        dir: PathBuf,
+        /// Stop after the first N updates.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Print the result as one JSON object (violations, timings) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Standalone interposition between real switches and a controller.
     Proxy {
         /// Address switches connect to.

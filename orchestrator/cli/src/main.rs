@@ -7,6 +7,7 @@ mod commands;
 mod console;
 mod exit;
 mod progress;
+mod verify;
 
 use clap::Parser;
 

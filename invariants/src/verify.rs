@@ -1,0 +1,133 @@
+//! Verifying a stream of rule updates: apply each, re-check with
+//! [`Incremental`], note what appeared and how long it took.
+//!
+//! This is what `sts verify` runs on a real network ([`crate::stanford`]).
+//! Per update it measures the time to apply the update to the tables and
+//! the time of the re-check, with the monotonic clock: the measurements are
+//! the command's output, not an input to any decision.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use crate::check::{Checker, Facts, Incremental, Report, Violation};
+use crate::stanford::RouterNet;
+
+/// A violation that an update made appear (absent after the one before).
+#[derive(Debug, Clone)]
+pub struct Appeared {
+    /// The update's index in the stream (0-based).
+    pub update: usize,
+    pub violation: Violation,
+}
+
+/// What a whole stream's verification found and cost.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Per update: (apply, re-check).
+    pub times: Vec<(Duration, Duration)>,
+    /// Violations as they appeared, in update order.
+    pub appeared: Vec<Appeared>,
+    /// The first full check (empty tables).
+    pub initial: Duration,
+    /// The report after the last update.
+    pub last: Report,
+    /// Updates after which some violation held.
+    pub violated_after: usize,
+    /// Updates whose check walked every source instead of following header
+    /// classes (the class engine could not run).
+    pub full_checks: usize,
+    /// Re-checks that were full checks, by reason.
+    pub fallbacks: std::collections::BTreeMap<String, usize>,
+}
+
+/// Summary statistics of a list of durations, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stats {
+    pub mean: f64,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub total_ms: f64,
+}
+
+impl Stats {
+    /// Statistics of `d` (all zero when empty).
+    pub fn of(d: impl IntoIterator<Item = Duration>) -> Stats {
+        let mut us: Vec<f64> = d.into_iter().map(|d| d.as_secs_f64() * 1e6).collect();
+        if us.is_empty() {
+            return Stats { mean: 0.0, p50: 0.0, p95: 0.0, p99: 0.0, max: 0.0, total_ms: 0.0 };
+        }
+        us.sort_by(f64::total_cmp);
+        let total: f64 = us.iter().sum();
+        let at = |q: f64| us[((us.len() as f64 * q).ceil() as usize).clamp(1, us.len()) - 1];
+        Stats {
+            mean: total / us.len() as f64,
+            p50: at(0.50),
+            p95: at(0.95),
+            p99: at(0.99),
+            max: us[us.len() - 1],
+            total_ms: total / 1e3,
+        }
+    }
+}
+
+/// A violation's identity across checks: its invariant and elements.
+fn key(v: &Violation) -> (String, Vec<String>) {
+    (v.invariant.to_string(), v.elements.clone())
+}
+
+/// Applies `rn`'s updates in order (the first `limit` when given), checking
+/// after each; `progress` is called with the number of updates done.
+pub fn run(
+    rn: &mut RouterNet,
+    checker: Checker,
+    limit: Option<usize>,
+    mut progress: impl FnMut(usize),
+) -> Result<Outcome, String> {
+    let facts = Facts::default();
+    let mut inc = Incremental::new(checker);
+    inc.cut_for(rn.values());
+    inc.refresh_loop_witnesses = false;
+    let t = Instant::now();
+    let first = inc.check(&rn.net, &facts);
+    let initial = t.elapsed();
+    let mut present: BTreeSet<(String, Vec<String>)> = first.violations.iter().map(key).collect();
+    let mut appeared: Vec<Appeared> =
+        first.violations.iter().map(|v| Appeared { update: 0, violation: v.clone() }).collect();
+    let updates = std::mem::take(&mut rn.updates);
+    let n = limit.map_or(updates.len(), |l| l.min(updates.len()));
+    let mut times = Vec::with_capacity(n);
+    let (mut violated_after, mut full_checks) = (0, 0);
+    let mut last = first;
+    let result: Result<(), String> = (|| {
+        for (i, u) in updates.iter().take(n).enumerate() {
+            let t = Instant::now();
+            let changed = rn.apply(u).map_err(|e| format!("update {} (line {}): {e}", i + 1, u.line))?;
+            let applied = t.elapsed();
+            let t = Instant::now();
+            let report = inc.recheck(&rn.net, &facts, &changed);
+            let checked = t.elapsed();
+            times.push((applied, checked));
+            if report.per_source_because.is_some() {
+                full_checks += 1;
+            }
+            let now: BTreeSet<(String, Vec<String>)> = report.violations.iter().map(key).collect();
+            for v in &report.violations {
+                if !present.contains(&key(v)) {
+                    appeared.push(Appeared { update: i, violation: v.clone() });
+                }
+            }
+            if !now.is_empty() {
+                violated_after += 1;
+            }
+            present = now;
+            last = report;
+            progress(i + 1);
+        }
+        Ok(())
+    })();
+    rn.updates = updates;
+    result?;
+    Ok(Outcome { times, appeared, initial, last, violated_after, full_checks, fallbacks: inc.fallbacks })
+}
