@@ -671,6 +671,11 @@ impl ByClass {
         self.loops.iter().filter_map(|(c, takers)| takers.first().map(|&first| (c, first)))
     }
 
+    /// Every (source, atom) found taking each cycle.
+    pub(crate) fn loop_takers(&self) -> &BTreeMap<Vec<u64>, BTreeSet<(usize, usize)>> {
+        &self.loops
+    }
+
     /// Forgets the cycles atom `x` was found taking (it is about to be followed again).
     fn forget_loops(&mut self, x: usize) {
         for cycle in self.atom_loops.remove(&x).unwrap_or_default() {

@@ -327,6 +327,29 @@ impl Incremental {
         self.state = None;
     }
 
+    /// The loops (their switches) the class engine found in the last check
+    /// (none when it did not run).
+    pub fn loop_cycles(&self) -> Vec<Vec<u64>> {
+        self.state.as_ref().map_or_else(Vec::new, |st| st.engine.loop_takers().keys().cloned().collect())
+    }
+
+    /// The header classes (by number, stable while the classes are not cut
+    /// again) taking the loop through `cycle`, in order.
+    pub fn loop_classes_of(&self, cycle: &[u64]) -> Vec<usize> {
+        let Some(st) = &self.state else { return Vec::new() };
+        let mut atoms: Vec<usize> = st.engine.loop_takers().get(cycle).into_iter().flatten().map(|&(_, x)| x).collect();
+        atoms.sort_unstable();
+        atoms.dedup();
+        atoms
+    }
+
+    /// A cube of each header class taking the loop through `cycle` (as
+    /// [`Incremental::loop_cycles`] names it), in class order.
+    pub fn loop_class_cubes(&self, cycle: &[u64]) -> Vec<Cube> {
+        let Some(st) = &self.state else { return Vec::new() };
+        self.loop_classes_of(cycle).into_iter().filter_map(|x| st.engine.atom_cube(x)).collect()
+    }
+
     /// A full check, keeping what later rechecks need.
     pub fn check(&mut self, net: &Network, facts: &Facts) -> Report {
         let (report, state) = self.checker.full_with(net, facts, true, &self.values);
@@ -932,6 +955,32 @@ fn pair_cubes(net: &Network, shapes: &[Cube], a: usize, b: usize) -> Vec<Cube> {
 }
 
 /// The loop violation a looping terminal from host `a` shows.
+/// Looks on `net` for a forwarding loop among some of `switches` taken by
+/// a header of `cube`, sent by the hosts attached to those switches (in host
+/// order): the first copy found looping, as a loop violation with its
+/// witness. Used to confirm, on a network with filters, a loop found on the
+/// same network without them (filters only take paths away).
+pub fn loop_within(net: &Network, switches: &[u64], cube: &Cube) -> Option<Violation> {
+    let model = Model::new(net);
+    let mut sorted = switches.to_vec();
+    sorted.sort_unstable();
+    for (a, _) in (0..net.hosts.len()).filter_map(|i| match net.live_peer(Endpoint::Host(i)) {
+        Some(Endpoint::Switch { dpid, .. }) if sorted.binary_search(&dpid).is_ok() => Some((i, dpid)),
+        _ => None,
+    }) {
+        let mut w = Walker::until_loop(&model, sorted.clone(), true).pruned();
+        w.from_host(a, std::slice::from_ref(cube));
+        let found = w.terminals.iter().find_map(|t| match &t.outcome {
+            Outcome::Looped { cycle } if w.awaited(cycle) => Some((t, cycle.clone())),
+            _ => None,
+        });
+        if let Some((t, cycle)) = found {
+            return loop_violation(net, a, t, &cycle);
+        }
+    }
+    None
+}
+
 fn loop_violation(net: &Network, a: usize, t: &Terminal, cycle: &[u64]) -> Option<Violation> {
     let h = t.origin.witness()?;
     let names: Vec<String> = cycle.iter().map(|&d| sw(d)).collect();

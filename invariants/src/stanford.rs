@@ -127,6 +127,11 @@ impl fmt::Display for Update {
 /// the update stream.
 pub struct RouterNet {
     pub net: Network,
+    /// With ACL elements: the same network with every ACL permitting all
+    /// (forwarding only). Filters only take paths away, so its loops are
+    /// the candidates [`crate::verify`] confirms on `net`; its header
+    /// classes are those of the forwarding rules alone.
+    pub unfiltered: Option<Network>,
     pub updates: Vec<Update>,
     /// Element names by dpid (routers and ACL elements).
     pub names: BTreeMap<u64, String>,
@@ -456,6 +461,7 @@ impl RouterNet {
         }
         let mut rn = RouterNet {
             net,
+            unfiltered: None,
             updates: Vec::new(),
             names,
             port_names,
@@ -497,11 +503,24 @@ impl RouterNet {
             }
         }
         rn.updates = updates;
+        if !rn.acl_elements.is_empty() {
+            let mut unfiltered = rn.net.clone();
+            let mut elements: Vec<(u64, Vec<u32>)> = rn.acl_elements.values().flatten().cloned().collect();
+            elements.sort_unstable();
+            for (d, permit) in elements {
+                let actions = permit.iter().map(|&p| Action::Output { port: p, max_len: 0xffff }).collect();
+                flow_mod(&mut unfiltered, d, v13::flow_mod_command::ADD, 0, vec![], actions)
+                    .map_err(|e| err(&topo_path, 0, e))?;
+            }
+            rn.unfiltered = Some(unfiltered);
+        }
         Ok(rn)
     }
 
-    /// Every match value (header slot, ternary) the update stream uses: the
-    /// header classes to cut up front ([`crate::Incremental::cut_for`]).
+    /// Every match value (header slot, ternary) the update stream uses in
+    /// the network the class engine follows ([`RouterNet::unfiltered`] when
+    /// there is one): the header classes to cut up front
+    /// ([`crate::Incremental::cut_for`]).
     pub fn values(&self) -> Vec<(usize, Ternary)> {
         let mut out = Vec::new();
         let mut add = |m: &[BasicOxm]| {
@@ -514,7 +533,9 @@ impl RouterNet {
         for u in &self.updates {
             match &u.rule {
                 Rule::Forward { prefix, len, .. } => add(&prefix_match(*prefix, *len)),
-                Rule::Acl { line, .. } => line.matches().iter().for_each(|m| add(m)),
+                // The class engine follows the unfiltered network when there is one.
+                Rule::Acl { line, .. } if self.unfiltered.is_none() => line.matches().iter().for_each(|m| add(m)),
+                Rule::Acl { .. } => {}
             }
         }
         out.sort_unstable();
@@ -532,8 +553,9 @@ impl RouterNet {
         self.names.get(&dpid).cloned().unwrap_or_else(|| format!("s{dpid}"))
     }
 
-    /// Applies one update as FLOW_MOD messages; returns the switches whose
-    /// tables changed (for [`crate::Incremental::recheck`]), or why not.
+    /// Applies one update as FLOW_MOD messages (forwarding rules to
+    /// [`RouterNet::unfiltered`] too); returns the switches whose tables
+    /// changed in `net` (for [`crate::Incremental::recheck`]), or why not.
     pub fn apply(&mut self, u: &Update) -> Result<Vec<u64>, String> {
         let command = if u.insert { v13::flow_mod_command::ADD } else { v13::flow_mod_command::DELETE_STRICT };
         match &u.rule {
@@ -543,6 +565,9 @@ impl RouterNet {
                     self.outputs.get(&(d, port.clone())).ok_or_else(|| format!("no port {port} on {router}"))?;
                 let actions: Vec<Action> = ports.iter().map(|&p| Action::Output { port: p, max_len: 0xffff }).collect();
                 let m = prefix_match(*prefix, *len);
+                if let Some(unfiltered) = &mut self.unfiltered {
+                    flow_mod(unfiltered, d, command, *len as u16, m.clone(), actions.clone())?;
+                }
                 flow_mod(&mut self.net, d, command, *len as u16, m, actions)?;
                 Ok(vec![d])
             }

@@ -6,11 +6,14 @@
 //! the time of the re-check, with the monotonic clock: the measurements are
 //! the command's output, not an input to any decision.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use crate::check::{Checker, Facts, Incremental, Report, Violation};
-use crate::stanford::RouterNet;
+use sts_mocknet::network::Network;
+
+use crate::check::{loop_within, Checker, Facts, Incremental, Report, Violation};
+use crate::header::{s, Ternary};
+use crate::stanford::{RouterNet, Rule};
 
 /// A violation that an update made appear (absent after the one before).
 #[derive(Debug, Clone)]
@@ -89,12 +92,18 @@ pub fn run(
     let mut inc = Incremental::new(checker);
     inc.cut_for(rn.values());
     inc.refresh_loop_witnesses = false;
+    // With filters, the class engine follows the unfiltered network (its
+    // classes are the forwarding rules'); each loop it finds is confirmed
+    // on the filtered one (see `Confirmed`).
+    let filtered = rn.unfiltered.is_some();
+    let mut confirmed = Confirmed::default();
     let t = Instant::now();
-    let first = inc.check(&rn.net, &facts);
+    let first = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts);
+    let first_violations = if filtered { confirmed.update(&inc, &rn.net, &[], None) } else { first.violations.clone() };
     let initial = t.elapsed();
-    let mut present: BTreeSet<(String, Vec<String>)> = first.violations.iter().map(key).collect();
+    let mut present: BTreeSet<(String, Vec<String>)> = first_violations.iter().map(key).collect();
     let mut appeared: Vec<Appeared> =
-        first.violations.iter().map(|v| Appeared { update: 0, violation: v.clone() }).collect();
+        first_violations.iter().map(|v| Appeared { update: 0, violation: v.clone() }).collect();
     let updates = std::mem::take(&mut rn.updates);
     let n = limit.map_or(updates.len(), |l| l.min(updates.len()));
     let mut times = Vec::with_capacity(n);
@@ -106,7 +115,23 @@ pub fn run(
             let changed = rn.apply(u).map_err(|e| format!("update {} (line {}): {e}", i + 1, u.line))?;
             let applied = t.elapsed();
             let t = Instant::now();
-            let report = inc.recheck(&rn.net, &facts, &changed);
+            let unfiltered_changed: &[u64] = match u.rule {
+                Rule::Acl { .. } if filtered => &[],
+                _ => &changed,
+            };
+            let mut report = inc.recheck(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts, unfiltered_changed);
+            if filtered {
+                // A forwarding rule matters to a candidate only if it matches
+                // some header of the classes taking it.
+                let dst = match u.rule {
+                    Rule::Forward { prefix, len, .. } => {
+                        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len as u32) };
+                        Some(Ternary::present((prefix & mask) as u64, mask as u64))
+                    }
+                    Rule::Acl { .. } => None,
+                };
+                report.violations = confirmed.update(&inc, &rn.net, &changed, dst);
+            }
             let checked = t.elapsed();
             times.push((applied, checked));
             if report.per_source_because.is_some() {
@@ -130,4 +155,54 @@ pub fn run(
     rn.updates = updates;
     result?;
     Ok(Outcome { times, appeared, initial, last, violated_after, full_checks, fallbacks: inc.fallbacks })
+}
+
+/// Loops of the unfiltered network confirmed (or not) on the filtered one.
+///
+/// A loop through a set of switches exists on the filtered network iff
+/// some header of a class looping through them on the unfiltered one loops
+/// among them there too: filters only take edges away, and every router on
+/// a loop has a host of its own (its `self`), whose traffic enters the loop
+/// there. Whether it loops depends only on the tables of those switches, so
+/// a candidate is confirmed again only when it is new or when one of its
+/// switches changed.
+#[derive(Default)]
+struct Confirmed {
+    /// Per candidate (the unfiltered loop's switches): the loop found on the
+    /// filtered network, if any.
+    /// Per candidate (the unfiltered loop's switches): the header classes
+    /// taking it when it was confirmed, and the loop found on the filtered
+    /// network, if any.
+    by_cycle: BTreeMap<Vec<u64>, (Vec<usize>, Option<Violation>)>,
+}
+
+impl Confirmed {
+    /// Brings the confirmations up to date after a check of the unfiltered
+    /// network and a change of `changed` switches; returns the confirmed
+    /// loops.
+    fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], dst: Option<Ternary>) -> Vec<Violation> {
+        let cycles = inc.loop_cycles();
+        let mut next = BTreeMap::new();
+        for cycle in cycles {
+            let classes = inc.loop_classes_of(&cycle);
+            let stale = |(before, _): &(Vec<usize>, Option<Violation>)| {
+                *before != classes
+                    || (changed.iter().any(|d| cycle.contains(d))
+                        && dst.is_none_or(|t| inc.loop_class_cubes(&cycle).iter().any(|c| c.pos[s::IPV4_DST].meets(t))))
+            };
+            let entry = match self.by_cycle.remove(&cycle).filter(|e| !stale(e)) {
+                Some(entry) => entry,
+                None => {
+                    let found = inc.loop_class_cubes(&cycle).iter().find_map(|cube| loop_within(net, &cycle, cube));
+                    (classes, found)
+                }
+            };
+            next.insert(cycle, entry);
+        }
+        self.by_cycle = next;
+        let mut out: Vec<Violation> = self.by_cycle.values().filter_map(|(_, v)| v.clone()).collect();
+        out.sort_by(|a, b| a.elements.cmp(&b.elements));
+        out.dedup_by(|a, b| a.elements == b.elements);
+        out
+    }
 }
