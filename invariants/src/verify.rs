@@ -163,44 +163,72 @@ pub fn run(
 /// some header of a class looping through them on the unfiltered one loops
 /// among them there too: filters only take edges away, and every router on
 /// a loop has a host of its own (its `self`), whose traffic enters the loop
-/// there. Whether it loops depends only on the tables of those switches, so
-/// a candidate is confirmed again only when it is new or when one of its
-/// switches changed.
+/// there. Whether a class loops among those switches depends only on their
+/// tables, so what was found for a class stands until an update on one of
+/// the switches matches it (any ACL update there, a forwarding rule whose
+/// destinations meet the class).
 #[derive(Default)]
 struct Confirmed {
-    /// Per candidate (the unfiltered loop's switches): the loop found on the
-    /// filtered network, if any.
-    /// Per candidate (the unfiltered loop's switches): the header classes
-    /// taking it when it was confirmed, and the loop found on the filtered
-    /// network, if any.
-    by_cycle: BTreeMap<Vec<u64>, (Vec<usize>, Option<Violation>)>,
+    by_cycle: BTreeMap<Vec<u64>, Candidate>,
+}
+
+/// What is known of one candidate loop on the filtered network.
+#[derive(Default)]
+struct Candidate {
+    /// The class found looping among the candidate's switches, and the loop.
+    found: Option<(usize, Violation)>,
+    /// Classes whose headers were followed and found not to loop there.
+    clear: BTreeSet<usize>,
 }
 
 impl Confirmed {
     /// Brings the confirmations up to date after a check of the unfiltered
-    /// network and a change of `changed` switches; returns the confirmed
-    /// loops.
+    /// network and a change of `changed` switches (`dst`: the destinations
+    /// a forwarding update matched; `None` for an ACL update); returns the
+    /// confirmed loops.
     fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], dst: Option<Ternary>) -> Vec<Violation> {
-        let cycles = inc.loop_cycles();
         let mut next = BTreeMap::new();
-        for cycle in cycles {
+        for cycle in inc.loop_cycles() {
             let classes = inc.loop_classes_of(&cycle);
-            let stale = |(before, _): &(Vec<usize>, Option<Violation>)| {
-                *before != classes
-                    || (changed.iter().any(|d| cycle.contains(d))
-                        && dst.is_none_or(|t| inc.loop_class_cubes(&cycle).iter().any(|c| c.pos[s::IPV4_DST].meets(t))))
-            };
-            let entry = match self.by_cycle.remove(&cycle).filter(|e| !stale(e)) {
-                Some(entry) => entry,
-                None => {
-                    let found = inc.loop_class_cubes(&cycle).iter().find_map(|cube| loop_within(net, &cycle, cube));
-                    (classes, found)
+            let cubes = inc.loop_class_cubes(&cycle);
+            let mut c = self.by_cycle.remove(&cycle).unwrap_or_default();
+            // Forget what an update on one of the switches may have changed.
+            if changed.iter().any(|d| cycle.contains(d)) {
+                let meets = |x: usize| {
+                    dst.is_none_or(|t| {
+                        classes.iter().position(|&y| y == x).is_some_and(|i| cubes[i].pos[s::IPV4_DST].meets(t))
+                    })
+                };
+                c.clear.retain(|&x| !meets(x));
+                if c.found.as_ref().is_some_and(|(x, _)| meets(*x)) {
+                    c.found = None;
                 }
-            };
-            next.insert(cycle, entry);
+            }
+            if c.found.as_ref().is_some_and(|(x, _)| !classes.contains(x)) {
+                c.found = None;
+            }
+            c.clear.retain(|x| classes.contains(x));
+            if c.found.is_none() {
+                for (&x, cube) in classes.iter().zip(&cubes) {
+                    if c.clear.contains(&x) {
+                        continue;
+                    }
+                    match loop_within(net, &cycle, cube) {
+                        Some(v) => {
+                            c.found = Some((x, v));
+                            break;
+                        }
+                        None => {
+                            c.clear.insert(x);
+                        }
+                    }
+                }
+            }
+            next.insert(cycle, c);
         }
         self.by_cycle = next;
-        let mut out: Vec<Violation> = self.by_cycle.values().filter_map(|(_, v)| v.clone()).collect();
+        let mut out: Vec<Violation> =
+            self.by_cycle.values().filter_map(|c| c.found.as_ref().map(|f| f.1.clone())).collect();
         out.sort_by(|a, b| a.elements.cmp(&b.elements));
         out.dedup_by(|a, b| a.elements == b.elements);
         out

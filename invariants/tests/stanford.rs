@@ -104,3 +104,23 @@ fn incremental_loops_agree_with_a_full_check_and_the_dataplane() {
     assert!(looping_checkpoints >= 3, "the stream must make loops to check: {looping_checkpoints}");
     assert!(probes_looping > 0, "some sampled header must loop");
 }
+
+#[test]
+fn loops_confirmed_through_acls_loop_in_the_filtered_dataplane() {
+    let mut rn = RouterNet::load(&data("stanford")).expect("loads");
+    let out = sts_invariants::verify::run(&mut rn, loop_checker(), Some(2400), |_| {}).expect("verifies");
+    let present: Vec<_> = out.last.violations.iter().filter(|v| v.invariant == Invariant::Loop).collect();
+    assert!(!present.is_empty(), "loops stand after 2,400 updates");
+    assert!(out.appeared.len() >= 10, "{} loops appeared", out.appeared.len());
+    for v in present {
+        let w = v.witness.as_ref().expect("a witness");
+        let from = rn.net.hosts.iter().position(|h| h.name == w.from).expect("a router's host");
+        let frame: Vec<u8> =
+            (0..w.frame.len() / 2).map(|k| u8::from_str_radix(&w.frame[2 * k..2 * k + 2], 16).expect("hex")).collect();
+        assert!(rn.net.clone().probe(from, frame, 0, 2_000).looped, "{} does not loop through the ACLs", v.summary);
+    }
+    // An ACL on a loop's path stops some: the unfiltered network has more.
+    let unfiltered = rn.unfiltered.as_ref().expect("ACL elements");
+    let all = loop_checker().check(unfiltered, &Facts::default());
+    assert!(loops(&all).len() > loops(&out.last).len(), "{:?} vs {:?}", loops(&all), loops(&out.last));
+}
