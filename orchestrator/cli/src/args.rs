@@ -379,14 +379,17 @@ listed. Exit 0 when every checked replay sent the recorded controller-to-switch 
         #[arg(long)]
         wiring: bool,
     },
-    /// Check a real network's rule updates one at a time (loops, with witnesses) and time each check.
+    /// Check a real network's rule updates one at a time (loops, with witnesses), or an experiment's
+    /// tables at its violation.
     #[command(after_help = "DIR is a data set in the format of the data-plane verification benchmarks \
-(the Stanford backbone as APKeep packages it: topo.txt, vlan.txt, updates; docs/invariants.md). Every \
+(the Stanford backbone as APKeep packages it: topo.txt, vlan.txt, updates; docs/invariants.md): every \
 update is installed as FLOW_MOD messages on a mock network of its routers and re-checked incrementally; \
-each violation is reported with the update that made it appear and a witness. Exit 0 when no update \
-made a violation appear, 1 when some did, 2 for a malformed data set.")]
+each violation is reported with the update that made it appear and a witness, and the time per update. \
+Or DIR is an experiment directory (a trace): the network at its violation, each switch's tables rebuilt \
+from the controllers' messages, is checked again and compared with the run's own verdict. Exit 0 when \
+nothing was found, 1 when some violation was, 2 for a malformed data set or experiment.")]
     Verify {
-        /// The data set directory.
+        /// The data set or experiment directory.
         dir: PathBuf,
         /// Stop after the first N updates.
         #[arg(long, value_name = "N")]

@@ -24,8 +24,86 @@ fn stats_json(s: &Stats) -> serde_json::Value {
     json!({"mean_us": s.mean, "p50_us": s.p50, "p95_us": s.p95, "p99_us": s.p99, "max_us": s.max, "total_ms": s.total_ms})
 }
 
-/// Runs `sts verify DIR`.
+/// Runs `sts verify DIR`: an experiment directory (a trace) or a data set.
 pub fn run(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
+    if dir.join("trace.jsonl").is_file() {
+        return experiment(dir, as_json);
+    }
+    data_set(dir, limit, as_json)
+}
+
+/// `sts verify DIR` on an experiment: the network at the trace's violation
+/// (links and hosts as the inputs left them, tables as the controllers'
+/// messages made them) checked again, beside the run's own verdict.
+fn experiment(dir: &Path, as_json: bool) -> u8 {
+    let Some(config) = sts_report::topology::config(dir) else {
+        eprintln!("sts verify: {}: no readable config.toml for this experiment", dir.display());
+        return exit::BAD_INPUT;
+    };
+    let trace = match sts_trace::Trace::load(&dir.join("trace.jsonl")) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sts verify: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let own = match sts_engine::records::first_violation(&trace) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("sts verify: {}: {e}", dir.join("trace.jsonl").display());
+            return exit::BAD_INPUT;
+        }
+    };
+    let Some((at, net, down)) = sts_report::tables::network_at_violation(&config, &trace) else {
+        println!("{}: the trace records no violation: nothing to check against", dir.display());
+        return exit::OK;
+    };
+    let report = config.checker().check(&net, &sts_invariants::check::Facts::default());
+    let own = own.expect("a trace with a violation record");
+    // A storm the dataplane saw has no table state to find it in.
+    let observed = own.is_observed_loop() || own.is_event();
+    let agrees = report.violations.iter().any(|v| v.fingerprint() == own.fingerprint());
+    if as_json {
+        let doc = json!({
+            "dir": dir.display().to_string(),
+            "at_ms": at,
+            "failed_switches": down,
+            "rules": report.rules,
+            "violations": report.violations.iter().map(|v| json!({
+                "invariant": v.invariant.name(), "elements": v.elements, "summary": v.summary, "culprit": v.culprit,
+            })).collect::<Vec<_>>(),
+            "run": json!({"invariant": own.invariant.name(), "summary": own.summary, "seen_by_the_dataplane": observed}),
+            "agrees": agrees,
+        });
+        println!("{doc}");
+    } else {
+        let mut text = format!(
+            "{}: the network at the violation ({at} ms; {} rules rebuilt from the trace's messages{}):\n",
+            dir.display(),
+            report.rules,
+            if down.is_empty() { String::new() } else { format!("; failed switches {down:?}") }
+        );
+        for v in &report.violations {
+            text.push_str(&format!("  {}\n", v.summary));
+        }
+        if report.violations.is_empty() {
+            text.push_str("  no violation in its tables\n");
+        }
+        let verdict = if agrees {
+            "found again in the tables"
+        } else if observed {
+            "seen by the dataplane as it happened (a storm or a log line), which no table shows"
+        } else {
+            "NOT found in the tables"
+        };
+        text.push_str(&format!("the run's own verdict: {}: {verdict}\n", own.summary));
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+    }
+    exit::found(!report.violations.is_empty())
+}
+
+/// `sts verify DIR` on a data set in the Stanford backbone's format.
+fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
     let mut rn = match RouterNet::load(dir) {
         Ok(rn) => rn,
         Err(e) => {

@@ -91,3 +91,28 @@ fn a_malformed_data_set_is_named_with_its_file_and_line() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A fuzzed experiment (Open vSwitch's test controller, a host migration):
+/// the network at the violation, its tables rebuilt from the trace's
+/// messages, shows the run's own violation again.
+#[test]
+fn an_experiment_directory_is_checked_at_its_violation_and_agrees_with_the_run() {
+    let dir = scratch("experiment");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/fuzz-ovs13-migration.toml");
+    let fuzz = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["fuzz", "--config", config.to_str().expect("utf-8"), "--out"])
+        .arg(dir.join("run"))
+        .args(["--check", "0"])
+        .output()
+        .expect("run sts fuzz");
+    assert_eq!(fuzz.status.code(), Some(1), "{}", String::from_utf8_lossy(&fuzz.stderr));
+    let out = verify(&[dir.join("run").to_str().expect("utf-8"), "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(doc["run"]["invariant"], "blackhole", "{doc}");
+    assert_eq!(doc["agrees"], true, "the run's blackhole is in the rebuilt tables: {doc}");
+    assert!(doc["rules"].as_u64().is_some_and(|r| r > 0), "{doc}");
+    let text = verify(&[dir.join("run").to_str().expect("utf-8")]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("found again in the tables"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -42,6 +42,26 @@ pub fn at_violation(trace: &Trace) -> Option<(u64, BTreeMap<u64, Switch>)> {
     Some((at, switches))
 }
 
+/// The whole network as it stood at the trace's violation: links and host
+/// places as the inputs left them ([`crate::topology::at_violation`]), each
+/// switch's flow and group tables as the controllers' messages made them
+/// ([`at_violation`]); with the violation's time and the switches failed
+/// then. None when the trace records no violation.
+pub fn network_at_violation(
+    config: &sts_engine::config::Config,
+    trace: &Trace,
+) -> Option<(u64, sts_mocknet::Network, std::collections::BTreeSet<u64>)> {
+    let (at, switches) = at_violation(trace)?;
+    let (mut net, down) = crate::topology::at_violation(config, trace);
+    for (dpid, sw) in switches {
+        if let Some(s) = net.switches.get_mut(&dpid) {
+            s.tables = sw.tables;
+            s.groups = sw.groups;
+        }
+    }
+    Some((at, net, down))
+}
+
 /// The HTML section (`<section id="tables">`) of the tables
 /// [`at_violation`] rebuilt (at `at` ms), with the culprit rule (`switch`,
 /// its `dump-flows` line) marked (`<mark id="culprit-rule">`), as the

@@ -14,7 +14,7 @@ use crate::html::esc;
 
 /// The network as the trace's inputs left it at its violation (or at its
 /// end): links, host places, failed switches.
-fn at_violation(config: &sts_engine::config::Config, trace: &Trace) -> (Network, BTreeSet<u64>) {
+pub fn at_violation(config: &sts_engine::config::Config, trace: &Trace) -> (Network, BTreeSet<u64>) {
     let mut net = Network::new(&config.topology(), config.network.openflow.wire());
     let mut down = BTreeSet::new();
     for r in trace.records.iter().take_while(|r| r.violation().is_none()) {
