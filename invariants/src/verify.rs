@@ -41,6 +41,26 @@ pub struct Outcome {
     pub full_checks: usize,
     /// Re-checks that were full checks, by reason.
     pub fallbacks: std::collections::BTreeMap<String, usize>,
+    /// The update after which the network held the most rules (0-based),
+    /// and that many rules (for [`full_check_at`]).
+    pub peak: (usize, usize),
+}
+
+/// Times a full check (from scratch, nothing kept) of the network as it
+/// stands after the first `upto` updates of a freshly loaded `rn` (its
+/// loops confirmed through the filters as [`run`] does); with the report.
+pub fn full_check_at(rn: &mut RouterNet, checker: Checker, upto: usize) -> Result<(Duration, Report), String> {
+    let updates = std::mem::take(&mut rn.updates);
+    let applied: Result<(), String> = updates.iter().take(upto).try_for_each(|u| rn.apply(u).map(|_| ()));
+    rn.updates = updates;
+    applied?;
+    let t = Instant::now();
+    let mut inc = Incremental::new(checker);
+    let mut report = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &Facts::default());
+    if rn.unfiltered.is_some() {
+        report.violations = Confirmed::default().update(&inc, &rn.net, &[], None);
+    }
+    Ok((t.elapsed(), report))
 }
 
 /// Summary statistics of a list of durations, in microseconds.
@@ -109,6 +129,7 @@ pub fn run(
     let mut times = Vec::with_capacity(n);
     let (mut violated_after, mut full_checks) = (0, 0);
     let mut last = first;
+    let mut peak = (0, 0);
     let result: Result<(), String> = (|| {
         for (i, u) in updates.iter().take(n).enumerate() {
             let t = Instant::now();
@@ -146,6 +167,9 @@ pub fn run(
             if !now.is_empty() {
                 violated_after += 1;
             }
+            if report.rules > peak.1 {
+                peak = (i, report.rules);
+            }
             present = now;
             last = report;
             progress(i + 1);
@@ -154,7 +178,7 @@ pub fn run(
     })();
     rn.updates = updates;
     result?;
-    Ok(Outcome { times, appeared, initial, last, violated_after, full_checks, fallbacks: inc.fallbacks })
+    Ok(Outcome { times, appeared, initial, last, violated_after, full_checks, fallbacks: inc.fallbacks, peak })
 }
 
 /// Loops of the unfiltered network confirmed (or not) on the filtered one.

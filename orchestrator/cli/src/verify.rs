@@ -102,6 +102,11 @@ fn experiment(dir: &Path, as_json: bool) -> u8 {
     exit::found(!report.violations.is_empty())
 }
 
+/// What `sts verify` checks on a data set: loops (its routers are its only hosts).
+fn checker_again() -> Checker {
+    Checker { enabled: [Invariant::Loop].into_iter().collect(), ..Checker::default() }
+}
+
 /// `sts verify DIR` on a data set in the Stanford backbone's format.
 fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
     let mut rn = match RouterNet::load(dir) {
@@ -131,8 +136,7 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
     } else {
         None
     };
-    let checker = Checker { enabled: [Invariant::Loop].into_iter().collect(), ..Checker::default() };
-    let outcome = verify::run(&mut rn, checker, limit, |i| {
+    let outcome = verify::run(&mut rn, checker_again(), limit, |i| {
         if let Some(b) = &bar {
             if i % 64 == 0 || i == total {
                 b.set_position(i as u64);
@@ -149,6 +153,10 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
             return exit::BAD_INPUT;
         }
     };
+    // A full check from scratch of the largest snapshot, on the side.
+    let peak_check = RouterNet::load(dir)
+        .map_err(|e| e.to_string())
+        .and_then(|mut again| verify::full_check_at(&mut again, checker_again(), out.peak.0 + 1));
     let apply = Stats::of(out.times.iter().map(|t| t.0));
     let check = Stats::of(out.times.iter().map(|t| t.1));
     let both = Stats::of(out.times.iter().map(|t| t.0 + t.1));
@@ -189,6 +197,10 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
             "check": stats_json(&check),
             "per_update": stats_json(&both),
             "full_checks": out.fallbacks,
+            "largest_snapshot": peak_check.as_ref().ok().map(|(d, r)| json!({
+                "after_update": out.peak.0 + 1, "rules": out.peak.1, "full_check_ms": d.as_secs_f64() * 1e3,
+                "violations": r.violations.len(),
+            })),
             "per_source_because": out.last.per_source_because,
             "peak_memory_mib": memory,
         });
@@ -239,6 +251,16 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
         }
         for (why, n) in &out.fallbacks {
             say!("  {n} re-checks were full checks: {why}");
+        }
+        match &peak_check {
+            Ok((d, r)) => say!(
+                "full check from scratch of the largest snapshot (after update {}, {} rules): {:.1} ms, {} loops",
+                out.peak.0 + 1,
+                out.peak.1,
+                d.as_secs_f64() * 1e3,
+                r.violations.len()
+            ),
+            Err(e) => say!("full check of the largest snapshot: not run ({e})"),
         }
         if let Some(m) = memory {
             say!("peak memory {m:.0} MiB");
