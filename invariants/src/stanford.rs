@@ -543,7 +543,7 @@ impl RouterNet {
         out
     }
 
-    /// Routers, in dpid order.
+    /// How many routers (dpids 1 to this; ACL elements follow).
     pub fn routers(&self) -> usize {
         self.routers.len()
     }

@@ -27,6 +27,10 @@ fn stats_json(s: &Stats) -> serde_json::Value {
 /// Runs `sts verify DIR`: an experiment directory (a trace) or a data set.
 pub fn run(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
     if dir.join("trace.jsonl").is_file() {
+        if limit.is_some() {
+            eprintln!("sts verify: --limit counts a data set's updates; {} is an experiment (a trace)", dir.display());
+            return exit::BAD_INPUT;
+        }
         return experiment(dir, as_json);
     }
     data_set(dir, limit, as_json)
@@ -103,7 +107,7 @@ fn experiment(dir: &Path, as_json: bool) -> u8 {
 }
 
 /// What `sts verify` checks on a data set: loops (its routers are its only hosts).
-fn checker_again() -> Checker {
+fn loop_checker() -> Checker {
     Checker { enabled: [Invariant::Loop].into_iter().collect(), ..Checker::default() }
 }
 
@@ -136,7 +140,7 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
     } else {
         None
     };
-    let outcome = verify::run(&mut rn, checker_again(), limit, |i| {
+    let outcome = verify::run(&mut rn, loop_checker(), limit, |i| {
         if let Some(b) = &bar {
             if i % 64 == 0 || i == total {
                 b.set_position(i as u64);
@@ -156,7 +160,7 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
     // A full check from scratch of the largest snapshot, on the side.
     let peak_check = RouterNet::load(dir)
         .map_err(|e| e.to_string())
-        .and_then(|mut again| verify::full_check_at(&mut again, checker_again(), out.peak.0 + 1));
+        .and_then(|mut again| verify::full_check_at(&mut again, loop_checker(), out.peak.0 + 1));
     let apply = Stats::of(out.times.iter().map(|t| t.0));
     let check = Stats::of(out.times.iter().map(|t| t.1));
     let both = Stats::of(out.times.iter().map(|t| t.0 + t.1));

@@ -114,5 +114,7 @@ fn an_experiment_directory_is_checked_at_its_violation_and_agrees_with_the_run()
     assert!(doc["rules"].as_u64().is_some_and(|r| r > 0), "{doc}");
     let text = verify(&[dir.join("run").to_str().expect("utf-8")]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("found again in the tables"));
+    let limited = verify(&[dir.join("run").to_str().expect("utf-8"), "--limit", "3"]);
+    assert_eq!(limited.status.code(), Some(2), "--limit is for data sets");
     let _ = std::fs::remove_dir_all(&dir);
 }
