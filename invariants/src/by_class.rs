@@ -17,8 +17,10 @@
 //! destination or hands to a controller (see [`crate::check`] for the
 //! definition). Loops make per-switch fates depend on the path, so an atom
 //! that cycles, or takes a path longer than the hop limit, is judged the
-//! exact way instead: the per-source walker follows that atom alone from
-//! every source, and the cycles it finds are reported as loops.
+//! exact way instead: followed alone from every source along every path, a
+//! switch at a time from the cached steps, as the per-source walker would
+//! (or, past [`PATH_BUDGET`], by the strongly connected sets it reaches),
+//! and the cycles found are reported as loops.
 //!
 //! The index owns everything it needs (rules are named by ids that outlive
 //! their position in a table), so it can be kept between checks: after some

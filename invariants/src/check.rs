@@ -283,9 +283,11 @@ fn explain_loop(
 /// A checker that keeps what it learnt between checks: after a few
 /// switches' flow tables change, [`Incremental::recheck`] follows again only
 /// the header classes the added or removed rules hold, and explains again
-/// only the pairs those touch. Whenever it cannot (a header rewrite, a loop,
-/// a match value no class was cut for, the per-source walks were needed), it
-/// runs a full check instead; the report is the one a full check would give.
+/// only the pairs those touch, and keeps the loops of the classes it did not
+/// follow. Whenever it cannot (a header rewrite, a match value no class was
+/// cut for, the per-source walks were needed), it runs a full check instead
+/// (counted in [`Incremental::fallbacks`]); the report is the one a full
+/// check would give.
 pub struct Incremental {
     pub checker: Checker,
     state: Option<ClassState>,
