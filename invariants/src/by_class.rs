@@ -1460,8 +1460,7 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         for &c in &comp {
             size[c] += 1;
         }
-        let cyclic: Vec<bool> = (0..comps).map(|c| size[c] > 1).collect();
-        let mut cyclic = cyclic;
+        let mut cyclic: Vec<bool> = (0..comps).map(|c| size[c] > 1).collect();
         for v in 0..n {
             if next[v].contains(&v) {
                 cyclic[comp[v]] = true;

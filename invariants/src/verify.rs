@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use sts_mocknet::network::Network;
 
 use crate::check::{loop_within, Checker, Facts, Incremental, Report, Violation};
-use crate::header::{s, Ternary};
+use crate::header::{s, Cube, Ternary};
 use crate::stanford::{RouterNet, Rule};
 
 /// A violation that an update made appear (absent after the one before).
@@ -36,9 +36,6 @@ pub struct Outcome {
     pub last: Report,
     /// Updates after which some violation held.
     pub violated_after: usize,
-    /// Updates whose check walked every source instead of following header
-    /// classes (the class engine could not run).
-    pub full_checks: usize,
     /// Re-checks that were full checks, by reason.
     pub fallbacks: std::collections::BTreeMap<String, usize>,
     /// The update after which the network held the most rules (0-based),
@@ -127,7 +124,7 @@ pub fn run(
     let updates = std::mem::take(&mut rn.updates);
     let n = limit.map_or(updates.len(), |l| l.min(updates.len()));
     let mut times = Vec::with_capacity(n);
-    let (mut violated_after, mut full_checks) = (0, 0);
+    let mut violated_after = 0;
     let mut last = first;
     let mut peak = (0, 0);
     let result: Result<(), String> = (|| {
@@ -155,9 +152,6 @@ pub fn run(
             }
             let checked = t.elapsed();
             times.push((applied, checked));
-            if report.per_source_because.is_some() {
-                full_checks += 1;
-            }
             let now: BTreeSet<(String, Vec<String>)> = report.violations.iter().map(key).collect();
             for v in &report.violations {
                 if !present.contains(&key(v)) {
@@ -178,7 +172,7 @@ pub fn run(
     })();
     rn.updates = updates;
     result?;
-    Ok(Outcome { times, appeared, initial, last, violated_after, full_checks, fallbacks: inc.fallbacks, peak })
+    Ok(Outcome { times, appeared, initial, last, violated_after, fallbacks: inc.fallbacks, peak })
 }
 
 /// Loops of the unfiltered network confirmed (or not) on the filtered one.
@@ -213,27 +207,29 @@ impl Confirmed {
     fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], dst: Option<Ternary>) -> Vec<Violation> {
         let mut next = BTreeMap::new();
         for cycle in inc.loop_cycles() {
+            // Sorted class numbers; their cubes only when a class must be
+            // looked at (most updates touch no candidate).
             let classes = inc.loop_classes_of(&cycle);
-            let cubes = inc.loop_class_cubes(&cycle);
+            let mut cubes: Option<Vec<Cube>> = None;
             let mut c = self.by_cycle.remove(&cycle).unwrap_or_default();
             // Forget what an update on one of the switches may have changed.
             if changed.iter().any(|d| cycle.contains(d)) {
+                let cubes = cubes.get_or_insert_with(|| inc.loop_class_cubes(&cycle));
                 let meets = |x: usize| {
-                    dst.is_none_or(|t| {
-                        classes.iter().position(|&y| y == x).is_some_and(|i| cubes[i].pos[s::IPV4_DST].meets(t))
-                    })
+                    dst.is_none_or(|t| classes.binary_search(&x).is_ok_and(|i| cubes[i].pos[s::IPV4_DST].meets(t)))
                 };
                 c.clear.retain(|&x| !meets(x));
                 if c.found.as_ref().is_some_and(|(x, _)| meets(*x)) {
                     c.found = None;
                 }
             }
-            if c.found.as_ref().is_some_and(|(x, _)| !classes.contains(x)) {
+            if c.found.as_ref().is_some_and(|(x, _)| classes.binary_search(x).is_err()) {
                 c.found = None;
             }
-            c.clear.retain(|x| classes.contains(x));
+            c.clear.retain(|x| classes.binary_search(x).is_ok());
             if c.found.is_none() {
-                for (&x, cube) in classes.iter().zip(&cubes) {
+                let cubes = cubes.get_or_insert_with(|| inc.loop_class_cubes(&cycle));
+                for (&x, cube) in classes.iter().zip(cubes.iter()) {
                     if c.clear.contains(&x) {
                         continue;
                     }
