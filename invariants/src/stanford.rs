@@ -139,10 +139,22 @@ pub struct RouterNet {
     /// leads to or comes from.
     pub port_names: HashMap<(u64, u32), String>,
     routers: HashMap<String, u64>,
+    /// Per (element, port) a link arrives on: the element and interface it
+    /// comes from, and the interface it arrives on.
+    arrivals: HashMap<(u64, u32), Arrival>,
     /// Per router and interface name (physical, VLAN or `self`): its ports.
     outputs: HashMap<(u64, String), Vec<u32>>,
     /// Per ACL name: its elements and each one's permit ports.
     acl_elements: HashMap<String, Vec<(u64, Vec<u32>)>>,
+}
+
+/// Where a directed link arrives: from which element's interface, onto
+/// which interface.
+#[derive(Debug, Clone)]
+struct Arrival {
+    from: u64,
+    from_interface: String,
+    interface: String,
 }
 
 /// A directed link: (device, port) to (device, port).
@@ -430,6 +442,7 @@ impl RouterNet {
             *p - 1
         };
         let mut port_names: HashMap<(u64, u32), String> = HashMap::new();
+        let mut arrivals: HashMap<(u64, u32), Arrival> = HashMap::new();
         let mut outputs: HashMap<(u64, String), Vec<u32>> = HashMap::new();
         for r in &routers {
             let d = dpid_of[r];
@@ -445,6 +458,7 @@ impl RouterNet {
             }
             port_names.insert((da, ea), format!("{pa} (to {b} {pb})"));
             port_names.insert((db, eb), format!("{pb} (from {a} {pa})"));
+            arrivals.insert((db, eb), Arrival { from: da, from_interface: pa.clone(), interface: pb.clone() });
             outputs.entry((da, pa.clone())).or_default().push(ea);
         }
         for ((d, p), name) in &port_names {
@@ -466,6 +480,7 @@ impl RouterNet {
             names,
             port_names,
             routers: routers.iter().map(|r| (r.clone(), dpid_of[r])).collect(),
+            arrivals,
             outputs,
             acl_elements,
         };
@@ -594,6 +609,40 @@ impl RouterNet {
         }
     }
 
+    /// Where a loop's cycle turns back: each (router, interface) where the
+    /// witness `path` (hops as the checker writes them, `s3 in 2: ...`)
+    /// arrives on an interface and leaves through the same one. A real
+    /// router does forward a packet back out of the interface it came in on
+    /// (towards another router on the same segment, or back to the sender);
+    /// APKeep's model never does, so loops that turn back are ones it cannot
+    /// report. Only the cycle is looked at, not the way into it.
+    pub fn turns_back(&self, path: &[String]) -> Vec<(String, String)> {
+        let hops: Vec<(u64, u32)> = path.iter().filter_map(|h| hop_at(h)).collect();
+        let Some(&last) = hops.last() else { return Vec::new() };
+        // The walker stops at the first switch visited again: the cycle runs
+        // from that switch's first visit, and closes by leaving it again as
+        // it left the first time (a router's choice does not depend on the
+        // ingress port).
+        let Some(start) = hops[..hops.len() - 1].iter().position(|h| h.0 == last.0) else { return Vec::new() };
+        let mut steps: Vec<((u64, u32), (u64, u32))> = hops[start..].windows(2).map(|w| (w[0], w[1])).collect();
+        if let Some(&again) = hops.get(start + 1) {
+            steps.push((last, again));
+        }
+        let mut out = Vec::new();
+        for (here, next) in steps {
+            if !self.names.get(&here.0).is_some_and(|n| self.routers.contains_key(n)) {
+                continue;
+            }
+            let (Some(came), Some(went)) = (self.arrivals.get(&here), self.arrivals.get(&next)) else { continue };
+            if went.from == here.0 && went.from_interface == came.interface {
+                out.push((self.name(here.0), came.interface.clone()));
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// A witness hop (`s3 in 2: table 0 #5 (priority 24)`) or element
     /// (`s3`) in the data set's names.
     pub fn rename(&self, text: &str) -> String {
@@ -635,6 +684,15 @@ impl RouterNet {
         }
         out
     }
+}
+
+/// The (switch, ingress port) of a witness hop `s3 in 2: ...`.
+fn hop_at(hop: &str) -> Option<(u64, u32)> {
+    let mut words = hop.split(' ');
+    let dpid = words.next()?.strip_prefix('s')?.parse().ok()?;
+    (words.next()? == "in").then_some(())?;
+    let port = words.next()?.trim_end_matches(':').parse().ok()?;
+    Some((dpid, port))
 }
 
 fn flow_mod(

@@ -124,3 +124,39 @@ fn loops_confirmed_through_acls_loop_in_the_filtered_dataplane() {
     let all = loop_checker().check(unfiltered, &Facts::default());
     assert!(loops(&all).len() > loops(&out.last).len(), "{:?} vs {:?}", loops(&all), loops(&out.last));
 }
+
+/// A loop around a triangle never leaves a router through the interface it
+/// came in on; a loop between two routers does, at both.
+#[test]
+fn a_loop_turns_back_where_a_router_sends_a_packet_out_of_its_ingress_interface() {
+    let dir = std::env::temp_dir().join(format!("sts-turns-back-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let topo = "a te1 b te1\nb te1 a te1\nb te2 c te1\nc te1 b te2\nc te2 a te2\na te2 c te2\n";
+    std::fs::write(dir.join("topo.txt"), topo).expect("topo");
+    // 10/8 around the triangle a → b → c → a; 11/8 between a and b.
+    let updates = "+ fwd a 167772160 8 te1 8\n+ fwd b 167772160 8 te2 8\n+ fwd c 167772160 8 te2 8\n\
+                   + fwd a 184549376 8 te1 8\n+ fwd b 184549376 8 te1 8\n";
+    std::fs::write(dir.join("updates"), updates).expect("updates");
+    let mut rn = RouterNet::load(&dir).expect("loads");
+    for u in rn.updates.clone() {
+        rn.apply(&u).expect("applies");
+    }
+    let report = loop_checker().check(&rn.net, &Facts::default());
+    let mut seen = Vec::new();
+    for v in &report.violations {
+        let names: Vec<String> = v.elements.iter().map(|e| rn.rename(e)).collect();
+        let turns = rn.turns_back(&v.witness.as_ref().expect("a witness").path);
+        seen.push((names, turns));
+    }
+    seen.sort();
+    let pair = |r: &str, i: &str| (r.to_string(), i.to_string());
+    assert_eq!(
+        seen,
+        vec![
+            (vec!["a".into(), "b".into()], vec![pair("a", "te1"), pair("b", "te1")]),
+            (vec!["a".into(), "b".into(), "c".into()], vec![]),
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

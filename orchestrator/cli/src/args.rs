@@ -397,6 +397,10 @@ nothing was found, 1 when some violation was, 2 for a malformed data set or expe
         /// Print the result as one JSON object (violations, timings) instead of text.
         #[arg(long)]
         json: bool,
+        /// Also write every update's times to this CSV file (update, line,
+        /// apply_us, check_us, rule), for plotting or finding the slow ones.
+        #[arg(long, value_name = "FILE")]
+        times: Option<PathBuf>,
     },
     /// Standalone interposition between real switches and a controller.
     Proxy {

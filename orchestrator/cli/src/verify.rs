@@ -25,15 +25,36 @@ fn stats_json(s: &Stats) -> serde_json::Value {
 }
 
 /// Runs `sts verify DIR`: an experiment directory (a trace) or a data set.
-pub fn run(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
+pub fn run(dir: &Path, limit: Option<usize>, as_json: bool, times: Option<&Path>) -> u8 {
     if dir.join("trace.jsonl").is_file() {
-        if limit.is_some() {
-            eprintln!("sts verify: --limit counts a data set's updates; {} is an experiment (a trace)", dir.display());
+        let flag = if limit.is_some() { Some("--limit") } else { times.map(|_| "--times") };
+        if let Some(flag) = flag {
+            eprintln!("sts verify: {flag} is about a data set's updates; {} is an experiment (a trace)", dir.display());
             return exit::BAD_INPUT;
         }
         return experiment(dir, as_json);
     }
-    data_set(dir, limit, as_json)
+    data_set(dir, limit, as_json, times)
+}
+
+/// Writes every update's times as CSV.
+fn write_times(file: std::fs::File, rn: &RouterNet, times: &[(std::time::Duration, std::time::Duration)]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(file);
+    writeln!(out, "update,line,apply_us,check_us,rule")?;
+    for (i, (apply, check)) in times.iter().enumerate() {
+        let u = &rn.updates[i];
+        let rule = u.to_string().replace('"', "'");
+        writeln!(
+            out,
+            "{},{},{:.1},{:.1},\"{rule}\"",
+            i + 1,
+            u.line,
+            apply.as_secs_f64() * 1e6,
+            check.as_secs_f64() * 1e6
+        )?;
+    }
+    out.flush()
 }
 
 /// `sts verify DIR` on an experiment: the network at the trace's violation
@@ -112,12 +133,21 @@ fn loop_checker() -> Checker {
 }
 
 /// `sts verify DIR` on a data set in the Stanford backbone's format.
-fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
+fn data_set(dir: &Path, limit: Option<usize>, as_json: bool, times: Option<&Path>) -> u8 {
     let mut rn = match RouterNet::load(dir) {
         Ok(rn) => rn,
         Err(e) => {
             eprintln!("sts verify: {e}");
             return exit::BAD_INPUT;
+        }
+    };
+    // Made before the run, so that a path that cannot be written fails at once.
+    let times_file = match times.map(|p| (p, std::fs::File::create(p))) {
+        None => None,
+        Some((_, Ok(f))) => Some(f),
+        Some((p, Err(e))) => {
+            eprintln!("sts verify: {}: {e}", p.display());
+            return exit::ENVIRONMENT;
         }
     };
     let total = limit.map_or(rn.updates.len(), |l| l.min(rn.updates.len()));
@@ -157,6 +187,12 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
             return exit::BAD_INPUT;
         }
     };
+    if let (Some(file), Some(path)) = (times_file, times) {
+        if let Err(e) = write_times(file, &rn, &out.times) {
+            eprintln!("sts verify: {}: {e}", path.display());
+            return exit::ENVIRONMENT;
+        }
+    }
     // A full check from scratch of the largest snapshot, on the side.
     let peak_check = RouterNet::load(dir)
         .map_err(|e| e.to_string())
@@ -171,6 +207,7 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
         .map(|a| {
             let u = &rn.updates[a.update];
             let v = &a.violation;
+            let turns_back = v.witness.as_ref().map(|w| rn.turns_back(&w.path)).unwrap_or_default();
             json!({
                 "update": a.update + 1,
                 "line": u.line,
@@ -184,6 +221,7 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
                     "path": w.path.iter().map(|h| rn.rename(h)).collect::<Vec<_>>(),
                     "end": rn.rename(&w.end),
                 })),
+                "turns_back": turns_back.iter().map(|(r, i)| json!({"router": r, "interface": i})).collect::<Vec<_>>(),
             })
         })
         .collect();
@@ -231,6 +269,13 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
                 }
                 say!("    {}", a["witness"]["end"].as_str().unwrap_or(""));
             }
+            if let Some(turns) = a["turns_back"].as_array().filter(|t| !t.is_empty()) {
+                let at: Vec<String> = turns
+                    .iter()
+                    .map(|t| format!("{} {}", t["router"].as_str().unwrap_or(""), t["interface"].as_str().unwrap_or("")))
+                    .collect();
+                say!("    turns back at {} (out of the interface it came in on)", at.join(", "));
+            }
         }
         say!(
             "{} violations appeared; {} of {} updates left some violation in place",
@@ -238,6 +283,13 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool) -> u8 {
             out.violated_after,
             out.times.len()
         );
+        let turning = appeared.iter().filter(|a| a["turns_back"].as_array().is_some_and(|t| !t.is_empty())).count();
+        if turning > 0 {
+            say!(
+                "  {turning} of them turn back out of an interface they came in on at some router \
+                 (a real router does; APKeep's model does not, so it cannot report those)"
+            );
+        }
         let row = |text: &mut String, name: &str, s: &Stats| {
             use std::fmt::Write as _;
             let _ = writeln!(

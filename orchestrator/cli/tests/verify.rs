@@ -60,11 +60,33 @@ fn loops_are_reported_with_the_update_that_made_them_and_acls_stop_them() {
         "witness hops by name: {text}"
     );
     assert!(text.contains("2 violations appeared"), "{text}");
-    let json = verify(&[dir.to_str().expect("utf-8"), "--json"]);
+    // Both loops turn back: a and b each send 10/8 out of te1, where it
+    // came from the other; b and c send 10.2/16 back where it came from.
+    assert!(text.contains("turns back at a_rtr te1, b_rtr te1 (out of the interface it came in on)"), "{text}");
+    assert!(text.contains("turns back at b_rtr te2, c_rtr te1 ("), "{text}");
+    assert!(text.contains("2 of them turn back"), "{text}");
+    let times = dir.join("times.csv");
+    let json = verify(&[dir.to_str().expect("utf-8"), "--json", "--times", times.to_str().expect("utf-8")]);
     let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("one JSON object");
     let appeared = doc["appeared"].as_array().expect("appeared");
     assert_eq!(appeared.iter().map(|a| a["update"].as_u64().unwrap_or(0)).collect::<Vec<_>>(), vec![2, 9]);
     assert_eq!(appeared[1]["elements"], serde_json::json!(["b_rtr", "c_rtr", "c_rtr_guard_te1_in"]));
+    assert_eq!(
+        appeared[0]["turns_back"],
+        serde_json::json!([{"router": "a_rtr", "interface": "te1"}, {"router": "b_rtr", "interface": "te1"}])
+    );
+    // One CSV row per update, its line and rule named, times as numbers.
+    let csv = std::fs::read_to_string(&times).expect("--times wrote its file");
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows[0], "update,line,apply_us,check_us,rule");
+    assert_eq!(rows.len(), 10, "{csv}");
+    let second: Vec<&str> = rows[2].splitn(5, ',').collect();
+    assert_eq!((second[0], second[1], second[4]), ("2", "2", "\"+ b_rtr: 10.0.0.0/8 → te1\""), "{csv}");
+    assert!(second[2].parse::<f64>().is_ok() && second[3].parse::<f64>().is_ok(), "{csv}");
+    // A path that cannot be written fails before the run, exit 3.
+    let unwritable = verify(&[dir.to_str().expect("utf-8"), "--times", "/nonexistent/dir/t.csv"]);
+    assert_eq!(unwritable.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&unwritable.stderr).contains("/nonexistent/dir/t.csv"));
     assert_eq!(doc["updates"], 9);
     assert!(doc["per_update"]["mean_us"].as_f64().is_some_and(|m| m > 0.0));
     // The first update alone makes no loop.
