@@ -38,7 +38,11 @@ pub fn run(dir: &Path, limit: Option<usize>, as_json: bool, times: Option<&Path>
 }
 
 /// Writes every update's times as CSV.
-fn write_times(file: std::fs::File, rn: &RouterNet, times: &[(std::time::Duration, std::time::Duration)]) -> std::io::Result<()> {
+fn write_times(
+    file: std::fs::File,
+    rn: &RouterNet,
+    times: &[(std::time::Duration, std::time::Duration)],
+) -> std::io::Result<()> {
     use std::io::Write as _;
     let mut out = std::io::BufWriter::new(file);
     writeln!(out, "update,line,apply_us,check_us,rule")?;
@@ -272,7 +276,9 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool, times: Option<&Path
             if let Some(turns) = a["turns_back"].as_array().filter(|t| !t.is_empty()) {
                 let at: Vec<String> = turns
                     .iter()
-                    .map(|t| format!("{} {}", t["router"].as_str().unwrap_or(""), t["interface"].as_str().unwrap_or("")))
+                    .map(|t| {
+                        format!("{} {}", t["router"].as_str().unwrap_or(""), t["interface"].as_str().unwrap_or(""))
+                    })
                     .collect();
                 say!("    turns back at {} (out of the interface it came in on)", at.join(", "));
             }
