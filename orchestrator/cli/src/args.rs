@@ -379,15 +379,18 @@ listed. Exit 0 when every checked replay sent the recorded controller-to-switch 
         #[arg(long)]
         wiring: bool,
     },
-    /// Check a real network's rule updates one at a time (loops, with witnesses), or an experiment's
-    /// tables at its violation.
+    /// Check a real network's rule updates one at a time (loops, with witnesses), a testbed's
+    /// `dump-flows`, or an experiment's tables at its violation.
     #[command(after_help = "DIR is a data set in the format of the data-plane verification benchmarks \
 (the Stanford backbone as APKeep packages it: topo.txt, vlan.txt, updates; docs/invariants.md): every \
 update is installed as FLOW_MOD messages on a mock network of its routers and re-checked incrementally; \
 each violation is reported with the update that made it appear and a witness, and the time per update. \
+Or DIR holds one `ovs-ofctl --no-names dump-flows` listing per bridge, named s<DPID>.flows \
+(`scripts/ovs-testbed dump TESTBED DIR` writes them with the testbed's config.toml): the tables are \
+installed on the config's network and checked with its invariants. \
 Or DIR is an experiment directory (a trace): the network at its violation, each switch's tables rebuilt \
 from the controllers' messages, is checked again and compared with the run's own verdict. Exit 0 when \
-nothing was found, 1 when some violation was, 2 for a malformed data set or experiment.")]
+nothing was found, 1 when some violation was, 2 for a malformed data set, dump or experiment.")]
     Verify {
         /// The data set or experiment directory.
         dir: PathBuf,
@@ -401,6 +404,11 @@ nothing was found, 1 when some violation was, 2 for a malformed data set or expe
         /// apply_us, check_us, rule), for plotting or finding the slow ones.
         #[arg(long, value_name = "FILE")]
         times: Option<PathBuf>,
+        /// For a directory of `dump-flows` files: the sts config whose
+        /// network the bridges form (default: DIR/config.toml, which
+        /// `scripts/ovs-testbed dump` writes).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Standalone interposition between real switches and a controller.
     Proxy {

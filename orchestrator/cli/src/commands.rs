@@ -85,7 +85,9 @@ pub fn run(cli: Cli) -> u8 {
             (Some(recording), Some(out)) => import(&engine, recording, config, out, *check),
             _ => exit::BAD_INPUT, // clap requires both without --wiring
         },
-        Command::Verify { dir, limit, json, times } => crate::verify::run(dir, *limit, *json, times.as_deref()),
+        Command::Verify { dir, limit, json, times, config } => {
+            crate::verify::run(dir, *limit, *json, times.as_deref(), config.as_deref())
+        }
         Command::Proxy { listen, controller, record, drop, delay, bandwidth, max_switches } => {
             proxy(listen, controller, record.as_deref(), drop, delay, *bandwidth, *max_switches as usize)
         }

@@ -25,16 +25,138 @@ fn stats_json(s: &Stats) -> serde_json::Value {
 }
 
 /// Runs `sts verify DIR`: an experiment directory (a trace) or a data set.
-pub fn run(dir: &Path, limit: Option<usize>, as_json: bool, times: Option<&Path>) -> u8 {
-    if dir.join("trace.jsonl").is_file() {
+pub fn run(dir: &Path, limit: Option<usize>, as_json: bool, times: Option<&Path>, config: Option<&Path>) -> u8 {
+    let dumps = flow_dumps(dir);
+    let kind = if dir.join("trace.jsonl").is_file() {
+        Some("an experiment (a trace)")
+    } else if !dumps.is_empty() {
+        Some("a directory of dump-flows listings")
+    } else {
+        None
+    };
+    if let Some(kind) = kind {
         let flag = if limit.is_some() { Some("--limit") } else { times.map(|_| "--times") };
         if let Some(flag) = flag {
-            eprintln!("sts verify: {flag} is about a data set's updates; {} is an experiment (a trace)", dir.display());
+            eprintln!("sts verify: {flag} is about a data set's updates; {} is {kind}", dir.display());
             return exit::BAD_INPUT;
         }
+    }
+    if config.is_some() && dumps.is_empty() {
+        eprintln!(
+            "sts verify: --config is for a directory of dump-flows listings (s<DPID>.flows); {} has none",
+            dir.display()
+        );
+        return exit::BAD_INPUT;
+    }
+    if dir.join("trace.jsonl").is_file() {
         return experiment(dir, as_json);
     }
+    if !dumps.is_empty() {
+        return testbed_tables(dir, &dumps, config, as_json);
+    }
     data_set(dir, limit, as_json, times)
+}
+
+/// The `s<DPID>.flows` files of `dir`, by datapath id.
+fn flow_dumps(dir: &Path) -> std::collections::BTreeMap<u64, std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Default::default() };
+    entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            let dpid = name.strip_suffix(".flows")?.strip_prefix('s')?.parse().ok()?;
+            Some((dpid, p))
+        })
+        .collect()
+}
+
+/// `sts verify DIR` on a testbed's `dump-flows` listings: each bridge's
+/// tables installed on the config's network, checked with its invariants.
+fn testbed_tables(
+    dir: &Path,
+    dumps: &std::collections::BTreeMap<u64, std::path::PathBuf>,
+    config: Option<&Path>,
+    as_json: bool,
+) -> u8 {
+    let config_path = config.map_or_else(|| dir.join("config.toml"), Path::to_path_buf);
+    let config = match sts_engine::config::Config::load(&config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sts verify: {e} (the config whose network the bridges form: --config FILE)");
+            return exit::BAD_INPUT;
+        }
+    };
+    let mut net = sts_mocknet::Network::new(&config.topology(), sts_proxy::wire::OFP13);
+    let mut flows_per_switch = std::collections::BTreeMap::new();
+    for (&dpid, path) in dumps {
+        if !net.switches.contains_key(&dpid) {
+            eprintln!("sts verify: {}: the network of {} has no switch s{dpid}", path.display(), config_path.display());
+            return exit::BAD_INPUT;
+        }
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("sts verify: {}: {e}", path.display());
+                return exit::BAD_INPUT;
+            }
+        };
+        let installed = sts_report::dump_flows::read(&text)
+            .and_then(|flows| sts_report::dump_flows::install(&mut net, dpid, &flows).map(|()| flows.len()));
+        match installed {
+            Ok(n) => {
+                flows_per_switch.insert(dpid, n);
+            }
+            Err(e) => {
+                eprintln!("sts verify: {}:{}: {}", path.display(), e.line, e.what);
+                return exit::BAD_INPUT;
+            }
+        }
+    }
+    let missing: Vec<u64> = net.switches.keys().copied().filter(|d| !dumps.contains_key(d)).collect();
+    let report = config.checker().check(&net, &sts_invariants::check::Facts::default());
+    if as_json {
+        let doc = json!({
+            "dir": dir.display().to_string(),
+            "config": config_path.display().to_string(),
+            "flows": flows_per_switch.iter().map(|(d, n)| (format!("s{d}"), *n)).collect::<std::collections::BTreeMap<_, _>>(),
+            "without_dump": missing.iter().map(|d| format!("s{d}")).collect::<Vec<_>>(),
+            "violations": report.violations.iter().map(|v| json!({
+                "invariant": v.invariant.name(), "elements": v.elements, "summary": v.summary, "culprit": v.culprit,
+                "witness": v.witness,
+            })).collect::<Vec<_>>(),
+        });
+        println!("{doc}");
+    } else {
+        let counts: Vec<String> = flows_per_switch.iter().map(|(d, n)| format!("s{d} {n}")).collect();
+        let mut text = format!(
+            "{}: the tables of {} bridges (flows: {}) on the network of {}\n",
+            dir.display(),
+            flows_per_switch.len(),
+            counts.join(", "),
+            config_path.display()
+        );
+        if !missing.is_empty() {
+            let names: Vec<String> = missing.iter().map(|d| format!("s{d}")).collect();
+            text.push_str(&format!("  no dump for {}: taken as empty tables\n", names.join(", ")));
+        }
+        for v in &report.violations {
+            text.push_str(&format!("  {}: {}\n", v.invariant.name(), v.summary));
+            if let Some(c) = &v.culprit {
+                text.push_str(&format!("    culprit: {c}\n"));
+            }
+            if let Some(w) = &v.witness {
+                for hop in &w.path {
+                    text.push_str(&format!("    {hop}\n"));
+                }
+                text.push_str(&format!("    {}\n", w.end));
+            }
+        }
+        if report.violations.is_empty() {
+            text.push_str("  no violation in these tables\n");
+        }
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+    }
+    exit::found(!report.violations.is_empty())
 }
 
 /// Writes every update's times as CSV.

@@ -151,3 +151,75 @@ fn an_open_vswitch_session_imports_and_replays_the_controllers_messages() {
     // (its FEATURES_REPLY offers 254 tables, the mock's 16).
     assert!(said.contains("mock vs testbed") && said.contains("\"n_tables\":254"), "{said}");
 }
+
+/// `ovs-ofctl` on one of the testbed's bridges.
+fn ofctl(testbed: &Testbed, args: &[&str]) -> std::process::Output {
+    Command::new("ovs-ofctl")
+        .args(["-O", "OpenFlow13"])
+        .args(args)
+        .env("OVS_RUNDIR", testbed.0.join("run"))
+        .output()
+        .expect("ovs-ofctl runs (scripts/setup installs Open vSwitch)")
+}
+
+/// A testbed's tables, dumped by `scripts/ovs-testbed dump`, checked by
+/// `sts verify` on the config's network: a learning switch's tables after
+/// pings hold no violation; a drop rule added by hand on the middle bridge
+/// is a blackhole, its culprit that rule.
+#[test]
+fn a_testbeds_dumped_tables_are_checked_on_its_network() {
+    let dir = std::env::temp_dir().join(format!("sts-ovs-verify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("linear.toml");
+    std::fs::write(
+        &config,
+        "[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"1.3\"\n\n\
+         [[controllers]]\nkind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13\"]\n",
+    )
+    .unwrap();
+    let controller_port = free_port();
+    let log = |name: &str| Stdio::from(std::fs::File::create(dir.join(name)).unwrap());
+    let osken = Running(
+        Command::new(workspace().join(".local/osken/bin/osken-manager"))
+            .args(["--ofp-tcp-listen-port", &controller_port.to_string(), "os_ken.app.simple_switch_13"])
+            .stdout(log("osken.log"))
+            .stderr(log("osken.err"))
+            .spawn()
+            .expect("os-ken (scripts/setup installs it)"),
+    );
+    wait_listening(controller_port);
+    let testbed = Testbed(dir.join("ovs"));
+    testbed.run(&["up", config.to_str().unwrap(), &format!("127.0.0.1:{controller_port}")]);
+    testbed.run(&["wait", "3"]);
+    std::thread::sleep(Duration::from_secs(1));
+    testbed.run(&["ping", "h1", "h3"]);
+    testbed.run(&["ping", "h3", "h2"]);
+    let verify =
+        |out: &Path| Command::new(env!("CARGO_BIN_EXE_sts")).arg("verify").arg(out).output().expect("run sts verify");
+    let healthy = dir.join("healthy");
+    testbed.run(&["dump", healthy.to_str().unwrap()]);
+    let flows = std::fs::read_to_string(healthy.join("s2.flows")).expect("s2's dump");
+    assert!(flows.contains("actions=output:"), "learned flows on s2: {flows}");
+    let out = verify(&healthy);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("the tables of 3 bridges") && said.contains("no violation in these tables"), "{said}");
+
+    let h3_ip = std::fs::read_to_string(testbed.0.join("wiring"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("host h3 ").and_then(|rest| rest.split_whitespace().nth(3).map(String::from)))
+        .expect("h3 in the wiring");
+    let added = ofctl(&testbed, &["add-flow", "s2", &format!("priority=65535,ip,nw_dst={h3_ip},actions=drop")]);
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    let broken = dir.join("broken");
+    testbed.run(&["dump", broken.to_str().unwrap()]);
+    drop((testbed, osken));
+    let out = verify(&broken);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("blackhole: h1 -> h3: ") && said.contains("is dropped at s2"), "{said}");
+    assert!(said.contains("culprit: s2 table 0: a rule of priority 65535"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

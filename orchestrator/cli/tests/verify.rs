@@ -140,3 +140,47 @@ fn an_experiment_directory_is_checked_at_its_violation_and_agrees_with_the_run()
     assert_eq!(limited.status.code(), Some(2), "--limit is for data sets");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A directory of `dump-flows` listings: read onto the config's network and
+/// checked; a line it cannot read, or a bridge the network lacks, is named.
+#[test]
+fn dumped_tables_are_checked_on_the_configs_network_and_bad_lines_are_named() {
+    let dir = scratch("dumps");
+    std::fs::write(
+        dir.join("config.toml"),
+        "[network]\ntopology = \"linear\"\nsize = 2\nopenflow = \"1.3\"\n\n[[controllers]]\nkind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13\"]\n",
+    )
+    .expect("config");
+    // s1 sends h2's traffic out of its host port back to h1: h1 -> h2 is
+    // blackholed, with that rule as the culprit; h2 -> h1 works.
+    std::fs::write(
+        dir.join("s1.flows"),
+        "NXST_FLOW reply (xid=0x4):\n cookie=0x0, duration=3.1s, table=0, n_packets=0, n_bytes=0, priority=10,ip,nw_dst=10.0.0.2 actions=output:1\n priority=0 actions=output:1,output:2\n",
+    )
+    .expect("s1");
+    std::fs::write(dir.join("s2.flows"), " priority=0 actions=FLOOD\n").expect("s2");
+    let out = verify(&[dir.to_str().expect("utf-8")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("the tables of 2 bridges (flows: s1 2, s2 1)"), "{text}");
+    assert!(text.contains("blackhole: h1 -> h2"), "{text}");
+    assert!(text.contains("culprit: s1 table 0: a rule of priority 10 on eth_type,ipv4_dst"), "{text}");
+    assert!(!text.contains("h2 -> h1"), "{text}");
+    let json = verify(&[dir.to_str().expect("utf-8"), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("one JSON object");
+    assert_eq!(doc["flows"], serde_json::json!({"s1": 2, "s2": 1}));
+
+    std::fs::write(dir.join("s2.flows"), " priority=0 actions=FLOOD\n priority=5,in_port=eth1 actions=drop\n")
+        .expect("s2");
+    let out = verify(&[dir.to_str().expect("utf-8")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("s2.flows:2: ") && err.contains("--no-names"), "{err}");
+    std::fs::write(dir.join("s2.flows"), " priority=0 actions=FLOOD\n").expect("s2");
+    std::fs::write(dir.join("s7.flows"), " priority=0 actions=FLOOD\n").expect("s7");
+    let out = verify(&[dir.to_str().expect("utf-8")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("s7.flows") && err.contains("has no switch s7"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,6 +9,7 @@
 //! - [`flows`]: flow tables in `ovs-ofctl dump-flows` style.
 
 pub mod diff;
+pub mod dump_flows;
 pub mod flows;
 pub mod html;
 pub mod junit;

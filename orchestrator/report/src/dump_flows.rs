@@ -1,0 +1,489 @@
+//! Reading `ovs-ofctl dump-flows` text back into flow entries: the tables of
+//! a real Open vSwitch bridge (a testbed's, `scripts/ovs-testbed dump`) made
+//! OpenFlow 1.3 FLOW_MOD messages, so a mock switch installs them exactly as
+//! it installs a controller's and the invariant checker reads them unchanged.
+//! [`crate::flows`] writes the same words; a dump it writes reads back to the
+//! same tables (tested).
+//!
+//! What is read: every line `[cookie=..., duration=..., table=N, n_packets=...,
+//! ...] [priority=P,]MATCH actions=ACTIONS` (statistics ignored; `priority`
+//! 32768 when absent, as Open vSwitch omits its default), the match in Open
+//! vSwitch's words (`ip`, `arp`, `tcp`, ... shorthands; `in_port`, `dl_*`,
+//! `nw_*`, `tp_*`, `icmp_*`, `arp_*`, `vlan_tci`, `metadata`, and OpenFlow
+//! 1.3's own field names), the actions `output:N`, reserved ports by name
+//! (`IN_PORT`, `FLOOD`, `ALL`, `CONTROLLER:LEN`, `LOCAL`), `drop`,
+//! `set_field:V->FIELD`, `mod_dl_*`, `mod_nw_*`, `mod_vlan_vid`, `push_vlan`,
+//! `pop_vlan`/`strip_vlan`, `group:N`, `write_actions(...)`, `clear_actions`,
+//! `write_metadata:V/M` and `goto_table:N`. Anything else (port names instead
+//! of numbers, `NORMAL`, Open vSwitch's own extensions such as `resubmit` or
+//! `learn`) is an error naming the line and the word, never a silent skip.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use sts_proxy::wire::v13::oxm::{BasicOxm, Field, Match, Oxm, VID_PRESENT};
+use sts_proxy::wire::v13::{self, port, Action, Instruction};
+use sts_proxy::wire::{Body, Message};
+
+/// Open vSwitch's priority when a flow names none (`OFP_DEFAULT_PRIORITY`).
+pub const DEFAULT_PRIORITY: u16 = 32768;
+
+/// A line that could not be read: its number (1-based) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadError {
+    pub line: usize,
+    pub what: String,
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.what)
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// One flow of a dump: the FLOW_MOD (ADD) that installs it, and its line.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    pub line: usize,
+    pub flow_mod: v13::FlowMod,
+}
+
+impl Flow {
+    /// The FLOW_MOD as a message a switch handles.
+    pub fn message(&self) -> Message {
+        Message::new(0, Body::V13(v13::Msg::FlowMod(self.flow_mod.clone())))
+    }
+}
+
+/// Every flow of a `dump-flows` listing, in its order. Blank lines and the
+/// reply headers older versions print (`NXST_FLOW reply (xid=0x4):`) are
+/// skipped.
+pub fn read(text: &str) -> Result<Vec<Flow>, ReadError> {
+    let mut flows = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with("NXST_FLOW") || line.starts_with("OFPST_FLOW") {
+            continue;
+        }
+        let flow_mod = flow(line).map_err(|what| ReadError { line: i + 1, what })?;
+        flows.push(Flow { line: i + 1, flow_mod });
+    }
+    Ok(flows)
+}
+
+/// Installs `flows` on switch `dpid` of `net`, each as the FLOW_MOD a
+/// controller would send; the first one the switch refuses (an error reply:
+/// a table it lacks, a group it does not hold) is an error naming its line.
+pub fn install(net: &mut sts_mocknet::Network, dpid: u64, flows: &[Flow]) -> Result<(), ReadError> {
+    for f in flows {
+        let msg = f.message();
+        let raw =
+            msg.emit().map_err(|e| ReadError { line: f.line, what: format!("cannot encode its FLOW_MOD: {e}") })?;
+        let replies = net.handle_controller(dpid, &raw, &msg, 0);
+        if !replies.is_empty() {
+            let said: Vec<String> = replies.iter().map(|r| format!("{:?}", r.msg.body)).collect();
+            return Err(ReadError { line: f.line, what: format!("switch s{dpid} refuses it: {}", said.join("; ")) });
+        }
+    }
+    Ok(())
+}
+
+/// Splits at the commas outside parentheses (`write_actions(a,b),goto_table:1`).
+fn top_level(s: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(s[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(s[start..].trim());
+    out.into_iter().filter(|w| !w.is_empty()).collect()
+}
+
+fn number(s: &str) -> Result<u128, String> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u128::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    parsed.map_err(|_| format!("'{s}' is not a number"))
+}
+
+fn mac(s: &str) -> Result<u128, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("'{s}' is not a MAC address"));
+    }
+    parts.iter().try_fold(0u128, |acc, p| {
+        u8::from_str_radix(p, 16).map(|b| acc << 8 | u128::from(b)).map_err(|_| format!("'{s}' is not a MAC address"))
+    })
+}
+
+/// A value of `field` as Open vSwitch writes it (MAC, dotted IPv4, IPv6,
+/// or a number).
+fn value_of(field: Field, s: &str) -> Result<u128, String> {
+    match field {
+        Field::EthSrc | Field::EthDst | Field::ArpSha | Field::ArpTha | Field::Ipv6NdSll | Field::Ipv6NdTll => mac(s),
+        Field::Ipv4Src | Field::Ipv4Dst | Field::ArpSpa | Field::ArpTpa => {
+            s.parse::<Ipv4Addr>().map(|a| u128::from(u32::from(a))).map_err(|_| format!("'{s}' is not an IPv4 address"))
+        }
+        Field::Ipv6Src | Field::Ipv6Dst | Field::Ipv6NdTarget => {
+            s.parse::<Ipv6Addr>().map(u128::from).map_err(|_| format!("'{s}' is not an IPv6 address"))
+        }
+        _ => number(s),
+    }
+}
+
+/// `value[/mask]` of `field`; a mask after an address may be a prefix length.
+fn masked(field: Field, s: &str) -> Result<BasicOxm, String> {
+    let full = sts_mocknet::flow::full_mask(field);
+    let Some((v, m)) = s.split_once('/') else {
+        let v = value_of(field, s)?;
+        if v & !full != 0 {
+            return Err(format!("{} is wider than {}", s, field.name()));
+        }
+        return Ok(BasicOxm::exact(field, v));
+    };
+    let value = value_of(field, v)?;
+    let bits = field.width() as u32 * 8;
+    let is_address = matches!(
+        field,
+        Field::Ipv4Src | Field::Ipv4Dst | Field::ArpSpa | Field::ArpTpa | Field::Ipv6Src | Field::Ipv6Dst
+    );
+    let mask = match m.parse::<u32>() {
+        Ok(len) if is_address && len <= bits => {
+            if len == 0 {
+                0
+            } else {
+                (full >> (bits - len)) << (bits - len)
+            }
+        }
+        _ => value_of(field, m)?,
+    };
+    if mask == full {
+        Ok(BasicOxm::exact(field, value))
+    } else {
+        Ok(BasicOxm::masked(field, value & mask, mask))
+    }
+}
+
+/// A port number or a reserved port's name.
+fn port_number(s: &str) -> Result<u32, String> {
+    Ok(match s {
+        "IN_PORT" | "in_port" => port::IN_PORT,
+        "TABLE" => port::TABLE,
+        "FLOOD" | "flood" => port::FLOOD,
+        "ALL" | "all" => port::ALL,
+        "CONTROLLER" | "controller" => port::CONTROLLER,
+        "LOCAL" | "local" => port::LOCAL,
+        "NORMAL" | "normal" => {
+            return Err("NORMAL (the bridge's own MAC learning) is not modelled by the mock switch".into())
+        }
+        _ => s.trim_matches('"').parse().map_err(|_| {
+            format!(
+                "port '{s}' is a name, not a number: dump with `ovs-ofctl --no-names` (scripts/ovs-testbed dump does)"
+            )
+        })?,
+    })
+}
+
+/// A field by Open vSwitch's name or OpenFlow 1.3's, for matches and
+/// `set_field`; `tp_*`, `icmp_*` and `nw_src`/`nw_dst` depend on the
+/// protocol and are resolved by the caller.
+fn field_named(name: &str) -> Option<Field> {
+    Some(match name {
+        "dl_src" => Field::EthSrc,
+        "dl_dst" => Field::EthDst,
+        "dl_type" => Field::EthType,
+        "dl_vlan_pcp" | "vlan_pcp" => Field::VlanPcp,
+        "nw_proto" | "ip_proto" => Field::IpProto,
+        "ip_src" => Field::Ipv4Src,
+        "ip_dst" => Field::Ipv4Dst,
+        "nw_ecn" | "ip_ecn" => Field::IpEcn,
+        "ip_dscp" => Field::IpDscp,
+        "ipv6_label" => Field::Ipv6Flabel,
+        "nd_target" => Field::Ipv6NdTarget,
+        "nd_sll" => Field::Ipv6NdSll,
+        "nd_tll" => Field::Ipv6NdTll,
+        other => return Field::ALL.iter().copied().find(|f| f.name() == other),
+    })
+}
+
+/// The value after `key=`, which must be there.
+fn needs<'a>(key: &str, v: Option<&'a str>) -> Result<&'a str, String> {
+    v.ok_or_else(|| format!("`{key}` needs a value"))
+}
+
+fn flow(line: &str) -> Result<v13::FlowMod, String> {
+    let Some((head, acts)) = line.rsplit_once("actions=") else {
+        return Err("no `actions=`".into());
+    };
+    let (mut table, mut priority, mut idle, mut hard, mut cookie) = (0u8, DEFAULT_PRIORITY, 0u16, 0u16, 0u64);
+    // (field, value text) in order; protocol-dependent names resolved below.
+    let mut words: Vec<(&str, &str)> = Vec::new();
+    let (mut eth_type, mut proto): (Option<u16>, Option<u8>) = (None, None);
+    for w in top_level(head) {
+        let (key, val) = w.split_once('=').map_or((w, None), |(k, v)| (k.trim(), Some(v.trim())));
+        let small = |v: Option<&str>, max: u128| -> Result<u128, String> {
+            let n = number(needs(key, v)?)?;
+            if n > max {
+                return Err(format!("{key}={n} is out of range"));
+            }
+            Ok(n)
+        };
+        match key {
+            "duration" | "n_packets" | "n_bytes" | "idle_age" | "hard_age" | "importance" | "reset_counts"
+            | "send_flow_rem" | "check_overlap" | "no_packet_counts" | "no_byte_counts" => {}
+            "cookie" => cookie = small(val, u128::from(u64::MAX))? as u64,
+            "table" => table = small(val, 254)? as u8,
+            "priority" => priority = small(val, 65535)? as u16,
+            "idle_timeout" => idle = small(val, 65535)? as u16,
+            "hard_timeout" => hard = small(val, 65535)? as u16,
+            "ip" | "ip4" => eth_type = Some(0x0800),
+            "arp" => eth_type = Some(0x0806),
+            "ipv6" => eth_type = Some(0x86dd),
+            "tcp" | "udp" | "icmp" | "sctp" => {
+                eth_type = Some(0x0800);
+                proto = Some(match key {
+                    "tcp" => 6,
+                    "udp" => 17,
+                    "icmp" => 1,
+                    _ => 132,
+                });
+            }
+            "tcp6" | "udp6" | "icmp6" | "sctp6" => {
+                eth_type = Some(0x86dd);
+                proto = Some(match key {
+                    "tcp6" => 6,
+                    "udp6" => 17,
+                    "icmp6" => 58,
+                    _ => 132,
+                });
+            }
+            "rarp" => eth_type = Some(0x8035),
+            "dl_type" | "eth_type" => eth_type = Some(small(val, 0xffff)? as u16),
+            "nw_proto" | "ip_proto" => proto = Some(small(val, 0xff)? as u8),
+            _ => words.push((key, needs(key, val)?)),
+        }
+    }
+    let mut fields: Vec<BasicOxm> = Vec::new();
+    if let Some(t) = eth_type {
+        fields.push(BasicOxm::exact(Field::EthType, u128::from(t)));
+    }
+    if let Some(p) = proto {
+        fields.push(BasicOxm::exact(Field::IpProto, u128::from(p)));
+    }
+    let arp = eth_type == Some(0x0806);
+    let v6 = eth_type == Some(0x86dd);
+    for (key, val) in words {
+        let field = match key {
+            "in_port" => {
+                fields.push(BasicOxm::exact(Field::InPort, u128::from(port_number(val)?)));
+                continue;
+            }
+            "dl_vlan" => {
+                let vid = number(val)?;
+                // 0xffff: no tag (OpenFlow 1.0's OFP_VLAN_NONE).
+                let v = if vid == 0xffff { 0 } else { (vid & 0xfff) | u128::from(VID_PRESENT) };
+                fields.push(BasicOxm::exact(Field::VlanVid, v));
+                continue;
+            }
+            "vlan_tci" => {
+                let (v, m) = match val.split_once('/') {
+                    Some((v, m)) => (number(v)?, number(m)?),
+                    None => (number(val)?, 0xffff),
+                };
+                if m & 0x1fff != 0 {
+                    fields.push(if m & 0x1fff == 0x1fff {
+                        BasicOxm::exact(Field::VlanVid, v & 0x1fff)
+                    } else {
+                        BasicOxm::masked(Field::VlanVid, v & m & 0x1fff, m & 0x1fff)
+                    });
+                }
+                if m & 0xe000 == 0xe000 {
+                    fields.push(BasicOxm::exact(Field::VlanPcp, (v >> 13) & 7));
+                } else if m & 0xe000 != 0 {
+                    return Err(format!("vlan_tci={val}: a partial mask of the priority bits"));
+                }
+                continue;
+            }
+            "nw_tos" => {
+                fields.push(BasicOxm::exact(Field::IpDscp, number(val)? >> 2));
+                continue;
+            }
+            "nw_src" if arp => Field::ArpSpa,
+            "nw_dst" if arp => Field::ArpTpa,
+            "nw_src" => Field::Ipv4Src,
+            "nw_dst" => Field::Ipv4Dst,
+            "tp_src" | "tp_dst" => {
+                let src = key == "tp_src";
+                match proto {
+                    Some(6) if src => Field::TcpSrc,
+                    Some(6) => Field::TcpDst,
+                    Some(17) if src => Field::UdpSrc,
+                    Some(17) => Field::UdpDst,
+                    Some(132) if src => Field::SctpSrc,
+                    Some(132) => Field::SctpDst,
+                    _ => return Err(format!("`{key}` without tcp, udp or sctp")),
+                }
+            }
+            "icmp_type" if v6 => Field::Icmpv6Type,
+            "icmp_code" if v6 => Field::Icmpv6Code,
+            "icmp_type" => Field::Icmpv4Type,
+            "icmp_code" => Field::Icmpv4Code,
+            other => field_named(other).ok_or_else(|| format!("unknown or unsupported match field `{other}`"))?,
+        };
+        fields.push(masked(field, val)?);
+    }
+    let instructions = instructions(acts.trim())?;
+    Ok(v13::FlowMod {
+        cookie,
+        idle_timeout: idle,
+        hard_timeout: hard,
+        ..v13::FlowMod::add(table, priority, Match::new(fields), instructions)
+    })
+}
+
+fn instructions(text: &str) -> Result<Vec<Instruction>, String> {
+    let mut apply = Vec::new();
+    let mut out = Vec::new();
+    for w in top_level(text) {
+        if w == "drop" {
+            continue;
+        }
+        if w == "clear_actions" {
+            out.push(Instruction::ClearActions);
+        } else if let Some(t) = w.strip_prefix("goto_table:") {
+            let t = number(t)?;
+            out.push(Instruction::GotoTable(u8::try_from(t).map_err(|_| format!("goto_table:{t} is out of range"))?));
+        } else if let Some(vm) = w.strip_prefix("write_metadata:") {
+            let (v, m) = vm.split_once('/').map_or((vm, None), |(v, m)| (v, Some(m)));
+            let metadata = number(v)? as u64;
+            let mask = m.map_or(Ok(u128::from(u64::MAX)), number)? as u64;
+            out.push(Instruction::WriteMetadata { metadata, mask });
+        } else if let Some(inner) = w.strip_prefix("write_actions(").and_then(|r| r.strip_suffix(')')) {
+            out.push(Instruction::WriteActions(top_level(inner).into_iter().map(action).collect::<Result<_, _>>()?));
+        } else if let Some(m) = w.strip_prefix("meter:") {
+            out.push(Instruction::Meter(number(m)? as u32));
+        } else {
+            apply.push(action(w)?);
+        }
+    }
+    if !apply.is_empty() {
+        out.insert(0, Instruction::ApplyActions(apply));
+    }
+    Ok(out)
+}
+
+fn set_field(field: Field, v: u128) -> Action {
+    Action::SetField(Oxm::Basic(BasicOxm::exact(field, v)))
+}
+
+fn action(w: &str) -> Result<Action, String> {
+    let (name, arg) = w.split_once(':').map_or((w, None), |(n, a)| (n, Some(a)));
+    let need = || arg.ok_or_else(|| format!("`{name}` needs an argument"));
+    Ok(match name {
+        "output" => Action::Output { port: port_number(need()?)?, max_len: 0 },
+        "CONTROLLER" | "controller" => {
+            let max_len = arg.map_or(Ok(u128::from(v13::CML_NO_BUFFER)), number)?;
+            Action::Output { port: port::CONTROLLER, max_len: u16::try_from(max_len).unwrap_or(u16::MAX) }
+        }
+        "IN_PORT" | "FLOOD" | "ALL" | "LOCAL" | "NORMAL" | "in_port" | "flood" | "all" | "local" | "normal" => {
+            Action::Output { port: port_number(name)?, max_len: 0 }
+        }
+        "group" => Action::Group(number(need()?)? as u32),
+        "pop_vlan" | "strip_vlan" => Action::PopVlan,
+        "push_vlan" => Action::PushVlan(number(need()?)? as u16),
+        "mod_vlan_vid" => set_field(Field::VlanVid, (number(need()?)? & 0xfff) | u128::from(VID_PRESENT)),
+        "mod_vlan_pcp" => set_field(Field::VlanPcp, number(need()?)? & 7),
+        "mod_dl_src" => set_field(Field::EthSrc, mac(need()?)?),
+        "mod_dl_dst" => set_field(Field::EthDst, mac(need()?)?),
+        "mod_nw_src" => set_field(Field::Ipv4Src, value_of(Field::Ipv4Src, need()?)?),
+        "mod_nw_dst" => set_field(Field::Ipv4Dst, value_of(Field::Ipv4Dst, need()?)?),
+        "set_field" => {
+            let (v, f) = need()?.split_once("->").ok_or_else(|| format!("`{w}` is not set_field:VALUE->FIELD"))?;
+            let field = match f {
+                "nw_src" => Field::Ipv4Src,
+                "nw_dst" => Field::Ipv4Dst,
+                "tp_src" | "tp_dst" => return Err(format!("`{w}`: name the protocol's field (tcp_dst, udp_dst)")),
+                other => field_named(other).ok_or_else(|| format!("`{w}`: unknown field `{other}`"))?,
+            };
+            let v = if field == Field::VlanVid { number(v)? | u128::from(VID_PRESENT) } else { value_of(field, v)? };
+            set_field(field, v)
+        }
+        // A bare number is an output port (`actions=2`).
+        n if n.chars().all(|c| c.is_ascii_digit()) && arg.is_none() => {
+            Action::Output { port: port_number(n)?, max_len: 0 }
+        }
+        other => return Err(format!("unsupported action `{other}` (in `{w}`)")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(line: &str) -> v13::FlowMod {
+        let flows = read(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert_eq!(flows.len(), 1);
+        flows[0].flow_mod.clone()
+    }
+
+    #[test]
+    fn a_learning_switch_dump_reads_with_statistics_or_without() {
+        let with = one(" cookie=0x0, duration=12.5s, table=0, n_packets=3, n_bytes=294, idle_age=2, priority=1,in_port=2,dl_dst=00:00:00:00:00:01 actions=output:1");
+        assert_eq!((with.table_id, with.priority), (0, 1));
+        assert_eq!(with.r#match, Match::new([BasicOxm::exact(Field::InPort, 2), BasicOxm::exact(Field::EthDst, 1)]));
+        assert_eq!(with.instructions, vec![Instruction::ApplyActions(vec![Action::Output { port: 1, max_len: 0 }])]);
+        let without = one(" priority=1,in_port=2,dl_dst=00:00:00:00:00:01 actions=output:1");
+        assert_eq!((without.r#match, without.instructions), (with.r#match, with.instructions));
+        let miss = one(" priority=0 actions=CONTROLLER:65535");
+        assert_eq!(
+            miss.instructions,
+            vec![Instruction::ApplyActions(vec![Action::Output { port: port::CONTROLLER, max_len: 65535 }])]
+        );
+        assert_eq!(one("table=3, ip actions=drop").priority, DEFAULT_PRIORITY);
+        assert!(one("table=3, ip actions=drop").instructions.is_empty());
+    }
+
+    #[test]
+    fn protocol_words_resolve_to_their_fields() {
+        let m = one("priority=5,tcp,nw_src=10.0.0.0/8,nw_dst=10.0.0.2,tp_dst=80 actions=goto_table:1").r#match;
+        assert_eq!(
+            m,
+            Match::new([
+                BasicOxm::exact(Field::EthType, 0x0800),
+                BasicOxm::exact(Field::IpProto, 6),
+                BasicOxm::masked(Field::Ipv4Src, 0x0a00_0000, 0xff00_0000),
+                BasicOxm::exact(Field::Ipv4Dst, 0x0a00_0002),
+                BasicOxm::exact(Field::TcpDst, 80),
+            ])
+        );
+        let m = one("arp,nw_dst=10.0.0.3 actions=FLOOD").r#match;
+        assert!(m.get(Field::ArpTpa).is_some());
+        let m = one("dl_vlan=10,vlan_tci=0x1000/0x1000 actions=pop_vlan,output:3").r#match;
+        assert_eq!(m.get(Field::VlanVid), Some(&BasicOxm::exact(Field::VlanVid, 0x100a)));
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_named_with_its_line() {
+        let e = read("priority=1 actions=output:1\n\npriority=2,in_port=\"s1-eth1\" actions=drop\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.what.contains("--no-names"), "{e}");
+        let e = read("priority=1 actions=resubmit(,2)").unwrap_err();
+        assert!(e.what.contains("resubmit"), "{e}");
+        let e = read("priority=1 actions=NORMAL").unwrap_err();
+        assert!(e.what.contains("NORMAL"), "{e}");
+        let e = read("priority=1,ct_state=+trk actions=drop").unwrap_err();
+        assert!(e.what.contains("ct_state"), "{e}");
+        let e = read("priority=1,tp_dst=80 actions=drop").unwrap_err();
+        assert!(e.what.contains("tp_dst"), "{e}");
+        assert!(read("priority=1,in_port=1").is_err());
+    }
+}
