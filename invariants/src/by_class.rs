@@ -28,9 +28,7 @@
 //! switches and follows again only the atoms the added or removed rules
 //! hold. Steps are keyed by rule ids, so every other cached step stays valid.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{Hash, Hasher};
 
 use sts_mocknet::network::{Endpoint, HOP_LIMIT};
 use sts_mocknet::packet::mac_int;
@@ -203,14 +201,10 @@ struct RuleMeta {
     never: bool,
     goto: Option<u8>,
     write_metadata: Option<(u64, u64)>,
-    /// Hash of priority, match and instructions (0 unless kept for updates).
-    fingerprint: u64,
 }
 
 impl RuleMeta {
-    /// `fingerprint`: the rule's [`fingerprint`] when kept for updates
-    /// (computed once by the caller), else 0.
-    fn of(r: &Rule, id: u32, keep: bool, conditional: bool, fingerprint: u64) -> RuleMeta {
+    fn of(r: &Rule, id: u32, keep: bool, conditional: bool) -> RuleMeta {
         let ins = &r.entry.instructions;
         RuleMeta {
             id,
@@ -220,17 +214,8 @@ impl RuleMeta {
             never: r.never,
             goto: ins.goto,
             write_metadata: ins.write_metadata,
-            fingerprint,
         }
     }
-}
-
-fn fingerprint(r: &Rule) -> u64 {
-    let mut h = DefaultHasher::new();
-    r.entry.priority.hash(&mut h);
-    r.entry.r#match.hash(&mut h);
-    r.entry.instructions.hash(&mut h);
-    h.finish()
 }
 
 /// The id of the first rule holding each atom (`NONE` where none does).
@@ -251,6 +236,11 @@ fn first_holding<'r>(classes: &Classes, rules: impl Iterator<Item = (u32, bool, 
 /// One table of one switch.
 struct TableIndex {
     rules: Vec<RuleMeta>,
+    /// The flow table's serial of each rule, at the same index
+    /// ([`sts_mocknet::flow::FlowTable::serials`]; kept for updates only).
+    serials: Vec<u64>,
+    /// The largest serial indexed so far: a larger one is a new entry.
+    max_serial: u64,
     /// Current position of each rule id in `rules` (`NONE`: removed).
     position: Vec<u32>,
     /// Some rule also matches the ingress port or metadata.
@@ -261,15 +251,15 @@ struct TableIndex {
 }
 
 impl TableIndex {
-    fn new(rules: &[Rule], keep: bool) -> TableIndex {
+    /// `serials`: the flow table's ([`sts_mocknet::flow::FlowTable::serials`]).
+    fn new(rules: &[Rule], serials: &[u64], keep: bool) -> TableIndex {
         let conditional = rules.iter().any(|r| r.in_port.is_some() || r.metadata.is_some());
-        let rules: Vec<RuleMeta> = rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| RuleMeta::of(r, i as u32, keep, conditional, if keep { fingerprint(r) } else { 0 }))
-            .collect();
+        let rules: Vec<RuleMeta> =
+            rules.iter().enumerate().map(|(i, r)| RuleMeta::of(r, i as u32, keep, conditional)).collect();
         let position = (0..rules.len() as u32).collect();
-        TableIndex { rules, position, conditional, first: Vec::new() }
+        let serials = if keep { serials.to_vec() } else { Vec::new() };
+        let max_serial = serials.iter().copied().max().unwrap_or(0);
+        TableIndex { rules, serials, max_serial, position, conditional, first: Vec::new() }
     }
 
     fn rule(&self, id: u32) -> &RuleMeta {
@@ -282,9 +272,12 @@ impl TableIndex {
         self.rules[from..].iter().find(|r| !r.never && classes.atom_within(x, &r.header)).map_or(NONE, |r| r.id)
     }
 
-    /// The first rule holding atom `x`, by scanning.
-    fn first_by_scan(&self, classes: &Classes, x: usize) -> u32 {
-        self.rules.iter().find(|r| !r.never && classes.atom_within(x, &r.header)).map_or(NONE, |r| r.id)
+    /// The first rule at or after position `from` holding atom `x`, by scanning.
+    fn first_by_scan_from(&self, classes: &Classes, x: usize, from: usize) -> u32 {
+        self.rules[from.min(self.rules.len())..]
+            .iter()
+            .find(|r| !r.never && classes.atom_within(x, &r.header))
+            .map_or(NONE, |r| r.id)
     }
 }
 
@@ -720,7 +713,8 @@ impl ByClass {
             let Some(&s) = self.ix.by_dpid.get(&dpid) else {
                 return Err(Irregular::Unexpected("a switch the engine does not know"));
             };
-            if model.rewrites_at(dpid) {
+            // New rules are checked as they are indexed.
+            if model.groups_rewrite_at(dpid) {
                 return Err(Irregular::Rewrites);
             }
             let s = s as usize;
@@ -840,7 +834,8 @@ impl Index {
         let mut base = 0;
         for (&dpid, sw) in &net.switches {
             let compiled = model.tables_of(dpid);
-            let mut tables: Vec<TableIndex> = compiled.iter().map(|t| TableIndex::new(t, keep)).collect();
+            let mut tables: Vec<TableIndex> =
+                compiled.iter().zip(&sw.tables).map(|(t, ft)| TableIndex::new(t, ft.serials(), keep)).collect();
             for (t, rules) in tables.iter_mut().zip(compiled).skip(1).filter(|(_, r)| !r.is_empty()) {
                 t.first = first_holding(
                     &classes,
@@ -869,6 +864,14 @@ impl Index {
     /// that appeared or went. Returns, when only table 0 changed, each such
     /// atom with the id of the table-0 rule that held it before (`NONE`: a
     /// miss); `None` when a later table changed too.
+    ///
+    /// What changed is read from the flow table's serials (an entry keeps
+    /// its serial while it stays unchanged, and stays in order; a new or
+    /// modified one has a serial larger than any indexed): one pass over the
+    /// serials, no entry compared or compiled but the new ones. Table 0's
+    /// first rule per atom is then updated from the change alone: a new rule
+    /// takes the atoms it holds from any rule after it; an atom whose first
+    /// rule went is looked for again from where that rule stood.
     fn reindex(
         &mut self,
         model: &Model,
@@ -876,60 +879,90 @@ impl Index {
         affected: &mut BTreeSet<usize>,
     ) -> Result<Option<Vec<(usize, u32)>>, Irregular> {
         let classes = &self.classes;
-        let compiled = model.tables_of(self.switches[s].dpid);
-        // Every match value must be one the classes were cut for.
-        for r in compiled.iter().flatten().filter(|r| !r.never) {
-            for &(slot, t) in &r.header {
-                if classes.field_of(slot).and_then(|f| classes.fields[f].within(t)).is_none() {
-                    return Err(Irregular::NewValues);
-                }
-            }
-        }
-        let sw = &mut self.switches[s];
-        if compiled.len() != sw.tables.len() {
+        let dpid = self.switches[s].dpid;
+        let Some(flow_tables) = model.net.switches.get(&dpid).map(|sw| &sw.tables) else {
+            return Err(Irregular::Unexpected("a switch that left the network"));
+        };
+        if flow_tables.len() != self.switches[s].tables.len() {
             return Err(Irregular::Unexpected("a change in the number of tables"));
         }
         let mut mine = BTreeSet::new();
         let mut changed_tables = Vec::new();
-        for (t, (table, rules)) in sw.tables.iter_mut().zip(compiled).enumerate() {
-            let mut old: HashMap<u64, Vec<usize>> = HashMap::new();
-            for (i, r) in table.rules.iter().enumerate().rev() {
-                old.entry(r.fingerprint).or_default().push(i);
-            }
-            let conditional = rules.iter().any(|r| r.in_port.is_some() || r.metadata.is_some());
-            let mut next = table.position.len() as u32;
-            let mut metas = Vec::with_capacity(rules.len());
-            let mut any = false;
-            for r in rules {
-                let print = fingerprint(r);
-                let kept = old.get_mut(&print).and_then(Vec::pop).map(|i| table.rules[i].id);
-                let id = kept.unwrap_or_else(|| {
-                    next += 1;
-                    next - 1
-                });
-                if kept.is_none() {
-                    any = true;
-                    classes.for_each_atom(&r.header, &[], |x| {
-                        mine.insert(x);
-                    });
-                }
-                metas.push(RuleMeta::of(r, id, true, conditional, print));
-            }
-            for i in old.into_values().flatten() {
-                any = true;
-                classes.for_each_atom(&table.rules[i].header, &[], |x| {
-                    mine.insert(x);
-                });
-            }
-            if !any {
+        // Table 0's change: the new rules' ids, and per removed rule id the
+        // position in the new table where its successors begin.
+        let mut added0: Vec<u32> = Vec::new();
+        let mut removed0: HashMap<u32, usize> = HashMap::new();
+        for (t, (table, ft)) in self.switches[s].tables.iter_mut().zip(flow_tables).enumerate() {
+            let serials = ft.serials();
+            if table.serials.as_slice() == serials {
                 continue;
             }
+            let entries = ft.entries();
+            let mut old =
+                std::mem::take(&mut table.rules).into_iter().zip(std::mem::take(&mut table.serials)).peekable();
+            let mut metas = Vec::with_capacity(entries.len());
+            let mut next = table.position.len() as u32;
+            let mut new_rules = Vec::new();
+            for (j, (&serial, entry)) in serials.iter().zip(entries).enumerate() {
+                if serial <= table.max_serial {
+                    // An entry indexed before: the old ones before it went.
+                    loop {
+                        match old.next() {
+                            Some((meta, was)) if was == serial => {
+                                metas.push(meta);
+                                break;
+                            }
+                            Some((meta, _)) => {
+                                classes.for_each_atom(&meta.header, &[], |x| {
+                                    mine.insert(x);
+                                });
+                                if t == 0 {
+                                    removed0.insert(meta.id, j);
+                                }
+                            }
+                            None => return Err(Irregular::Unexpected("a flow entry the index never saw")),
+                        }
+                    }
+                    continue;
+                }
+                let rule = Rule::compile(entry, j);
+                if rule.rewrites() {
+                    return Err(Irregular::Rewrites);
+                }
+                if !rule.never {
+                    // Every match value must be one the classes were cut for.
+                    for &(slot, v) in &rule.header {
+                        if classes.field_of(slot).and_then(|f| classes.fields[f].within(v)).is_none() {
+                            return Err(Irregular::NewValues);
+                        }
+                    }
+                }
+                classes.for_each_atom(&rule.header, &[], |x| {
+                    mine.insert(x);
+                });
+                if t == 0 {
+                    added0.push(next);
+                }
+                new_rules.push(metas.len());
+                metas.push(RuleMeta::of(&rule, next, true, true));
+                next += 1;
+            }
+            for (meta, _) in old {
+                classes.for_each_atom(&meta.header, &[], |x| {
+                    mine.insert(x);
+                });
+                if t == 0 {
+                    removed0.insert(meta.id, metas.len());
+                }
+            }
+            table.conditional = metas.iter().any(|m| m.in_port.is_some() || m.metadata.is_some());
             table.position = vec![NONE; next as usize];
             for (i, m) in metas.iter().enumerate() {
                 table.position[m.id as usize] = i as u32;
             }
             table.rules = metas;
-            table.conditional = conditional;
+            table.serials = serials.to_vec();
+            table.max_serial = table.max_serial.max(serials.iter().copied().max().unwrap_or(0));
             changed_tables.push(t);
         }
         let n = self.switches.len();
@@ -937,12 +970,31 @@ impl Index {
         for &t in &changed_tables {
             let table = &mut self.switches[s].tables[t];
             if t == 0 {
+                // Atoms whose first rule went: looked for again after it.
                 for &x in &mine {
                     let slot = &mut self.table0[x * n + s];
                     if let Some(olds) = olds.as_mut() {
                         olds.push((x, *slot));
                     }
-                    *slot = table.first_by_scan(classes, x);
+                    if let Some(&from) = removed0.get(slot) {
+                        *slot = table.first_by_scan_from(classes, x, from);
+                    }
+                }
+                // New rules take the atoms they hold from rules after them.
+                for &id in &added0 {
+                    let at = table.position[id as usize];
+                    let rule = &table.rules[at as usize];
+                    if rule.never {
+                        continue;
+                    }
+                    let table0 = &mut self.table0;
+                    let position = &table.position;
+                    classes.for_each_atom(&rule.header, &[], |x| {
+                        let slot = &mut table0[x * n + s];
+                        if *slot == NONE || position[*slot as usize] > at {
+                            *slot = id;
+                        }
+                    });
                 }
             } else if table.rules.is_empty() {
                 table.first = Vec::new();

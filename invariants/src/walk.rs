@@ -46,8 +46,20 @@ pub(crate) struct Rule<'n> {
     index: usize,
 }
 
+/// An action that changes a header field (set-field, VLAN push, pop or set).
+fn rewrites(a: &Action) -> bool {
+    !matches!(a, Action::Output { .. } | Action::Group(_) | Action::Ignored)
+}
+
 impl<'n> Rule<'n> {
-    fn compile(entry: &'n FlowEntry, index: usize) -> Rule<'n> {
+    /// Some action of the rule rewrites a header field.
+    pub(crate) fn rewrites(&self) -> bool {
+        let ins = &self.entry.instructions;
+        ins.apply.iter().chain(ins.write.iter().flatten()).any(rewrites)
+    }
+
+    /// `entry`, the `index`-th of its table, compiled.
+    pub(crate) fn compile(entry: &'n FlowEntry, index: usize) -> Rule<'n> {
         let mut r = Rule { header: Vec::new(), in_port: None, metadata: None, never: false, entry, index };
         for f in &entry.r#match.fields {
             match f.field {
@@ -170,17 +182,15 @@ impl<'n> Model<'n> {
 
     /// [`Model::rewrites`] for one switch's rules and groups.
     pub(crate) fn rewrites_at(&self, dpid: u64) -> bool {
-        let rewrite = |a: &Action| !matches!(a, Action::Output { .. } | Action::Group(_) | Action::Ignored);
-        let in_rules = self.tables_of(dpid).iter().flatten().any(|r| {
-            let ins = &r.entry.instructions;
-            ins.apply.iter().chain(ins.write.iter().flatten()).any(rewrite)
-        });
-        in_rules
-            || self
-                .net
-                .switches
-                .get(&dpid)
-                .is_some_and(|s| s.groups.values().flat_map(|g| g.buckets.iter().flat_map(|(_, a)| a)).any(rewrite))
+        self.tables_of(dpid).iter().flatten().any(Rule::rewrites) || self.groups_rewrite_at(dpid)
+    }
+
+    /// Some group bucket of the switch rewrites a header field.
+    pub(crate) fn groups_rewrite_at(&self, dpid: u64) -> bool {
+        self.net
+            .switches
+            .get(&dpid)
+            .is_some_and(|s| s.groups.values().flat_map(|g| g.buckets.iter().flat_map(|(_, a)| a)).any(rewrites))
     }
 }
 

@@ -132,8 +132,31 @@ fn random_rule_change(net: &mut Network, rng: &mut ChaCha8Rng) -> (u64, bool) {
             return (d, true);
         }
     }
-    match rng.gen_range(0..4) {
+    match rng.gen_range(0..6) {
         0 => drop_rule(net, d, ip, prefix),
+        4 => {
+            // Modify some rule's actions in place (strictly: match and priority).
+            let entries = net.switches[&d].tables[0].entries().to_vec();
+            let ports: Vec<u32> = net.switches[&d].ports.keys().copied().collect();
+            if let (Some(e), Some(&port)) = (entries.choose(rng), ports.choose(rng)) {
+                let sts_mocknet::flow::WireForm::V13 { r#match, .. } = &e.wire else { return (d, false) };
+                let out = vec![Instruction::ApplyActions(vec![v13::Action::Output { port, max_len: 0xffff }])];
+                let fm = v13::FlowMod {
+                    command: v13::flow_mod_command::MODIFY_STRICT,
+                    ..v13::FlowMod::add(0, e.priority, r#match.clone(), out)
+                };
+                let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
+                net.handle_controller(d, &msg.emit().expect("encodes"), &msg, 0);
+            }
+        }
+        5 => {
+            // A route for traffic from one port only (the table becomes conditional).
+            let ports: Vec<u32> = net.switches[&d].ports.keys().copied().collect();
+            let (from, to) = (*ports.choose(rng).expect("ports"), *ports.choose(rng).expect("ports"));
+            let mut fields = ipv4_dst(ip, prefix);
+            fields.push(v13::BasicOxm::exact(v13::Field::InPort, u128::from(from)));
+            flow(net, d, 470, fields, to);
+        }
         1 => {
             // Delete some rule of the switch (strictly: match and priority).
             let entries = net.switches[&d].tables[0].entries().to_vec();
@@ -225,4 +248,46 @@ fn degenerate_networks_check_without_trouble() {
             assert_eq!(comparable(&inc.recheck(&net, &Facts::default(), &dpids)), comparable(&exact));
         }
     }
+}
+
+/// Removing a table's first rule for some headers hands them to the very
+/// next rule: a re-check must find that rule (here it drops them), not one
+/// further down (which would flood them on).
+#[test]
+fn a_removed_rule_hands_its_headers_to_the_rule_right_after_it() {
+    use sts_mocknet::Topology;
+    let mut topo = Topology::custom(2, &[(1, 2)]);
+    topo.place_hosts(&[1, 2]);
+    let mut net = Network::new(&topo, sts_proxy::wire::OFP13);
+    let h2 = u32::from(net.hosts[1].ip);
+    let flood = v13::port::FLOOD;
+    for d in [1, 2] {
+        flow(&mut net, d, 1, Vec::new(), flood);
+    }
+    flow(&mut net, 1, 20, ipv4_dst(h2, 32), flood);
+    drop_rule(&mut net, 1, h2, 32);
+    // The drop rule (priority 500) comes first: a blackhole; then it goes
+    // and priority 20 floods; then that goes too, and a priority-10 drop
+    // added before it is next in line.
+    let checker = Checker { enabled: [Invariant::Blackhole].into_iter().collect(), ..Checker::default() };
+    let mut inc = Incremental::new(checker.clone());
+    assert!(!inc.check(&net, &Facts::default()).violations.is_empty());
+    let delete = |net: &mut Network, priority: u16| {
+        let fm = v13::FlowMod {
+            command: v13::flow_mod_command::DELETE_STRICT,
+            ..v13::FlowMod::add(0, priority, v13::Match::new(ipv4_dst(h2, 32)), Vec::new())
+        };
+        let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
+        net.handle_controller(1, &msg.emit().expect("encodes"), &msg, 0);
+    };
+    delete(&mut net, 500);
+    assert!(inc.recheck(&net, &Facts::default(), &[1]).violations.is_empty());
+    let fm = v13::FlowMod::add(0, 10, v13::Match::new(ipv4_dst(h2, 32)), Vec::new());
+    let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
+    net.handle_controller(1, &msg.emit().expect("encodes"), &msg, 0);
+    assert!(inc.recheck(&net, &Facts::default(), &[1]).violations.is_empty());
+    delete(&mut net, 20);
+    let again = inc.recheck(&net, &Facts::default(), &[1]);
+    assert_eq!(comparable(&again), comparable(&checker.check(&net, &Facts::default())));
+    assert!(!again.violations.is_empty(), "the priority-10 drop is first now");
 }

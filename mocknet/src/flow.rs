@@ -358,6 +358,9 @@ pub enum RemovedReason {
 #[derive(Debug, Clone, Default)]
 pub struct FlowTable {
     entries: Vec<FlowEntry>,
+    /// Per entry, at the same index: its serial (see [`FlowTable::serials`]).
+    serials: Vec<u64>,
+    next_serial: u64,
     pub lookup_count: u64,
     pub matched_count: u64,
 }
@@ -395,6 +398,21 @@ impl FlowTable {
         &self.entries
     }
 
+    /// Per entry (same order as [`FlowTable::entries`]), a number given when
+    /// the entry was added or its instructions last changed, unique over the
+    /// table's life and greater than every number given before: an entry
+    /// with the serial it had earlier is that entry, unchanged, and entries
+    /// that stay keep their order. Lets an index of the table follow its
+    /// changes without comparing entries (`sts-invariants`).
+    pub fn serials(&self) -> &[u64] {
+        &self.serials
+    }
+
+    fn take_serial(&mut self) -> u64 {
+        self.next_serial += 1;
+        self.next_serial
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -412,6 +430,7 @@ impl FlowTable {
     pub fn add(&mut self, entry: FlowEntry, check_overlap: bool, capacity: usize) -> Result<(), bool> {
         if let Some(i) = self.entries.iter().position(|e| e.priority == entry.priority && e.r#match == entry.r#match) {
             self.entries.remove(i);
+            self.serials.remove(i);
         } else if check_overlap
             && self.entries.iter().any(|e| e.priority == entry.priority && e.r#match.overlaps(&entry.r#match))
         {
@@ -421,6 +440,8 @@ impl FlowTable {
         }
         let at = self.entries.partition_point(|e| e.priority >= entry.priority);
         self.entries.insert(at, entry);
+        let serial = self.take_serial();
+        self.serials.insert(at, serial);
         Ok(())
     }
 
@@ -433,7 +454,12 @@ impl FlowTable {
         reset_counts: bool,
     ) -> usize {
         let mut n = 0;
-        for e in self.entries.iter_mut().filter(|e| sel.selects(e)) {
+        for (i, e) in self.entries.iter_mut().enumerate() {
+            if !sel.selects(e) {
+                continue;
+            }
+            self.next_serial += 1;
+            self.serials[i] = self.next_serial;
             e.instructions = instructions.clone();
             e.wire = match (&e.wire, wire) {
                 (WireForm::V10 { r#match, .. }, WireForm::V10 { actions, .. }) => {
@@ -455,8 +481,18 @@ impl FlowTable {
 
     /// Removes and returns the selected entries.
     pub fn delete(&mut self, sel: &Selector) -> Vec<FlowEntry> {
-        let (gone, kept) = std::mem::take(&mut self.entries).into_iter().partition(|e| sel.selects(e));
-        self.entries = kept;
+        let mut gone = Vec::new();
+        let (mut entries, mut serials) =
+            (Vec::with_capacity(self.entries.len()), Vec::with_capacity(self.serials.len()));
+        for (e, serial) in std::mem::take(&mut self.entries).into_iter().zip(std::mem::take(&mut self.serials)) {
+            if sel.selects(&e) {
+                gone.push(e);
+            } else {
+                entries.push(e);
+                serials.push(serial);
+            }
+        }
+        (self.entries, self.serials) = (entries, serials);
         gone
     }
 
@@ -493,7 +529,10 @@ impl FlowTable {
     /// Removes entries whose idle or hard timeout has passed at `now`.
     pub fn expire(&mut self, now: Millis) -> Vec<(FlowEntry, RemovedReason)> {
         let mut out = Vec::new();
+        let mut kept = Vec::with_capacity(self.entries.len());
+        let mut serials = self.serials.iter();
         self.entries.retain(|e| {
+            let serial = serials.next().copied().unwrap_or_default();
             let reason = if e.hard_timeout > 0 && now >= e.installed_at + e.hard_timeout as u64 * 1000 {
                 Some(RemovedReason::HardTimeout)
             } else if e.idle_timeout > 0 && now >= e.last_used + e.idle_timeout as u64 * 1000 {
@@ -506,9 +545,13 @@ impl FlowTable {
                     out.push((e.clone(), r));
                     false
                 }
-                None => true,
+                None => {
+                    kept.push(serial);
+                    true
+                }
             }
         });
+        self.serials = kept;
         out
     }
 }
@@ -565,6 +608,41 @@ mod tests {
             "overlaps eth_type=0x800 at priority 5"
         );
         assert_eq!(t.add(entry(m(&[(Field::InPort, 3)]), 6), false, 3), Err(false), "table full");
+    }
+
+    #[test]
+    fn serials_follow_entries_and_are_new_for_new_or_changed_ones() {
+        let mut t = FlowTable::default();
+        for (port, priority) in [(1, 1), (2, 3), (3, 2)] {
+            t.add(entry(m(&[(Field::InPort, port)]), priority), false, 10).unwrap();
+        }
+        // Highest priority first: in_port 2 (serial 2), 3 (3), 1 (1).
+        assert_eq!(t.serials(), &[2, 3, 1]);
+        // Adding the same match and priority replaces the entry: a new serial.
+        t.add(entry(m(&[(Field::InPort, 3)]), 2), false, 10).unwrap();
+        assert_eq!(t.serials(), &[2, 4, 1]);
+        let port1 = m(&[(Field::InPort, 1)]);
+        let sel = Selector {
+            r#match: &port1,
+            strict: true,
+            priority: 1,
+            cookie: 0,
+            cookie_mask: 0,
+            out_port: v13::port::ANY,
+            out_group: v13::GROUP_ANY,
+        };
+        let wire = WireForm::V13 { r#match: v13::Match::default(), instructions: vec![] };
+        assert_eq!(t.modify(&sel, &Instructions::default(), &wire, false), 1);
+        assert_eq!(t.serials(), &[2, 4, 5]);
+        assert_eq!(t.delete(&Selector { priority: 3, r#match: &m(&[(Field::InPort, 2)]), ..sel.clone() }).len(), 1);
+        assert_eq!(t.serials(), &[4, 5]);
+        let mut timed = entry(m(&[(Field::InPort, 9)]), 9);
+        timed.hard_timeout = 1;
+        t.add(timed, false, 10).unwrap();
+        assert_eq!(t.serials(), &[6, 4, 5]);
+        assert_eq!(t.expire(1_000).len(), 1);
+        assert_eq!(t.serials(), &[4, 5]);
+        assert_eq!(t.serials().len(), t.len());
     }
 
     #[test]
