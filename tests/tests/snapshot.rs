@@ -138,7 +138,15 @@ fn every_thread_of_a_parked_zygote_comes_back_in_each_copy() {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut reply = [0u8; 3];
         let answered = s.read_exact(&mut reply).is_ok() && &reply == b"ok\n";
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        // The copy prints "all back" before it answers; give its log a
+        // moment to show it (the log is written as the copy writes, but the
+        // reply can be read first).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut text = std::fs::read_to_string(&log).unwrap_or_default();
+        while answered && !text.contains("all back") && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            text = std::fs::read_to_string(&log).unwrap_or_default();
+        }
         assert!(answered, "copy {name}: not every thread came back; it said:\n{text}");
         for thread in ["sem", "cond", "mutex", "read", "poll", "timed"] {
             assert!(text.lines().any(|l| l == format!("back {thread}")), "copy {name}: no `back {thread}` in:\n{text}");

@@ -47,6 +47,11 @@ impl Drop for Running {
 /// The testbed, taken down when dropped (even when an assertion fails).
 struct Testbed(PathBuf);
 
+/// A testbed's bridges are named s1, s2 ... in the host's namespace (their
+/// internal ports): two testbeds at once would collide, so the tests here
+/// take turns.
+static ONE_TESTBED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 impl Testbed {
     fn run(&self, args: &[&str]) {
         let out = Command::new(workspace().join("scripts/ovs-testbed"))
@@ -81,6 +86,7 @@ fn wait_listening(port: u16) {
 
 #[test]
 fn an_open_vswitch_session_imports_and_replays_the_controllers_messages() {
+    let _turn = ONE_TESTBED.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("sts-ovs-import-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -168,6 +174,7 @@ fn ofctl(testbed: &Testbed, args: &[&str]) -> std::process::Output {
 /// is a blackhole, its culprit that rule.
 #[test]
 fn a_testbeds_dumped_tables_are_checked_on_its_network() {
+    let _turn = ONE_TESTBED.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("sts-ovs-verify-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
