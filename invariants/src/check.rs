@@ -113,8 +113,10 @@ pub struct Violation {
     pub elements: Vec<String>,
     /// One line for humans.
     pub summary: String,
+    /// Shared: a report cloned per re-check (standing loops) copies no
+    /// strings of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub witness: Option<Witness>,
+    pub witness: Option<std::sync::Arc<Witness>>,
     /// What causes it, where that can be found (see [`crate::identity`]):
     /// `s3 table 0: a match-all rule of priority 100`,
     /// `KeyError at app.py:42 in port_status`. Older traces have none.
@@ -402,22 +404,26 @@ impl Incremental {
         if self.checker.enabled.contains(&Invariant::Loop) {
             // Loops: explained again when new, when their explaining (source,
             // atom) changed, or when their witness crosses a changed switch.
-            let mut loops = BTreeMap::new();
+            // Both sorted by cycle: one merge, moving what stays.
+            let mut before = std::mem::take(&mut st.loops).into_iter().peekable();
+            let mut loops = Vec::new();
             for (cycle, first) in st.engine.loops() {
-                let kept =
-                    st.loops.remove(cycle).filter(|(f, v)| *f == first && !(self.refresh_loop_witnesses && crosses(v)));
-                let entry = match kept {
-                    Some(e) => Some(e),
+                while before.next_if(|(c, _)| c < cycle).is_some() {}
+                let kept = before
+                    .next_if(|(c, _)| c == cycle)
+                    .filter(|(_, (f, v))| *f == first && !(self.refresh_loop_witnesses && crosses(v)));
+                match kept {
+                    Some(e) => loops.push(e),
                     None => {
                         let (v, terminals) = explain_loop(net, &model, &st.engine, cycle, first);
                         report.terminals += terminals;
-                        v.map(|v| (first, v))
+                        if let Some(v) = v {
+                            loops.push((cycle.clone(), (first, v)));
+                        }
                     }
-                };
-                if let Some(e) = entry {
-                    loops.insert(cycle.clone(), e);
                 }
             }
+            let loops: BTreeMap<Vec<u64>, ((usize, usize), Violation)> = loops.into_iter().collect();
             report.violations.extend(loops.values().map(|(_, v)| v.clone()));
             st.loops = loops;
         }
@@ -868,7 +874,7 @@ impl Checker {
                         invariant: Invariant::Isolation,
                         elements: names(),
                         summary,
-                        witness: Some(witness(net, a, &h, t)),
+                        witness: Some(std::sync::Arc::new(witness(net, a, &h, t))),
                         culprit: forwarding_culprit(net, t),
                     });
                 }
@@ -906,7 +912,7 @@ impl Checker {
                     invariant,
                     elements: names(),
                     summary,
-                    witness: Some(witness(net, a, &h, t)),
+                    witness: Some(std::sync::Arc::new(witness(net, a, &h, t))),
                     culprit: blackhole_culprit(net, comps, t, b_sw),
                 });
             }
@@ -991,7 +997,7 @@ fn loop_violation(net: &Network, a: usize, t: &Terminal, cycle: &[u64]) -> Optio
         invariant: Invariant::Loop,
         elements: names,
         summary,
-        witness: Some(witness(net, a, &h, t)),
+        witness: Some(std::sync::Arc::new(witness(net, a, &h, t))),
         culprit: loop_culprit(net, t, cycle),
     })
 }

@@ -37,12 +37,14 @@ pub fn to_violation(r: &ViolationRecord) -> Result<Violation, String> {
         invariant,
         elements: r.elements.clone(),
         summary: r.summary.clone(),
-        witness: r.witness.as_ref().map(|w| Witness {
-            header: w.header.clone(),
-            frame: w.frame.clone(),
-            from: w.from.clone(),
-            path: w.path.clone(),
-            end: w.end.clone(),
+        witness: r.witness.as_ref().map(|w| {
+            std::sync::Arc::new(Witness {
+                header: w.header.clone(),
+                frame: w.frame.clone(),
+                from: w.from.clone(),
+                path: w.path.clone(),
+                end: w.end.clone(),
+            })
         }),
         culprit: r.culprit.clone(),
     })
@@ -65,13 +67,13 @@ mod tests {
             invariant: Invariant::ControllerErrors,
             elements: vec!["c0".into(), "s1".into()],
             summary: "c0 logged an error".into(),
-            witness: Some(Witness {
+            witness: Some(std::sync::Arc::new(Witness {
                 header: "ip 10.0.0.1 > 10.0.0.2".into(),
                 frame: "00".into(),
                 from: "h1".into(),
                 path: vec!["s1 in 1: table 0 #3 (priority 1)".into()],
                 end: "dropped".into(),
-            }),
+            })),
             culprit: Some("KeyError at app.py:42".into()),
         }
     }
