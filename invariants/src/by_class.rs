@@ -35,7 +35,7 @@ use sts_mocknet::packet::mac_int;
 
 use crate::classes::Classes;
 use crate::header::{s, Cube, Ternary, PRESENT};
-use crate::walk::{Model, Outcome, Rule, Walker};
+use crate::walk::{Model, Outcome, Rule, Table, Walker};
 use sts_proxy::wire::v13::port_config;
 
 const NONE: u32 = u32::MAX;
@@ -252,10 +252,10 @@ struct TableIndex {
 
 impl TableIndex {
     /// `serials`: the flow table's ([`sts_mocknet::flow::FlowTable::serials`]).
-    fn new(rules: &[Rule], serials: &[u64], keep: bool) -> TableIndex {
-        let conditional = rules.iter().any(|r| r.in_port.is_some() || r.metadata.is_some());
+    fn new(table: &Table, serials: &[u64], keep: bool) -> TableIndex {
+        let conditional = table.iter().any(|r| r.in_port.is_some() || r.metadata.is_some());
         let rules: Vec<RuleMeta> =
-            rules.iter().enumerate().map(|(i, r)| RuleMeta::of(r, i as u32, keep, conditional)).collect();
+            table.iter().enumerate().map(|(i, r)| RuleMeta::of(r, i as u32, keep, conditional)).collect();
         let position = (0..rules.len() as u32).collect();
         let serials = if keep { serials.to_vec() } else { Vec::new() };
         let max_serial = serials.iter().copied().max().unwrap_or(0);
@@ -851,7 +851,7 @@ impl Index {
             receive_mask.push(receiving.iter().filter(|&&p| p < 64).fold(0u64, |m, &p| m | 1 << p));
             plain0.push(!tables.first().is_some_and(|t| t.conditional));
             single_base.push(base);
-            single_cap.push(single_capacity(compiled.first().map_or(0, Vec::len)));
+            single_cap.push(single_capacity(compiled.first().map_or(0, |t| t.len())));
             base += single_cap.last().copied().unwrap_or(0) + 1;
             by_dpid.insert(dpid, switches.len() as u32);
             switches.push(SwitchIndex { dpid, tables, receiving });

@@ -85,14 +85,51 @@ impl<'n> Rule<'n> {
     }
 }
 
-/// The flow tables of every switch, each compiled the first time it is needed.
+/// One flow table, each entry compiled the first time it is looked at: a
+/// re-check after one rule changed looks at a few entries of a table of
+/// thousands.
+pub(crate) struct Table<'n> {
+    entries: &'n [FlowEntry],
+    rules: Box<[OnceLock<Rule<'n>>]>,
+}
+
+impl<'n> Table<'n> {
+    fn new(entries: &'n [FlowEntry]) -> Table<'n> {
+        Table { entries, rules: (0..entries.len()).map(|_| OnceLock::new()).collect() }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The `i`-th entry, compiled.
+    pub(crate) fn get(&self, i: usize) -> &Rule<'n> {
+        self.rules[i].get_or_init(|| Rule::compile(&self.entries[i], i))
+    }
+
+    /// The entries from the `from`-th on, compiled as they are reached.
+    pub(crate) fn iter_from(&self, from: usize) -> impl Iterator<Item = &Rule<'n>> {
+        (from.min(self.len())..self.len()).map(|i| self.get(i))
+    }
+
+    /// Every entry, compiled.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Rule<'n>> {
+        self.iter_from(0)
+    }
+}
+
+/// The flow tables of every switch, each entry compiled the first time it is needed.
 pub struct Model<'n> {
     pub net: &'n Network,
     /// Datapath ids in order, and each switch's compiled tables at the same
     /// index: cheap to make (an incremental re-check makes one per change and
     /// compiles only the switches it visits).
     dpids: Vec<u64>,
-    tables: Vec<OnceLock<Vec<Vec<Rule<'n>>>>>,
+    tables: Vec<OnceLock<Vec<Table<'n>>>>,
 }
 
 impl<'n> Model<'n> {
@@ -105,20 +142,14 @@ impl<'n> Model<'n> {
     }
 
     /// The compiled tables of a switch (none if it does not exist).
-    pub(crate) fn tables_of(&self, dpid: u64) -> &[Vec<Rule<'n>>] {
+    pub(crate) fn tables_of(&self, dpid: u64) -> &[Table<'n>] {
         let Ok(i) = self.dpids.binary_search(&dpid) else { return &[] };
         let cell = &self.tables[i];
-        cell.get_or_init(|| {
-            let sw = &self.net.switches[&dpid];
-            sw.tables
-                .iter()
-                .map(|t| t.entries().iter().enumerate().map(|(i, e)| Rule::compile(e, i)).collect())
-                .collect()
-        })
+        cell.get_or_init(|| self.net.switches[&dpid].tables.iter().map(|t| Table::new(t.entries())).collect())
     }
 
     /// Every switch's compiled tables, by datapath id.
-    fn all_tables(&self) -> impl Iterator<Item = (u64, &[Vec<Rule<'n>>])> {
+    fn all_tables(&self) -> impl Iterator<Item = (u64, &[Table<'n>])> {
         self.dpids.iter().map(|&d| (d, self.tables_of(d)))
     }
 
@@ -138,7 +169,7 @@ impl<'n> Model<'n> {
             _ => {}
         };
         for (dpid, tables) in self.all_tables() {
-            for r in tables.iter().flatten() {
+            for r in tables.iter().flat_map(Table::iter) {
                 let ins = &r.entry.instructions;
                 ins.apply.iter().chain(ins.write.iter().flatten()).for_each(&mut action);
             }
@@ -171,7 +202,7 @@ impl<'n> Model<'n> {
 
     /// Every compiled rule.
     pub(crate) fn rules(&self) -> impl Iterator<Item = &Rule<'n>> {
-        self.all_tables().flat_map(|(_, t)| t.iter().flatten())
+        self.all_tables().flat_map(|(_, t)| t.iter().flat_map(Table::iter))
     }
 
     /// True if some action rewrites a header field (set-field, VLAN push,
@@ -182,7 +213,7 @@ impl<'n> Model<'n> {
 
     /// [`Model::rewrites`] for one switch's rules and groups.
     pub(crate) fn rewrites_at(&self, dpid: u64) -> bool {
-        self.tables_of(dpid).iter().flatten().any(Rule::rewrites) || self.groups_rewrite_at(dpid)
+        self.tables_of(dpid).iter().flat_map(Table::iter).any(Rule::rewrites) || self.groups_rewrite_at(dpid)
     }
 
     /// Some group bucket of the switch rewrites a header field.
@@ -598,7 +629,7 @@ impl<'m, 'n> Walker<'m, 'n> {
         };
         let mut rest = vec![pkt];
         let start = self.hop.as_ref().and_then(|h| h.start.get(table as usize).copied()).unwrap_or(0);
-        for rule in compiled.iter().skip(start) {
+        for rule in compiled.iter_from(start) {
             if rest.is_empty() {
                 break;
             }
