@@ -254,6 +254,8 @@ struct Explained {
 /// What the class engine keeps between checks (see [`Incremental`]).
 struct ClassState {
     engine: ByClass,
+    /// The network's switches, sorted ([`Model::switches`]).
+    switches: std::sync::Arc<[u64]>,
     ctx: Context,
     found: Explained,
     /// Flow entries per switch and in all, kept up to date by each re-check
@@ -369,7 +371,7 @@ impl Incremental {
             *self.fallbacks.entry("no class engine state".into()).or_default() += 1;
             return self.check(net, facts);
         };
-        let model = Model::new(net);
+        let model = Model::with_switches(net, st.switches.clone());
         let mut touched = match st.engine.update(&model, changed) {
             Ok(t) => t,
             Err(why) => {
@@ -477,7 +479,13 @@ fn sw(dpid: u64) -> String {
 /// neighbours over those links (for a frame's wrong turn).
 struct Components {
     root: HashMap<u64, u64>,
-    neighbours: BTreeMap<u64, BTreeSet<u64>>,
+    /// Switches numbered densely, and each one's neighbours by number.
+    number: HashMap<u64, usize>,
+    adjacent: Vec<Vec<usize>>,
+    /// Per destination switch (by number): every switch's distance to it in
+    /// live links (`u32::MAX`: none), made the first time it is asked for
+    /// (a host cut off makes thousands of blackholes towards one switch).
+    distances: std::sync::Mutex<HashMap<usize, std::sync::Arc<Vec<u32>>>>,
 }
 
 impl Components {
@@ -491,7 +499,8 @@ impl Components {
             p.insert(x, r);
             r
         }
-        let mut neighbours: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+        let number: HashMap<u64, usize> = net.switches.keys().enumerate().map(|(i, &d)| (d, i)).collect();
+        let mut adjacent: Vec<Vec<usize>> = vec![Vec::new(); number.len()];
         for ((a, pa), (b, _)) in net.switch_links() {
             let live = net.live_peer(Endpoint::Switch { dpid: a, port: pa }).is_some();
             let ports_up =
@@ -499,32 +508,81 @@ impl Components {
             if live && ports_up(a, pa) {
                 let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
                 parent.insert(ra, rb);
-                neighbours.entry(a).or_default().insert(b);
-                neighbours.entry(b).or_default().insert(a);
+                if let (Some(&i), Some(&j)) = (number.get(&a), number.get(&b)) {
+                    adjacent[i].push(j);
+                    adjacent[j].push(i);
+                }
             }
         }
+        for n in &mut adjacent {
+            n.sort_unstable();
+            n.dedup();
+        }
         let keys: Vec<u64> = parent.keys().copied().collect();
-        Components { root: keys.into_iter().map(|k| (k, find(&mut parent, k))).collect(), neighbours }
+        Components {
+            root: keys.into_iter().map(|k| (k, find(&mut parent, k))).collect(),
+            number,
+            adjacent,
+            distances: Default::default(),
+        }
     }
 
     fn same(&self, a: u64, b: u64) -> bool {
         self.root.contains_key(&a) && self.root.get(&a) == self.root.get(&b)
     }
 
+    /// Every switch's distance in live links to switch number `to`.
+    fn distances_to(&self, to: usize) -> std::sync::Arc<Vec<u32>> {
+        let mut known = self.distances.lock().unwrap_or_else(|e| e.into_inner());
+        known
+            .entry(to)
+            .or_insert_with(|| {
+                let mut d = vec![u32::MAX; self.adjacent.len()];
+                let mut queue = std::collections::VecDeque::from([to]);
+                d[to] = 0;
+                while let Some(x) = queue.pop_front() {
+                    for &n in &self.adjacent[x] {
+                        if d[n] == u32::MAX {
+                            d[n] = d[x] + 1;
+                            queue.push_back(n);
+                        }
+                    }
+                }
+                std::sync::Arc::new(d)
+            })
+            .clone()
+    }
+
     /// Whether a path of live links leads from switch `from` to `to`
-    /// without crossing a switch in `avoid`.
+    /// without crossing a switch in `avoid`. Searched depth first, nearest
+    /// to `to` first, never into a switch from which `to` cannot be reached
+    /// at all: where a way exists it is usually found straight away.
     fn reaches(&self, from: u64, to: u64, avoid: &BTreeSet<u64>) -> bool {
-        let mut seen: BTreeSet<u64> = avoid.clone();
-        let mut todo = vec![from];
-        seen.insert(from);
-        while let Some(d) = todo.pop() {
-            if d == to {
+        let (Some(&f), Some(&t)) = (self.number.get(&from), self.number.get(&to)) else { return from == to };
+        let distance = self.distances_to(t);
+        if distance[f] == u32::MAX {
+            return false;
+        }
+        let mut seen = vec![false; self.adjacent.len()];
+        for d in avoid {
+            if let Some(&i) = self.number.get(d) {
+                seen[i] = true;
+            }
+        }
+        seen[f] = true;
+        let mut todo = vec![f];
+        let mut next = Vec::new();
+        while let Some(x) = todo.pop() {
+            if x == t {
                 return true;
             }
-            for &n in self.neighbours.get(&d).into_iter().flatten() {
-                if seen.insert(n) {
-                    todo.push(n);
-                }
+            next.clear();
+            next.extend(self.adjacent[x].iter().copied().filter(|&n| !seen[n] && distance[n] != u32::MAX));
+            // Farthest pushed first: the nearest is taken next.
+            next.sort_unstable_by_key(|&n| std::cmp::Reverse(distance[n]));
+            for &n in &next {
+                seen[n] = true;
+                todo.push(n);
             }
         }
         false
@@ -664,7 +722,7 @@ impl Checker {
         let state = by_class.filter(|_| keep).map(|(engine, found)| {
             let rules_at: HashMap<u64, usize> =
                 net.switches.iter().map(|(&d, s)| (d, s.tables.iter().map(|t| t.len()).sum())).collect();
-            ClassState { engine, ctx, found, rules: report.rules, rules_at, loops }
+            ClassState { engine, switches: model.switches(), ctx, found, rules: report.rules, rules_at, loops }
         });
         (report, state)
     }

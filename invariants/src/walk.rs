@@ -128,17 +128,30 @@ pub struct Model<'n> {
     /// Datapath ids in order, and each switch's compiled tables at the same
     /// index: cheap to make (an incremental re-check makes one per change and
     /// compiles only the switches it visits).
-    dpids: Vec<u64>,
+    dpids: std::sync::Arc<[u64]>,
     tables: Vec<OnceLock<Vec<Table<'n>>>>,
 }
 
 impl<'n> Model<'n> {
     /// A model of the network's current forwarding state (nothing compiled yet).
     pub fn new(net: &'n Network) -> Model<'n> {
-        let dpids: Vec<u64> = net.switches.keys().copied().collect();
+        Model::with_switches(net, net.switches.keys().copied().collect())
+    }
+
+    /// [`Model::new`] for a network whose switches are `dpids` (sorted, as
+    /// [`Model::switches`] gives them): a re-check knows them already, and
+    /// walking a large network's switch map again costs more than the
+    /// re-check itself when it has left the caches.
+    pub(crate) fn with_switches(net: &'n Network, dpids: std::sync::Arc<[u64]>) -> Model<'n> {
+        debug_assert!(dpids.len() == net.switches.len());
         let mut tables = Vec::with_capacity(dpids.len());
         tables.resize_with(dpids.len(), OnceLock::new);
         Model { net, dpids, tables }
+    }
+
+    /// The network's switches, sorted (shared).
+    pub(crate) fn switches(&self) -> std::sync::Arc<[u64]> {
+        self.dpids.clone()
     }
 
     /// The compiled tables of a switch (none if it does not exist).
