@@ -155,7 +155,7 @@ fn pingall(engine: &Engine, config_path: &Path, out: Option<&Path>) -> u8 {
             return code;
         }
     };
-    print!("{}", sts_report::matrix(&run.matrix));
+    out!("{}", sts_report::matrix(&run.matrix));
     for e in run.runner.net.events.iter().take(5) {
         eprintln!("dataplane: {}", sts_report::dataplane_event(e));
     }
@@ -196,9 +196,9 @@ fn check_find(engine: &Engine, config: &Config, exp: &sts_trace::dir::Experiment
         }
     }
     if reproduced == n {
-        println!("checked: the find replays ({reproduced}/{n}, {})", exp.dir.join("check").display());
+        outln!("checked: the find replays ({reproduced}/{n}, {})", exp.dir.join("check").display());
     } else {
-        println!(
+        outln!(
             "WARNING: the find replayed {reproduced}/{n} ({}): timing-dependent? `sts replay {} --repeat 10` says how often it comes back; `sts minimize` refuses a trace that never does",
             exp.dir.join("check").display(),
             exp.dir.display()
@@ -267,24 +267,24 @@ fn fuzz(engine: &Engine, config_path: &Path, out: &Path, seed: Option<u64>, juni
     }
     match o.violation {
         Some(v) if o.present_from_start => {
-            print!("violation present before the first input (no input caused it): {}", sts_report::violation(&v));
-            println!("trace: {}", exp.trace().display());
+            out!("violation present before the first input (no input caused it): {}", sts_report::violation(&v));
+            outln!("trace: {}", exp.trace().display());
             exit::PRESENT_FROM_START
         }
         Some(v) => {
-            print!("violation after {} steps ({} inputs): {}", o.steps, o.inputs, sts_report::violation(&v));
-            println!("trace: {}", exp.trace().display());
+            out!("violation after {} steps ({} inputs): {}", o.steps, o.inputs, sts_report::violation(&v));
+            outln!("trace: {}", exp.trace().display());
             if check > 0 {
                 check_find(engine, &config, &exp, check);
             }
             match sts_report::html::write_experiment(&exp.dir) {
-                Ok(path) => println!("space-time diagram: {}", path.display()),
+                Ok(path) => outln!("space-time diagram: {}", path.display()),
                 Err(e) => eprintln!("sts fuzz: no HTML report: {e}"),
             }
             exit::VIOLATION
         }
         None => {
-            println!(
+            outln!(
                 "no persistent violation in {} steps ({} inputs); trace: {}",
                 o.steps,
                 o.inputs,
@@ -328,20 +328,20 @@ fn replay(
     let summary = match block_on(
         "replay",
         replay::run_loaded(engine, &exp, &config, &trace, repeat, |r| {
-            print!("{}", sts_report::replay_run(r, has_internals))
+            out!("{}", sts_report::replay_run(r, has_internals))
         }),
     ) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    println!(
+    outln!(
         "reproduced {}/{} ({})",
         summary.reproduced,
         summary.runs.len(),
         wanted.as_deref().unwrap_or("any violation")
     );
     match sts_report::html::write_experiment_with(dir, &trace) {
-        Ok(path) => println!("space-time diagram, with a diff against the last replay: {}", path.display()),
+        Ok(path) => outln!("space-time diagram, with a diff against the last replay: {}", path.display()),
         Err(e) => eprintln!("sts replay: no HTML report: {e}"),
     }
     let reproduced = summary.reproduced > 0;
@@ -354,7 +354,7 @@ fn replay(
     match expect {
         Some(want) => {
             let held = (want == "reproduce") == reproduced;
-            println!("expected it to {want}: {}", if held { "it did" } else { "it did not" });
+            outln!("expected it to {want}: {}", if held { "it did" } else { "it did not" });
             if held {
                 exit::OK
             } else {
@@ -420,10 +420,10 @@ fn minimize(
     {
         return code;
     }
-    print!("{}", sts_report::mcs_summary(&report));
-    println!("written to {}", mcs.display());
+    out!("{}", sts_report::mcs_summary(&report));
+    outln!("written to {}", mcs.display());
     match sts_report::html::write_experiment(dir) {
-        Ok(path) => println!("space-time diagram: {}", path.display()),
+        Ok(path) => outln!("space-time diagram: {}", path.display()),
         Err(e) => eprintln!("sts minimize: no HTML report: {e}"),
     }
     exit::OK
@@ -440,7 +440,7 @@ fn minimize_internal(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u
         Ok(r) => r,
         Err(code) => return code,
     };
-    print!("{}", sts_report::internal_summary(&report));
+    out!("{}", sts_report::internal_summary(&report));
     let md = dir.join("mcs").join("report.md");
     let appended = std::fs::read_to_string(&md)
         .map(|text| text + "\n" + &sts_report::internal_markdown(&report))
@@ -449,9 +449,9 @@ fn minimize_internal(engine: &Engine, dir: &Path, opts: &minimize::Options) -> u
         eprintln!("sts minimize: {}: {e}", md.display());
         return exit::ENVIRONMENT;
     }
-    println!("written to {} and {}", dir.join("mcs").join("internal.json").display(), md.display());
+    outln!("written to {} and {}", dir.join("mcs").join("internal.json").display(), md.display());
     match sts_report::html::write_experiment(dir) {
-        Ok(path) => println!("space-time diagram (the kept messages in orange): {}", path.display()),
+        Ok(path) => outln!("space-time diagram (the kept messages in orange): {}", path.display()),
         Err(e) => eprintln!("sts minimize: no HTML report: {e}"),
     }
     exit::OK
@@ -529,8 +529,8 @@ fn campaign(
     }) {
         return code;
     }
-    print!("{summary}");
-    println!("\nsummary: {} (and summary.json)", out.join("summary.md").display());
+    out!("{summary}");
+    outln!("\nsummary: {} (and summary.json)", out.join("summary.md").display());
     if report.seeds.iter().all(|s| s.error.is_some()) {
         eprintln!("sts campaign: no seed could run");
         return exit::ENVIRONMENT;
@@ -559,7 +559,7 @@ fn candidate(
         Ok(v) => v,
         Err(code) => return code,
     };
-    println!("{}", serde_json::to_string(&sts_engine::slurm::StepVerdict::of(&verdict)).unwrap_or_default());
+    outln!("{}", serde_json::to_string(&sts_engine::slurm::StepVerdict::of(&verdict)).unwrap_or_default());
     exit::OK
 }
 
@@ -567,7 +567,7 @@ fn report(dir: &Path, shiviz: bool, out: Option<&Path>) -> u8 {
     if !shiviz {
         return match sts_report::html::write_experiment(dir) {
             Ok(path) => {
-                println!("{}", path.display());
+                outln!("{}", path.display());
                 exit::OK
             }
             Err(e) => {
@@ -588,8 +588,8 @@ fn report(dir: &Path, shiviz: bool, out: Option<&Path>) -> u8 {
         std::fs::File::create(&out).and_then(|f| sts_report::shiviz::write_trace(&trace, std::io::BufWriter::new(f)));
     match written {
         Ok(n) => {
-            println!("{n} events: {}", out.display());
-            println!("open it in ShiViz with the log parsing regular expression: {}", sts_report::shiviz::REGEX);
+            outln!("{n} events: {}", out.display());
+            outln!("open it in ShiViz with the log parsing regular expression: {}", sts_report::shiviz::REGEX);
             exit::OK
         }
         Err(e) => {
@@ -604,23 +604,28 @@ fn learn(engine: &Engine, dir: &Path, runs: u32) -> u8 {
         Ok(l) => l,
         Err(code) => return code,
     };
-    println!(
+    outln!(
         "learned from {runs} replays ({} message pairs lined up, {} differing in a few fields only):",
-        learned.pairs, learned.volatile_pairs
+        learned.pairs,
+        learned.volatile_pairs
     );
     if learned.masks.is_empty() {
-        println!("  nothing varies between equivalent messages: the hand-written masks suffice");
+        outln!("  nothing varies between equivalent messages: the hand-written masks suffice");
     }
     for (t, paths) in &learned.masks.by_type {
-        println!("  {t}: {}", paths.iter().cloned().collect::<Vec<_>>().join(", "));
+        outln!("  {t}: {}", paths.iter().cloned().collect::<Vec<_>>().join(", "));
     }
-    println!("saved: {} (replay, minimize and the console use it)", sts_trace::masks::path(dir).display());
-    println!("| replay | missed, hand-written masks | extra, hand-written | missed, learned masks | extra, learned |");
-    println!("|---|---|---|---|---|");
+    outln!("saved: {} (replay, minimize and the console use it)", sts_trace::masks::path(dir).display());
+    outln!("| replay | missed, hand-written masks | extra, hand-written | missed, learned masks | extra, learned |");
+    outln!("|---|---|---|---|---|");
     for r in &learned.runs {
-        println!(
+        outln!(
             "| {} | {} | {} | {} | {} |",
-            r.run, r.missing_before, r.unexpected_before, r.missing_after, r.unexpected_after
+            r.run,
+            r.missing_before,
+            r.unexpected_before,
+            r.missing_after,
+            r.unexpected_after
         );
     }
     exit::OK
@@ -629,7 +634,7 @@ fn learn(engine: &Engine, dir: &Path, runs: u32) -> u8 {
 fn import_wiring(config_path: &Path) -> u8 {
     match load_config("import", config_path) {
         Ok((config, _)) => {
-            print!("{}", sts_engine::import::wiring(&config));
+            out!("{}", sts_engine::import::wiring(&config));
             exit::OK
         }
         Err(code) => code,
@@ -666,7 +671,7 @@ fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, che
         }
     };
     let named: Vec<String> = imported.switches.iter().map(|(c, d)| format!("connection {c} = s{d}")).collect();
-    println!(
+    outln!(
         "imported {} messages from {} switches ({}), {} inputs",
         imported.messages,
         imported.switches.len(),
@@ -674,10 +679,10 @@ fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, che
         imported.inputs.len()
     );
     for i in &imported.inputs {
-        println!("  {i}");
+        outln!("  {i}");
     }
     for d in &imported.disagreements {
-        println!("  disagreement: {d}");
+        outln!("  disagreement: {d}");
     }
     let mut report = serde_json::json!({ "import": imported });
     let mut code = exit::OK;
@@ -706,22 +711,20 @@ fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, che
             same += usize::from(out_diff.is_empty());
             runs.push(serde_json::json!({ "run": r.run, "to_switch": out_diff, "to_controller": in_diff }));
         }
-        println!(
-            "replays sending the recorded controller-to-switch messages: {same}/{check} (fingerprints per switch)"
-        );
+        outln!("replays sending the recorded controller-to-switch messages: {same}/{check} (fingerprints per switch)");
         if let Some(first) = runs.first() {
             // Where the mock network answers differently from the testbed's switches.
             let all = first["to_controller"].as_array().cloned().unwrap_or_default();
             for d in all.iter().take(10) {
-                println!("  switch-to-controller, mock vs testbed: {}", d.as_str().unwrap_or_default());
+                outln!("  switch-to-controller, mock vs testbed: {}", d.as_str().unwrap_or_default());
             }
             if all.len() > 10 {
-                println!("  ... {} more in {}", all.len() - 10, exp.dir.join("import.json").display());
+                outln!("  ... {} more in {}", all.len() - 10, exp.dir.join("import.json").display());
             }
         }
         for r in &runs {
             for d in r["to_switch"].as_array().into_iter().flatten().take(10) {
-                println!("  replay {}: {}", r["run"], d.as_str().unwrap_or_default());
+                outln!("  replay {}: {}", r["run"], d.as_str().unwrap_or_default());
             }
         }
         report["check"] = serde_json::json!({ "replays": check, "same_to_switch": same, "runs": runs });
@@ -733,7 +736,7 @@ fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, che
         eprintln!("sts import: cannot write import.json: {e}");
         return exit::ENVIRONMENT;
     }
-    println!("experiment: {} (sts replay, sts minimize and sts console take it)", exp.dir.display());
+    outln!("experiment: {} (sts replay, sts minimize and sts console take it)", exp.dir.display());
     code
 }
 
@@ -753,9 +756,9 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
         .and_then(|(written, mut w)| std::io::Write::flush(&mut w).map(|()| written));
     match written {
         Ok(w) => {
-            println!("{} OpenFlow messages in {} connections: {}", w.messages, w.connections, out.display());
+            outln!("{} OpenFlow messages in {} connections: {}", w.messages, w.connections, out.display());
             if !w.legend.is_empty() {
-                println!("  who is who: {} (OpenFlow on port {})", w.legend_line(), sts_report::pcap::CONTROLLER_PORT);
+                outln!("  who is who: {} (OpenFlow on port {})", w.legend_line(), sts_report::pcap::CONTROLLER_PORT);
             }
             let recorded =
                 trace.records.iter().any(|r| matches!(r.internal(), Some(sts_trace::Internal::Openflow { .. })));
@@ -781,7 +784,7 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
                 }
             }
             if w.dropped + w.queued > 0 {
-                println!(
+                outln!(
                     "  the proxy dropped {} and held or delayed {} of them: each says so in its packet comment (frame.comment)",
                     w.dropped, w.queued
                 );
@@ -812,7 +815,7 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
         .and_then(|(written, mut w)| std::io::Write::flush(&mut w).map(|()| written));
     match written {
         Ok(w) => {
-            println!("{} host frames on {} host interfaces: {}", w.frames, w.hosts, frames_out.display());
+            outln!("{} host frames on {} host interfaces: {}", w.frames, w.hosts, frames_out.display());
             exit::OK
         }
         Err(e) => {

@@ -2,6 +2,8 @@
 //! arguments, starts the runtime, shows progress, prints results (rendered by
 //! `sts-report`) and maps outcomes to exit codes; the work is the engine's.
 
+#[macro_use]
+mod output;
 mod args;
 mod commands;
 mod console;

@@ -125,7 +125,7 @@ fn testbed_tables(
                 "witness": v.witness,
             })).collect::<Vec<_>>(),
         });
-        println!("{doc}");
+        outln!("{doc}");
     } else {
         let counts: Vec<String> = flows_per_switch.iter().map(|(d, n)| format!("s{d} {n}")).collect();
         let mut text = format!(
@@ -206,7 +206,7 @@ fn experiment(dir: &Path, as_json: bool) -> u8 {
         }
     };
     let Some((at, net, down)) = sts_report::tables::network_at_violation(&config, &trace) else {
-        println!("{}: the trace records no violation: nothing to check against", dir.display());
+        outln!("{}: the trace records no violation: nothing to check against", dir.display());
         return exit::OK;
     };
     let report = config.checker().check(&net, &sts_invariants::check::Facts::default());
@@ -226,7 +226,7 @@ fn experiment(dir: &Path, as_json: bool) -> u8 {
             "run": json!({"invariant": own.invariant.name(), "summary": own.summary, "seen_by_the_dataplane": observed}),
             "agrees": agrees,
         });
-        println!("{doc}");
+        outln!("{doc}");
     } else {
         let mut text = format!(
             "{}: the network at the violation ({at} ms; {} rules rebuilt from the trace's messages{}):\n",
@@ -372,7 +372,7 @@ fn data_set(dir: &Path, limit: Option<usize>, as_json: bool, times: Option<&Path
             "per_source_because": out.last.per_source_because,
             "peak_memory_mib": memory,
         });
-        println!("{doc}");
+        outln!("{doc}");
     } else {
         let mut text = String::new();
         macro_rules! say {

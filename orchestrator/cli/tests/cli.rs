@@ -479,3 +479,30 @@ fn minimizing_again_does_not_inflate_the_replay_count() {
     assert_eq!(first, second, "{out}\n{again}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `sts ... | head`: a reader that goes away early is no error. The output
+/// here (a k = 16 fat-tree's wiring, 84 KB) outgrows the pipe, so the
+/// command meets the closed pipe; it must end normally, without a panic.
+#[test]
+fn a_closed_pipe_on_standard_output_is_no_error() {
+    use std::io::Read;
+    let config = write(
+        "fat-tree.toml",
+        "[network]\ntopology = \"fat-tree\"\nsize = 16\nopenflow = \"1.3\"\n\n\
+         [[controllers]]\nkind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13\"]\n",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sts"))
+        .args(["import", "--config", config.to_str().unwrap(), "--wiring"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run sts");
+    let mut first = [0u8; 10];
+    child.stdout.take().expect("stdout").read_exact(&mut first).expect("the first bytes");
+    // The read end is closed here (dropped).
+    let out = child.wait_with_output().expect("sts ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(first.starts_with(b"switch"), "{:?}", String::from_utf8_lossy(&first));
+}

@@ -118,7 +118,7 @@ impl Input {
                         return Some(line);
                     }
                     Err(ReadlineError::Interrupted) => {
-                        println!("(Ctrl-C: type quit or press Ctrl-D to end the session)");
+                        outln!("(Ctrl-C: type quit or press Ctrl-D to end the session)");
                     }
                     Err(_) => return None,
                 }
@@ -126,7 +126,7 @@ impl Input {
             Input::Lines { lines, echo } => {
                 let line = lines.pop_front()?;
                 if *echo {
-                    println!("sts> {}", sts_trace::bounded_message(line.clone(), show::MAX_QUOTED));
+                    outln!("sts> {}", sts_trace::bounded_message(line.clone(), show::MAX_QUOTED));
                 }
                 Some(line)
             }

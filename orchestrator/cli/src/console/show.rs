@@ -50,10 +50,10 @@ impl Reply {
             obj.insert("ok".into(), json!(self.ok));
             obj.insert("output".into(), json!(self.lines));
             obj.extend(self.data);
-            println!("{}", Value::Object(obj));
+            outln!("{}", Value::Object(obj));
         } else {
             for l in self.lines {
-                println!("{l}");
+                outln!("{l}");
             }
         }
     }
