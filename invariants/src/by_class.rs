@@ -434,6 +434,10 @@ pub(crate) struct ByClass {
     /// Per looping atom: the cycles it takes (to forget them when the atom
     /// is followed again after an update).
     atom_loops: HashMap<usize, Vec<Vec<u64>>>,
+    /// Per cycle: when its takers last changed (a tick of `loop_clock`), so
+    /// that what is derived from them can be kept while they stay.
+    loop_stamp: HashMap<Vec<u64>, u64>,
+    loop_clock: u64,
     /// Per atom judged by strongly connected sets (see [`PATH_BUDGET`]).
     by_components: BTreeSet<usize>,
 }
@@ -484,6 +488,8 @@ impl ByClass {
             keep,
             loops: BTreeMap::new(),
             atom_loops: HashMap::new(),
+            loop_stamp: HashMap::new(),
+            loop_clock: 0,
             by_components: BTreeSet::new(),
         };
         let threads =
@@ -651,7 +657,10 @@ impl ByClass {
             self.by_components.remove(&x);
         }
         for (cycle, a) in cycles {
-            self.loops.entry(cycle.clone()).or_default().insert((a as usize, x));
+            if self.loops.entry(cycle.clone()).or_default().insert((a as usize, x)) {
+                self.loop_clock += 1;
+                self.loop_stamp.insert(cycle.clone(), self.loop_clock);
+            }
             let mine = self.atom_loops.entry(x).or_default();
             if !mine.contains(&cycle) {
                 mine.push(cycle);
@@ -679,8 +688,15 @@ impl ByClass {
                 if takers.is_empty() {
                     self.loops.remove(&cycle);
                 }
+                self.loop_clock += 1;
+                self.loop_stamp.insert(cycle, self.loop_clock);
             }
         }
+    }
+
+    /// When the takers of `cycle` last changed: equal stamps, same takers.
+    pub(crate) fn loop_stamp(&self, cycle: &[u64]) -> u64 {
+        self.loop_stamp.get(cycle).copied().unwrap_or(0)
     }
 
     /// Whether atom `x`'s loops are strongly connected sets of switches

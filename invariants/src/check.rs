@@ -307,6 +307,8 @@ pub struct Incremental {
     /// witness may name rules by positions they have since left: a stream
     /// verifier that reports each loop as it appears does not need more.
     pub refresh_loop_witnesses: bool,
+    /// Full checks so far: each starts the class engine's state anew.
+    full_checks: u64,
 }
 
 impl Incremental {
@@ -314,6 +316,7 @@ impl Incremental {
     pub fn new(checker: Checker) -> Incremental {
         Incremental {
             checker,
+            full_checks: 0,
             state: None,
             fallbacks: BTreeMap::new(),
             values: Vec::new(),
@@ -349,6 +352,14 @@ impl Incremental {
         atoms
     }
 
+    /// Changes whenever the classes taking the loop through `cycle` may have
+    /// changed (and the class engine's state with them): while it stays, so
+    /// does [`Incremental::loop_classes_of`]. `None` without class state.
+    pub fn loop_stamp(&self, cycle: &[u64]) -> Option<(usize, u64)> {
+        let st = self.state.as_ref()?;
+        Some((self.full_checks as usize, st.engine.loop_stamp(cycle)))
+    }
+
     /// A cube of each header class taking the loop through `cycle` (as
     /// [`Incremental::loop_cycles`] names it), in class order.
     pub fn loop_class_cubes(&self, cycle: &[u64]) -> Vec<Cube> {
@@ -360,6 +371,7 @@ impl Incremental {
     pub fn check(&mut self, net: &Network, facts: &Facts) -> Report {
         let (report, state) = self.checker.full_with(net, facts, true, &self.values);
         self.state = state;
+        self.full_checks += 1;
         report
     }
 

@@ -193,6 +193,9 @@ struct Confirmed {
 /// What is known of one candidate loop on the filtered network.
 #[derive(Default)]
 struct Candidate {
+    /// The class engine's stamp for it when this was brought up to date
+    /// ([`Incremental::loop_stamp`]).
+    stamp: Option<(usize, u64)>,
     /// The class found looping among the candidate's switches, and the loop.
     found: Option<(usize, Violation)>,
     /// Classes whose headers were followed and found not to loop there.
@@ -207,13 +210,21 @@ impl Confirmed {
     fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], dst: Option<Ternary>) -> Vec<Violation> {
         let mut next = BTreeMap::new();
         for cycle in inc.loop_cycles() {
+            let mut c = self.by_cycle.remove(&cycle).unwrap_or_default();
+            let stamp = inc.loop_stamp(&cycle);
+            let touched = changed.iter().any(|d| cycle.contains(d));
+            // The same classes and no update on its switches: what was found
+            // stands (it was brought up to date when they last changed).
+            if stamp.is_some() && c.stamp == stamp && !touched {
+                next.insert(cycle, c);
+                continue;
+            }
             // Sorted class numbers; their cubes only when a class must be
             // looked at (most updates touch no candidate).
             let classes = inc.loop_classes_of(&cycle);
             let mut cubes: Option<Vec<Cube>> = None;
-            let mut c = self.by_cycle.remove(&cycle).unwrap_or_default();
             // Forget what an update on one of the switches may have changed.
-            if changed.iter().any(|d| cycle.contains(d)) {
+            if touched {
                 let cubes = cubes.get_or_insert_with(|| inc.loop_class_cubes(&cycle));
                 let meets = |x: usize| {
                     dst.is_none_or(|t| classes.binary_search(&x).is_ok_and(|i| cubes[i].pos[s::IPV4_DST].meets(t)))
@@ -244,6 +255,7 @@ impl Confirmed {
                     }
                 }
             }
+            c.stamp = stamp;
             next.insert(cycle, c);
         }
         self.by_cycle = next;
