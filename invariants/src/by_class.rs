@@ -685,11 +685,13 @@ impl ByClass {
         for cycle in self.atom_loops.remove(&x).unwrap_or_default() {
             if let Some(takers) = self.loops.get_mut(&cycle) {
                 takers.retain(|&(_, atom)| atom != x);
+                self.loop_clock += 1;
                 if takers.is_empty() {
                     self.loops.remove(&cycle);
+                    self.loop_stamp.remove(&cycle);
+                } else {
+                    self.loop_stamp.insert(cycle, self.loop_clock);
                 }
-                self.loop_clock += 1;
-                self.loop_stamp.insert(cycle, self.loop_clock);
             }
         }
     }
