@@ -24,7 +24,8 @@ fn stats_json(s: &Stats) -> serde_json::Value {
     json!({"mean_us": s.mean, "p50_us": s.p50, "p95_us": s.p95, "p99_us": s.p99, "max_us": s.max, "total_ms": s.total_ms})
 }
 
-/// Runs `sts verify DIR`: an experiment directory (a trace) or a data set.
+/// Runs `sts verify DIR`: an experiment directory (a trace), a directory of
+/// `dump-flows` listings (`s<DPID>.flows`), or a data set of rule updates.
 pub fn run(dir: &Path, limit: Option<usize>, as_json: bool, times: Option<&Path>, config: Option<&Path>) -> u8 {
     let dumps = flow_dumps(dir);
     let kind = if dir.join("trace.jsonl").is_file() {
