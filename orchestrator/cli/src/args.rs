@@ -390,9 +390,10 @@ Or DIR holds one `ovs-ofctl --no-names dump-flows` listing per bridge, named s<D
 installed on the config's network and checked with its invariants. \
 Or DIR is an experiment directory (a trace): the network at its violation, each switch's tables rebuilt \
 from the controllers' messages, is checked again and compared with the run's own verdict. Exit 0 when \
-nothing was found, 1 when some violation was, 2 for a malformed data set, dump or experiment.")]
+nothing was found, 1 when some violation was, 2 for a malformed data set, dump or experiment, 3 when \
+the --times file cannot be written.")]
     Verify {
-        /// The data set or experiment directory.
+        /// The data set, directory of dump-flows listings, or experiment directory.
         dir: PathBuf,
         /// Stop after the first N updates.
         #[arg(long, value_name = "N")]
