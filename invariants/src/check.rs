@@ -355,9 +355,9 @@ impl Incremental {
     /// Changes whenever the classes taking the loop through `cycle` may have
     /// changed (and the class engine's state with them): while it stays, so
     /// does [`Incremental::loop_classes_of`]. `None` without class state.
-    pub fn loop_stamp(&self, cycle: &[u64]) -> Option<(usize, u64)> {
+    pub fn loop_stamp(&self, cycle: &[u64]) -> Option<(u64, u64)> {
         let st = self.state.as_ref()?;
-        Some((self.full_checks as usize, st.engine.loop_stamp(cycle)))
+        Some((self.full_checks, st.engine.loop_stamp(cycle)))
     }
 
     /// A cube of each header class taking the loop through `cycle` (as

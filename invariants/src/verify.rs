@@ -195,7 +195,7 @@ struct Confirmed {
 struct Candidate {
     /// The class engine's stamp for it when this was brought up to date
     /// ([`Incremental::loop_stamp`]).
-    stamp: Option<(usize, u64)>,
+    stamp: Option<(u64, u64)>,
     /// The class found looping among the candidate's switches, and the loop.
     found: Option<(usize, Violation)>,
     /// Classes whose headers were followed and found not to loop there.

@@ -84,10 +84,10 @@ fn wait_listening(port: u16) {
     }
 }
 
-#[test]
-fn an_open_vswitch_session_imports_and_replays_the_controllers_messages() {
-    let _turn = ONE_TESTBED.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("sts-ovs-import-{}", std::process::id()));
+/// A fresh directory for a test (`kind`) and, in it, the config of a linear
+/// network of three switches under os-ken's learning switch.
+fn linear_three(kind: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sts-ovs-{kind}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("linear.toml");
@@ -97,17 +97,31 @@ fn an_open_vswitch_session_imports_and_replays_the_controllers_messages() {
          [[controllers]]\nkind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13\"]\n",
     )
     .unwrap();
-    let (controller_port, proxy_port) = (free_port(), free_port());
+    (dir, config)
+}
+
+/// os-ken's learning switch listening on `port`, its output in `dir`; once it listens.
+fn simple_switch(dir: &Path, port: u16) -> Running {
     let log = |name: &str| Stdio::from(std::fs::File::create(dir.join(name)).unwrap());
     let osken = Running(
         Command::new(workspace().join(".local/osken/bin/osken-manager"))
-            .args(["--ofp-tcp-listen-port", &controller_port.to_string(), "os_ken.app.simple_switch_13"])
+            .args(["--ofp-tcp-listen-port", &port.to_string(), "os_ken.app.simple_switch_13"])
             .stdout(log("osken.log"))
             .stderr(log("osken.err"))
             .spawn()
             .expect("os-ken (scripts/setup installs it)"),
     );
-    wait_listening(controller_port);
+    wait_listening(port);
+    osken
+}
+
+#[test]
+fn an_open_vswitch_session_imports_and_replays_the_controllers_messages() {
+    let _turn = ONE_TESTBED.lock().unwrap_or_else(|e| e.into_inner());
+    let (dir, config) = linear_three("import");
+    let (controller_port, proxy_port) = (free_port(), free_port());
+    let log = |name: &str| Stdio::from(std::fs::File::create(dir.join(name)).unwrap());
+    let osken = simple_switch(&dir, controller_port);
     let recording = dir.join("recording.jsonl");
     let mut proxy = Running(
         Command::new(env!("CARGO_BIN_EXE_sts"))
@@ -175,27 +189,9 @@ fn ofctl(testbed: &Testbed, args: &[&str]) -> std::process::Output {
 #[test]
 fn a_testbeds_dumped_tables_are_checked_on_its_network() {
     let _turn = ONE_TESTBED.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("sts-ovs-verify-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("linear.toml");
-    std::fs::write(
-        &config,
-        "[network]\ntopology = \"linear\"\nsize = 3\nopenflow = \"1.3\"\n\n\
-         [[controllers]]\nkind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13\"]\n",
-    )
-    .unwrap();
+    let (dir, config) = linear_three("verify");
     let controller_port = free_port();
-    let log = |name: &str| Stdio::from(std::fs::File::create(dir.join(name)).unwrap());
-    let osken = Running(
-        Command::new(workspace().join(".local/osken/bin/osken-manager"))
-            .args(["--ofp-tcp-listen-port", &controller_port.to_string(), "os_ken.app.simple_switch_13"])
-            .stdout(log("osken.log"))
-            .stderr(log("osken.err"))
-            .spawn()
-            .expect("os-ken (scripts/setup installs it)"),
-    );
-    wait_listening(controller_port);
+    let osken = simple_switch(&dir, controller_port);
     let testbed = Testbed(dir.join("ovs"));
     testbed.run(&["up", config.to_str().unwrap(), &format!("127.0.0.1:{controller_port}")]);
     testbed.run(&["wait", "3"]);

@@ -237,6 +237,12 @@ fn flow(line: &str) -> Result<v13::FlowMod, String> {
             }
             Ok(n)
         };
+        // A protocol word (`ip`, `tcp`, ...): its EtherType, and its IP protocol if it names one.
+        if let (None, Some(&(_, t, p))) = (val, crate::flows::SHORTHANDS.iter().find(|&&(w, ..)| w == key)) {
+            eth_type = Some(t);
+            proto = p.or(proto);
+            continue;
+        }
         match key {
             "duration" | "n_packets" | "n_bytes" | "idle_age" | "hard_age" | "importance" | "reset_counts"
             | "send_flow_rem" | "check_overlap" | "no_packet_counts" | "no_byte_counts" => {}
@@ -245,28 +251,13 @@ fn flow(line: &str) -> Result<v13::FlowMod, String> {
             "priority" => priority = small(val, 65535)? as u16,
             "idle_timeout" => idle = small(val, 65535)? as u16,
             "hard_timeout" => hard = small(val, 65535)? as u16,
-            "ip" | "ip4" => eth_type = Some(0x0800),
-            "arp" => eth_type = Some(0x0806),
-            "ipv6" => eth_type = Some(0x86dd),
-            "tcp" | "udp" | "icmp" | "sctp" => {
-                eth_type = Some(0x0800);
-                proto = Some(match key {
-                    "tcp" => 6,
-                    "udp" => 17,
-                    "icmp" => 1,
-                    _ => 132,
-                });
-            }
-            "tcp6" | "udp6" | "icmp6" | "sctp6" => {
-                eth_type = Some(0x86dd);
-                proto = Some(match key {
-                    "tcp6" => 6,
-                    "udp6" => 17,
-                    "icmp6" => 58,
-                    _ => 132,
-                });
-            }
+            // Words sts never writes but Open vSwitch reads.
+            "ip4" => eth_type = Some(0x0800),
             "rarp" => eth_type = Some(0x8035),
+            "sctp" | "sctp6" => {
+                eth_type = Some(if key == "sctp" { 0x0800 } else { 0x86dd });
+                proto = Some(132);
+            }
             "dl_type" | "eth_type" => eth_type = Some(small(val, 0xffff)? as u16),
             "nw_proto" | "ip_proto" => proto = Some(small(val, 0xff)? as u8),
             _ => words.push((key, needs(key, val)?)),

@@ -56,6 +56,21 @@ fn named(name: &str, f: &FieldMatch) -> String {
     }
 }
 
+/// Open vSwitch's protocol words: each stands for an EtherType and, for
+/// some, an IP protocol (`ovs-fields(7)`); the ones sts writes, most specific
+/// first. `dump_flows` reads them back.
+pub(crate) const SHORTHANDS: &[(&str, u16, Option<u8>)] = &[
+    ("tcp", 0x0800, Some(6)),
+    ("udp", 0x0800, Some(17)),
+    ("icmp", 0x0800, Some(1)),
+    ("ip", 0x0800, None),
+    ("arp", 0x0806, None),
+    ("tcp6", 0x86dd, Some(6)),
+    ("udp6", 0x86dd, Some(17)),
+    ("icmp6", 0x86dd, Some(58)),
+    ("ipv6", 0x86dd, None),
+];
+
 /// A match in Open vSwitch's words and order (`ovs-ofctl dump-flows`, its
 /// `match_format`): `priority=1,tcp,in_port=2,dl_src=...,nw_dst=...,tp_dst=80`.
 /// The protocol shorthand (`ip`, `arp`, `tcp`, `udp`, `icmp`, `ipv6`,
@@ -66,18 +81,13 @@ pub fn match_words(priority: u16, m: &FlowMatch) -> String {
     let exact = |f: Field| get(f).filter(|x| x.mask == full_mask(f)).map(|x| x.value);
     let eth_type = exact(Field::EthType);
     let proto = exact(Field::IpProto);
-    let shorthand = match (eth_type, proto) {
-        (Some(0x0800), Some(6)) => Some(("tcp", true)),
-        (Some(0x0800), Some(17)) => Some(("udp", true)),
-        (Some(0x0800), Some(1)) => Some(("icmp", true)),
-        (Some(0x0800), _) => Some(("ip", false)),
-        (Some(0x0806), _) => Some(("arp", false)),
-        (Some(0x86dd), Some(6)) => Some(("tcp6", true)),
-        (Some(0x86dd), Some(17)) => Some(("udp6", true)),
-        (Some(0x86dd), Some(58)) => Some(("icmp6", true)),
-        (Some(0x86dd), _) => Some(("ipv6", false)),
-        _ => None,
-    };
+    // The most specific first: a protocol's word before its EtherType's.
+    let shorthand = eth_type.and_then(|et| {
+        SHORTHANDS
+            .iter()
+            .find(|&&(_, t, p)| u128::from(t) == et && p.is_none_or(|p| proto == Some(u128::from(p))))
+            .map(|&(name, _, p)| (name, p.is_some()))
+    });
     let mut out = vec![format!("priority={priority}")];
     if let Some((name, _)) = shorthand {
         out.push(name.into());
