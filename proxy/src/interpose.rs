@@ -310,7 +310,13 @@ impl Interposer {
     /// `dpid`, either way, gets `action` (dropped, delayed, overtaken), and
     /// the rule is gone.
     pub fn arm_once(&mut self, dpid: u64, msg_type: &str, action: Action) {
-        self.once.push(Rule { dpid: Some(dpid), msg_type: Some(msg_type.to_string()), action, ..Rule::default() });
+        self.arm(Rule { dpid: Some(dpid), msg_type: Some(msg_type.to_string()), action, ..Rule::default() });
+    }
+
+    /// Arms a one-shot `rule`: the next message it selects gets its action,
+    /// and the rule is gone.
+    pub fn arm(&mut self, rule: Rule) {
+        self.once.push(rule);
     }
 
     /// Drops these particular messages ([`MessageId`]: the `n`-th with a

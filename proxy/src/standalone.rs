@@ -277,6 +277,24 @@ impl Control {
         self.lock().interposer.set_rules(rules);
     }
 
+    /// Adds `rule` to the fault policy in force (after its other rules).
+    pub fn add_fault_rule(&self, rule: Rule) {
+        self.lock().interposer.add_rule(rule);
+    }
+
+    /// Takes the rules `gone` selects out of the fault policy.
+    pub fn remove_fault_rules(&self, gone: impl Fn(&Rule) -> bool) {
+        let mut shared = self.lock();
+        let kept: Vec<Rule> = shared.interposer.rules().iter().filter(|r| !gone(r)).cloned().collect();
+        shared.interposer.set_rules(kept);
+    }
+
+    /// Arms a one-shot rule: the next message `rule` selects gets its
+    /// action (dropped, delayed), and the rule is gone.
+    pub fn arm_once(&self, rule: Rule) {
+        self.lock().interposer.arm(rule);
+    }
+
     /// Seeds the draws of rules that apply with a probability or delay
     /// with jitter.
     pub fn seed(&self, seed: u64) {

@@ -126,6 +126,16 @@ pub enum Command {
         /// or, with --expect reproduce, when it does not), for CI.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Where to replay: `mock` (sts's mock network) or `ovs`: real Open vSwitch bridges, veths and
+        /// host namespaces built like the config's network (scripts/ovs-testbed; needs root), the
+        /// experiment's controllers started for real behind a recording proxy, the trace's inputs
+        /// injected with their recorded spacing, then every bridge's flows and groups read back and
+        /// checked with the config's invariants. A run reproduces when it shows the recorded violation
+        /// (same invariant and victim); the culprit is compared too. Runs go to DIR/ovs/N/ (tables,
+        /// recordings, controller logs), the verdicts to DIR/ovs/summary.json; inputs a testbed cannot
+        /// perform are listed and skipped (docs/testbeds.md).
+        #[arg(long, default_value = "mock", value_parser = ["mock", "ovs"])]
+        on: String,
     },
     /// Delta-debug a failing trace down to a minimal causal sequence (written to DIR/mcs/).
     ///

@@ -25,7 +25,10 @@ pub fn run(cli: Cli) -> u8 {
         Command::Fuzz { config, out, seed, junit, check } => {
             fuzz(&engine, config, out, *seed, junit.as_deref(), *check)
         }
-        Command::Replay { dir, repeat, expect, same, junit } => {
+        Command::Replay { dir, repeat, expect, junit, on, .. } if on == "ovs" => {
+            replay_on_ovs(&engine, dir, *repeat, expect.as_deref(), junit.as_deref())
+        }
+        Command::Replay { dir, repeat, expect, same, junit, .. } => {
             replay(&engine, dir, *repeat, expect.as_deref(), *same, junit.as_deref())
         }
         Command::Minimize {
@@ -350,6 +353,76 @@ fn replay(
         sts_report::junit::replay(&summary, expect == Some("reproduce"), &info)
     }) {
         return code;
+    }
+    match expect {
+        Some(want) => {
+            let held = (want == "reproduce") == reproduced;
+            outln!("expected it to {want}: {}", if held { "it did" } else { "it did not" });
+            if held {
+                exit::OK
+            } else {
+                exit::VIOLATION
+            }
+        }
+        None => exit::found(reproduced),
+    }
+}
+
+/// `sts replay DIR --on ovs`: the trace's inputs on real Open vSwitch bridges.
+fn replay_on_ovs(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>, junit: Option<&Path>) -> u8 {
+    let started = sts_engine::clock::unix_time_ms();
+    let (exp, config, trace) = match replay::load(dir, None) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("sts replay: {e}");
+            return exit::of_error(&e);
+        }
+    };
+    let wanted = trace.violation().map(|v| format!("{} ({})", v.summary, v.culprit.as_deref().unwrap_or("no culprit")));
+    eprintln!(
+        "sts replay: {} external events on Open vSwitch, looking for {}; {repeat} run(s) into {}",
+        trace.externals().len(),
+        wanted.as_deref().unwrap_or("any persistent violation"),
+        dir.join("ovs").display()
+    );
+    say_commands("replay", &exp.config(), &config);
+    let opts = sts_engine::on_ovs::Options {
+        repeat,
+        out: dir.join("ovs"),
+        install_tables: |dir, net| {
+            sts_report::dump_flows::install_dir(dir, net).map(|m| m.into_iter().map(|(d, i)| (d, i.flows)).collect())
+        },
+    };
+    let mut told_skipped = false;
+    let summary =
+        match block_on("replay", sts_engine::on_ovs::run(engine, dir, &opts, |r| out!("{}", sts_report::ovs_run(r)))) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+    for s in &summary.skipped {
+        if !told_skipped {
+            outln!("inputs an Open vSwitch testbed cannot perform (skipped in every run):");
+            told_skipped = true;
+        }
+        outln!("  input {}: {}: {}", s.index + 1, s.input, s.why);
+    }
+    outln!(
+        "reproduces on Open vSwitch {}/{} (the same culprit in {}); runs in {}",
+        summary.reproduced,
+        summary.runs.len(),
+        summary.same_culprit,
+        dir.join("ovs").display()
+    );
+    let reproduced = summary.reproduced > 0;
+    if let Err(code) = write_junit("replay", junit, || {
+        let info = run_info(started).experiment(dir);
+        sts_report::junit::on_ovs(&summary, expect == Some("reproduce"), &info)
+    }) {
+        return code;
+    }
+    if summary.runs.iter().all(|r| r.error.is_some()) {
+        // No run got as far as a verdict: the testbed's environment, not the bug.
+        return exit::ENVIRONMENT;
     }
     match expect {
         Some(want) => {

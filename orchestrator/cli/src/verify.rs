@@ -27,7 +27,7 @@ fn stats_json(s: &Stats) -> serde_json::Value {
 /// Runs `sts verify DIR`: an experiment directory (a trace), a directory of
 /// `dump-flows` listings (`s<DPID>.flows`), or a data set of rule updates.
 pub fn run(dir: &Path, limit: Option<usize>, as_json: bool, times: Option<&Path>, config: Option<&Path>) -> u8 {
-    let dumps = flow_dumps(dir);
+    let dumps = sts_report::dump_flows::dumps_in(dir);
     let kind = if dir.join("trace.jsonl").is_file() {
         Some("an experiment (a trace)")
     } else if !dumps.is_empty() {
@@ -58,19 +58,6 @@ pub fn run(dir: &Path, limit: Option<usize>, as_json: bool, times: Option<&Path>
     data_set(dir, limit, as_json, times)
 }
 
-/// The `s<DPID>.flows` files of `dir`, by datapath id.
-fn flow_dumps(dir: &Path) -> std::collections::BTreeMap<u64, std::path::PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Default::default() };
-    entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter_map(|p| {
-            let name = p.file_name()?.to_str()?;
-            let dpid = name.strip_suffix(".flows")?.strip_prefix('s')?.parse().ok()?;
-            Some((dpid, p))
-        })
-        .collect()
-}
-
 /// `sts verify DIR` on a testbed's `dump-flows` listings: each bridge's
 /// tables installed on the config's network, checked with its invariants.
 fn testbed_tables(
@@ -88,31 +75,14 @@ fn testbed_tables(
         }
     };
     let mut net = sts_mocknet::Network::new(&config.topology(), sts_proxy::wire::OFP13);
-    let mut flows_per_switch = std::collections::BTreeMap::new();
-    for (&dpid, path) in dumps {
-        if !net.switches.contains_key(&dpid) {
-            eprintln!("sts verify: {}: the network of {} has no switch s{dpid}", path.display(), config_path.display());
-            return exit::BAD_INPUT;
-        }
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+    let flows_per_switch: std::collections::BTreeMap<u64, usize> =
+        match sts_report::dump_flows::install_dir(dir, &mut net) {
+            Ok(installed) => installed.into_iter().map(|(d, i)| (d, i.flows)).collect(),
             Err(e) => {
-                eprintln!("sts verify: {}: {e}", path.display());
+                eprintln!("sts verify: {e}");
                 return exit::BAD_INPUT;
             }
         };
-        let installed = sts_report::dump_flows::read(&text)
-            .and_then(|flows| sts_report::dump_flows::install(&mut net, dpid, &flows).map(|()| flows.len()));
-        match installed {
-            Ok(n) => {
-                flows_per_switch.insert(dpid, n);
-            }
-            Err(e) => {
-                eprintln!("sts verify: {}:{}: {}", path.display(), e.line, e.what);
-                return exit::BAD_INPUT;
-            }
-        }
-    }
     let missing: Vec<u64> = net.switches.keys().copied().filter(|d| !dumps.contains_key(d)).collect();
     let report = config.checker().check(&net, &sts_invariants::check::Facts::default());
     if as_json {

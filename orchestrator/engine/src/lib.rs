@@ -46,8 +46,8 @@ pub mod time;
 
 pub(crate) use controllers::output;
 pub use controllers::{checkpoint, controller, listeners, policy, presets, snapshot};
-pub use jobs::{campaign, fuzz, import, internal, learn, minimize, peek, pingall, replay, slurm};
-pub use run::{inputs, monitor, netrun, session};
+pub use jobs::{campaign, fuzz, import, internal, learn, minimize, on_ovs, peek, pingall, replay, slurm};
+pub use run::{inputs, monitor, netrun, ovs, session};
 pub use time::clock;
 pub(crate) use time::finesleep;
 

@@ -17,6 +17,11 @@
 //! `write_metadata:V/M` and `goto_table:N`. Anything else (port names instead
 //! of numbers, `NORMAL`, Open vSwitch's own extensions such as `resubmit` or
 //! `learn`) is an error naming the line and the word, never a silent skip.
+//!
+//! `ovs-ofctl dump-groups` listings are read the same way ([`read_groups`]:
+//! `group_id=N,type=all|select|indirect|ff,bucket=[weight:W,][watch_port:P,]
+//! [watch_group:G,]actions=...` per line) into GROUP_MODs, installed before
+//! the flows that name them ([`install_dir`] takes a whole dump directory).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -87,6 +92,149 @@ pub fn install(net: &mut sts_mocknet::Network, dpid: u64, flows: &[Flow]) -> Res
         }
     }
     Ok(())
+}
+
+/// One group of a `dump-groups` listing: the GROUP_MOD (ADD) that installs
+/// it, and its line.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub line: usize,
+    pub group_mod: v13::GroupMod,
+}
+
+/// Every group of a `dump-groups` listing, in its order (reply headers and
+/// blank lines skipped).
+pub fn read_groups(text: &str) -> Result<Vec<Group>, ReadError> {
+    let mut groups = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with("OFPST_GROUP") || line.starts_with("NXST_GROUP") {
+            continue;
+        }
+        let group_mod = group(line).map_err(|what| ReadError { line: i + 1, what })?;
+        groups.push(Group { line: i + 1, group_mod });
+    }
+    Ok(groups)
+}
+
+fn group(line: &str) -> Result<v13::GroupMod, String> {
+    // Each bucket runs to the next `bucket=`; its actions come last in it.
+    let mut parts = line.split("bucket=");
+    let head = parts.next().unwrap_or_default();
+    let (mut id, mut kind) = (None, None);
+    for w in top_level(head) {
+        match w.split_once('=') {
+            Some(("group_id", v)) => {
+                id = Some(u32::try_from(number(v)?).map_err(|_| format!("group_id={v} is out of range"))?)
+            }
+            Some(("type", v)) => {
+                kind = Some(match v {
+                    "all" => v13::group_type::ALL,
+                    "select" => v13::group_type::SELECT,
+                    "indirect" => v13::group_type::INDIRECT,
+                    "ff" | "fast_failover" => v13::group_type::FF,
+                    other => return Err(format!("unknown group type `{other}`")),
+                })
+            }
+            _ => return Err(format!("unsupported group word `{w}`")),
+        }
+    }
+    let group_id = id.ok_or("no `group_id=`")?;
+    let group_type = kind.ok_or("no `type=`")?;
+    let mut buckets = Vec::new();
+    for body in parts {
+        let body = body.trim().trim_end_matches(',');
+        let (props, acts) = match body.split_once("actions=") {
+            Some((p, a)) => (p, a),
+            None => (body, ""),
+        };
+        let mut bucket =
+            v13::Bucket { weight: 0, watch_port: port::ANY, watch_group: v13::GROUP_ANY, actions: Vec::new() };
+        for w in top_level(props) {
+            let (key, v) = w.split_once(':').ok_or_else(|| format!("unsupported bucket word `{w}`"))?;
+            let n = number(v)?;
+            match key {
+                "weight" => bucket.weight = u16::try_from(n).map_err(|_| format!("weight:{v} is out of range"))?,
+                "watch_port" => bucket.watch_port = port_number(v)?,
+                "watch_group" => bucket.watch_group = n as u32,
+                "bucket_id" => {}
+                _ => return Err(format!("unsupported bucket word `{w}`")),
+            }
+        }
+        for w in top_level(acts) {
+            if w != "drop" {
+                bucket.actions.push(action(w)?);
+            }
+        }
+        buckets.push(bucket);
+    }
+    Ok(v13::GroupMod { command: 0, group_type, group_id, buckets })
+}
+
+/// Installs `groups` on switch `dpid` of `net`, each as the GROUP_MOD a
+/// controller would send; the first one refused is an error naming its line.
+pub fn install_groups(net: &mut sts_mocknet::Network, dpid: u64, groups: &[Group]) -> Result<(), ReadError> {
+    for g in groups {
+        let msg = Message::new(0, Body::V13(v13::Msg::GroupMod(g.group_mod.clone())));
+        let raw =
+            msg.emit().map_err(|e| ReadError { line: g.line, what: format!("cannot encode its GROUP_MOD: {e}") })?;
+        let replies = net.handle_controller(dpid, &raw, &msg, 0);
+        if !replies.is_empty() {
+            let said: Vec<String> = replies.iter().map(|r| format!("{:?}", r.msg.body)).collect();
+            return Err(ReadError { line: g.line, what: format!("switch s{dpid} refuses it: {}", said.join("; ")) });
+        }
+    }
+    Ok(())
+}
+
+/// What [`install_dir`] installed on one switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Installed {
+    pub flows: usize,
+    pub groups: usize,
+}
+
+/// The `s<DPID>.flows` files of `dir` (a dump directory), by datapath id.
+pub fn dumps_in(dir: &std::path::Path) -> std::collections::BTreeMap<u64, std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Default::default() };
+    entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            let dpid = name.strip_suffix(".flows")?.strip_prefix('s')?.parse().ok()?;
+            Some((dpid, p))
+        })
+        .collect()
+}
+
+/// Installs every listing of a dump directory on `net`: for each
+/// `s<DPID>.flows`, its `s<DPID>.groups` first (when there is one), then its
+/// flows. The error names the file and line (`s2.flows:3: ...`), or a switch
+/// the network lacks.
+pub fn install_dir(
+    dir: &std::path::Path,
+    net: &mut sts_mocknet::Network,
+) -> Result<std::collections::BTreeMap<u64, Installed>, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for (dpid, flows_path) in dumps_in(dir) {
+        if !net.switches.contains_key(&dpid) {
+            return Err(format!("{}: the network has no switch s{dpid}", flows_path.display()));
+        }
+        let text_of = |p: &std::path::Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+        let at = |p: &std::path::Path, e: ReadError| format!("{}:{}: {}", p.display(), e.line, e.what);
+        let groups_path = flows_path.with_extension("groups");
+        let mut installed = Installed::default();
+        if groups_path.exists() {
+            let groups = read_groups(&text_of(&groups_path)?).map_err(|e| at(&groups_path, e))?;
+            install_groups(net, dpid, &groups).map_err(|e| at(&groups_path, e))?;
+            installed.groups = groups.len();
+        }
+        let flows = read(&text_of(&flows_path)?).map_err(|e| at(&flows_path, e))?;
+        install(net, dpid, &flows).map_err(|e| at(&flows_path, e))?;
+        installed.flows = flows.len();
+        out.insert(dpid, installed);
+    }
+    Ok(out)
 }
 
 /// Splits at the commas outside parentheses (`write_actions(a,b),goto_table:1`).
@@ -476,5 +624,32 @@ mod tests {
         let e = read("priority=1,tp_dst=80 actions=drop").unwrap_err();
         assert!(e.what.contains("tp_dst"), "{e}");
         assert!(read("priority=1,in_port=1").is_err());
+    }
+
+    #[test]
+    fn a_fast_failover_group_reads_back_with_its_watched_ports() {
+        let text = "OFPST_GROUP_DESC reply (OF1.3) (xid=0x2):\n \
+                    group_id=7,type=ff,bucket=watch_port:2,actions=output:2,bucket=watch_port:3,actions=output:3\n \
+                    group_id=1,type=all,bucket=actions=output:1,bucket=actions=pop_vlan,output:4\n";
+        let groups = read_groups(text).unwrap();
+        assert_eq!(groups.len(), 2);
+        let ff = &groups[0].group_mod;
+        assert_eq!((ff.group_id, ff.group_type, groups[0].line), (7, v13::group_type::FF, 2));
+        assert_eq!(ff.buckets.iter().map(|b| b.watch_port).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(ff.buckets[1].actions, [Action::Output { port: 3, max_len: 0 }]);
+        let all = &groups[1].group_mod;
+        assert_eq!(all.group_type, v13::group_type::ALL);
+        assert_eq!(all.buckets[0].watch_port, port::ANY);
+        assert_eq!(all.buckets[1].actions, [Action::PopVlan, Action::Output { port: 4, max_len: 0 }]);
+    }
+
+    #[test]
+    fn a_group_line_that_cannot_be_read_names_its_line_and_word() {
+        let e = read_groups("group_id=1,type=ff,bucket=watch_port:2,actions=resubmit(,1)\n").unwrap_err();
+        assert_eq!(e.line, 1);
+        assert!(e.what.contains("resubmit"), "{}", e.what);
+        let e = read_groups("\ngroup_id=1,type=chained,bucket=actions=output:1\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.what.contains("chained"), "{}", e.what);
     }
 }

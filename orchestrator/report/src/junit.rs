@@ -176,6 +176,35 @@ pub fn replay(s: &Summary, expect_reproduce: bool, info: &RunInfo) -> Report {
     report_of(suite)
 }
 
+/// `sts replay --on ovs`: one test case per testbed run, named by the bug
+/// and the run (`(Open vSwitch run 2 of 3)`), failing as [`replay`]'s do; a
+/// run that could not finish is an error case.
+pub fn on_ovs(s: &sts_engine::on_ovs::Summary, expect_reproduce: bool, info: &RunInfo) -> Report {
+    let mut suite = info.suite("sts replay --on ovs");
+    let bug = s.lab.as_ref().map_or("the recorded run", |v| v.summary.as_str());
+    let n = s.runs.len();
+    for r in &s.runs {
+        let status = |kind, text: String| {
+            let mut st = TestCaseStatus::non_success(kind);
+            if let TestCaseStatus::NonSuccess { message, description, .. } = &mut st {
+                *message = Some(text.into());
+                *description = Some(crate::ovs_run(r).into());
+            }
+            st
+        };
+        let st = match (&r.error, r.reproduced, expect_reproduce) {
+            (Some(e), _, _) => status(NonSuccessKind::Error, e.clone()),
+            (None, true, false) => {
+                status(NonSuccessKind::Failure, format!("the bug reproduces on Open vSwitch: {bug}"))
+            }
+            (None, false, true) => status(NonSuccessKind::Failure, format!("did not reproduce on Open vSwitch: {bug}")),
+            _ => TestCaseStatus::success(),
+        };
+        suite.add_test_case(case(format!("{bug} (Open vSwitch run {} of {n})", r.run), "sts.replay.ovs", st, None));
+    }
+    report_of(suite)
+}
+
 /// `sts minimize`: one failing test case for the bug, its text the minimal
 /// causal sequence.
 pub fn minimize(r: &minimize::Report, info: &RunInfo) -> Report {

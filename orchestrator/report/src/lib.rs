@@ -111,6 +111,38 @@ pub fn replay_run(r: &ReplayResult, has_internals: bool) -> String {
     s
 }
 
+/// One run of `sts replay --on ovs`: the verdict, what the tables showed,
+/// the pings' outcomes.
+pub fn ovs_run(r: &sts_engine::on_ovs::Run) -> String {
+    let what = match (&r.error, r.reproduced, r.same_culprit) {
+        (Some(e), _, _) => format!("could not finish: {e}"),
+        (None, true, true) => "reproduced, the same culprit".to_string(),
+        (None, true, false) => "reproduced, another culprit".to_string(),
+        (None, false, _) if r.violations.is_empty() => "not reproduced: no violation in the tables".to_string(),
+        (None, false, _) => "not reproduced; found instead:".to_string(),
+    };
+    let flows: Vec<String> = r.flows.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    let mut s = format!("Open vSwitch run {}: {what}\n", r.run);
+    for v in &r.violations {
+        s.push_str(&format!("  {}: {}\n", v.invariant, v.summary));
+        if let Some(c) = &v.culprit {
+            s.push_str(&format!("    culprit: {c}\n"));
+        }
+    }
+    if !flows.is_empty() {
+        s.push_str(&format!("  flows: {}; {} OpenFlow messages recorded\n", flows.join(", "), r.recorded));
+    }
+    if !r.pings.is_empty() {
+        let pings: Vec<String> = r
+            .pings
+            .iter()
+            .map(|p| format!("{} -> {} {}", p.src, p.dst, if p.answered { "answered" } else { "unanswered" }))
+            .collect();
+        s.push_str(&format!("  pings: {}\n", pings.join(", ")));
+    }
+    s
+}
+
 /// The terminal summary of a minimization.
 pub fn mcs_summary(r: &minimize::Report) -> String {
     let mut s = format!(

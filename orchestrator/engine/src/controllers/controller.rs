@@ -156,29 +156,57 @@ pub fn socket_dir() -> Option<&'static Path> {
     .as_deref()
 }
 
-/// Watches a controller's process group from outside sts: a `sh` blocked
-/// reading a pipe whose only writer is sts. When sts exits, however it
-/// exits, the kernel closes the pipe, the read returns, and the guard kills
-/// the group, grandchildren included.
+/// Watches a controller's process group from outside sts (an [`ExitGuard`]
+/// that kills the group).
 struct GroupGuard {
-    shell: Child,
+    guard: ExitGuard,
 }
 
 impl GroupGuard {
     fn start(pgid: u32) -> std::io::Result<GroupGuard> {
+        Ok(GroupGuard { guard: ExitGuard::start("kill -9 -\"$1\" 2>/dev/null", &[pgid.to_string()])? })
+    }
+
+    /// Stands the guard down (sts kills the group itself).
+    fn dismiss(&mut self) {
+        self.guard.dismiss();
+    }
+}
+
+/// Clean-up that happens however sts ends: a `sh` blocked reading a pipe
+/// whose only writer is sts. When sts exits (even by SIGKILL) the kernel
+/// closes the pipe, the read returns, and the shell runs its command. It
+/// lives in a process group of its own, so a signal to sts's group does not
+/// take it down before it has cleaned up.
+pub struct ExitGuard {
+    shell: Child,
+}
+
+impl ExitGuard {
+    /// Starts a guard that runs `script` (`sh -c`, with `args` as `$1`, `$2`
+    /// ...) once sts is gone or [`ExitGuard::fire`] is called.
+    pub fn start(script: &str, args: &[String]) -> std::io::Result<ExitGuard> {
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
-            .arg(format!("read _; kill -9 -{pgid} 2>/dev/null"))
+            .arg(format!("read _; {script}"))
+            .arg("sts-exit-guard")
+            .args(args)
             // The pipe's write end stays in sts (close-on-exec: no other child holds it).
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
-        Ok(GroupGuard { shell: spawn_from_long_lived_thread(cmd)? })
+        Ok(ExitGuard { shell: spawn_from_long_lived_thread(cmd)? })
     }
 
-    /// Stands the guard down (sts kills the group itself).
-    fn dismiss(&mut self) {
+    /// Runs the guard's command now and waits for it to finish.
+    pub fn fire(mut self) {
+        drop(self.shell.stdin.take());
+        let _ = self.shell.wait();
+    }
+
+    /// Stands the guard down without running its command.
+    pub fn dismiss(&mut self) {
         let _ = self.shell.kill();
         let _ = self.shell.wait();
     }

@@ -10,6 +10,7 @@ pub mod import;
 pub mod internal;
 pub mod learn;
 pub mod minimize;
+pub mod on_ovs;
 pub mod peek;
 pub mod pingall;
 pub mod replay;

@@ -7,4 +7,5 @@
 pub mod inputs;
 pub mod monitor;
 pub mod netrun;
+pub mod ovs;
 pub mod session;
