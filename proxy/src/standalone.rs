@@ -320,6 +320,20 @@ impl Control {
         n
     }
 
+    /// Switches relayed right now whose FEATURES_REPLY has passed (their
+    /// handshake done).
+    pub fn connected_datapaths(&self) -> usize {
+        let shared = self.lock();
+        shared
+            .writers
+            .keys()
+            .map(|(c, _)| *c)
+            .collect::<std::collections::BTreeSet<_>>()
+            .iter()
+            .filter(|c| shared.interposer.datapaths().contains_key(c))
+            .count()
+    }
+
     /// What the proxy has done so far.
     pub fn stats(&self) -> Stats {
         let shared = self.lock();

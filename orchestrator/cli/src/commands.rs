@@ -389,8 +389,15 @@ fn replay_on_ovs(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>,
     let opts = sts_engine::on_ovs::Options {
         repeat,
         out: dir.join("ovs"),
-        install_tables: |dir, net| {
-            sts_report::dump_flows::install_dir(dir, net).map(|m| m.into_iter().map(|(d, i)| (d, i.flows)).collect())
+        install_tables: |dir, net, version| {
+            let installed = sts_report::dump_flows::install_dir(dir, net)?;
+            sts_report::dump_flows::judge_as(net, version);
+            Ok(installed.into_iter().map(|(d, i)| (d, i.flows)).collect())
+        },
+        table_difference: |dir, trace, net| {
+            let lab = lab_tables(dir, trace)?;
+            let ovs = net.switches.iter().map(|(d, s)| (*d, s.clone())).collect();
+            sts_report::tables::first_difference(&lab, &ovs, "Open vSwitch")
         },
     };
     let mut told_skipped = false;
@@ -436,6 +443,27 @@ fn replay_on_ovs(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>,
         }
         None => exit::found(reproduced),
     }
+}
+
+/// The lab's flow tables at the violation: from the experiment's trace, or,
+/// when it records inputs only (a minimal causal sequence, a hand-written
+/// trace), from the first of its replays (`final/N`, `replays/N`) that
+/// recorded its messages up to a violation.
+fn lab_tables(
+    dir: &Path,
+    trace: &sts_trace::Trace,
+) -> Option<std::collections::BTreeMap<u64, sts_mocknet::switch::Switch>> {
+    let tables = |t: &sts_trace::Trace| sts_report::tables::at_violation(t).map(|(_, s)| s).filter(|s| !s.is_empty());
+    if let Some(found) = tables(trace) {
+        return Some(found);
+    }
+    let mut runs: Vec<std::path::PathBuf> = ["final", "replays"]
+        .iter()
+        .filter_map(|kind| std::fs::read_dir(dir.join(kind)).ok())
+        .flat_map(|entries| entries.flatten().map(|e| e.path().join("trace.jsonl")))
+        .collect();
+    runs.sort();
+    runs.iter().filter_map(|p| sts_trace::Trace::load(p).ok()).find_map(|t| tables(&t))
 }
 
 /// An experiment directory's config can name any program as a controller:

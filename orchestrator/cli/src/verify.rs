@@ -77,7 +77,10 @@ fn testbed_tables(
     let mut net = sts_mocknet::Network::new(&config.topology(), sts_proxy::wire::OFP13);
     let flows_per_switch: std::collections::BTreeMap<u64, usize> =
         match sts_report::dump_flows::install_dir(dir, &mut net) {
-            Ok(installed) => installed.into_iter().map(|(d, i)| (d, i.flows)).collect(),
+            Ok(installed) => {
+                sts_report::dump_flows::judge_as(&mut net, config.network.openflow.wire());
+                installed.into_iter().map(|(d, i)| (d, i.flows)).collect()
+            }
             Err(e) => {
                 eprintln!("sts verify: {e}");
                 return exit::BAD_INPUT;

@@ -129,6 +129,9 @@ pub fn ovs_run(r: &sts_engine::on_ovs::Run) -> String {
             s.push_str(&format!("    culprit: {c}\n"));
         }
     }
+    if let Some(d) = &r.differs {
+        s.push_str(&format!("  tables differ from the lab's at its violation: {d}\n"));
+    }
     if !flows.is_empty() {
         s.push_str(&format!("  flows: {}; {} OpenFlow messages recorded\n", flows.join(", "), r.recorded));
     }

@@ -100,3 +100,46 @@ pub fn section(at: u64, switches: &BTreeMap<u64, Switch>, culprit: Option<(&str,
     html.push_str("</section>");
     Some(html)
 }
+
+/// Where two networks' flow tables first differ, in `dump-flows` words
+/// (statistics left out, so the lab's rebuilt tables and a testbed's read
+/// back compare entry for entry): the first switch, in datapath order, with
+/// an entry one side has and the other lacks. `None` when every switch of
+/// `lab` holds the same entries in `other`.
+pub fn first_difference(
+    lab: &BTreeMap<u64, Switch>,
+    other: &BTreeMap<u64, Switch>,
+    other_name: &str,
+) -> Option<String> {
+    let words = |sw: Option<&Switch>| -> Vec<String> {
+        let mut lines: Vec<String> =
+            sw.map_or_else(String::new, |s| crate::flows::dump_with(s, None)).lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    };
+    let dpids: std::collections::BTreeSet<u64> = lab.keys().chain(other.keys()).copied().collect();
+    for dpid in dpids {
+        let (a, b) = (words(lab.get(&dpid)), words(other.get(&dpid)));
+        let only_lab: Vec<&String> = a.iter().filter(|l| !b.contains(l)).collect();
+        let only_other: Vec<&String> = b.iter().filter(|l| !a.contains(l)).collect();
+        let mut said = Vec::new();
+        if let Some(l) = only_lab.first() {
+            said.push(format!("the lab has `{}`{}", l.trim(), more(only_lab.len())));
+        }
+        if let Some(l) = only_other.first() {
+            said.push(format!("{other_name} has `{}`{}", l.trim(), more(only_other.len())));
+        }
+        if !said.is_empty() {
+            return Some(format!("s{dpid}: {}", said.join("; ")));
+        }
+    }
+    None
+}
+
+fn more(n: usize) -> String {
+    if n > 1 {
+        format!(" (and {} more)", n - 1)
+    } else {
+        String::new()
+    }
+}

@@ -39,9 +39,21 @@ use crate::policy::Target;
 use crate::{Engine, RunError};
 
 /// Installs a directory of `dump-flows`/`dump-groups` listings on a network
-/// (`s<DPID>.flows`, `s<DPID>.groups`), returning the flows installed per
-/// switch; the error names the file and line.
-pub type InstallTables = fn(&Path, &mut Network) -> Result<BTreeMap<u64, usize>, String>;
+/// (`s<DPID>.flows`, `s<DPID>.groups`) whose bridges speak the given
+/// OpenFlow version, returning the flows installed per switch; the error
+/// names the file and line.
+pub type InstallTables = fn(&Path, &mut Network, u8) -> Result<BTreeMap<u64, usize>, String>;
+
+/// Frames (or OpenFlow messages) per second that make a quiet network's
+/// traffic a storm: far above what a settled network of hosts that stopped
+/// pinging carries, far below what a loop on a software switch produces.
+const STORM_PER_S: f64 = 1000.0;
+
+/// Where a testbed's tables (the network they were installed on) first
+/// differ from the lab's at its violation (the experiment directory and its
+/// trace), in words; `None` when they do not (or the lab has no tables to
+/// compare).
+pub type TableDifference = fn(&Path, &sts_trace::Trace, &Network) -> Option<String>;
 
 /// How to replay on Open vSwitch.
 pub struct Options {
@@ -51,6 +63,8 @@ pub struct Options {
     pub out: PathBuf,
     /// Reads a dump directory onto a network.
     pub install_tables: InstallTables,
+    /// Compares a run's tables with the lab's, for runs that do not reproduce.
+    pub table_difference: TableDifference,
 }
 
 /// An input the testbed cannot perform, and why.
@@ -88,6 +102,10 @@ pub struct Run {
     pub flows: BTreeMap<String, usize>,
     /// OpenFlow messages the proxies recorded (every controller).
     pub recorded: u64,
+    /// When it did not reproduce: where its final tables first differ from
+    /// the lab's at the violation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub differs: Option<String>,
     /// What went wrong, when the run could not finish (a controller that did
     /// not start, a script that failed): the run counts as not reproducing.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,6 +265,9 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnM
             one.result.error = Some(e);
         }
         one.finish(lab_violation.as_ref());
+        if !one.result.reproduced && one.result.error.is_none() {
+            one.result.differs = one.tables.as_ref().and_then(|net| (opts.table_difference)(dir, &trace, net));
+        }
         if one.result.reproduced {
             summary.reproduced += 1;
         }
@@ -266,6 +287,8 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnM
 struct OneRun {
     result: Run,
     found: Vec<Violation>,
+    /// The network with the last dump's tables installed.
+    tables: Option<Network>,
     testbed: Option<Testbed>,
     controllers: Vec<Controller>,
     proxies: Vec<(sts_proxy::standalone::Control, tokio::task::JoinHandle<()>)>,
@@ -283,9 +306,11 @@ impl OneRun {
                 pings: Vec::new(),
                 flows: BTreeMap::new(),
                 recorded: 0,
+                differs: None,
                 error: None,
             },
             found: Vec::new(),
+            tables: None,
             testbed: None,
             controllers: Vec::new(),
             proxies: Vec::new(),
@@ -442,12 +467,13 @@ impl OneRun {
                             .map_err(|e| e.to_string())?
                             .map_err(|e| format!("controller c{i} did not come back: {e}"))?;
                         self.controllers[*i] = ctl;
-                        if !config.controllers[*i].setup.is_empty() {
-                            // The bridges reconnect within their backoff (1 s); the steps configure them.
-                            let _ = self.handshakes(switches, Duration::from_secs(10)).await;
-                            for step in &config.controllers[*i].setup {
-                                self.perform(*i, step, &dir).await?;
-                            }
+                        // The bridges reconnect within their backoff (1 s), as
+                        // the mock network's switches do at once; the steps
+                        // configure them.
+                        let _ = self.handshakes(switches - down.len(), Duration::from_secs(10)).await;
+                        self.quiet(Duration::from_millis(200), Duration::from_secs(5)).await;
+                        for step in &config.controllers[*i].setup {
+                            self.perform(*i, step, &dir).await?;
                         }
                     }
                 }
@@ -471,7 +497,10 @@ impl OneRun {
                 }),
             }
         }
-        // Pings answer within their 2 s; the controllers settle.
+        // Every live bridge connected again (a restarted controller, a
+        // recovered switch), pings answered within their 2 s, the
+        // controllers settled.
+        let _ = self.handshakes(switches - down.len(), Duration::from_secs(10)).await;
         for (at, src, dst, mut child) in pings {
             let answered =
                 tokio::task::spawn_blocking(move || child.wait().is_ok_and(|s| s.success())).await.unwrap_or(false);
@@ -488,14 +517,53 @@ impl OneRun {
         let disconnected: Vec<u64> = down.keys().copied().collect();
         let mut log_lines = Vec::new();
         let mut checks = Vec::new();
+        // Between the two dumps no input runs and every ping has ended: frames
+        // still crossing a bridge by the thousand per second, or messages
+        // between the bridges and the controllers, are a storm: the loop the
+        // mock network's dataplane sees as a frame over its hop limit (which
+        // no flow table shows when it runs through a controller's floods).
+        let (mut counted, mut messages, mut dumped_at) = (BTreeMap::new(), 0, 0);
         for round in 0..2 {
             if round == 1 {
                 tokio::time::sleep(Duration::from_millis(config.invariants.persist_ms.max(200))).await;
             }
             let tables = dir.join(format!("tables-{}", round + 1));
+            let now_messages: u64 = self.proxies.iter().map(|(c, _)| c.stats().messages).sum();
+            let now = clock.now();
             self.script(&["dump", &tables.display().to_string()]).await?;
+            let now_counted = crate::ovs::frames_counted(&tables);
+            let mut storms = Vec::new();
+            if round == 1 && checker.enabled.contains(&sts_invariants::Invariant::Loop) {
+                let secs = (now - dumped_at).max(1) as f64 / 1000.0;
+                let fastest = now_counted
+                    .iter()
+                    .map(|(d, n)| (n.saturating_sub(counted.get(d).copied().unwrap_or(0)), *d))
+                    .max()
+                    .filter(|(grew, _)| *grew as f64 / secs > STORM_PER_S);
+                let sent = now_messages - messages;
+                let storm = |elements: Vec<String>, summary: String| Violation {
+                    invariant: sts_invariants::Invariant::Loop,
+                    elements,
+                    summary,
+                    witness: None,
+                    culprit: None,
+                };
+                if let Some((grew, dpid)) = fastest {
+                    storms.push(storm(
+                        vec![format!("s{dpid}")],
+                        format!("a storm on Open vSwitch: {grew} frames crossed s{dpid}'s entries in {secs:.1} s with no input running"),
+                    ));
+                } else if sent as f64 / secs > STORM_PER_S {
+                    storms.push(storm(
+                        Vec::new(),
+                        format!("a storm through the controllers: {sent} OpenFlow messages in {secs:.1} s with no input running"),
+                    ));
+                }
+            }
+            (counted, messages, dumped_at) = (now_counted, now_messages, now);
             let mut net = model.clone();
-            let flows = install(&tables, &mut net).map_err(|e| format!("reading the tables back: {e}"))?;
+            let flows = install(&tables, &mut net, config.network.openflow.wire())
+                .map_err(|e| format!("reading the tables back: {e}"))?;
             self.result.flows = flows.into_iter().map(|(d, n)| (format!("s{d}"), n)).collect();
             for (i, c) in self.controllers.iter().enumerate() {
                 log_lines.extend(c.take_log_lines().into_iter().map(|l| (crate::monitor::controller_name(i), l.line)));
@@ -512,11 +580,19 @@ impl OneRun {
                 dataplane: Vec::new(),
                 log_lines: log_lines.clone(),
             };
-            checks.push(checker.check(&net, &facts).violations);
+            let mut violations = checker.check(&net, &facts).violations;
+            violations.extend(storms);
+            checks.push(violations);
+            self.tables = Some(net);
         }
         let [first, second] = <[Vec<Violation>; 2]>::try_from(checks).expect("two checks");
-        self.found =
-            second.into_iter().filter(|v| first.iter().any(|f| f.same_bug(v, Same::Victim))).collect::<Vec<_>>();
+        // Present in both dumps; a storm is measured across the two, so it
+        // is persistent by its own measure.
+        let storm = |v: &Violation| v.invariant == sts_invariants::Invariant::Loop && v.witness.is_none();
+        self.found = second
+            .into_iter()
+            .filter(|v| storm(v) || first.iter().any(|f| f.same_bug(v, Same::Victim)))
+            .collect::<Vec<_>>();
         Ok(())
     }
 
@@ -539,14 +615,13 @@ impl OneRun {
             .map_err(|e| format!("`{what}`: {e}"))
     }
 
-    /// Waits until every proxy has seen the FEATURES_REPLY of `switches`
-    /// switches.
+    /// Waits until every proxy relays `switches` bridges whose handshakes
+    /// are done (connected now, each connection's FEATURES_REPLY seen).
     async fn handshakes(&self, switches: usize, limit: Duration) -> Result<(), String> {
         let clock = Clock::start();
         loop {
-            let done = self.proxies.iter().map(|(c, _)| c.stats().switches).min().unwrap_or(0);
-            let ids = self.proxies.iter().map(|(c, _)| c.stats().datapath_ids.len()).min().unwrap_or(0);
-            if done >= switches && ids >= switches {
+            let done = self.proxies.iter().map(|(c, _)| c.connected_datapaths()).min().unwrap_or(0);
+            if done >= switches {
                 return Ok(());
             }
             if clock.now() > limit.as_millis() as u64 {

@@ -106,6 +106,28 @@ impl Drop for Testbed {
     }
 }
 
+/// Frames counted by the entries of each `s<DPID>.flows` listing in `dir`
+/// (the sum of their `n_packets`), by datapath id: two dumps apart in time
+/// say how fast frames cross each bridge.
+pub fn frames_counted(dir: &Path) -> std::collections::BTreeMap<u64, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(dpid) = name.strip_suffix(".flows").and_then(|n| n.strip_prefix('s')?.parse::<u64>().ok()) else {
+            continue;
+        };
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        let frames = text
+            .split("n_packets=")
+            .skip(1)
+            .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
+            .sum();
+        out.insert(dpid, frames);
+    }
+    out
+}
+
 /// A script command, owned, so that it can run on a blocking thread.
 pub struct ScriptCommand {
     script: PathBuf,
@@ -117,8 +139,10 @@ impl ScriptCommand {
     fn to_command(&self) -> Command {
         let mut cmd = Command::new(&self.script);
         cmd.arg(&self.args[0]).arg(&self.dir).args(&self.args[1..]);
-        // The script asks this very sts for the config's wiring.
-        if let Ok(exe) = std::env::current_exe() {
+        // The script asks this very sts for the config's wiring (unless
+        // its file was replaced by a rebuild while it runs: then the
+        // script's own default).
+        if let Ok(exe) = std::env::current_exe().and_then(|e| e.canonicalize()) {
             cmd.env("STS", exe);
         }
         cmd
