@@ -413,13 +413,28 @@ fn replay_on_ovs(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>,
         }
         outln!("  input {}: {}: {}", s.index + 1, s.input, s.why);
     }
-    outln!(
-        "reproduces on Open vSwitch {}/{} (the same culprit in {}); runs in {}",
-        summary.reproduced,
-        summary.runs.len(),
-        summary.same_culprit,
-        dir.join("ovs").display()
-    );
+    match &summary.lab {
+        Some(lab) if lab.culprit.is_none() => outln!(
+            "reproduces on Open vSwitch {}/{} (the trace names no culprit to compare); runs in {}",
+            summary.reproduced,
+            summary.runs.len(),
+            dir.join("ovs").display()
+        ),
+        Some(_) => outln!(
+            "reproduces on Open vSwitch {}/{} (the same culprit in {}); runs in {}",
+            summary.reproduced,
+            summary.runs.len(),
+            summary.same_culprit,
+            dir.join("ovs").display()
+        ),
+        None => outln!(
+            "a persistent violation on Open vSwitch in {}/{} (the trace records no violation to compare with); \
+             runs in {}",
+            summary.reproduced,
+            summary.runs.len(),
+            dir.join("ovs").display()
+        ),
+    }
     let reproduced = summary.reproduced > 0;
     if let Err(code) = write_junit("replay", junit, || {
         let info = run_info(started).experiment(dir);

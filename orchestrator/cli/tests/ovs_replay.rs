@@ -1,6 +1,7 @@
 //! From the lab back to the testbed: a suite case's minimal causal sequence
 //! replayed on real Open vSwitch bridges (`sts replay DIR --on ovs`), with
-//! os-ken started for real behind a recording proxy; and a replay killed
+//! os-ken started for real behind a recording proxy (and, as a control, the
+//! same trace without its failure, which shows nothing); and a replay killed
 //! with SIGKILL mid-run leaves no bridge, namespace, veth, OVS daemon or
 //! controller behind.
 
@@ -89,9 +90,14 @@ fn a_suite_mcs_reproduces_on_open_vswitch_and_a_killed_replay_leaves_nothing_beh
     stale_routes(&dir);
 
     // The whole run: os-ken on OVS, the link fails, the tables read back.
-    let out = sts().arg("replay").arg(&dir).args(["--on", "ovs", "--repeat", "1"]).output().unwrap();
+    let junit = tmp.join("ovs.xml");
+    let out =
+        sts().arg("replay").arg(&dir).args(["--on", "ovs", "--repeat", "1", "--junit"]).arg(&junit).output().unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("routes over the failed link s1-s2 (Open vSwitch run 1 of 1)"), "{xml}");
+    assert!(xml.contains("the bug reproduces on Open vSwitch"), "{xml}");
     assert!(stdout.contains("Open vSwitch run 1: reproduced, the same culprit"), "{stdout}");
     assert!(stdout.contains("culprit: s2 table 0: a rule of priority 10 on eth_dst"), "{stdout}");
     assert!(stdout.contains("reproduces on Open vSwitch 1/1 (the same culprit in 1)"), "{stdout}");
@@ -106,6 +112,21 @@ fn a_suite_mcs_reproduces_on_open_vswitch_and_a_killed_replay_leaves_nothing_beh
     }
     assert!(run["recorded"].as_u64().unwrap() > 20, "{run}");
     assert!(leftovers(&dir.join("ovs/1/ovs")).is_empty(), "{:?}", leftovers(&dir.join("ovs/1/ovs")));
+
+    // The control: the same trace without its link failure shows nothing on
+    // Open vSwitch (the ring routes every pair), and the run says where its
+    // tables differ from the lab's.
+    let control = tmp.join("without_the_failure");
+    std::fs::create_dir_all(&control).unwrap();
+    std::fs::copy(dir.join("config.toml"), control.join("config.toml")).unwrap();
+    let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+    let kept: Vec<&str> = trace.lines().filter(|l| !l.contains("link_down")).collect();
+    std::fs::write(control.join("trace.jsonl"), kept.join("\n") + "\n").unwrap();
+    let out = sts().arg("replay").arg(&control).args(["--on", "ovs", "--repeat", "1"]).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("Open vSwitch run 1: not reproduced: no violation in the tables"), "{stdout}");
+    assert!(stdout.contains("reproduces on Open vSwitch 0/1"), "{stdout}");
 
     // Killed once the bridges are up: the exit guard takes the testbed down.
     std::fs::remove_dir_all(dir.join("ovs")).unwrap();

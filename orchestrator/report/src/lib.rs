@@ -116,6 +116,8 @@ pub fn replay_run(r: &ReplayResult, has_internals: bool) -> String {
 pub fn ovs_run(r: &sts_engine::on_ovs::Run) -> String {
     let what = match (&r.error, r.reproduced, r.same_culprit) {
         (Some(e), _, _) => format!("could not finish: {e}"),
+        (None, true, _) if !r.compared => "a persistent violation (the trace records none to compare with)".to_string(),
+        (None, true, _) if !r.lab_culprit => "reproduced (the trace names no culprit to compare)".to_string(),
         (None, true, true) => "reproduced, the same culprit".to_string(),
         (None, true, false) => "reproduced, another culprit".to_string(),
         (None, false, _) if r.violations.is_empty() => "not reproduced: no violation in the tables".to_string(),
@@ -134,6 +136,11 @@ pub fn ovs_run(r: &sts_engine::on_ovs::Run) -> String {
     }
     if !flows.is_empty() {
         s.push_str(&format!("  flows: {}; {} OpenFlow messages recorded\n", flows.join(", "), r.recorded));
+    }
+    match (&r.experiment, &r.import_error) {
+        (Some(e), _) => s.push_str(&format!("  the recording as an experiment: {}\n", e.display())),
+        (None, Some(e)) => s.push_str(&format!("  the recording could not be imported: {e}\n")),
+        _ => {}
     }
     if !r.pings.is_empty() {
         let pings: Vec<String> = r

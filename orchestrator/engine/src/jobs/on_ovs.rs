@@ -93,15 +93,28 @@ pub struct Run {
     pub dir: PathBuf,
     /// The violations seen in both checks, `persist_ms` apart.
     pub violations: Vec<ViolationRecord>,
-    /// Some violation is the lab's (same invariant and victim).
+    /// Some violation is the lab's (same invariant and victim); when the
+    /// trace records no violation, some persistent violation was found.
     pub reproduced: bool,
-    /// Some violation is the lab's with the same culprit on the same switch.
+    /// Some violation is the lab's with the same culprit on the same switch
+    /// (always false without a lab culprit to compare with).
     pub same_culprit: bool,
+    /// Whether the lab's violation names a culprit.
+    pub lab_culprit: bool,
+    /// Whether the trace records a violation the verdict was compared with.
+    pub compared: bool,
     pub pings: Vec<PingOutcome>,
     /// Flows per switch in the final dump.
     pub flows: BTreeMap<String, usize>,
     /// OpenFlow messages the proxies recorded (every controller).
     pub recorded: u64,
+    /// The run's recording imported as an experiment (`RUN/experiment`):
+    /// its report, pcap and console work as on any run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<PathBuf>,
+    /// Why the recording could not be imported, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub import_error: Option<String>,
     /// When it did not reproduce: where its final tables first differ from
     /// the lab's at the violation.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -242,6 +255,8 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnM
     let inputs = trace.externals();
     let (steps, skipped) = plan(&config, &inputs);
     let lab = trace.violation().cloned();
+    let config_text = std::fs::read_to_string(exp.config())
+        .map_err(|e| RunError::Environment(format!("{}: {e}", exp.config().display())))?;
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| RunError::Environment(format!("cannot create {}: {e}", opts.out.display())))?;
     let mut summary = Summary {
@@ -264,7 +279,13 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnM
         if let Err(e) = one.go(&exp.config(), &config, &steps, opts.install_tables).await {
             one.result.error = Some(e);
         }
-        one.finish(lab_violation.as_ref());
+        one.finish(lab_violation.as_ref()).await;
+        if one.result.error.is_none() {
+            match import_recording(&config, &config_text, &run_dir) {
+                Ok(path) => one.result.experiment = Some(path),
+                Err(e) => one.result.import_error = Some(e),
+            }
+        }
         if !one.result.reproduced && one.result.error.is_none() {
             one.result.differs = one.tables.as_ref().and_then(|net| (opts.table_difference)(dir, &trace, net));
         }
@@ -292,6 +313,7 @@ struct OneRun {
     testbed: Option<Testbed>,
     controllers: Vec<Controller>,
     proxies: Vec<(sts_proxy::standalone::Control, tokio::task::JoinHandle<()>)>,
+    recorders: Vec<sts_proxy::standalone::RecorderHandle>,
 }
 
 impl OneRun {
@@ -303,9 +325,13 @@ impl OneRun {
                 violations: Vec::new(),
                 reproduced: false,
                 same_culprit: false,
+                compared: false,
+                lab_culprit: false,
                 pings: Vec::new(),
                 flows: BTreeMap::new(),
                 recorded: 0,
+                experiment: None,
+                import_error: None,
                 differs: None,
                 error: None,
             },
@@ -314,6 +340,7 @@ impl OneRun {
             testbed: None,
             controllers: Vec::new(),
             proxies: Vec::new(),
+            recorders: Vec::new(),
         }
     }
 
@@ -351,8 +378,7 @@ impl OneRun {
         let mut listen = Vec::new();
         for (i, c) in self.controllers.iter().enumerate() {
             let path = dir.join(format!("recording-c{i}.jsonl"));
-            // The recorder thread writes until the proxy is gone, then ends.
-            let (recording, _recorder) =
+            let (recording, recorder) =
                 sts_proxy::standalone::record_to(&path).map_err(|e| format!("{}: {e}", path.display()))?;
             let mut proxy = sts_proxy::standalone::Proxy::bind(
                 "127.0.0.1:0".parse().expect("an address"),
@@ -370,6 +396,7 @@ impl OneRun {
                 let _ = proxy.serve().await;
             });
             self.proxies.push((control, task));
+            self.recorders.push(recorder);
         }
         let testbed_dir = dir.join("ovs");
         let (cfg, addrs) = (config_path.to_path_buf(), listen.clone());
@@ -652,26 +679,42 @@ impl OneRun {
         }
     }
 
-    /// Tears the run down and judges it against the lab's violation.
-    fn finish(&mut self, lab: Option<&Violation>) {
+    /// Tears the run down (its recordings written out) and judges it
+    /// against the lab's violation.
+    async fn finish(&mut self, lab: Option<&Violation>) {
         for c in &mut self.controllers {
             c.kill();
         }
         for (control, task) in self.proxies.drain(..) {
-            self.result.recorded += control.stats().recorded;
             task.abort();
+            let _ = task.await;
+            drop(control);
+        }
+        for recorder in self.recorders.drain(..) {
+            // Its connections' tasks go as the runtime drops them: wait off it.
+            if let Ok(Ok(n)) = tokio::task::spawn_blocking(move || recorder.finish()).await {
+                self.result.recorded += n;
+            }
         }
         if let Some(t) = self.testbed.take() {
-            t.down();
+            let _ = tokio::task::spawn_blocking(move || t.down()).await;
         }
         self.result.violations = self.found.iter().map(crate::records::to_record).collect();
-        let found_if = |level: Same| match lab {
-            Some(lab) => self.found.iter().any(|v| v.same_bug(lab, level)),
-            None => !self.found.is_empty(),
-        };
+        self.result.compared = lab.is_some();
+        self.result.lab_culprit = lab.is_some_and(|l| l.culprit.is_some());
         if self.result.error.is_none() {
-            self.result.reproduced = found_if(Same::Victim);
-            self.result.same_culprit = found_if(Same::Switch);
+            let found_if = |level: Same| lab.is_some_and(|lab| self.found.iter().any(|v| v.same_bug(lab, level)));
+            self.result.reproduced = if lab.is_some() { found_if(Same::Victim) } else { !self.found.is_empty() };
+            self.result.same_culprit = self.result.lab_culprit && found_if(Same::Switch);
         }
     }
+}
+
+/// Makes a run's recording (the first controller's) an experiment directory
+/// in `RUN/experiment`, as `sts import` does.
+fn import_recording(config: &Config, config_text: &str, run_dir: &Path) -> Result<PathBuf, String> {
+    let out = run_dir.join("experiment");
+    let exp = crate::fuzz::create_experiment(config, config_text, &out).map_err(|e| e.to_string())?;
+    crate::import::import(&run_dir.join("recording-c0.jsonl"), config, &exp.trace()).map_err(|e| e.to_string())?;
+    Ok(out)
 }
