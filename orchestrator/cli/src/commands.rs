@@ -354,18 +354,7 @@ fn replay(
     }) {
         return code;
     }
-    match expect {
-        Some(want) => {
-            let held = (want == "reproduce") == reproduced;
-            outln!("expected it to {want}: {}", if held { "it did" } else { "it did not" });
-            if held {
-                exit::OK
-            } else {
-                exit::VIOLATION
-            }
-        }
-        None => exit::found(reproduced),
-    }
+    expectation(expect, reproduced)
 }
 
 /// `sts replay DIR --on ovs`: the trace's inputs on real Open vSwitch bridges.
@@ -394,8 +383,8 @@ fn replay_on_ovs(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>,
             sts_report::dump_flows::judge_as(net, version);
             Ok(installed.into_iter().map(|(d, i)| (d, i.flows)).collect())
         },
-        table_difference: |dir, trace, net| {
-            let lab = lab_tables(dir, trace)?;
+        table_difference: |lab, net| {
+            let (_, lab) = sts_report::tables::at_violation(lab)?;
             let ovs = net.switches.iter().map(|(d, s)| (*d, s.clone())).collect();
             sts_report::tables::first_difference(&lab, &ovs, "Open vSwitch")
         },
@@ -446,6 +435,12 @@ fn replay_on_ovs(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>,
         // No run got as far as a verdict: the testbed's environment, not the bug.
         return exit::ENVIRONMENT;
     }
+    expectation(expect, reproduced)
+}
+
+/// A replay's exit code: with `--expect`, whether it held (said on the
+/// terminal); without, whether the bug reproduced.
+fn expectation(expect: Option<&str>, reproduced: bool) -> u8 {
     match expect {
         Some(want) => {
             let held = (want == "reproduce") == reproduced;
@@ -458,27 +453,6 @@ fn replay_on_ovs(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>,
         }
         None => exit::found(reproduced),
     }
-}
-
-/// The lab's flow tables at the violation: from the experiment's trace, or,
-/// when it records inputs only (a minimal causal sequence, a hand-written
-/// trace), from the first of its replays (`final/N`, `replays/N`) that
-/// recorded its messages up to a violation.
-fn lab_tables(
-    dir: &Path,
-    trace: &sts_trace::Trace,
-) -> Option<std::collections::BTreeMap<u64, sts_mocknet::switch::Switch>> {
-    let tables = |t: &sts_trace::Trace| sts_report::tables::at_violation(t).map(|(_, s)| s).filter(|s| !s.is_empty());
-    if let Some(found) = tables(trace) {
-        return Some(found);
-    }
-    let mut runs: Vec<std::path::PathBuf> = ["final", "replays"]
-        .iter()
-        .filter_map(|kind| std::fs::read_dir(dir.join(kind)).ok())
-        .flat_map(|entries| entries.flatten().map(|e| e.path().join("trace.jsonl")))
-        .collect();
-    runs.sort();
-    runs.iter().filter_map(|p| sts_trace::Trace::load(p).ok()).find_map(|t| tables(&t))
 }
 
 /// An experiment directory's config can name any program as a controller:

@@ -66,33 +66,45 @@ impl Flow {
 /// reply headers older versions print (`NXST_FLOW reply (xid=0x4):`) are
 /// skipped.
 pub fn read(text: &str) -> Result<Vec<Flow>, ReadError> {
-    let mut flows = Vec::new();
+    each_line(text, &["NXST_FLOW", "OFPST_FLOW"], |line, text| Ok(Flow { line, flow_mod: flow(text)? }))
+}
+
+/// `read` applied to every line of a listing but blanks and the reply
+/// headers starting with one of `headers`, with its 1-based number; the
+/// first error names its line.
+fn each_line<T>(
+    text: &str,
+    headers: &[&str],
+    read: impl Fn(usize, &str) -> Result<T, String>,
+) -> Result<Vec<T>, ReadError> {
+    let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
-        if line.is_empty() || line.starts_with("NXST_FLOW") || line.starts_with("OFPST_FLOW") {
+        if line.is_empty() || headers.iter().any(|h| line.starts_with(h)) {
             continue;
         }
-        let flow_mod = flow(line).map_err(|what| ReadError { line: i + 1, what })?;
-        flows.push(Flow { line: i + 1, flow_mod });
+        out.push(read(i + 1, line).map_err(|what| ReadError { line: i + 1, what })?);
     }
-    Ok(flows)
+    Ok(out)
 }
 
 /// Installs `flows` on switch `dpid` of `net`, each as the FLOW_MOD a
 /// controller would send; the first one the switch refuses (an error reply:
 /// a table it lacks, a group it does not hold) is an error naming its line.
 pub fn install(net: &mut sts_mocknet::Network, dpid: u64, flows: &[Flow]) -> Result<(), ReadError> {
-    for f in flows {
-        let msg = f.message();
-        let raw =
-            msg.emit().map_err(|e| ReadError { line: f.line, what: format!("cannot encode its FLOW_MOD: {e}") })?;
-        let replies = net.handle_controller(dpid, &raw, &msg, 0);
-        if !replies.is_empty() {
-            let said: Vec<String> = replies.iter().map(|r| format!("{:?}", r.msg.body)).collect();
-            return Err(ReadError { line: f.line, what: format!("switch s{dpid} refuses it: {}", said.join("; ")) });
-        }
+    flows.iter().try_for_each(|f| send(net, dpid, f.line, &f.message(), "FLOW_MOD"))
+}
+
+/// Hands `msg` (read from `line`) to switch `dpid` as a controller's
+/// message; any reply is the switch refusing it.
+fn send(net: &mut sts_mocknet::Network, dpid: u64, line: usize, msg: &Message, kind: &str) -> Result<(), ReadError> {
+    let raw = msg.emit().map_err(|e| ReadError { line, what: format!("cannot encode its {kind}: {e}") })?;
+    let replies = net.handle_controller(dpid, &raw, msg, 0);
+    if replies.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    let said: Vec<String> = replies.iter().map(|r| format!("{:?}", r.msg.body)).collect();
+    Err(ReadError { line, what: format!("switch s{dpid} refuses it: {}", said.join("; ")) })
 }
 
 /// One group of a `dump-groups` listing: the GROUP_MOD (ADD) that installs
@@ -106,16 +118,7 @@ pub struct Group {
 /// Every group of a `dump-groups` listing, in its order (reply headers and
 /// blank lines skipped).
 pub fn read_groups(text: &str) -> Result<Vec<Group>, ReadError> {
-    let mut groups = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with("OFPST_GROUP") || line.starts_with("NXST_GROUP") {
-            continue;
-        }
-        let group_mod = group(line).map_err(|what| ReadError { line: i + 1, what })?;
-        groups.push(Group { line: i + 1, group_mod });
-    }
-    Ok(groups)
+    each_line(text, &["OFPST_GROUP", "NXST_GROUP"], |line, text| Ok(Group { line, group_mod: group(text)? }))
 }
 
 fn group(line: &str) -> Result<v13::GroupMod, String> {
@@ -175,17 +178,10 @@ fn group(line: &str) -> Result<v13::GroupMod, String> {
 /// Installs `groups` on switch `dpid` of `net`, each as the GROUP_MOD a
 /// controller would send; the first one refused is an error naming its line.
 pub fn install_groups(net: &mut sts_mocknet::Network, dpid: u64, groups: &[Group]) -> Result<(), ReadError> {
-    for g in groups {
+    groups.iter().try_for_each(|g| {
         let msg = Message::new(0, Body::V13(v13::Msg::GroupMod(g.group_mod.clone())));
-        let raw =
-            msg.emit().map_err(|e| ReadError { line: g.line, what: format!("cannot encode its GROUP_MOD: {e}") })?;
-        let replies = net.handle_controller(dpid, &raw, &msg, 0);
-        if !replies.is_empty() {
-            let said: Vec<String> = replies.iter().map(|r| format!("{:?}", r.msg.body)).collect();
-            return Err(ReadError { line: g.line, what: format!("switch s{dpid} refuses it: {}", said.join("; ")) });
-        }
-    }
-    Ok(())
+        send(net, dpid, g.line, &msg, "GROUP_MOD")
+    })
 }
 
 /// What [`install_dir`] installed on one switch.

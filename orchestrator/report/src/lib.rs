@@ -134,6 +134,12 @@ pub fn ovs_run(r: &sts_engine::on_ovs::Run) -> String {
     if let Some(d) = &r.differs {
         s.push_str(&format!("  tables differ from the lab's at its violation: {d}\n"));
     }
+    if !r.messages_differ.is_empty() {
+        s.push_str("  the controllers' messages that differ from the lab's:\n");
+        for m in &r.messages_differ {
+            s.push_str(&format!("    {m}\n"));
+        }
+    }
     if !flows.is_empty() {
         s.push_str(&format!("  flows: {}; {} OpenFlow messages recorded\n", flows.join(", "), r.recorded));
     }

@@ -50,10 +50,9 @@ pub type InstallTables = fn(&Path, &mut Network, u8) -> Result<BTreeMap<u64, usi
 const STORM_PER_S: f64 = 1000.0;
 
 /// Where a testbed's tables (the network they were installed on) first
-/// differ from the lab's at its violation (the experiment directory and its
-/// trace), in words; `None` when they do not (or the lab has no tables to
-/// compare).
-pub type TableDifference = fn(&Path, &sts_trace::Trace, &Network) -> Option<String>;
+/// differ from the lab's at its violation (a lab trace with its OpenFlow
+/// messages, [`lab_trace`]), in words; `None` when they do not.
+pub type TableDifference = fn(&sts_trace::Trace, &Network) -> Option<String>;
 
 /// How to replay on Open vSwitch.
 pub struct Options {
@@ -119,6 +118,11 @@ pub struct Run {
     /// the lab's at the violation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub differs: Option<String>,
+    /// When it did not reproduce: the controller-to-switch messages whose
+    /// count differs between the lab (up to its violation) and the testbed,
+    /// per switch, by fingerprint (a few).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub messages_differ: Vec<String>,
     /// What went wrong, when the run could not finish (a controller that did
     /// not start, a script that failed): the run counts as not reproducing.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -269,6 +273,7 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnM
         same_culprit: 0,
     };
     let lab_violation = lab.as_ref().map(crate::records::to_violation).transpose().map_err(RunError::BadInput)?;
+    let lab_run = lab_trace(dir, &trace);
     for n in 1..=opts.repeat {
         let run_dir = opts.out.join(n.to_string());
         let _ = std::fs::remove_dir_all(&run_dir);
@@ -287,7 +292,14 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnM
             }
         }
         if !one.result.reproduced && one.result.error.is_none() {
-            one.result.differs = one.tables.as_ref().and_then(|net| (opts.table_difference)(dir, &trace, net));
+            if let Some(lab) = &lab_run {
+                one.result.differs = one.tables.as_ref().and_then(|net| (opts.table_difference)(lab, net));
+                let ovs =
+                    one.result.experiment.as_ref().and_then(|e| sts_trace::Trace::load(&e.join("trace.jsonl")).ok());
+                if let Some(ovs) = ovs {
+                    one.result.messages_differ = messages_differ(lab, &ovs);
+                }
+            }
         }
         if one.result.reproduced {
             summary.reproduced += 1;
@@ -333,6 +345,7 @@ impl OneRun {
                 experiment: None,
                 import_error: None,
                 differs: None,
+                messages_differ: Vec::new(),
                 error: None,
             },
             found: Vec::new(),
@@ -356,8 +369,35 @@ impl OneRun {
         steps: &[(u64, Step)],
         install: InstallTables,
     ) -> Result<(), String> {
-        let dir = self.result.dir.clone();
         let clock = Clock::start();
+        let started = self.bring_up(config_path, config, &clock).await?;
+        let mut world = World::new(config);
+        let start = clock.now();
+        for (at, step) in steps {
+            let due = start + at;
+            let now = clock.now();
+            if due > now {
+                tokio::time::sleep(Duration::from_millis(due - now)).await;
+            }
+            self.perform_step(step, clock.now() - start, &mut world, config, &started).await?;
+        }
+        // Every live bridge connected again (a restarted controller, a
+        // recovered switch), pings answered within their 2 s, the
+        // controllers settled.
+        let _ = self.handshakes(world.live_switches(), Duration::from_secs(10)).await;
+        for (at, src, dst, mut child) in std::mem::take(&mut world.pings) {
+            let answered =
+                tokio::task::spawn_blocking(move || child.wait().is_ok_and(|s| s.success())).await.unwrap_or(false);
+            self.result.pings.push(PingOutcome { at_ms: at, src, dst, answered });
+        }
+        self.quiet(Duration::from_millis(500), Duration::from_secs(10)).await;
+        self.check(config, &world, &clock, install).await
+    }
+
+    /// Starts the controllers, their recording proxies and the testbed,
+    /// waits for every handshake and runs the setup steps.
+    async fn bring_up(&mut self, config_path: &Path, config: &Config, clock: &Clock) -> Result<Started, String> {
+        let dir = self.result.dir.clone();
         let specs = crate::presets::specs(config, &dir).map_err(|e| format!("cannot write controller files: {e}"))?;
         let mut logs = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
@@ -399,196 +439,136 @@ impl OneRun {
             self.recorders.push(recorder);
         }
         let testbed_dir = dir.join("ovs");
-        let (cfg, addrs) = (config_path.to_path_buf(), listen.clone());
-        let testbed = tokio::task::spawn_blocking(move || Testbed::up(&testbed_dir, &cfg, &addrs))
+        let cfg = config_path.to_path_buf();
+        let testbed = tokio::task::spawn_blocking(move || Testbed::up(&testbed_dir, &cfg, &listen))
             .await
             .map_err(|e| e.to_string())??;
         self.testbed = Some(testbed);
-        let switches = config.topology().switches.len();
-        self.handshakes(switches, Duration::from_secs(20)).await?;
+        self.handshakes(config.topology().switches.len(), Duration::from_secs(20)).await?;
         self.quiet(Duration::from_millis(500), Duration::from_secs(10)).await;
-        let policies: BTreeMap<String, crate::config::PolicyConfig> =
-            config.policies.iter().map(|p| (p.name.clone(), p.clone())).collect();
-        let mut applied: Vec<String> = Vec::new();
         for i in 0..self.controllers.len() {
             for (k, step) in config.controllers[i].setup.iter().enumerate() {
                 self.perform(i, step, &dir).await.map_err(|e| format!("setup step {} of c{i}: {e}", k + 1))?;
             }
         }
         self.quiet(Duration::from_millis(500), Duration::from_secs(10)).await;
+        Ok(Started { specs, logs })
+    }
 
-        // The model: the config's network as the inputs leave it, for the
-        // tables read back at the end.
-        let mut model = Network::new(&config.topology(), sts_proxy::wire::OFP13);
-        let mut down: BTreeMap<u64, Vec<Endpoint>> = BTreeMap::new();
-        let mut crashed = BTreeSet::new();
-        let mut pings = Vec::new();
-        let start = clock.now();
-        for (at, step) in steps {
-            let due = start + at;
-            let now = clock.now();
-            if due > now {
-                tokio::time::sleep(Duration::from_millis(due - now)).await;
+    /// Performs one input on the testbed (`t` ms after the first), keeping
+    /// `world` in step.
+    async fn perform_step(
+        &mut self,
+        step: &Step,
+        t: u64,
+        world: &mut World,
+        config: &Config,
+        started: &Started,
+    ) -> Result<(), String> {
+        let dir = self.result.dir.clone();
+        match step {
+            Step::Ping { src, dst } => {
+                let child = self.testbed()?.ping(src, dst)?;
+                world.pings.push((t, src.clone(), dst.clone(), child));
             }
-            let t = clock.now() - start;
-            match step {
-                Step::Ping { src, dst } => {
-                    let child = self.testbed()?.ping(src, dst)?;
-                    pings.push((t, src.clone(), dst.clone(), child));
-                }
-                Step::Link { a, b, up, at } => {
-                    self.script(&["link", if *up { "up" } else { "down" }, &a.to_string(), &b.to_string()]).await?;
-                    model.set_link(*at, *up);
-                }
-                Step::Switch { dpid, up } => {
-                    self.script(&["switch", if *up { "up" } else { "down" }, &dpid.to_string()]).await?;
-                    if *up {
-                        for e in down.remove(dpid).unwrap_or_default() {
-                            model.set_link(e, true);
-                        }
-                    } else if !down.contains_key(dpid) {
-                        let taken: Vec<Endpoint> = model.switches.get(dpid).map_or_else(Vec::new, |s| {
-                            s.ports
-                                .iter()
-                                .filter(|(_, p)| p.link_up)
-                                .map(|(&port, _)| Endpoint::Switch { dpid: *dpid, port })
-                                .filter(|e| model.live_peer(*e).is_some())
-                                .collect()
-                        });
-                        for e in &taken {
-                            model.set_link(*e, false);
-                        }
-                        down.insert(*dpid, taken);
-                    }
-                }
-                Step::Migrate { host, to } => {
-                    let Some(i) = model.hosts.iter().position(|h| &h.name == host) else {
-                        return Err(format!("no host {host} in the config's network"));
-                    };
-                    let from = match model.live_peer(Endpoint::Host(i)) {
-                        Some(Endpoint::Switch { dpid, port }) => (dpid, port),
-                        _ => return Err(format!("host {host} is not plugged into a switch")),
-                    };
-                    model.migrate_host(i, *to);
-                    let Some(Endpoint::Switch { dpid, port }) = model.live_peer(Endpoint::Host(i)) else {
-                        return Err(format!("host {host} could not move to s{to}"));
-                    };
-                    let args = [from.0, from.1 as u64, dpid, port as u64].map(|n| n.to_string());
-                    self.script(&["migrate", host, &args[0], &args[1], &args[2], &args[3]]).await?;
-                }
-                Step::Netem { a, b, what } => {
-                    let mut args = vec!["netem".to_string(), a.to_string(), b.to_string()];
-                    args.extend(what.iter().cloned());
-                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                    self.script(&args).await?;
-                }
-                Step::Crash(i) => {
-                    self.controllers[*i].kill();
-                    crashed.insert(*i);
-                }
-                Step::Restart(i) => {
-                    if crashed.remove(i) {
-                        let (spec, log, addr) = (specs[*i].clone(), logs[*i].clone(), self.controllers[*i].addr());
-                        let ctl = tokio::task::spawn_blocking(move || Controller::start(&spec, addr, &log))
-                            .await
-                            .map_err(|e| e.to_string())?
-                            .map_err(|e| format!("controller c{i} did not come back: {e}"))?;
-                        self.controllers[*i] = ctl;
-                        // The bridges reconnect within their backoff (1 s), as
-                        // the mock network's switches do at once; the steps
-                        // configure them.
-                        let _ = self.handshakes(switches - down.len(), Duration::from_secs(10)).await;
-                        self.quiet(Duration::from_millis(200), Duration::from_secs(5)).await;
-                        for step in &config.controllers[*i].setup {
-                            self.perform(*i, step, &dir).await?;
-                        }
-                    }
-                }
-                Step::Policy(name) => {
-                    let Some(policy) = policies.get(name) else {
-                        return Err(format!("policy {name} is not in the config"));
-                    };
-                    let i = crate::session::controller_index(&policy.controller, self.controllers.len())
-                        .map_err(|e| e.to_string())?;
-                    let after = policy.after.iter().all(|a| applied.contains(a));
-                    // As on the mock network: skipped without its prerequisite
-                    // or with its controller down; refused, it changes nothing.
-                    if after && !crashed.contains(&i) && self.perform(i, &policy.step(), &dir).await.is_ok() {
-                        applied.push(name.clone());
-                    }
-                }
-                Step::Arm(rule) => self.proxies.iter().for_each(|(c, _)| c.arm_once(rule.clone())),
-                Step::AddRule(rule) => self.proxies.iter().for_each(|(c, _)| c.add_fault_rule(rule.clone())),
-                Step::EndDelay(switch) => self.proxies.iter().for_each(|(c, _)| {
-                    c.remove_fault_rules(|r| r.datapath == Some(*switch) && matches!(r.action, Action::Delay(_)))
-                }),
+            Step::Link { a, b, up, at } => {
+                self.script(&["link", if *up { "up" } else { "down" }, &a.to_string(), &b.to_string()]).await?;
+                world.model.set_link(*at, *up);
             }
+            Step::Switch { dpid, up } => {
+                self.script(&["switch", if *up { "up" } else { "down" }, &dpid.to_string()]).await?;
+                world.switch(*dpid, *up);
+            }
+            Step::Migrate { host, to } => {
+                let (from, at) = world.migrate(host, *to)?;
+                let args = [from.0, from.1.into(), at.0, at.1.into()].map(|n: u64| n.to_string());
+                self.script(&["migrate", host, &args[0], &args[1], &args[2], &args[3]]).await?;
+            }
+            Step::Netem { a, b, what } => {
+                let mut args = vec!["netem".to_string(), a.to_string(), b.to_string()];
+                args.extend(what.iter().cloned());
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                self.script(&args).await?;
+            }
+            Step::Crash(i) => {
+                self.controllers[*i].kill();
+                world.crashed.insert(*i);
+            }
+            Step::Restart(i) if world.crashed.remove(i) => {
+                let (spec, log, addr) =
+                    (started.specs[*i].clone(), started.logs[*i].clone(), self.controllers[*i].addr());
+                let ctl = tokio::task::spawn_blocking(move || Controller::start(&spec, addr, &log))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| format!("controller c{i} did not come back: {e}"))?;
+                self.controllers[*i] = ctl;
+                // The bridges reconnect within their backoff (1 s), as the
+                // mock network's switches do at once; the steps configure them.
+                let _ = self.handshakes(world.live_switches(), Duration::from_secs(10)).await;
+                self.quiet(Duration::from_millis(200), Duration::from_secs(5)).await;
+                for step in &config.controllers[*i].setup {
+                    self.perform(*i, step, &dir).await?;
+                }
+            }
+            Step::Restart(_) => {}
+            Step::Policy(name) => {
+                let Some(policy) = world.policies.get(name).cloned() else {
+                    return Err(format!("policy {name} is not in the config"));
+                };
+                let i = crate::session::controller_index(&policy.controller, self.controllers.len())
+                    .map_err(|e| e.to_string())?;
+                let after = policy.after.iter().all(|a| world.applied.contains(a));
+                // As on the mock network: skipped without its prerequisite or
+                // with its controller down; refused, it changes nothing.
+                if after && !world.crashed.contains(&i) && self.perform(i, &policy.step(), &dir).await.is_ok() {
+                    world.applied.push(name.clone());
+                }
+            }
+            Step::Arm(rule) => self.proxies.iter().for_each(|(c, _)| c.arm_once(rule.clone())),
+            Step::AddRule(rule) => self.proxies.iter().for_each(|(c, _)| c.add_fault_rule(rule.clone())),
+            Step::EndDelay(switch) => self.proxies.iter().for_each(|(c, _)| {
+                c.remove_fault_rules(|r| r.datapath == Some(*switch) && matches!(r.action, Action::Delay(_)))
+            }),
         }
-        // Every live bridge connected again (a restarted controller, a
-        // recovered switch), pings answered within their 2 s, the
-        // controllers settled.
-        let _ = self.handshakes(switches - down.len(), Duration::from_secs(10)).await;
-        for (at, src, dst, mut child) in pings {
-            let answered =
-                tokio::task::spawn_blocking(move || child.wait().is_ok_and(|s| s.success())).await.unwrap_or(false);
-            self.result.pings.push(PingOutcome { at_ms: at, src, dst, answered });
-        }
-        self.quiet(Duration::from_millis(500), Duration::from_secs(10)).await;
+        Ok(())
+    }
 
-        let isolation: Vec<IsolationRule> =
-            crate::policy::isolation(&config.invariants.isolation, applied.iter().filter_map(|n| policies.get(n)))
-                .into_iter()
-                .map(|(from, to)| IsolationRule { from, to })
-                .collect();
+    /// Dumps the bridges' tables twice, `persist_ms` apart, and keeps the
+    /// violations both show (and any storm measured between them).
+    async fn check(
+        &mut self,
+        config: &Config,
+        world: &World,
+        clock: &Clock,
+        install: InstallTables,
+    ) -> Result<(), String> {
+        let dir = self.result.dir.clone();
+        let isolation: Vec<IsolationRule> = crate::policy::isolation(
+            &config.invariants.isolation,
+            world.applied.iter().filter_map(|n| world.policies.get(n)),
+        )
+        .into_iter()
+        .map(|(from, to)| IsolationRule { from, to })
+        .collect();
         let checker = sts_invariants::Checker { isolation, ..config.checker() };
-        let disconnected: Vec<u64> = down.keys().copied().collect();
         let mut log_lines = Vec::new();
         let mut checks = Vec::new();
-        // Between the two dumps no input runs and every ping has ended: frames
-        // still crossing a bridge by the thousand per second, or messages
-        // between the bridges and the controllers, are a storm: the loop the
-        // mock network's dataplane sees as a frame over its hop limit (which
-        // no flow table shows when it runs through a controller's floods).
-        let (mut counted, mut messages, mut dumped_at) = (BTreeMap::new(), 0, 0);
+        let mut before: Option<Traffic> = None;
         for round in 0..2 {
             if round == 1 {
                 tokio::time::sleep(Duration::from_millis(config.invariants.persist_ms.max(200))).await;
             }
             let tables = dir.join(format!("tables-{}", round + 1));
-            let now_messages: u64 = self.proxies.iter().map(|(c, _)| c.stats().messages).sum();
-            let now = clock.now();
+            let messages: u64 = self.proxies.iter().map(|(c, _)| c.stats().messages).sum();
+            let at = clock.now();
             self.script(&["dump", &tables.display().to_string()]).await?;
-            let now_counted = crate::ovs::frames_counted(&tables);
-            let mut storms = Vec::new();
-            if round == 1 && checker.enabled.contains(&sts_invariants::Invariant::Loop) {
-                let secs = (now - dumped_at).max(1) as f64 / 1000.0;
-                let fastest = now_counted
-                    .iter()
-                    .map(|(d, n)| (n.saturating_sub(counted.get(d).copied().unwrap_or(0)), *d))
-                    .max()
-                    .filter(|(grew, _)| *grew as f64 / secs > STORM_PER_S);
-                let sent = now_messages - messages;
-                let storm = |elements: Vec<String>, summary: String| Violation {
-                    invariant: sts_invariants::Invariant::Loop,
-                    elements,
-                    summary,
-                    witness: None,
-                    culprit: None,
-                };
-                if let Some((grew, dpid)) = fastest {
-                    storms.push(storm(
-                        vec![format!("s{dpid}")],
-                        format!("a storm on Open vSwitch: {grew} frames crossed s{dpid}'s entries in {secs:.1} s with no input running"),
-                    ));
-                } else if sent as f64 / secs > STORM_PER_S {
-                    storms.push(storm(
-                        Vec::new(),
-                        format!("a storm through the controllers: {sent} OpenFlow messages in {secs:.1} s with no input running"),
-                    ));
-                }
-            }
-            (counted, messages, dumped_at) = (now_counted, now_messages, now);
-            let mut net = model.clone();
+            let now = Traffic { at, messages, frames: crate::ovs::frames_counted(&tables) };
+            let storm = match &before {
+                Some(b) if checker.enabled.contains(&sts_invariants::Invariant::Loop) => storm(b, &now),
+                _ => None,
+            };
+            before = Some(now);
+            let mut net = world.model.clone();
             let flows = install(&tables, &mut net, config.network.openflow.wire())
                 .map_err(|e| format!("reading the tables back: {e}"))?;
             self.result.flows = flows.into_iter().map(|(d, n)| (format!("s{d}"), n)).collect();
@@ -600,25 +580,25 @@ impl OneRun {
                     .controllers
                     .iter_mut()
                     .enumerate()
-                    .filter(|(i, _)| !crashed.contains(i))
+                    .filter(|(i, _)| !world.crashed.contains(i))
                     .map(|(i, c)| ControllerState { name: crate::monitor::controller_name(i), alive: c.is_alive() })
                     .collect(),
-                disconnected: disconnected.clone(),
+                disconnected: world.down.keys().copied().collect(),
                 dataplane: Vec::new(),
                 log_lines: log_lines.clone(),
             };
             let mut violations = checker.check(&net, &facts).violations;
-            violations.extend(storms);
+            violations.extend(storm);
             checks.push(violations);
             self.tables = Some(net);
         }
         let [first, second] = <[Vec<Violation>; 2]>::try_from(checks).expect("two checks");
         // Present in both dumps; a storm is measured across the two, so it
         // is persistent by its own measure.
-        let storm = |v: &Violation| v.invariant == sts_invariants::Invariant::Loop && v.witness.is_none();
+        let is_storm = |v: &Violation| v.invariant == sts_invariants::Invariant::Loop && v.witness.is_none();
         self.found = second
             .into_iter()
-            .filter(|v| storm(v) || first.iter().any(|f| f.same_bug(v, Same::Victim)))
+            .filter(|v| is_storm(v) || first.iter().any(|f| f.same_bug(v, Same::Victim)))
             .collect::<Vec<_>>();
         Ok(())
     }
@@ -710,6 +690,184 @@ impl OneRun {
     }
 }
 
+/// What [`OneRun::bring_up`] started that a restart needs again.
+struct Started {
+    specs: Vec<crate::controller::ControllerSpec>,
+    logs: Vec<PathBuf>,
+}
+
+/// A switch's port: (datapath id, port number).
+type SwitchPort = (u64, u32);
+
+/// The network as the inputs leave it, beside the testbed: the model the
+/// bridges' tables are judged on, and what the run did to it.
+struct World {
+    model: Network,
+    /// Failed switches, with the links their failure took down.
+    down: BTreeMap<u64, Vec<Endpoint>>,
+    crashed: BTreeSet<usize>,
+    policies: BTreeMap<String, crate::config::PolicyConfig>,
+    applied: Vec<String>,
+    /// Pings sent: when, from, to, the running `ping`.
+    pings: Vec<(u64, String, String, std::process::Child)>,
+}
+
+impl World {
+    fn new(config: &Config) -> World {
+        World {
+            model: Network::new(&config.topology(), sts_proxy::wire::OFP13),
+            down: BTreeMap::new(),
+            crashed: BTreeSet::new(),
+            policies: config.policies.iter().map(|p| (p.name.clone(), p.clone())).collect(),
+            applied: Vec::new(),
+            pings: Vec::new(),
+        }
+    }
+
+    /// Switches not failed by an input.
+    fn live_switches(&self) -> usize {
+        self.model.switches.len() - self.down.len()
+    }
+
+    /// Switch `dpid` fails (its live links go down with it) or recovers
+    /// (those links come back), as on the mock network.
+    fn switch(&mut self, dpid: u64, up: bool) {
+        if up {
+            for e in self.down.remove(&dpid).unwrap_or_default() {
+                self.model.set_link(e, true);
+            }
+            return;
+        }
+        if self.down.contains_key(&dpid) {
+            return;
+        }
+        let model = &self.model;
+        let taken: Vec<Endpoint> = model.switches.get(&dpid).map_or_else(Vec::new, |s| {
+            s.ports
+                .iter()
+                .filter(|(_, p)| p.link_up)
+                .map(|(&port, _)| Endpoint::Switch { dpid, port })
+                .filter(|e| model.live_peer(*e).is_some())
+                .collect()
+        });
+        for e in &taken {
+            self.model.set_link(*e, false);
+        }
+        self.down.insert(dpid, taken);
+    }
+
+    /// Moves `host` to switch `to` on the model: where it was and where it
+    /// is now (switch, port), the port numbered as the mock network does.
+    fn migrate(&mut self, host: &str, to: u64) -> Result<(SwitchPort, SwitchPort), String> {
+        let Some(i) = self.model.hosts.iter().position(|h| h.name == host) else {
+            return Err(format!("no host {host} in the config's network"));
+        };
+        let Some(Endpoint::Switch { dpid, port }) = self.model.live_peer(Endpoint::Host(i)) else {
+            return Err(format!("host {host} is not plugged into a switch"));
+        };
+        self.model.migrate_host(i, to);
+        let Some(Endpoint::Switch { dpid: now, port: at }) = self.model.live_peer(Endpoint::Host(i)) else {
+            return Err(format!("host {host} could not move to s{to}"));
+        };
+        Ok(((dpid, port), (now, at)))
+    }
+}
+
+/// What crossed the testbed up to a dump: frames counted by each bridge's
+/// entries, OpenFlow messages through the proxies, and when (run ms).
+struct Traffic {
+    at: u64,
+    messages: u64,
+    frames: BTreeMap<u64, u64>,
+}
+
+/// A storm between two dumps with no input running: frames still crossing a
+/// bridge's entries by the thousand per second, or messages between the
+/// bridges and the controllers. It is the loop the mock network's dataplane
+/// sees as a frame over its hop limit (which no flow table shows when it
+/// runs through a controller's floods).
+fn storm(before: &Traffic, now: &Traffic) -> Option<Violation> {
+    let secs = now.at.saturating_sub(before.at).max(1) as f64 / 1000.0;
+    let violation = |elements: Vec<String>, summary: String| Violation {
+        invariant: sts_invariants::Invariant::Loop,
+        elements,
+        summary,
+        witness: None,
+        culprit: None,
+    };
+    let fastest = now
+        .frames
+        .iter()
+        .map(|(d, n)| (n.saturating_sub(before.frames.get(d).copied().unwrap_or(0)), *d))
+        .max()
+        .filter(|(grew, _)| *grew as f64 / secs > STORM_PER_S);
+    if let Some((grew, dpid)) = fastest {
+        return Some(violation(
+            vec![format!("s{dpid}")],
+            format!(
+                "a storm on Open vSwitch: {grew} frames crossed s{dpid}'s entries in {secs:.1} s with no input running"
+            ),
+        ));
+    }
+    let sent = now.messages.saturating_sub(before.messages);
+    (sent as f64 / secs > STORM_PER_S).then(|| {
+        violation(
+            Vec::new(),
+            format!("a storm through the controllers: {sent} OpenFlow messages in {secs:.1} s with no input running"),
+        )
+    })
+}
+
+/// The lab's run with its OpenFlow messages, up to its violation: the
+/// experiment's own trace, or, when it records inputs only (a minimal causal
+/// sequence, a hand-written trace), the first of its replays (`final/N`,
+/// `replays/N`) that recorded messages up to a violation.
+pub fn lab_trace(dir: &Path, trace: &sts_trace::Trace) -> Option<sts_trace::Trace> {
+    let until_violation = |t: &sts_trace::Trace| -> Option<sts_trace::Trace> {
+        let end = t.records.iter().position(|r| r.violation().is_some())?;
+        let has_messages =
+            t.records[..end].iter().any(|r| matches!(r.internal(), Some(sts_trace::Internal::Openflow { .. })));
+        has_messages.then(|| sts_trace::Trace { header: t.header.clone(), records: t.records[..=end].to_vec() })
+    };
+    if let Some(found) = until_violation(trace) {
+        return Some(found);
+    }
+    let mut runs: Vec<PathBuf> = ["final", "replays"]
+        .iter()
+        .filter_map(|kind| std::fs::read_dir(dir.join(kind)).ok())
+        .flat_map(|entries| entries.flatten().map(|e| e.path().join("trace.jsonl")))
+        .collect();
+    runs.sort();
+    runs.iter().filter_map(|p| sts_trace::Trace::load(p).ok()).find_map(|t| until_violation(&t))
+}
+
+/// The controller-to-switch messages whose count differs between the lab's
+/// run and the testbed's, per switch and fingerprint, in words (at most
+/// three, and how many more).
+fn messages_differ(lab: &sts_trace::Trace, ovs: &sts_trace::Trace) -> Vec<String> {
+    let (a, b) = (crate::import::to_switch(lab), crate::import::to_switch(ovs));
+    let empty = BTreeMap::new();
+    let mut out = Vec::new();
+    for d in a.keys().chain(b.keys()).copied().collect::<BTreeSet<u64>>() {
+        let (x, y) = (a.get(&d).unwrap_or(&empty), b.get(&d).unwrap_or(&empty));
+        for fp in x.keys().chain(y.keys()).collect::<BTreeSet<&String>>() {
+            let (n, m) = (x.get(fp).copied().unwrap_or(0), y.get(fp).copied().unwrap_or(0));
+            if n != m {
+                out.push(format!(
+                    "s{d}: {n} in the lab, {m} on Open vSwitch: {}",
+                    sts_trace::bounded_message(fp.clone(), 200)
+                ));
+            }
+        }
+    }
+    if out.len() > 3 {
+        let more = out.len() - 3;
+        out.truncate(3);
+        out.push(format!("... and {more} more"));
+    }
+    out
+}
+
 /// Makes a run's recording (the first controller's) an experiment directory
 /// in `RUN/experiment`, as `sts import` does.
 fn import_recording(config: &Config, config_text: &str, run_dir: &Path) -> Result<PathBuf, String> {
@@ -717,4 +875,59 @@ fn import_recording(config: &Config, config_text: &str, run_dir: &Path) -> Resul
     let exp = crate::fuzz::create_experiment(config, config_text, &out).map_err(|e| e.to_string())?;
     crate::import::import(&run_dir.join("recording-c0.jsonl"), config, &exp.trace()).map_err(|e| e.to_string())?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_trace::{MsgType, Port};
+
+    fn traffic(at: u64, messages: u64, frames: &[(u64, u64)]) -> Traffic {
+        Traffic { at, messages, frames: frames.iter().copied().collect() }
+    }
+
+    #[test]
+    fn frames_crossing_a_bridge_by_the_thousand_a_second_are_a_storm_on_it() {
+        let before = traffic(1000, 50, &[(1, 10), (2, 100)]);
+        let v = storm(&before, &traffic(2200, 60, &[(1, 12), (2, 6100)])).expect("a storm");
+        assert_eq!((v.invariant, v.elements.clone()), (sts_invariants::Invariant::Loop, vec!["s2".to_string()]));
+        assert!(v.summary.contains("6000 frames crossed s2's entries in 1.2 s"), "{}", v.summary);
+        // A settled network's trickle is none.
+        assert!(storm(&before, &traffic(2200, 60, &[(1, 30), (2, 900)])).is_none());
+        // Nor is a bridge whose counters went back (its tables cleared).
+        assert!(storm(&before, &traffic(2200, 60, &[(1, 0), (2, 0)])).is_none());
+    }
+
+    #[test]
+    fn messages_to_the_controllers_by_the_thousand_a_second_are_a_storm_through_them() {
+        let v = storm(&traffic(0, 100, &[]), &traffic(1000, 5100, &[])).expect("a storm");
+        assert!(v.elements.is_empty());
+        assert!(v.summary.contains("5000 OpenFlow messages in 1.0 s"), "{}", v.summary);
+    }
+
+    #[test]
+    fn inputs_a_testbed_cannot_perform_are_listed_with_their_place_and_why() {
+        let config = Config::from_toml(
+            "[network]\ntopology = \"linear\"\nsize = 3\n[[controllers]]\nkind = \"os-ken\"\napps = [\"x\"]\n",
+            Path::new("config.toml"),
+        )
+        .unwrap();
+        let port = |switch, port| Port { switch, port };
+        let inputs = [
+            External::Ping { src: "h1".into(), dst: "h3".into() },
+            External::ControlHold { switch: Some(1), msg_type: MsgType::from_name("flow_mod").unwrap() },
+            External::LinkDown { a: port(1, 2), b: port(2, 2) },
+            External::LinkDown { a: port(1, 3), b: port(3, 3) },
+            External::Partition { relay: "r".into() },
+            External::ControlDrop { switch: 2, msg_type: MsgType::from_name("flow_mod").unwrap() },
+        ];
+        let timed: Vec<(u64, &External)> = inputs.iter().enumerate().map(|(i, e)| (1000 + 100 * i as u64, e)).collect();
+        let (steps, skipped) = plan(&config, &timed);
+        assert_eq!(skipped.iter().map(|s| s.index).collect::<Vec<_>>(), [1, 3, 4]);
+        assert!(skipped[0].why.contains("holding"), "{}", skipped[0].why);
+        assert!(skipped[1].why.contains("no such link"), "{}", skipped[1].why);
+        // The others keep their spacing from the first input.
+        assert_eq!(steps.iter().map(|(t, _)| *t).collect::<Vec<_>>(), [0, 200, 500]);
+        assert!(matches!(&steps[2].1, Step::Arm(r) if r.datapath == Some(2) && r.action == Action::Drop));
+    }
 }
