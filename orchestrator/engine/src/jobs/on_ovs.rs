@@ -256,6 +256,15 @@ fn plan(config: &Config, inputs: &[(u64, &External)]) -> (Vec<(u64, Step)>, Vec<
 /// calling `each` after every run, and writes `OUT/summary.json`.
 pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnMut(&Run)) -> Result<Summary, RunError> {
     let (exp, config, trace) = crate::replay::load(dir, None)?;
+    // The owner of /proc/self is the process's effective user.
+    let root = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::metadata("/proc/self").map_err(|e| RunError::Environment(format!("/proc/self: {e}")))?,
+    ) == 0;
+    if !root {
+        return Err(RunError::Environment(
+            "a testbed needs root (veth pairs, network namespaces, Open vSwitch's daemons): run as root".into(),
+        ));
+    }
     let inputs = trace.externals();
     let (steps, skipped) = plan(&config, &inputs);
     let lab = trace.violation().cloned();
