@@ -388,6 +388,10 @@ fn replay_on_ovs(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>,
             let ovs = net.switches.iter().map(|(d, s)| (*d, s.clone())).collect();
             sts_report::tables::first_difference(&lab, &ovs, "Open vSwitch")
         },
+        describe_message: |raw| {
+            let m = sts_proxy::wire::Message::parse(raw.clone()).ok()?;
+            sts_report::flows::message(&m).or_else(|| Some(m.type_name().to_string()))
+        },
     };
     let mut told_skipped = false;
     let summary =

@@ -143,3 +143,31 @@ fn more(n: usize) -> String {
         String::new()
     }
 }
+
+#[cfg(test)]
+mod difference_tests {
+    use super::*;
+
+    /// s1 and s2 of a linear network, s1's table read from `s1_flows`.
+    fn switches(s1_flows: &str) -> BTreeMap<u64, Switch> {
+        let topo = sts_mocknet::Topology::linear(2);
+        let mut net = sts_mocknet::Network::new(&topo, sts_proxy::wire::OFP13);
+        let flows = crate::dump_flows::read(s1_flows).unwrap();
+        crate::dump_flows::install(&mut net, 1, &flows).unwrap();
+        net.switches.into_iter().collect()
+    }
+
+    #[test]
+    fn the_first_switch_whose_entries_differ_is_named_with_both_sides_entries() {
+        let lab = switches("priority=10,dl_dst=00:00:00:00:00:02 actions=output:2\npriority=0 actions=drop\n");
+        let same = switches("priority=0 actions=drop\npriority=10,dl_dst=00:00:00:00:00:02 actions=output:2\n");
+        assert_eq!(first_difference(&lab, &same, "Open vSwitch"), None, "order does not matter");
+        let other = switches("priority=10,dl_dst=00:00:00:00:00:02 actions=output:3\npriority=0 actions=drop\n");
+        let said = first_difference(&lab, &other, "Open vSwitch").unwrap();
+        assert_eq!(
+            said,
+            "s1: the lab has `priority=10,dl_dst=00:00:00:00:00:02 actions=output:2`; \
+             Open vSwitch has `priority=10,dl_dst=00:00:00:00:00:02 actions=output:3`"
+        );
+    }
+}

@@ -54,6 +54,9 @@ const STORM_PER_S: f64 = 1000.0;
 /// messages, [`lab_trace`]), in words; `None` when they do not.
 pub type TableDifference = fn(&sts_trace::Trace, &Network) -> Option<String>;
 
+/// An OpenFlow message's bytes in words, when it has some.
+pub type DescribeMessage = fn(&bytes::Bytes) -> Option<String>;
+
 /// How to replay on Open vSwitch.
 pub struct Options {
     /// Runs, each on a fresh testbed.
@@ -64,6 +67,8 @@ pub struct Options {
     pub install_tables: InstallTables,
     /// Compares a run's tables with the lab's, for runs that do not reproduce.
     pub table_difference: TableDifference,
+    /// A message's bytes in words (`dump-flows` words for a FLOW_MOD).
+    pub describe_message: DescribeMessage,
 }
 
 /// An input the testbed cannot perform, and why.
@@ -306,7 +311,7 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnM
                 let ovs =
                     one.result.experiment.as_ref().and_then(|e| sts_trace::Trace::load(&e.join("trace.jsonl")).ok());
                 if let Some(ovs) = ovs {
-                    one.result.messages_differ = messages_differ(lab, &ovs);
+                    one.result.messages_differ = messages_differ(lab, &ovs, opts.describe_message);
                 }
             }
         }
@@ -851,22 +856,34 @@ pub fn lab_trace(dir: &Path, trace: &sts_trace::Trace) -> Option<sts_trace::Trac
 }
 
 /// The controller-to-switch messages whose count differs between the lab's
-/// run and the testbed's, per switch and fingerprint, in words (at most
-/// three, and how many more).
-fn messages_differ(lab: &sts_trace::Trace, ovs: &sts_trace::Trace) -> Vec<String> {
-    let (a, b) = (crate::import::to_switch(lab), crate::import::to_switch(ovs));
-    let empty = BTreeMap::new();
-    let mut out = Vec::new();
-    for d in a.keys().chain(b.keys()).copied().collect::<BTreeSet<u64>>() {
-        let (x, y) = (a.get(&d).unwrap_or(&empty), b.get(&d).unwrap_or(&empty));
-        for fp in x.keys().chain(y.keys()).collect::<BTreeSet<&String>>() {
-            let (n, m) = (x.get(fp).copied().unwrap_or(0), y.get(fp).copied().unwrap_or(0));
-            if n != m {
-                out.push(format!(
-                    "s{d}: {n} in the lab, {m} on Open vSwitch: {}",
-                    sts_trace::bounded_message(fp.clone(), 200)
-                ));
+/// run and the testbed's, per switch and fingerprint, each in `describe`'s
+/// words where it has some (else its fingerprint), at most three and how
+/// many more.
+fn messages_differ(lab: &sts_trace::Trace, ovs: &sts_trace::Trace, describe: DescribeMessage) -> Vec<String> {
+    type Tally = BTreeMap<(u64, String), (usize, Option<bytes::Bytes>)>;
+    let tally = |t: &sts_trace::Trace| {
+        let mut out = Tally::new();
+        for r in &t.records {
+            if let Some(sts_trace::Internal::Openflow {
+                dpid, dir: sts_trace::Direction::ToSwitch, msg, fp, raw, ..
+            }) = r.internal()
+            {
+                if !matches!(msg.as_str(), "echo_request" | "echo_reply") {
+                    let e = out.entry((*dpid, fp.0.clone())).or_insert((0, raw.clone()));
+                    e.0 += 1;
+                }
             }
+        }
+        out
+    };
+    let (a, b) = (tally(lab), tally(ovs));
+    let mut out = Vec::new();
+    for key in a.keys().chain(b.keys()).collect::<BTreeSet<_>>() {
+        let (n, m) = (a.get(key).map_or(0, |e| e.0), b.get(key).map_or(0, |e| e.0));
+        if n != m {
+            let raw = a.get(key).or_else(|| b.get(key)).and_then(|e| e.1.as_ref());
+            let words = raw.and_then(describe).unwrap_or_else(|| sts_trace::bounded_message(key.1.clone(), 200));
+            out.push(format!("s{}: {n} in the lab, {m} on Open vSwitch: {words}", key.0));
         }
     }
     if out.len() > 3 {
