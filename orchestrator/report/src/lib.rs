@@ -120,6 +120,7 @@ pub fn ovs_run(r: &sts_engine::on_ovs::Run) -> String {
         (None, true, _) if !r.lab_culprit => "reproduced (the trace names no culprit to compare)".to_string(),
         (None, true, true) => "reproduced, the same culprit".to_string(),
         (None, true, false) => "reproduced, another culprit".to_string(),
+        (None, false, _) if r.violations.is_empty() && !r.compared => "no violation in the tables".to_string(),
         (None, false, _) if r.violations.is_empty() => "not reproduced: no violation in the tables".to_string(),
         (None, false, _) => "not reproduced; found instead:".to_string(),
     };
@@ -130,6 +131,9 @@ pub fn ovs_run(r: &sts_engine::on_ovs::Run) -> String {
         if let Some(c) = &v.culprit {
             s.push_str(&format!("    culprit: {c}\n"));
         }
+    }
+    for n in &r.not_performed {
+        s.push_str(&format!("  not performed: {n}\n"));
     }
     if let Some(d) = &r.differs {
         s.push_str(&format!("  tables differ from the lab's at its violation: {d}\n"));
