@@ -381,7 +381,11 @@ fn replay_on_ovs(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>,
         install_tables: |dir, net, version| {
             let installed = sts_report::dump_flows::install_dir(dir, net)?;
             sts_report::dump_flows::judge_as(net, version);
-            Ok(installed.into_iter().map(|(d, i)| (d, i.flows)).collect())
+            let read = |i: sts_report::dump_flows::Installed| sts_engine::on_ovs::SwitchTables {
+                flows: i.flows,
+                packets: i.packets,
+            };
+            Ok(installed.into_iter().map(|(d, i)| (d, read(i))).collect())
         },
         table_difference: |lab, net| {
             let (_, lab) = sts_report::tables::at_violation(lab)?;
@@ -393,19 +397,20 @@ fn replay_on_ovs(engine: &Engine, dir: &Path, repeat: u32, expect: Option<&str>,
             sts_report::flows::message(&m).or_else(|| Some(m.type_name().to_string()))
         },
     };
-    let mut told_skipped = false;
-    let summary =
-        match block_on("replay", sts_engine::on_ovs::run(engine, dir, &opts, |r| out!("{}", sts_report::ovs_run(r)))) {
-            Ok(s) => s,
-            Err(code) => return code,
-        };
-    for s in &summary.skipped {
-        if !told_skipped {
-            outln!("inputs an Open vSwitch testbed cannot perform (skipped in every run):");
-            told_skipped = true;
-        }
+    let plan = sts_engine::on_ovs::plan(&config, &trace);
+    if !plan.skipped.is_empty() {
+        outln!("inputs an Open vSwitch testbed cannot perform (skipped in every run):");
+    }
+    for s in &plan.skipped {
         outln!("  input {}: {}: {}", s.index + 1, s.input, s.why);
     }
+    let job = sts_engine::on_ovs::run(engine, &exp, &config, &trace, &plan, &opts, |r| {
+        out!("{}", sts_report::ovs_run(r, trace.violation()))
+    });
+    let summary = match block_on("replay", job) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     match &summary.lab {
         Some(lab) if lab.culprit.is_none() => outln!(
             "reproduces on Open vSwitch {}/{} (the trace names no culprit to compare); runs in {}",

@@ -48,11 +48,14 @@ impl std::fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
-/// One flow of a dump: the FLOW_MOD (ADD) that installs it, and its line.
+/// One flow of a dump: the FLOW_MOD (ADD) that installs it, its line, and
+/// the frames the bridge counted on it (`n_packets`; 0 in a listing without
+/// statistics).
 #[derive(Debug, Clone)]
 pub struct Flow {
     pub line: usize,
     pub flow_mod: v13::FlowMod,
+    pub packets: u64,
 }
 
 impl Flow {
@@ -66,7 +69,10 @@ impl Flow {
 /// reply headers older versions print (`NXST_FLOW reply (xid=0x4):`) are
 /// skipped.
 pub fn read(text: &str) -> Result<Vec<Flow>, ReadError> {
-    each_line(text, &["NXST_FLOW", "OFPST_FLOW"], |line, text| Ok(Flow { line, flow_mod: flow(text)? }))
+    each_line(text, &["NXST_FLOW", "OFPST_FLOW"], |line, text| {
+        let (flow_mod, packets) = flow(text)?;
+        Ok(Flow { line, flow_mod, packets })
+    })
 }
 
 /// `read` applied to every line of a listing but blanks and the reply
@@ -189,6 +195,8 @@ pub fn install_groups(net: &mut sts_mocknet::Network, dpid: u64, groups: &[Group
 pub struct Installed {
     pub flows: usize,
     pub groups: usize,
+    /// The frames its flows counted (their `n_packets`, summed).
+    pub packets: u64,
 }
 
 /// The `s<DPID>.flows` files of `dir` (a dump directory), by datapath id.
@@ -242,6 +250,7 @@ pub fn install_dir(
         let flows = read(&text_of(&flows_path)?).map_err(|e| at(&flows_path, e))?;
         install(net, dpid, &flows).map_err(|e| at(&flows_path, e))?;
         installed.flows = flows.len();
+        installed.packets = flows.iter().map(|f| f.packets).sum();
         out.insert(dpid, installed);
     }
     Ok(out)
@@ -378,11 +387,13 @@ fn needs<'a>(key: &str, v: Option<&'a str>) -> Result<&'a str, String> {
     v.ok_or_else(|| format!("`{key}` needs a value"))
 }
 
-fn flow(line: &str) -> Result<v13::FlowMod, String> {
+/// A listing's line as the FLOW_MOD that installs it, and its `n_packets`.
+fn flow(line: &str) -> Result<(v13::FlowMod, u64), String> {
     let Some((head, acts)) = line.rsplit_once("actions=") else {
         return Err("no `actions=`".into());
     };
     let (mut table, mut priority, mut idle, mut hard, mut cookie) = (0u8, DEFAULT_PRIORITY, 0u16, 0u16, 0u64);
+    let mut packets = 0u64;
     // (field, value text) in order; protocol-dependent names resolved below.
     let mut words: Vec<(&str, &str)> = Vec::new();
     let (mut eth_type, mut proto): (Option<u16>, Option<u8>) = (None, None);
@@ -402,8 +413,9 @@ fn flow(line: &str) -> Result<v13::FlowMod, String> {
             continue;
         }
         match key {
-            "duration" | "n_packets" | "n_bytes" | "idle_age" | "hard_age" | "importance" | "reset_counts"
-            | "send_flow_rem" | "check_overlap" | "no_packet_counts" | "no_byte_counts" => {}
+            "n_packets" => packets = small(val, u128::from(u64::MAX))? as u64,
+            "duration" | "n_bytes" | "idle_age" | "hard_age" | "importance" | "reset_counts" | "send_flow_rem"
+            | "check_overlap" | "no_packet_counts" | "no_byte_counts" => {}
             "cookie" => cookie = small(val, u128::from(u64::MAX))? as u64,
             "table" => table = small(val, 254)? as u8,
             "priority" => priority = small(val, 65535)? as u16,
@@ -491,12 +503,13 @@ fn flow(line: &str) -> Result<v13::FlowMod, String> {
         fields.push(masked(field, val)?);
     }
     let instructions = instructions(acts.trim())?;
-    Ok(v13::FlowMod {
+    let flow_mod = v13::FlowMod {
         cookie,
         idle_timeout: idle,
         hard_timeout: hard,
         ..v13::FlowMod::add(table, priority, Match::new(fields), instructions)
-    })
+    };
+    Ok((flow_mod, packets))
 }
 
 fn instructions(text: &str) -> Result<Vec<Instruction>, String> {
@@ -599,6 +612,16 @@ mod tests {
         );
         assert_eq!(one("table=3, ip actions=drop").priority, DEFAULT_PRIORITY);
         assert!(one("table=3, ip actions=drop").instructions.is_empty());
+    }
+
+    #[test]
+    fn each_flow_keeps_the_frames_the_bridge_counted_on_it() {
+        let flows = read(
+            " cookie=0x0, duration=1.2s, table=0, n_packets=10798, n_bytes=453516, priority=1,in_port=2 actions=output:3\n \
+             priority=0 actions=CONTROLLER:65535\n",
+        )
+        .unwrap();
+        assert_eq!(flows.iter().map(|f| f.packets).collect::<Vec<_>>(), [10798, 0]);
     }
 
     #[test]

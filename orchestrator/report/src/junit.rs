@@ -188,7 +188,7 @@ pub fn on_ovs(s: &sts_engine::on_ovs::Summary, expect_reproduce: bool, info: &Ru
             let mut st = TestCaseStatus::non_success(kind);
             if let TestCaseStatus::NonSuccess { message, description, .. } = &mut st {
                 *message = Some(text.into());
-                *description = Some(crate::ovs_run(r).into());
+                *description = Some(crate::ovs_run(r, s.lab.as_ref()).into());
             }
             st
         };

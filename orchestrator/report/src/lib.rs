@@ -111,16 +111,18 @@ pub fn replay_run(r: &ReplayResult, has_internals: bool) -> String {
     s
 }
 
-/// One run of `sts replay --on ovs`: the verdict, what the tables showed,
-/// the pings' outcomes.
-pub fn ovs_run(r: &sts_engine::on_ovs::Run) -> String {
+/// One run of `sts replay --on ovs`: the verdict against `lab` (the trace's
+/// violation, if it has one), what the tables showed, the pings' outcomes.
+pub fn ovs_run(r: &sts_engine::on_ovs::Run, lab: Option<&sts_trace::ViolationRecord>) -> String {
+    let compared = lab.is_some();
+    let lab_culprit = lab.is_some_and(|l| l.culprit.is_some());
     let what = match (&r.error, r.reproduced, r.same_culprit) {
         (Some(e), _, _) => format!("could not finish: {e}"),
-        (None, true, _) if !r.compared => "a persistent violation (the trace records none to compare with)".to_string(),
-        (None, true, _) if !r.lab_culprit => "reproduced (the trace names no culprit to compare)".to_string(),
+        (None, true, _) if !compared => "a persistent violation (the trace records none to compare with)".to_string(),
+        (None, true, _) if !lab_culprit => "reproduced (the trace names no culprit to compare)".to_string(),
         (None, true, true) => "reproduced, the same culprit".to_string(),
         (None, true, false) => "reproduced, another culprit".to_string(),
-        (None, false, _) if r.violations.is_empty() && !r.compared => "no violation in the tables".to_string(),
+        (None, false, _) if r.violations.is_empty() && !compared => "no violation in the tables".to_string(),
         (None, false, _) if r.violations.is_empty() => "not reproduced: no violation in the tables".to_string(),
         (None, false, _) => "not reproduced; found instead:".to_string(),
     };

@@ -136,6 +136,11 @@ pub struct Controller {
     sockets: Vec<PathBuf>,
 }
 
+/// The user this process runs as (the owner of `/proc/self`).
+pub fn effective_uid() -> Option<u32> {
+    std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").ok()?).into()
+}
+
 /// A directory of this user's for controllers' control sockets
 /// (`{socket_dir}`, `$TMPDIR/sts-sockets-UID`, owner-only): outside the
 /// experiment, so that a socket left by a killed run never sits in an
@@ -146,8 +151,7 @@ pub fn socket_dir() -> Option<&'static Path> {
     static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-        // /proc/self belongs to this process's user.
-        let uid = std::fs::metadata("/proc/self").ok()?.uid();
+        let uid = effective_uid()?;
         let dir = std::env::temp_dir().join(format!("sts-sockets-{uid}"));
         let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
         let meta = std::fs::symlink_metadata(&dir).ok()?;

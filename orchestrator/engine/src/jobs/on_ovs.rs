@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Serialize;
-use sts_invariants::check::{ControllerState, Facts, IsolationRule};
+use sts_invariants::check::Facts;
 use sts_invariants::{Same, Violation};
 use sts_mocknet::network::Endpoint;
 use sts_mocknet::Network;
@@ -40,9 +40,17 @@ use crate::{Engine, RunError};
 
 /// Installs a directory of `dump-flows`/`dump-groups` listings on a network
 /// (`s<DPID>.flows`, `s<DPID>.groups`) whose bridges speak the given
-/// OpenFlow version, returning the flows installed per switch; the error
+/// OpenFlow version, returning what each switch's listing held; the error
 /// names the file and line.
-pub type InstallTables = fn(&Path, &mut Network, u8) -> Result<BTreeMap<u64, usize>, String>;
+pub type InstallTables = fn(&Path, &mut Network, u8) -> Result<BTreeMap<u64, SwitchTables>, String>;
+
+/// What one bridge's dump held.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SwitchTables {
+    pub flows: usize,
+    /// The frames its flows counted (`n_packets`, summed).
+    pub packets: u64,
+}
 
 /// Frames (or OpenFlow messages) per second that make a quiet network's
 /// traffic a storm: far above what a settled network of hosts that stopped
@@ -103,10 +111,6 @@ pub struct Run {
     /// Some violation is the lab's with the same culprit on the same switch
     /// (always false without a lab culprit to compare with).
     pub same_culprit: bool,
-    /// Whether the lab's violation names a culprit.
-    pub lab_culprit: bool,
-    /// Whether the trace records a violation the verdict was compared with.
-    pub compared: bool,
     pub pings: Vec<PingOutcome>,
     /// Inputs this machine could not perform in this run (a dataplane delay
     /// without the kernel's netem), with why.
@@ -183,14 +187,32 @@ enum Step {
     Policy(String),
     /// A one-shot rule armed on every proxy.
     Arm(Rule),
-    /// A standing rule added to every proxy.
-    AddRule(Rule),
-    /// The standing delay rules of a switch taken out.
-    EndDelay(u64),
+    /// Every controller-to-switch message of a switch delayed by this many
+    /// ms, in place of an earlier delay (`None`: the delay ends).
+    Delay {
+        switch: u64,
+        ms: Option<u64>,
+    },
 }
 
-/// The testbed's steps for the trace's inputs, and the inputs it cannot do.
-fn plan(config: &Config, inputs: &[(u64, &External)]) -> (Vec<(u64, Step)>, Vec<Skipped>) {
+/// What a testbed does with a trace's inputs: its steps (with their times
+/// from the first input), and the inputs it cannot perform.
+pub struct Plan {
+    steps: Vec<(u64, Step)>,
+    /// The inputs a testbed cannot perform, skipped in every run.
+    pub skipped: Vec<Skipped>,
+    /// The trace's inputs, performed or not.
+    pub inputs: usize,
+}
+
+/// The testbed's plan for `trace`'s inputs on `config`'s network.
+pub fn plan(config: &Config, trace: &sts_trace::Trace) -> Plan {
+    let inputs = trace.externals();
+    let (steps, skipped) = plan_inputs(config, &inputs);
+    Plan { steps, skipped, inputs: inputs.len() }
+}
+
+fn plan_inputs(config: &Config, inputs: &[(u64, &External)]) -> (Vec<(u64, Step)>, Vec<Skipped>) {
     let net = Network::new(&config.topology(), sts_proxy::wire::OFP13);
     let link_end = |a: &sts_trace::Port| Endpoint::Switch { dpid: a.switch, port: a.port };
     let (mut steps, mut skipped) = (Vec::new(), Vec::new());
@@ -248,13 +270,8 @@ fn plan(config: &Config, inputs: &[(u64, &External)]) -> (Vec<(u64, Step)>, Vec<
             External::ControlReorderNext { switch, msg_type, ms } => {
                 Ok(Step::Arm(datapath_rule(*switch, msg_type, Action::Reorder(*ms))))
             }
-            External::ControlDelay { switch, ms } => Ok(Step::AddRule(Rule {
-                dir: Some(Direction::ControllerToSwitch),
-                datapath: Some(*switch),
-                action: Action::Delay(*ms),
-                ..Rule::default()
-            })),
-            External::ControlDelayEnd { switch } => Ok(Step::EndDelay(*switch)),
+            External::ControlDelay { switch, ms } => Ok(Step::Delay { switch: *switch, ms: Some(*ms) }),
+            External::ControlDelayEnd { switch } => Ok(Step::Delay { switch: *switch, ms: None }),
             External::ControlHold { .. } | External::ControlRelease { .. } | External::HeldMessage { .. } => {
                 Err(skip("holding and releasing single messages is the mock network's (a real switch's messages are relayed as they come)"))
             }
@@ -270,21 +287,24 @@ fn plan(config: &Config, inputs: &[(u64, &External)]) -> (Vec<(u64, Step)>, Vec<
     (steps, skipped)
 }
 
-/// Replays the experiment in `dir` on Open vSwitch `opts.repeat` times,
-/// calling `each` after every run, and writes `OUT/summary.json`.
-pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnMut(&Run)) -> Result<Summary, RunError> {
-    let (exp, config, trace) = crate::replay::load(dir, None)?;
-    // The owner of /proc/self is the process's effective user.
-    let root = std::os::unix::fs::MetadataExt::uid(
-        &std::fs::metadata("/proc/self").map_err(|e| RunError::Environment(format!("/proc/self: {e}")))?,
-    ) == 0;
-    if !root {
+/// Replays an experiment ([`crate::replay::load`]ed, its inputs
+/// [`plan`]ned) on Open vSwitch `opts.repeat` times, calling `each` after
+/// every run, and writes `OUT/summary.json`.
+pub async fn run(
+    engine: &Engine,
+    exp: &sts_trace::dir::Experiment,
+    config: &Config,
+    trace: &sts_trace::Trace,
+    plan: &Plan,
+    opts: &Options,
+    mut each: impl FnMut(&Run),
+) -> Result<Summary, RunError> {
+    let dir = exp.dir.as_path();
+    if crate::controller::effective_uid() != Some(0) {
         return Err(RunError::Environment(
             "a testbed needs root (veth pairs, network namespaces, Open vSwitch's daemons): run as root".into(),
         ));
     }
-    let inputs = trace.externals();
-    let (steps, skipped) = plan(&config, &inputs);
     let lab = trace.violation().cloned();
     let config_text = std::fs::read_to_string(exp.config())
         .map_err(|e| RunError::Environment(format!("{}: {e}", exp.config().display())))?;
@@ -293,14 +313,14 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnM
     let mut summary = Summary {
         experiment: dir.to_path_buf(),
         lab: lab.clone(),
-        inputs: inputs.len(),
-        skipped,
+        inputs: plan.inputs,
+        skipped: plan.skipped.clone(),
         runs: Vec::new(),
         reproduced: 0,
         same_culprit: 0,
     };
     let lab_violation = lab.as_ref().map(crate::records::to_violation).transpose().map_err(RunError::BadInput)?;
-    let lab_run = lab_trace(dir, &trace);
+    let lab_run = lab_trace(dir, trace);
     for n in 1..=opts.repeat {
         let run_dir = opts.out.join(n.to_string());
         let _ = std::fs::remove_dir_all(&run_dir);
@@ -308,12 +328,12 @@ pub async fn run(engine: &Engine, dir: &Path, opts: &Options, mut each: impl FnM
             .map_err(|e| RunError::Environment(format!("cannot create {}: {e}", run_dir.display())))?;
         engine.progress(crate::Progress::Replay { run: n, of: opts.repeat });
         let mut one = OneRun::new(n, &run_dir);
-        if let Err(e) = one.go(&exp.config(), &config, &steps, opts.install_tables).await {
+        if let Err(e) = one.go(&exp.config(), config, &plan.steps, opts.install_tables).await {
             one.result.error = Some(e);
         }
         one.finish(lab_violation.as_ref()).await;
         if one.result.error.is_none() {
-            match import_recording(&config, &config_text, &run_dir) {
+            match import_recording(config, &config_text, &run_dir) {
                 Ok(path) => one.result.experiment = Some(path),
                 Err(e) => one.result.import_error = Some(e),
             }
@@ -364,8 +384,6 @@ impl OneRun {
                 violations: Vec::new(),
                 reproduced: false,
                 same_culprit: false,
-                compared: false,
-                lab_culprit: false,
                 pings: Vec::new(),
                 not_performed: Vec::new(),
                 flows: BTreeMap::new(),
@@ -563,10 +581,20 @@ impl OneRun {
                 }
             }
             Step::Arm(rule) => self.proxies.iter().for_each(|(c, _)| c.arm_once(rule.clone())),
-            Step::AddRule(rule) => self.proxies.iter().for_each(|(c, _)| c.add_fault_rule(rule.clone())),
-            Step::EndDelay(switch) => self.proxies.iter().for_each(|(c, _)| {
-                c.remove_fault_rules(|r| r.datapath == Some(*switch) && matches!(r.action, Action::Delay(_)))
-            }),
+            Step::Delay { switch, ms } => {
+                for (c, _) in &self.proxies {
+                    // As the mock network's interposer does: a new delay replaces the old.
+                    c.remove_fault_rules(|r| r.datapath == Some(*switch) && matches!(r.action, Action::Delay(_)));
+                    if let Some(ms) = ms {
+                        c.add_fault_rule(Rule {
+                            dir: Some(Direction::ControllerToSwitch),
+                            datapath: Some(*switch),
+                            action: Action::Delay(*ms),
+                            ..Rule::default()
+                        });
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -581,17 +609,14 @@ impl OneRun {
         install: InstallTables,
     ) -> Result<(), String> {
         let dir = self.result.dir.clone();
-        let isolation: Vec<IsolationRule> = crate::policy::isolation(
+        let isolation = crate::policy::isolation(
             &config.invariants.isolation,
             world.applied.iter().filter_map(|n| world.policies.get(n)),
-        )
-        .into_iter()
-        .map(|(from, to)| IsolationRule { from, to })
-        .collect();
-        let checker = sts_invariants::Checker { isolation, ..config.checker() };
+        );
+        let checker = crate::monitor::checker_isolating(config, isolation);
         let mut log_lines = Vec::new();
         let mut checks = Vec::new();
-        let mut before: Option<Traffic> = None;
+        let mut traffic = Vec::new();
         for round in 0..2 {
             if round == 1 {
                 tokio::time::sleep(Duration::from_millis(config.invariants.persist_ms.max(200))).await;
@@ -600,44 +625,29 @@ impl OneRun {
             let messages: u64 = self.proxies.iter().map(|(c, _)| c.stats().messages).sum();
             let at = clock.now();
             self.script(&["dump", &tables.display().to_string()]).await?;
-            let now = Traffic { at, messages, frames: crate::ovs::frames_counted(&tables) };
-            let storm = match &before {
-                Some(b) if checker.enabled.contains(&sts_invariants::Invariant::Loop) => storm(b, &now),
-                _ => None,
-            };
-            before = Some(now);
             let mut net = world.model.clone();
-            let flows = install(&tables, &mut net, config.network.openflow.wire())
+            let read = install(&tables, &mut net, config.network.openflow.wire())
                 .map_err(|e| format!("reading the tables back: {e}"))?;
-            self.result.flows = flows.into_iter().map(|(d, n)| (format!("s{d}"), n)).collect();
+            self.result.flows = read.iter().map(|(d, t)| (format!("s{d}"), t.flows)).collect();
+            traffic.push(Traffic { at, messages, frames: read.iter().map(|(d, t)| (*d, t.packets)).collect() });
             for (i, c) in self.controllers.iter().enumerate() {
                 log_lines.extend(c.take_log_lines().into_iter().map(|l| (crate::monitor::controller_name(i), l.line)));
             }
             let facts = Facts {
-                controllers: self
-                    .controllers
-                    .iter_mut()
-                    .enumerate()
-                    .filter(|(i, _)| !world.crashed.contains(i))
-                    .map(|(i, c)| ControllerState { name: crate::monitor::controller_name(i), alive: c.is_alive() })
-                    .collect(),
+                controllers: crate::monitor::controller_states(&mut self.controllers, &world.crashed),
                 disconnected: world.down.keys().copied().collect(),
                 dataplane: Vec::new(),
                 log_lines: log_lines.clone(),
             };
-            let mut violations = checker.check(&net, &facts).violations;
-            violations.extend(storm);
-            checks.push(violations);
+            checks.push(checker.check(&net, &facts).violations);
             self.tables = Some(net);
         }
         let [first, second] = <[Vec<Violation>; 2]>::try_from(checks).expect("two checks");
-        // Present in both dumps; a storm is measured across the two, so it
-        // is persistent by its own measure.
-        let is_storm = |v: &Violation| v.invariant == sts_invariants::Invariant::Loop && v.witness.is_none();
-        self.found = second
-            .into_iter()
-            .filter(|v| is_storm(v) || first.iter().any(|f| f.same_bug(v, Same::Victim)))
-            .collect::<Vec<_>>();
+        self.found = second.into_iter().filter(|v| first.iter().any(|f| f.same_bug(v, Same::Victim))).collect();
+        // A storm is measured across the two dumps: persistent by its own measure.
+        if checker.enabled.contains(&sts_invariants::Invariant::Loop) {
+            self.found.extend(storm(&traffic[0], &traffic[1]));
+        }
         Ok(())
     }
 
@@ -718,12 +728,10 @@ impl OneRun {
             let _ = tokio::task::spawn_blocking(move || t.down()).await;
         }
         self.result.violations = self.found.iter().map(crate::records::to_record).collect();
-        self.result.compared = lab.is_some();
-        self.result.lab_culprit = lab.is_some_and(|l| l.culprit.is_some());
         if self.result.error.is_none() {
             let found_if = |level: Same| lab.is_some_and(|lab| self.found.iter().any(|v| v.same_bug(lab, level)));
             self.result.reproduced = if lab.is_some() { found_if(Same::Victim) } else { !self.found.is_empty() };
-            self.result.same_culprit = self.result.lab_culprit && found_if(Same::Switch);
+            self.result.same_culprit = lab.is_some_and(|l| l.culprit.is_some()) && found_if(Same::Switch);
         }
     }
 }
@@ -972,7 +980,7 @@ mod tests {
             External::ControlDrop { switch: 2, msg_type: MsgType::from_name("flow_mod").unwrap() },
         ];
         let timed: Vec<(u64, &External)> = inputs.iter().enumerate().map(|(i, e)| (1000 + 100 * i as u64, e)).collect();
-        let (steps, skipped) = plan(&config, &timed);
+        let (steps, skipped) = plan_inputs(&config, &timed);
         assert_eq!(skipped.iter().map(|s| s.index).collect::<Vec<_>>(), [1, 3, 4]);
         assert!(skipped[0].why.contains("holding"), "{}", skipped[0].why);
         assert!(skipped[1].why.contains("no such link"), "{}", skipped[1].why);

@@ -20,6 +20,17 @@ pub fn controller_name(index: usize) -> String {
     format!("c{index}")
 }
 
+/// Whether each controller is alive, those in `crashed` (crashed on
+/// purpose by an input) left out: they are not liveness failures.
+pub fn controller_states(controllers: &mut [Controller], crashed: &BTreeSet<usize>) -> Vec<ControllerState> {
+    controllers
+        .iter_mut()
+        .enumerate()
+        .filter(|(i, _)| !crashed.contains(i))
+        .map(|(i, c)| ControllerState { name: controller_name(i), alive: c.is_alive() })
+        .collect()
+}
+
 /// Gathers the facts for one check of a session. `dataplane` and
 /// `log_lines` are what happened since the previous check (the caller also
 /// records them).
@@ -37,12 +48,7 @@ pub fn facts_of(
     log_lines: Vec<(String, String)>,
 ) -> Facts {
     Facts {
-        controllers: controllers
-            .iter_mut()
-            .enumerate()
-            .filter(|(i, _)| !crashed.contains(i))
-            .map(|(i, c)| ControllerState { name: controller_name(i), alive: c.is_alive() })
-            .collect(),
+        controllers: controller_states(controllers, crashed),
         disconnected: runner.disconnected(),
         dataplane,
         log_lines,
@@ -132,11 +138,17 @@ pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
 /// The checker `config` describes, for `session` as it stands now (the
 /// isolation pairs its applied policies added or removed).
 pub fn checker(config: &Config, session: &Session) -> sts_invariants::Checker {
-    sts_invariants::Checker { isolation: isolation_rules(session), ..config.checker() }
+    checker_isolating(config, session.isolation())
 }
 
-fn isolation_rules(session: &Session) -> Vec<sts_invariants::check::IsolationRule> {
-    session.isolation().into_iter().map(|(from, to)| sts_invariants::check::IsolationRule { from, to }).collect()
+/// The checker `config` describes, with `isolation` (host pairs that must
+/// not communicate) in place of the config's own pairs.
+pub fn checker_isolating(config: &Config, isolation: Vec<(String, String)>) -> sts_invariants::Checker {
+    sts_invariants::Checker { isolation: isolation_rules(isolation), ..config.checker() }
+}
+
+fn isolation_rules(pairs: Vec<(String, String)>) -> Vec<sts_invariants::check::IsolationRule> {
+    pairs.into_iter().map(|(from, to)| sts_invariants::check::IsolationRule { from, to }).collect()
 }
 
 /// Checks invariants on a schedule and tracks persistence (fuzz and replay).
@@ -263,7 +275,7 @@ impl Monitor {
         let facts = facts(session, std::mem::take(&mut self.dataplane), log_lines);
         if !session.policies.is_empty() {
             // Policies move the pairs that must not communicate.
-            self.checker.isolation = isolation_rules(session);
+            self.checker.isolation = isolation_rules(session.isolation());
         }
         let report = self.checker.check(&session.runner.net, &facts);
         self.current = report.violations.iter().map(Violation::fingerprint).collect();

@@ -90,11 +90,10 @@ impl Testbed {
             .map_err(|e| format!("cannot run {}: {e}", self.script.display()))
     }
 
-    /// Takes the testbed down now, and waits until it is.
-    pub fn down(mut self) {
-        if let Some(g) = self.guard.take() {
-            g.fire();
-        }
+    /// Takes the testbed down now, and waits until it is (as dropping it
+    /// does).
+    pub fn down(self) {
+        drop(self);
     }
 }
 
@@ -104,28 +103,6 @@ impl Drop for Testbed {
             g.fire();
         }
     }
-}
-
-/// Frames counted by the entries of each `s<DPID>.flows` listing in `dir`
-/// (the sum of their `n_packets`), by datapath id: two dumps apart in time
-/// say how fast frames cross each bridge.
-pub fn frames_counted(dir: &Path) -> std::collections::BTreeMap<u64, u64> {
-    let mut out = std::collections::BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return out };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(dpid) = name.strip_suffix(".flows").and_then(|n| n.strip_prefix('s')?.parse::<u64>().ok()) else {
-            continue;
-        };
-        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-        let frames = text
-            .split("n_packets=")
-            .skip(1)
-            .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
-            .sum();
-        out.insert(dpid, frames);
-    }
-    out
 }
 
 /// A script command, owned, so that it can run on a blocking thread.
