@@ -57,14 +57,14 @@ const EXIT_CODES: &str = "Exit codes: 0 success / nothing found, 1 violation fou
 #[derive(Debug, clap::Args)]
 pub struct ExecutorArgs {
     /// `local` (this machine, --jobs at a time) or `slurm` (one allocation of --max-tasks tasks, each
-    /// candidate a job step; a campaign's seeds an array job). Slurm needs the experiment directory
-    /// on storage every node shares (docs/cluster.md).
+    /// running a warm `sts worker` that candidates, final replays and a campaign's seeds are handed
+    /// to). Slurm needs the experiment directory on storage every node shares (docs/cluster.md).
     #[arg(long, value_enum, default_value_t = ExecutorKind::Local)]
     pub executor: ExecutorKind,
     /// Slurm partition (default: the cluster's default one).
     #[arg(long)]
     pub partition: Option<String>,
-    /// Slurm tasks at once (candidates tested at once).
+    /// Slurm tasks, one warm worker each (candidates tested at once).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_tasks: u32,
 }
@@ -226,24 +226,10 @@ pub enum Command {
         #[command(flatten)]
         executor: ExecutorArgs,
     },
-    /// Replay one minimization candidate and print its verdict as JSON (what a Slurm job step runs).
+    /// Run work handed over standard input, one JSON line at a time, answering on standard output,
+    /// controllers kept warm between pieces (what each Slurm task runs; docs/cluster.md).
     #[command(hide = true)]
-    Candidate {
-        /// Experiment directory (its config; runs go under DIR/mcs/runs/).
-        dir: PathBuf,
-        /// The candidate trace.
-        #[arg(long)]
-        trace: PathBuf,
-        /// Number of the candidate's first run directory.
-        #[arg(long)]
-        first_run: u32,
-        #[arg(long, default_value_t = 1)]
-        replays: u32,
-        #[arg(long, default_value = "off", value_parser = peek_mode())]
-        peek: PeekMode,
-        #[arg(long, value_parser = same_level())]
-        same: Option<Same>,
-    },
+    Worker,
     /// Write a trace's OpenFlow messages and its hosts' frames as pcapng files, for
     /// Wireshark or tshark.
     ///

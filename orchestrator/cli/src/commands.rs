@@ -65,9 +65,7 @@ pub fn run(cli: Cli) -> u8 {
                 code => code,
             }
         }
-        Command::Candidate { dir, trace, first_run, replays, peek, same } => {
-            candidate(&engine, dir, trace, *first_run, *replays, *peek, *same)
-        }
+        Command::Worker => worker(),
         Command::Campaign { config, seeds, out, jobs, same, replays, final_replays, budget, junit, executor } => {
             let minimize = minimize::Options {
                 replays: *replays,
@@ -496,14 +494,17 @@ fn minimize(
             "sts-minimize",
         )?;
         eprintln!(
-            "sts minimize: Slurm allocation {} ({} tasks): each candidate a job step",
+            "sts minimize: Slurm allocation {} ({} tasks): a warm worker on each, candidates handed to them",
             slurm.job(),
             slurm.tasks()
         );
         slurm.check_shared(dir).await?;
+        let workers = slurm.workers(Some(dir)).await?;
         let mut opts = opts.clone();
         opts.jobs = slurm.tasks();
-        minimize::run_on(engine, &slurm, dir, &opts).await
+        let report = minimize::run_on(engine, &workers, dir, &opts).await;
+        eprintln!("sts minimize: {}", workers.stats().describe());
+        report
     };
     let report = match block_on("minimize", run) {
         Ok(r) => r,
@@ -637,29 +638,14 @@ fn campaign(
     exit::found(!report.bugs.is_empty())
 }
 
-/// `sts candidate`: one candidate's verdict as a JSON line on stdout (what
-/// a Slurm job step prints for the executor that waits on it).
-fn candidate(
-    engine: &Engine,
-    dir: &Path,
-    trace: &Path,
-    first_run: u32,
-    replays: u32,
-    peek: PeekMode,
-    same: Option<Same>,
-) -> u8 {
-    let job = async {
-        let (_, config, _) = replay::load(dir, same)?;
-        let trace = sts_trace::Trace::load(trace).map_err(|e| RunError::BadInput(e.to_string()))?;
-        let run = minimize::CandidateRun { trace, mcs_dir: dir.join("mcs"), first_run, replays, peek };
-        Ok::<_, RunError>(minimize::reproduces(engine, &config, run).await)
-    };
-    let verdict = match block_on("candidate", job) {
-        Ok(v) => v,
-        Err(code) => return code,
-    };
-    outln!("{}", serde_json::to_string(&sts_engine::slurm::StepVerdict::of(&verdict)).unwrap_or_default());
-    exit::OK
+/// `sts worker`: serves work read from standard input until it closes
+/// (`sts_engine::worker`; what each task of a Slurm allocation runs).
+fn worker() -> u8 {
+    let input = tokio::io::BufReader::new(tokio::io::stdin());
+    match block_on("worker", sts_engine::worker::serve(input, Box::new(std::io::stdout()))) {
+        Ok(()) => exit::OK,
+        Err(code) => code,
+    }
 }
 
 fn report(dir: &Path, shiviz: bool, out: Option<&Path>) -> u8 {

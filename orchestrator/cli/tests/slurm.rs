@@ -1,8 +1,9 @@
 //! `--executor slurm` on a real one-node Slurm cluster (scripts/slurm-local,
-//! from Debian's slurm-wlm and munge): a minimization whose candidates run
-//! as job steps finds the same MCS as the local executor; a campaign whose
-//! seeds run as an array job finds the same bugs; the allocation is given
-//! back, even when sts is killed.
+//! from Debian's slurm-wlm and munge): a minimization whose candidates go to
+//! warm workers (one job step per task) finds the same MCS as the local
+//! executor, also when a worker's step is cancelled or its process killed;
+//! a campaign fuzzing its seeds on the workers finds the same bugs; the
+//! allocation is given back, even when sts is killed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,6 +84,19 @@ fn no_salloc_left() {
     }
 }
 
+/// Waits until no `sts worker` process is left.
+fn no_worker_left() {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = Command::new("pgrep").args(["-af", "^[^ ]*target/[a-z]+/sts worker"]).output().unwrap();
+        if left.stdout.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "workers left behind: {}", String::from_utf8_lossy(&left.stdout));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Writes a bug-suite case's experiment (its known MCS among `extra` other
 /// inputs); returns its directory and the optimal MCS size.
 fn suite_case(case: &str, extra: u32, dir: &Path) -> usize {
@@ -118,14 +132,15 @@ fn slurm_runs_give_what_local_runs_give() {
     cluster.idle();
     no_salloc_left();
 
-    // A step cancelled mid-minimization (scancel) runs again; the minimization ends as it should.
-    // A cancel can land just after the step gave its verdict (then nothing
-    // needs running again): up to three tries for one that lands mid-step.
-    let mut retried = Vec::new();
-    for attempt in 0..3 {
+    // A worker lost mid-minimization, its step cancelled (scancel) or its
+    // process killed (SIGKILL): another takes its place, the work goes on,
+    // the MCS is the same, and nothing is left behind.
+    let big = scratch("big");
+    suite_case("rare_pair_crash", 200, &big);
+    let mut first_mcs = Vec::new();
+    for (attempt, how) in ["scancel", "SIGKILL"].into_iter().enumerate() {
         let cut = scratch(&format!("cut{attempt}"));
-        assert!(Command::new("cp").arg("-r").arg(&local).arg(&cut).status().unwrap().success());
-        let _ = std::fs::remove_dir_all(cut.join("mcs"));
+        assert!(Command::new("cp").arg("-r").arg(&big).arg(&cut).status().unwrap().success());
         let child = Command::new(env!("CARGO_BIN_EXE_sts"))
             .args([
                 "minimize",
@@ -142,46 +157,60 @@ fn slurm_runs_give_what_local_runs_give() {
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
+        // Once the workers have been busy a while (past their warm-up).
         let deadline = Instant::now() + Duration::from_secs(60);
-        let cancelled = loop {
-            assert!(Instant::now() < deadline, "no step to cancel");
-            let steps = Command::new("squeue")
-                .args(["-s", "-h", "-o", "%i %j"])
-                .env("SLURM_CONF", &cluster.conf)
-                .output()
-                .unwrap();
-            let steps = String::from_utf8_lossy(&steps.stdout).to_string();
-            // A candidate's step (the allocation's own shell steps are named otherwise).
-            let step = steps
-                .lines()
-                .find(|l| l.ends_with(" sts"))
-                .and_then(|l| l.split_whitespace().next())
-                .map(str::to_string);
-            if let Some(step) = step {
-                let out = Command::new("scancel").arg(&step).env("SLURM_CONF", &cluster.conf).output().unwrap();
-                if out.status.success() {
-                    break step;
-                }
-            }
+        while !cut.join("mcs/state.json").exists() {
+            assert!(Instant::now() < deadline, "the minimization never started");
             std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let lost = match how {
+            "scancel" => {
+                let steps = Command::new("squeue")
+                    .args(["-s", "-h", "-o", "%i %j"])
+                    .env("SLURM_CONF", &cluster.conf)
+                    .output()
+                    .unwrap();
+                let steps = String::from_utf8_lossy(&steps.stdout).to_string();
+                let step = steps.lines().find(|l| l.ends_with(" sts")).and_then(|l| l.split_whitespace().next());
+                let step = step.unwrap_or_else(|| panic!("no worker step: {steps}")).to_string();
+                assert!(Command::new("scancel")
+                    .arg(&step)
+                    .env("SLURM_CONF", &cluster.conf)
+                    .status()
+                    .unwrap()
+                    .success());
+                step
+            }
+            _ => {
+                let out = Command::new("pgrep").args(["-n", "-f", "^[^ ]*target/[a-z]+/sts worker"]).output().unwrap();
+                let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                assert!(!pid.is_empty(), "no worker process");
+                assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());
+                pid
+            }
         };
         let out = child.wait_with_output().unwrap();
         let said = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(out.status.success(), "step {cancelled} cancelled: {said}");
-        assert_eq!(mcs(&cut), mcs(&local), "the same MCS all the same");
-        let again = said.contains("running it again");
-        retried.push((cancelled, again));
-        if again {
-            break;
+        assert!(out.status.success(), "worker {lost} lost ({how}): {said}");
+        assert!(said.contains("starting another, the work goes on"), "{how} of {lost}: {said}");
+        assert!(said.contains("1 worker lost and replaced"), "{said}");
+        if attempt == 0 {
+            let again = scratch("big-local");
+            assert!(Command::new("cp").arg("-r").arg(&big).arg(&again).status().unwrap().success());
+            let min = cluster.sts(&["minimize", again.to_str().unwrap(), "--jobs", "2", "--final-replays", "1"]);
+            assert!(min.status.success(), "{}", String::from_utf8_lossy(&min.stderr));
+            assert_eq!(mcs(&cut), mcs(&again), "the same MCS all the same");
+            let _ = std::fs::remove_dir_all(again);
+            first_mcs = mcs(&cut);
+        } else {
+            assert_eq!(mcs(&cut), first_mcs, "the same MCS all the same");
         }
+        cluster.idle();
+        no_worker_left();
     }
-    assert!(
-        retried.iter().any(|(_, again)| *again),
-        "a step cancelled mid-run is retried and says so (steps cancelled, retried?): {retried:?}"
-    );
-    cluster.idle();
 
-    // A campaign: seeds as an array job, bugs minimized as job steps.
+    // A campaign: seeds fuzzed on the warm workers, bugs minimized on them.
     let camp_local = scratch("camp-local");
     let camp_slurm = scratch("camp-slurm");
     let config = root().join("examples/fuzz-osken13-migration.toml");
@@ -208,9 +237,12 @@ fn slurm_runs_give_what_local_runs_give() {
     for bug in sb["bugs"].as_array().unwrap() {
         assert!(bug["mcs"]["mcs_inputs"].as_u64().is_some_and(|n| n >= 1), "minimized: {bug}");
     }
-    for seed in 1..=4 {
-        assert!(camp_slurm.join(format!("seeds/{seed}.log")).is_file(), "the array task's log");
-    }
+    assert!(
+        sb["workers"]["answered"].as_u64().is_some_and(|n| n >= 4),
+        "every seed went to a worker: {}",
+        sb["workers"]
+    );
+    assert!(sa.get("workers").is_none(), "no workers here");
     cluster.idle();
     no_salloc_left();
 
@@ -234,6 +266,7 @@ fn slurm_runs_give_what_local_runs_give() {
     child.wait().unwrap();
     cluster.idle();
     no_salloc_left();
+    no_worker_left();
 
     // sts serve handing its jobs to Slurm: they run as Slurm jobs, a cancel cancels one.
     serve_on_slurm(&cluster);
@@ -250,10 +283,10 @@ fn slurm_runs_give_what_local_runs_give() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for d in [local, on_slurm, camp_local, camp_slurm, killed] {
+    for d in [local, on_slurm, camp_local, camp_slurm, killed, big] {
         let _ = std::fs::remove_dir_all(d);
     }
-    for attempt in 0..3 {
+    for attempt in 0..2 {
         let _ = std::fs::remove_dir_all(scratch(&format!("cut{attempt}")));
     }
 }

@@ -27,7 +27,8 @@
 //!   external events and the seeded fuzzer ([`inputs`]), the trace drain and
 //!   the invariant monitor ([`monitor`]);
 //! - [`jobs`]: pingall, fuzz, replay, PEEK, minimize (inputs and messages),
-//!   learn, campaign, import, and the Slurm executor.
+//!   learn, campaign, import, replay on Open vSwitch, and the cluster (warm
+//!   workers, their pool, Slurm allocations).
 //!
 //! Every module is also reachable at the crate's root (`sts_engine::replay`,
 //! `crate::session`), as before the folders.
@@ -46,7 +47,7 @@ pub mod time;
 
 pub(crate) use controllers::output;
 pub use controllers::{checkpoint, controller, listeners, policy, presets, snapshot};
-pub use jobs::{campaign, fuzz, import, internal, learn, minimize, on_ovs, peek, pingall, replay, slurm};
+pub use jobs::{campaign, fuzz, import, internal, learn, minimize, on_ovs, peek, pingall, pool, replay, slurm, worker};
 pub use run::{inputs, monitor, netrun, ovs, session};
 pub use time::clock;
 pub(crate) use time::finesleep;

@@ -61,7 +61,7 @@ pub enum Progress {
 
 /// What a notice is about; a [`crate::Engine`] says each kind at most once
 /// when asked to ([`crate::Engine::notice_once`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NoticeKind {
     /// The snapshot shim is not built: controllers start as new processes.
@@ -85,7 +85,7 @@ pub enum NoticeKind {
 }
 
 /// One thing a person should know.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Notice {
     pub kind: NoticeKind,
     pub message: String,

@@ -395,19 +395,33 @@ pub fn fork_or_start(
     log_path: &Path,
     clock: Option<&crate::clock::VirtualTime>,
 ) -> Result<Controller, SnapshotError> {
+    let zlog = log_path.with_file_name(format!(
+        "{}-zygote.log",
+        log_path.file_stem().and_then(|s| s.to_str()).unwrap_or("controller")
+    ));
     let mut pool = engine.zygotes();
+    parked(&mut pool, spec, &zlog)?.fork(log_path, clock)
+}
+
+/// The pool's zygote for `spec`, started (output in `log_path`) if there is none.
+fn parked<'p>(
+    pool: &'p mut ZygotePool,
+    spec: &ControllerSpec,
+    log_path: &Path,
+) -> Result<&'p mut Zygote, SnapshotError> {
     let k = key(spec);
     if !pool.zygotes.contains_key(&k) {
-        let zlog = log_path.with_file_name(format!(
-            "{}-zygote.log",
-            log_path.file_stem().and_then(|s| s.to_str()).unwrap_or("controller")
-        ));
-        let z = Zygote::start(spec, &zlog)?;
-        tracing::info!("{}: zygote parked (pid {}, log {})", spec.name, z.process.pid(), zlog.display());
+        let z = Zygote::start(spec, log_path)?;
+        tracing::info!("{}: zygote parked (pid {}, log {})", spec.name, z.process.pid(), log_path.display());
         pool.zygotes.insert(k.clone(), z);
     }
-    let z = pool.zygotes.get_mut(&k).expect("just inserted");
-    z.fork(log_path, clock)
+    Ok(pool.zygotes.get_mut(&k).expect("just inserted"))
+}
+
+/// Starts (once) `engine`'s zygote for `spec` without forking a copy, its
+/// output in `log_path`: a worker warms up before its first run.
+pub fn warm(engine: &crate::Engine, spec: &ControllerSpec, log_path: &Path) -> Result<(), SnapshotError> {
+    parked(&mut engine.zygotes(), spec, log_path).map(|_| ())
 }
 
 impl Drop for Zygote {

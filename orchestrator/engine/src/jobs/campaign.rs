@@ -19,7 +19,9 @@ use serde::Serialize;
 use sts_invariants::{Same, Violation};
 
 use crate::config::Config;
-use crate::{fuzz, minimize, Engine, Observer, Progress, RunError};
+use crate::fuzz::seed_run;
+pub use crate::fuzz::{with_seed, SeedRun};
+use crate::{minimize, Engine, Observer, Progress, RunError};
 
 /// Most seeds one campaign may fuzz.
 pub const MAX_SEEDS: u64 = 100_000;
@@ -32,8 +34,8 @@ pub struct Options {
     pub jobs: u32,
     /// How each bug is minimized (its `same` also groups the bugs).
     pub minimize: minimize::Options,
-    /// Run on Slurm instead of this machine: the seeds as an array job,
-    /// each minimization's candidates as job steps.
+    /// Run on Slurm instead of this machine: one allocation whose tasks each
+    /// run a warm worker, fuzzing seeds and then minimizing the bugs.
     pub slurm: Option<SlurmOptions>,
 }
 
@@ -43,37 +45,8 @@ pub struct SlurmOptions {
     /// The `sts` executable the tasks run (on shared storage).
     pub sts: PathBuf,
     pub partition: Option<String>,
-    /// Tasks at once: array tasks while fuzzing, job steps while minimizing.
+    /// Tasks (warm workers) in the allocation.
     pub tasks: u32,
-}
-
-/// What one seed's fuzz run came to.
-#[derive(Debug, Clone, Serialize)]
-pub struct SeedRun {
-    pub seed: u64,
-    /// The experiment directory.
-    pub dir: PathBuf,
-    pub violation: Option<Violation>,
-    pub present_from_start: bool,
-    pub steps: u32,
-    pub inputs: usize,
-    /// Why the run could not be done, if it could not.
-    pub error: Option<String>,
-}
-
-impl SeedRun {
-    /// A run of `seed` in `dir` that found nothing (yet).
-    fn new(seed: u64, dir: &Path) -> SeedRun {
-        SeedRun {
-            seed,
-            dir: dir.to_path_buf(),
-            violation: None,
-            present_from_start: false,
-            steps: 0,
-            inputs: 0,
-            error: None,
-        }
-    }
 }
 
 /// One distinct bug and the seeds that found it.
@@ -101,6 +74,9 @@ pub struct Report {
     pub same: Same,
     pub seeds: Vec<SeedRun>,
     pub bugs: Vec<Bug>,
+    /// On Slurm: what its warm workers measured of themselves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<crate::pool::PoolStats>,
 }
 
 /// Parses `A..B` (inclusive) or a single seed `A`.
@@ -120,15 +96,6 @@ pub fn parse_seeds(s: &str) -> Result<RangeInclusive<u64>, String> {
         return Err(format!("{s:?}: at most {MAX_SEEDS} seeds in one campaign"));
     }
     Ok(a..=b)
-}
-
-/// `text` with `[fuzz] seed` set to `seed` (comments and layout kept).
-pub fn with_seed(text: &str, seed: u64) -> Result<String, String> {
-    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| e.to_string())?;
-    let fuzz = doc.entry("fuzz").or_insert(toml_edit::table());
-    let table = fuzz.as_table_mut().ok_or("`fuzz` is not a table")?;
-    table["seed"] = toml_edit::value(i64::try_from(seed).map_err(|_| format!("seed {seed} is too large"))?);
-    Ok(doc.to_string())
 }
 
 /// Runs a campaign of the config at `config_path` (its text `text`) into
@@ -161,54 +128,57 @@ pub async fn run(
     let total = planned.len() as u32;
     let (done, found) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
     let seeds_dir = out.join("seeds");
-    let mut runs: Vec<SeedRun> = match &opts.slurm {
-        Some(slurm) => {
-            crate::slurm::fuzz_array(
-                &slurm.sts,
-                config_path,
-                opts.seeds.clone(),
-                out,
-                slurm.partition.as_deref(),
-                slurm.tasks,
-            )
-            .await?;
-            planned.iter().map(|(seed, _, _)| collect(*seed, &seeds_dir.join(seed.to_string()))).collect()
-        }
-        None => {
-            futures::stream::iter(planned)
-                .map(|(seed, config, text)| {
-                    let dir = seeds_dir.join(seed.to_string());
-                    let (done, found, inner) = (&done, &found, &inner);
-                    async move {
-                        let run = fuzz_one(inner, seed, &config, &text, &dir).await;
-                        done.set(done.get() + 1);
-                        found.set(found.get() + u32::from(run.violation.is_some()));
-                        let p = Progress::Campaign {
-                            fuzzed: done.get(),
-                            seeds: total,
-                            found: found.get(),
-                            bugs: None,
-                            minimized: 0,
-                        };
-                        engine.progress(p);
-                        run
-                    }
-                })
-                .buffer_unordered(opts.jobs.max(1) as usize)
-                .collect()
-                .await
-        }
+    // On Slurm: one allocation for the whole campaign, one warm worker per
+    // task, fuzzing seeds and then minimizing each bug.
+    let slurm = match &opts.slurm {
+        Some(o) => Some(crate::slurm::Slurm::allocate(&o.sts, o.partition.as_deref(), o.tasks, "sts-campaign")?),
+        None => None,
     };
+    let pool = match &slurm {
+        Some(s) => {
+            std::fs::create_dir_all(&seeds_dir)
+                .map_err(|e| RunError::Environment(format!("{}: {e}", seeds_dir.display())))?;
+            s.check_shared(&seeds_dir).await?;
+            Some(s.workers(None).await?)
+        }
+        None => None,
+    };
+    let config_abs = std::path::absolute(config_path)
+        .map_err(|e| RunError::Environment(format!("{}: {e}", config_path.display())))?;
+    let at_once = pool.as_ref().map_or(opts.jobs.max(1) as usize, crate::pool::Pool::size);
+    let mut runs: Vec<SeedRun> = futures::stream::iter(planned)
+        .map(|(seed, config, text)| {
+            let dir = seeds_dir.join(seed.to_string());
+            let (done, found, inner, pool, config_abs) = (&done, &found, &inner, &pool, &config_abs);
+            async move {
+                let run = match pool {
+                    Some(pool) => pool.fuzz(inner, config_abs, seed, &dir).await.unwrap_or_else(|e| {
+                        let mut run = SeedRun::new(seed, &dir);
+                        run.error = Some(e.to_string());
+                        run
+                    }),
+                    None => seed_run(inner, seed, &config, &text, &dir).await,
+                };
+                done.set(done.get() + 1);
+                found.set(found.get() + u32::from(run.violation.is_some()));
+                let p = Progress::Campaign {
+                    fuzzed: done.get(),
+                    seeds: total,
+                    found: found.get(),
+                    bugs: None,
+                    minimized: 0,
+                };
+                engine.progress(p);
+                run
+            }
+        })
+        .buffer_unordered(at_once)
+        .collect()
+        .await;
     found.set(runs.iter().filter(|r| r.violation.is_some()).count() as u32);
     runs.sort_by_key(|r| r.seed);
     let mut bugs = group(&runs, same);
     let bugs_len = bugs.len();
-    let slurm = match &opts.slurm {
-        Some(o) if !bugs.is_empty() => {
-            Some(crate::slurm::Slurm::allocate(&o.sts, o.partition.as_deref(), o.tasks, "sts-minimize")?)
-        }
-        _ => None,
-    };
     for (i, bug) in bugs.iter_mut().enumerate() {
         let distinct = Some(bugs_len as u32);
         engine.progress(Progress::Campaign {
@@ -221,13 +191,10 @@ pub async fn run(
         let dir = seeds_dir.join(bug.minimized.to_string());
         let mut mopts = opts.minimize.clone();
         mopts.same = Some(same);
-        let result = match &slurm {
-            Some(s) => {
-                mopts.jobs = s.tasks();
-                match s.check_shared(&dir).await {
-                    Ok(()) => minimize::run_on(&inner, s, &dir, &mopts).await,
-                    Err(e) => Err(e),
-                }
+        let result = match &pool {
+            Some(pool) => {
+                mopts.jobs = pool.size() as u32;
+                minimize::run_on(&inner, pool, &dir, &mopts).await
             }
             None => minimize::run(&inner, &dir, &mopts).await,
         };
@@ -237,36 +204,14 @@ pub async fn run(
         }
     }
     engine.progress(Progress::Done);
-    let report = Report { same, seeds: runs, bugs };
+    let workers = pool.as_ref().map(crate::pool::Pool::stats);
+    // The workers end before their allocation is given back.
+    drop(pool);
+    drop(slurm);
+    let report = Report { same, seeds: runs, bugs, workers };
     sts_trace::dir::write_json(&out.join("summary.json"), &report)
         .map_err(|e| RunError::Environment(format!("{}: {e}", out.join("summary.json").display())))?;
     Ok(report)
-}
-
-/// What an array task left in `dir`: its trace says what it found.
-fn collect(seed: u64, dir: &Path) -> SeedRun {
-    let mut run = SeedRun::new(seed, dir);
-    match sts_trace::Trace::load(&dir.join("trace.jsonl")) {
-        Ok(trace) => {
-            run.inputs = trace.externals().len();
-            match crate::records::first_violation(&trace) {
-                Ok(v) => {
-                    run.violation = v;
-                    run.present_from_start = run.violation.is_some() && run.inputs == 0;
-                }
-                Err(e) => run.error = Some(format!("{}: {e}", dir.join("trace.jsonl").display())),
-            }
-        }
-        Err(e) => {
-            let log = dir.with_extension("log");
-            let tail = crate::controller::tail_lines(&log, 3);
-            run.error = Some(format!(
-                "{e}{}",
-                if tail.is_empty() { String::new() } else { format!(" ({}: {tail})", log.display()) }
-            ));
-        }
-    }
-    run
 }
 
 /// Passes on notices and a minimization's progress, not the fuzz runs'.
@@ -282,24 +227,6 @@ impl Observer for Quiet {
     fn notice(&self, n: &crate::Notice) {
         self.0.notice(n);
     }
-}
-
-async fn fuzz_one(engine: &Engine, seed: u64, config: &Config, text: &str, dir: &Path) -> SeedRun {
-    let mut run = SeedRun::new(seed, dir);
-    let outcome = match fuzz::create_experiment(config, text, dir) {
-        Ok(exp) => fuzz::run(engine, config, &exp).await,
-        Err(e) => Err(e),
-    };
-    match outcome {
-        Ok(o) => {
-            run.violation = o.violation;
-            run.present_from_start = o.present_from_start;
-            run.steps = o.steps;
-            run.inputs = o.inputs;
-        }
-        Err(e) => run.error = Some(e.to_string()),
-    }
-    run
 }
 
 /// The distinct bugs among `runs`, in the order of the first seed that

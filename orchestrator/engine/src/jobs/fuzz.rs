@@ -6,9 +6,10 @@
 //! happened in the trace. Every `check_every_ms` the invariants are checked;
 //! a violation that lasts `persist_ms` stops the run (exit 1).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use sts_invariants::Violation;
 use sts_trace::dir::{self as experiment, ControllerMeta, CreateError, Experiment, Meta};
 use sts_trace::{self as trace, Header};
@@ -137,4 +138,62 @@ pub async fn run(engine: &Engine, config: &Config, exp: &Experiment) -> Result<F
     s.clock_notices();
     let clock = s.runner.clock.summary();
     Ok(FuzzOutcome { violation: found, steps, inputs, clock, present_from_start })
+}
+
+/// What one seed's fuzz run came to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedRun {
+    pub seed: u64,
+    /// The experiment directory.
+    pub dir: PathBuf,
+    pub violation: Option<Violation>,
+    pub present_from_start: bool,
+    pub steps: u32,
+    pub inputs: usize,
+    /// Why the run could not be done, if it could not.
+    pub error: Option<String>,
+}
+
+impl SeedRun {
+    /// A run of `seed` in `dir` that found nothing (yet).
+    pub fn new(seed: u64, dir: &Path) -> SeedRun {
+        SeedRun {
+            seed,
+            dir: dir.to_path_buf(),
+            violation: None,
+            present_from_start: false,
+            steps: 0,
+            inputs: 0,
+            error: None,
+        }
+    }
+}
+
+/// `text` with `[fuzz] seed` set to `seed` (comments and layout kept).
+pub fn with_seed(text: &str, seed: u64) -> Result<String, String> {
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| e.to_string())?;
+    let fuzz = doc.entry("fuzz").or_insert(toml_edit::table());
+    let table = fuzz.as_table_mut().ok_or("`fuzz` is not a table")?;
+    table["seed"] = toml_edit::value(i64::try_from(seed).map_err(|_| format!("seed {seed} is too large"))?);
+    Ok(doc.to_string())
+}
+
+/// Fuzzes `config` (its text `text`, with `seed` in it) into `dir`: what
+/// the run came to, its failure included.
+pub async fn seed_run(engine: &Engine, seed: u64, config: &Config, text: &str, dir: &Path) -> SeedRun {
+    let mut found = SeedRun::new(seed, dir);
+    let outcome = match create_experiment(config, text, dir) {
+        Ok(exp) => run(engine, config, &exp).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(o) => {
+            found.violation = o.violation;
+            found.present_from_start = o.present_from_start;
+            found.steps = o.steps;
+            found.inputs = o.inputs;
+        }
+        Err(e) => found.error = Some(e.to_string()),
+    }
+    found
 }

@@ -205,6 +205,24 @@ impl Ddmin {
         &self.kept
     }
 
+    /// The rounds that can follow this one, one per outcome: candidate `i`
+    /// the first to reproduce, in order, then none of them (the likelier
+    /// first). Their candidates are what an executor with more workers than
+    /// this round has candidates tests speculatively ([`Search::test`]).
+    pub fn next_rounds(&self) -> Vec<Ddmin> {
+        let n = self.round.len();
+        let mut outcomes: Vec<Vec<bool>> = (0..n).map(|i| (0..n).map(|j| j == i).collect()).collect();
+        outcomes.push(vec![false; n]);
+        outcomes
+            .into_iter()
+            .filter_map(|verdicts| {
+                let mut next = self.clone();
+                next.advance(&verdicts);
+                (!next.is_done()).then_some(next)
+            })
+            .collect()
+    }
+
     /// Takes this round's verdicts; true when the kept set shrank.
     pub fn advance(&mut self, results: &[bool]) -> bool {
         if self.done {
@@ -272,6 +290,9 @@ pub struct State {
     /// minimization at another level starts again).
     #[serde(default)]
     pub same: Option<Same>,
+    /// Candidates tested ahead of their round, in places a round left free.
+    #[serde(default)]
+    pub speculated: u64,
 }
 
 /// Whether two culprits are the same at `level`: with the switch they name
@@ -300,6 +321,10 @@ pub struct Report {
     pub original_inputs: usize,
     pub mcs_inputs: usize,
     pub replays: u64,
+    /// Of those, candidates tested ahead of their round in places a round
+    /// left free (more workers than candidates); 0 with `--jobs 1`.
+    #[serde(default)]
+    pub speculated: u64,
     pub seconds: f64,
     /// External events left after each reduction.
     pub curve: Vec<usize>,
@@ -368,10 +393,10 @@ pub enum PeekMode {
 }
 
 impl PeekMode {
-    /// Parses the `--peek` values: off, on, prefix, checkpoints.
     /// Every mode, in the order `--help` lists them.
     pub const ALL: [PeekMode; 4] = [PeekMode::Off, PeekMode::Dry, PeekMode::Prefix, PeekMode::Checkpoints];
 
+    /// Parses the `--peek` values: off, on, prefix, checkpoints.
     pub fn from_name(s: &str) -> Option<PeekMode> {
         Some(match s {
             "off" => PeekMode::Off,
@@ -450,6 +475,29 @@ pub trait Executor: Send + Sync {
         config: &'a Config,
         batch: Vec<CandidateRun>,
     ) -> BoxFuture<'a, Vec<Verdict>>;
+
+    /// Replays `trace` once into `out` (run number `run`): the final
+    /// replays of the MCS. On this machine unless the executor says otherwise.
+    fn replay<'a>(
+        &'a self,
+        engine: &'a Engine,
+        config: &'a Config,
+        trace: &'a Trace,
+        out: PathBuf,
+        run: u32,
+    ) -> BoxFuture<'a, Result<Replayed, RunError>> {
+        Box::pin(async move {
+            let r = replay::replay_once(engine, config, trace, &out, run).await?;
+            Ok(Replayed { reproduced: r.reproduced, violation: r.violation })
+        })
+    }
+}
+
+/// What one final replay of the MCS showed.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    pub reproduced: bool,
+    pub violation: Option<Violation>,
 }
 
 /// Tests a batch on this machine, all at once, each candidate with its own
@@ -625,16 +673,22 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     mcs.renumbered().save(&mcs_dir.join("trace.jsonl")).map_err(env)?;
     let mut final_reproduced = 0;
     // The violation as the MCS's own replays saw it (its witness shows the
-    // rules the MCS installs, not the original run's).
+    // rules the MCS installs, not the original run's): the first in run order.
     let mut observed: Option<Violation> = None;
-    for i in 0..opts.final_replays {
-        engine.progress(Progress::FinalReplays { done: i, total: opts.final_replays });
-        let out = mcs_dir.join("final").join((i + 1).to_string());
-        let _ = std::fs::remove_dir_all(&out);
-        let r = replay::replay_once(engine, &config, &mcs, &out, i + 1).await?;
-        if r.reproduced {
-            final_reproduced += 1;
-            observed = observed.or(r.violation);
+    let numbers: Vec<u32> = (1..=opts.final_replays).collect();
+    for batch in numbers.chunks(opts.jobs.max(1) as usize) {
+        engine.progress(Progress::FinalReplays { done: batch[0] - 1, total: opts.final_replays });
+        let replays = batch.iter().map(|&n| {
+            let out = mcs_dir.join("final").join(n.to_string());
+            let _ = std::fs::remove_dir_all(&out);
+            executor.replay(engine, &config, &mcs, out, n)
+        });
+        for r in futures::future::join_all(replays).await {
+            let r = r?;
+            if r.reproduced {
+                final_reproduced += 1;
+                observed = observed.or(r.violation);
+            }
         }
     }
     engine.progress(Progress::Done);
@@ -673,6 +727,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         mcs_inputs: keep.len(),
         // The search's replays (kept across resumptions) and this run's final ones.
         replays: state.replays + u64::from(opts.final_replays),
+        speculated: state.speculated,
         seconds: started.elapsed().as_secs_f64(),
         curve,
         final_replays: opts.final_replays,
@@ -687,6 +742,38 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     experiment::write_json(&state_path, &state).map_err(env)?;
     experiment::write_json(&mcs_dir.join("report.json"), &report).map_err(env)?;
     Ok(report)
+}
+
+/// Unit sets the rounds after `dd`'s current one may test, in order
+/// ([`Ddmin::next_rounds`], then the rounds after those), enough to fill
+/// `jobs` places beside this round's candidates; nothing when the round
+/// fills them itself (so `--jobs 1` and a round at least as wide as the
+/// executor test exactly what they would without it).
+fn speculation(dd: &Ddmin, jobs: usize) -> Vec<Vec<usize>> {
+    let room = jobs.saturating_sub(dd.candidates().len());
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut level = vec![dd.clone()];
+    while out.len() < room && !level.is_empty() {
+        let next: Vec<Ddmin> = level.iter().flat_map(Ddmin::next_rounds).collect();
+        // Breadth first, and across outcomes: each next round's first
+        // candidate, then each one's second, ...
+        let widest = next.iter().map(|d| d.candidates().len()).max().unwrap_or(0);
+        for k in 0..widest {
+            for d in &next {
+                if let Some(c) = d.candidates().get(k) {
+                    if !out.contains(c) {
+                        out.push(c.clone());
+                    }
+                }
+            }
+        }
+        level = next;
+        if level.len() > 64 {
+            break;
+        }
+    }
+    out.truncate(room);
+    out
 }
 
 /// Rounds of [`Search::beyond`] at most (each one a smaller sequence found).
@@ -731,11 +818,30 @@ impl Search<'_> {
     /// Tests `cands` (unit sets) in order, `jobs` at a time, up to the
     /// first that reproduces; verdicts known from earlier are not asked
     /// again. Returns each one's verdict (`None`: not tested, after a hit).
-    async fn test(&mut self, cands: &[Vec<usize>], replays: u32) -> Result<Vec<Option<bool>>, RunError> {
+    ///
+    /// A batch with fewer candidates than `jobs` is filled with untested
+    /// `spare` ones (later rounds' candidates): their verdicts are only
+    /// kept, for when their round comes. What is tested in order, and so the
+    /// result, is the same as without them.
+    async fn test(
+        &mut self,
+        cands: &[Vec<usize>],
+        spare: &[Vec<usize>],
+        replays: u32,
+    ) -> Result<Vec<Option<bool>>, RunError> {
         let mut results: Vec<Option<bool>> = cands.iter().map(|c| self.state.tested.get(&key(c)).copied()).collect();
         let limit = results.iter().position(|r| *r == Some(true)).unwrap_or(cands.len());
         let todo: Vec<usize> = (0..limit).filter(|&i| results[i].is_none()).collect();
-        for batch in todo.chunks(self.opts.jobs.max(1) as usize) {
+        let jobs = self.opts.jobs.max(1) as usize;
+        // Later rounds' candidates nobody knows yet, each once, in order.
+        let mut unknown: Vec<&Vec<usize>> = Vec::new();
+        for c in spare {
+            if !self.state.tested.contains_key(&key(c)) && !cands.contains(c) && !unknown.contains(&c) {
+                unknown.push(c);
+            }
+        }
+        let mut spare = unknown.into_iter();
+        for batch in todo.chunks(jobs) {
             if self.deadline.is_some_and(|d| Instant::now() > d) {
                 self.budget_exhausted = true;
                 return Ok(results);
@@ -744,21 +850,29 @@ impl Search<'_> {
                 self.capped = true;
                 return Ok(results);
             }
+            // This batch's candidates (Some(index)), then spare ones (None) in free places.
+            let mut sets: Vec<(Option<usize>, &Vec<usize>)> = batch.iter().map(|&i| (Some(i), &cands[i])).collect();
+            while sets.len() < jobs {
+                match spare.next() {
+                    Some(c) => sets.push((None, c)),
+                    None => break,
+                }
+            }
             self.engine.progress(Progress::Minimize {
                 inputs_left: self.curve.last().copied().unwrap_or(0),
                 original: self.trace.externals().len(),
-                trying: batch.len(),
+                trying: sets.len(),
                 candidate_inputs: self.events_of(&cands[batch[0]]).len(),
                 tested: self.state.tested.len(),
                 replays: self.state.replays,
                 elapsed_s: self.started.elapsed().as_secs_f64(),
             });
-            let mut runs = Vec::with_capacity(batch.len());
-            for &i in batch {
+            let mut runs = Vec::with_capacity(sets.len());
+            for (_, set) in &sets {
                 let first_run = self.run_no + 1;
                 self.run_no += replays + u32::from(self.opts.peek != PeekMode::Off);
                 runs.push(CandidateRun {
-                    trace: candidate(self.trace, &self.events_of(&cands[i]), self.host_start),
+                    trace: candidate(self.trace, &self.events_of(set), self.host_start),
                     mcs_dir: self.mcs_dir.to_path_buf(),
                     first_run,
                     replays,
@@ -768,13 +882,17 @@ impl Search<'_> {
             let verdicts = self.executor.test(self.engine, self.config, runs).await;
             let mut hit = false;
             let mut failure = None;
-            for (&i, v) in batch.iter().zip(verdicts) {
+            for ((i, set), v) in sets.iter().zip(verdicts) {
                 match v {
                     Ok((ok, n)) => {
                         self.state.replays += n;
-                        self.state.tested.insert(key(&cands[i]), ok);
-                        results[i] = Some(ok);
-                        hit |= ok;
+                        self.state.tested.insert(key(set), ok);
+                        if let Some(i) = *i {
+                            results[i] = Some(ok);
+                            hit |= ok;
+                        } else {
+                            self.state.speculated += 1;
+                        }
                     }
                     Err(e) => failure = failure.or(Some(e)),
                 }
@@ -800,7 +918,8 @@ impl Search<'_> {
         let of = |c: &[usize]| -> Vec<usize> { c.iter().map(|&i| units[i]).collect() };
         while !dd.is_done() {
             let cands: Vec<Vec<usize>> = dd.candidates().iter().map(|c| of(c)).collect();
-            let results = self.test(&cands, replays).await?;
+            let spare = speculation(&dd, self.opts.jobs as usize).into_iter().map(|c| of(&c)).collect::<Vec<_>>();
+            let results = self.test(&cands, &spare, replays).await?;
             if self.budget_exhausted || self.capped {
                 break;
             }
@@ -838,7 +957,7 @@ impl Search<'_> {
             let mut found = None;
             let fresh = |s: &Vec<usize>| !found_before.iter().any(|f| f.iter().all(|u| s.contains(u)));
             for s in starts.into_iter().filter(|s| s.len() >= best.len() && fresh(s)) {
-                let verdict = self.test(std::slice::from_ref(&s), 1).await?;
+                let verdict = self.test(std::slice::from_ref(&s), &[], 1).await?;
                 if self.budget_exhausted || self.capped {
                     return Ok(best);
                 }
@@ -1204,6 +1323,8 @@ mod beyond_tests {
     /// holds every input of one of `causes` (pings named by their source).
     struct Oracle {
         causes: Vec<Vec<&'static str>>,
+        /// Batches asked for (each one a wait for the slowest of its candidates).
+        batches: std::sync::atomic::AtomicUsize,
     }
 
     impl Executor for Oracle {
@@ -1213,6 +1334,7 @@ mod beyond_tests {
             _config: &'a Config,
             batch: Vec<CandidateRun>,
         ) -> BoxFuture<'a, Vec<Verdict>> {
+            self.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let verdicts = batch
                 .iter()
                 .map(|c| {
@@ -1241,6 +1363,11 @@ mod beyond_tests {
     }
 
     fn minimize_with(dir: &Path, beyond: bool, causes: Vec<Vec<&'static str>>) -> Report {
+        minimize_jobs(dir, beyond, causes, 1).0
+    }
+
+    /// The report, and the batches the executor was asked for.
+    fn minimize_jobs(dir: &Path, beyond: bool, causes: Vec<Vec<&'static str>>, jobs: u32) -> (Report, usize) {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
         let config = "[network]\ntopology = \"linear\"\nsize = 11\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"true\"]\n";
@@ -1254,10 +1381,43 @@ mod beyond_tests {
         }
         text.push_str("{\"seq\":11,\"t_ms\":2000,\"violation\":{\"invariant\":\"blackhole\",\"elements\":[\"h2\",\"h11\"],\"summary\":\"x\"}}\n");
         std::fs::write(dir.join("trace.jsonl"), text).unwrap();
-        let oracle = Oracle { causes };
+        let oracle = Oracle { causes, batches: Default::default() };
         let engine = Engine::new(std::sync::Arc::new(crate::observer::Silent));
-        let opts = Options { final_replays: 0, beyond, ..Options::default() };
-        futures::executor::block_on(run_on(&engine, &oracle, dir, &opts)).unwrap()
+        let opts = Options { final_replays: 0, beyond, jobs, ..Options::default() };
+        let report = futures::executor::block_on(run_on(&engine, &oracle, dir, &opts)).unwrap();
+        (report, oracle.batches.into_inner())
+    }
+
+    #[test]
+    fn workers_a_round_leaves_free_test_later_rounds_and_the_mcs_stays_the_same() {
+        const HOSTS: [&str; 10] = ["h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10"];
+        let base = std::env::temp_dir().join(format!("sts-speculate-{}", std::process::id()));
+        let (mut waits_two, mut waits_eight, mut speculated) = (0, 0, 0);
+        let mut causes: Vec<Vec<&'static str>> = Vec::new();
+        for (i, a) in HOSTS.iter().enumerate() {
+            causes.push(vec![*a]);
+            for b in &HOSTS[i + 1..] {
+                causes.push(vec![*a, *b]);
+            }
+        }
+        causes.push(vec!["h1", "h5", "h10"]);
+        causes.push(vec!["h2", "h3", "h4", "h8"]);
+        for cause in causes {
+            let (one, _) = minimize_jobs(&base.join("one"), true, vec![cause.clone()], 1);
+            let (two, b2) = minimize_jobs(&base.join("two"), true, vec![cause.clone()], 2);
+            let (eight, b8) = minimize_jobs(&base.join("eight"), true, vec![cause.clone()], 8);
+            assert_eq!(one.mcs, eight.mcs, "{cause:?}");
+            assert_eq!(two.mcs, eight.mcs, "{cause:?}");
+            assert_eq!((one.speculated, two.speculated), (0, 0), "rounds of two fill two places");
+            assert!(b8 <= b2, "{cause:?}: {b8} waits with eight places, {b2} with two");
+            waits_two += b2;
+            waits_eight += b8;
+            speculated += eight.speculated;
+        }
+        assert!(speculated > 0, "later rounds' candidates filled free places");
+        // Eight places wait for fewer batches in all than two.
+        assert!(waits_eight * 10 < waits_two * 8, "{waits_eight} waits with eight, {waits_two} with two");
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! [`fuzz`], [`replay`] (and the console's stepping), [`peek`],
 //! [`minimize`] (inputs) and [`internal`] (messages), [`learn`] (fingerprint
 //! masks), [`campaign`] (many seeds, bugs grouped), [`import`] (a recording
-//! of real switches), and [`slurm`] (candidates and seeds on a cluster).
+//! of real switches), [`on_ovs`] (a trace on real Open vSwitch), and the
+//! cluster: [`worker`] (a warm `sts worker`), [`pool`] (work handed to
+//! workers), [`slurm`] (an allocation whose tasks run the workers).
 
 pub mod campaign;
 pub mod fuzz;
@@ -13,5 +15,7 @@ pub mod minimize;
 pub mod on_ovs;
 pub mod peek;
 pub mod pingall;
+pub mod pool;
 pub mod replay;
 pub mod slurm;
+pub mod worker;

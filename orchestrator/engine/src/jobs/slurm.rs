@@ -1,22 +1,20 @@
 //! Slurm: when one machine is not enough (docs/cluster.md).
 //!
-//! - [`Slurm`] is a minimization [`Executor`]: it holds one allocation
-//!   (`salloc`, K tasks) for the whole minimization and runs each candidate
-//!   as a job step inside it (`srun --jobid`), so dispatching a candidate
-//!   costs milliseconds, not a scheduling cycle. A step is `sts candidate`,
-//!   which replays one candidate and prints its verdict as JSON; the
-//!   candidate's trace and runs are under the experiment's `mcs/`, which must
-//!   be on storage every node sees (checked at start).
-//! - [`fuzz_array`] fuzzes a campaign's seeds as one array job
-//!   (`sbatch --array --wait`), one task per seed.
+//! [`Slurm`] holds one allocation (`salloc --no-shell`, K tasks of one CPU)
+//! for a whole minimization or campaign, and runs one warm worker
+//! (`sts worker`, [`crate::worker`]) per task as one job step each
+//! ([`Slurm::workers`]): a [`Pool`] that candidates, final replays and
+//! campaign seeds are handed to, each forking controllers its worker keeps
+//! warm. Work and answers travel as JSON lines over the steps' standard
+//! input and output, which `srun` relays; files (the experiment, candidate
+//! traces, runs) are named by path, so they must be on storage every node
+//! sees (checked at start, [`Slurm::check_shared`]).
 //!
-//! The allocation (`salloc --no-shell`) is given back by `scancel` when the
-//! executor is dropped, and otherwise by a guard: a shell waiting for its
-//! input, a pipe only sts writes to, to close, which happens when sts dies
-//! however it dies (even SIGKILL); it then runs `scancel`. So a killed sts
-//! leaves no allocation behind. Verdicts come back in
-//! the batch's order, and delta debugging takes the first success in that
-//! order, as with the local executor: the same MCS either way.
+//! The allocation is given back by `scancel` when the [`Slurm`] is dropped,
+//! and otherwise by a guard: a shell waiting for its input, a pipe only sts
+//! writes to, to close, which happens when sts dies however it dies (even
+//! SIGKILL); it then runs `scancel`. So a killed sts leaves no allocation
+//! behind, and its workers' steps end with it.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -24,50 +22,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
-use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
-use crate::minimize::{CandidateRun, Executor, Verdict};
-use crate::{Engine, RunError};
+use crate::pool::Pool;
+use crate::RunError;
 
 /// How long to wait for an allocation before saying why not.
 pub const GRANT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// What `sts candidate` prints: one line of JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepVerdict {
-    pub reproduced: bool,
-    pub replays: u64,
-    /// Why the candidate could not be tested, if it could not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(default)]
-    pub bad_input: bool,
-}
-
-impl StepVerdict {
-    /// The line `sts candidate` prints for `v`.
-    pub fn of(v: &Verdict) -> StepVerdict {
-        match v {
-            Ok((reproduced, replays)) => {
-                StepVerdict { reproduced: *reproduced, replays: *replays, error: None, bad_input: false }
-            }
-            Err(e) => {
-                StepVerdict { reproduced: false, replays: 0, error: Some(e.to_string()), bad_input: e.is_bad_input() }
-            }
-        }
-    }
-
-    fn verdict(self) -> Verdict {
-        match self.error {
-            Some(e) if self.bad_input => Err(RunError::BadInput(e)),
-            Some(e) => Err(RunError::Environment(e)),
-            None => Ok((self.reproduced, self.replays)),
-        }
-    }
-}
 
 fn env(what: impl Into<String>) -> RunError {
     RunError::Environment(what.into())
@@ -166,77 +127,47 @@ impl Slurm {
     }
 
     fn step(&self) -> tokio::process::Command {
-        let mut cmd = tokio::process::Command::new("srun");
-        cmd.args(["--jobid", &self.job.to_string(), "--ntasks", "1", "--cpus-per-task", "1", "--exact", "--quiet"]);
+        let mut cmd = step_of(self.job);
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         cmd
     }
 
     /// Fails unless `dir` is visible, as it is here, from inside the
-    /// allocation (the experiment must be on storage the nodes share).
+    /// allocation (experiments must be on storage the nodes share).
     pub async fn check_shared(&self, dir: &Path) -> Result<(), RunError> {
-        let marker = dir.join("trace.jsonl");
-        let out =
-            self.step().arg("test").arg("-r").arg(&marker).output().await.map_err(|e| env(format!("srun: {e}")))?;
+        let out = self.step().arg("test").arg("-r").arg(dir).output().await.map_err(|e| env(format!("srun: {e}")))?;
         if out.status.success() {
             return Ok(());
         }
         Err(env(format!(
-            "{} is not readable from the Slurm allocation {}: the experiment directory must be on storage every node shares (NFS, a cluster file system){}",
+            "{} is not readable from the Slurm allocation {}: experiment directories must be on storage every node shares (NFS, a cluster file system){}",
             dir.display(),
             self.job,
             tail(&out.stderr)
         )))
     }
 
-    /// Tests one candidate as a job step; a step that ends without a
-    /// verdict (cancelled, its node lost) runs once more, then is reported.
-    async fn candidate(&self, engine: &Engine, config: &Config, c: CandidateRun) -> Verdict {
-        let exp = c.mcs_dir.parent().ok_or_else(|| env("a candidate outside an experiment"))?.to_path_buf();
-        let dir = c.mcs_dir.join("candidates");
-        std::fs::create_dir_all(&dir).map_err(|e| env(format!("{}: {e}", dir.display())))?;
-        let trace = dir.join(format!("{}.jsonl", c.first_run));
-        // As it is, numbers included: the step replays exactly this trace.
-        c.trace.save(&trace).map_err(|e| env(format!("{}: {e}", trace.display())))?;
-        let mut verdict = self.step_verdict(config, &exp, &trace, &c).await;
-        if let Err(failure) = &verdict {
-            engine.notice(crate::NoticeKind::Info, format!("candidate {}: {failure}; running it again", c.first_run));
-            verdict = self.step_verdict(config, &exp, &trace, &c).await;
-        }
-        let _ = std::fs::remove_file(&trace);
-        match verdict {
-            Ok(v) => v.verdict(),
-            Err(failure) => Err(env(failure)),
-        }
+    /// Starts one warm worker per task of the allocation, each a job step
+    /// running `sts worker`, warming up on `warm` (an experiment directory)
+    /// before its first piece of work.
+    pub async fn workers(&self, warm: Option<&Path>) -> Result<Pool, RunError> {
+        let (job, sts) = (self.job, self.sts.clone());
+        let launch: crate::pool::Launch = Box::new(move |_| {
+            // srun relays the step's standard input and output: the worker's.
+            let mut cmd = step_of(job);
+            cmd.arg(&sts).arg("worker");
+            cmd
+        });
+        Pool::start(launch, self.tasks as usize, warm).await
     }
+}
 
-    /// One job step for a candidate: its verdict, or why it gave none.
-    async fn step_verdict(
-        &self,
-        config: &Config,
-        exp: &Path,
-        trace: &Path,
-        c: &CandidateRun,
-    ) -> Result<StepVerdict, String> {
-        let out = self
-            .step()
-            .arg(&self.sts)
-            .arg("candidate")
-            .arg(exp)
-            .arg("--trace")
-            .arg(trace)
-            .args(["--first-run", &c.first_run.to_string(), "--replays", &c.replays.to_string()])
-            .args(["--peek", c.peek.name(), "--same", config.invariants.same.name()])
-            .output()
-            .await
-            .map_err(|e| format!("srun: {e}"))?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        stdout
-            .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str::<StepVerdict>(l).ok())
-            .ok_or_else(|| format!("the Slurm step gave no verdict ({}){}", out.status, tail(&out.stderr)))
-    }
+/// A job step of one task on one CPU in allocation `job`, the command to
+/// run still to be added.
+fn step_of(job: u64) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new("srun");
+    cmd.args(["--jobid", &job.to_string(), "--ntasks", "1", "--cpus-per-task", "1", "--exact", "--quiet"]);
+    cmd
 }
 
 fn tail(stderr: &[u8]) -> String {
@@ -254,84 +185,5 @@ impl Drop for Slurm {
         let _ = Command::new("scancel").arg(self.job.to_string()).stderr(Stdio::null()).status();
         drop(self.guard.stdin.take());
         let _ = self.guard.wait();
-    }
-}
-
-impl Executor for Slurm {
-    fn test<'a>(
-        &'a self,
-        engine: &'a Engine,
-        config: &'a Config,
-        batch: Vec<CandidateRun>,
-    ) -> BoxFuture<'a, Vec<Verdict>> {
-        Box::pin(futures::future::join_all(batch.into_iter().map(move |c| self.candidate(engine, config, c))))
-    }
-}
-
-/// Fuzzes `seeds` of the config at `config` as one array job, each task
-/// `sts fuzz --config CONFIG --seed SEED --out OUT/seeds/SEED`, and waits for
-/// all of them. At most `tasks` run at once (`%` of `--array`). Returns the
-/// job's exit status line when it failed as a whole.
-pub async fn fuzz_array(
-    sts: &Path,
-    config: &Path,
-    seeds: std::ops::RangeInclusive<u64>,
-    out: &Path,
-    partition: Option<&str>,
-    tasks: u32,
-) -> Result<(), RunError> {
-    let seeds_dir = out.join("seeds");
-    std::fs::create_dir_all(&seeds_dir).map_err(|e| env(format!("{}: {e}", seeds_dir.display())))?;
-    let config = std::path::absolute(config).map_err(|e| env(format!("{}: {e}", config.display())))?;
-    let script = format!(
-        "#!/bin/sh\nexec {} --progress json fuzz --config {} --seed \"$SLURM_ARRAY_TASK_ID\" --out {}/\"$SLURM_ARRAY_TASK_ID\"\n",
-        shell_quote(&sts.display().to_string()),
-        shell_quote(&config.display().to_string()),
-        shell_quote(&seeds_dir.display().to_string())
-    );
-    let script_path = out.join("fuzz-array.sh");
-    sts_trace::dir::write_atomic(&script_path, script.as_bytes())
-        .map_err(|e| env(format!("{}: {e}", script_path.display())))?;
-    let mut cmd = tokio::process::Command::new("sbatch");
-    cmd.args(["--wait", "--parsable", "--job-name", "sts-campaign", "--ntasks", "1", "--cpus-per-task", "1"])
-        .arg(format!("--array={}-{}%{}", seeds.start(), seeds.end(), tasks.max(1)))
-        .arg(format!("--output={}/%a.log", seeds_dir.display()))
-        .arg(&script_path)
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    if let Some(p) = partition {
-        cmd.args(["--partition", p]);
-    }
-    // sbatch reads the script from the path; --wait returns when every task ended.
-    let out = cmd.output().await.map_err(|e| env(format!("cannot run sbatch: {e} (scripts/setup installs Slurm)")))?;
-    // A task that found a violation exits 1, and so does `sbatch --wait`:
-    // the seeds' own results say what happened; only a job that never ran is an error.
-    let job = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if job.is_empty() {
-        return Err(env(format!("sbatch did not submit the array job{}", tail(&out.stderr))));
-    }
-    Ok(())
-}
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn verdicts_survive_the_trip_through_a_step() {
-        for v in [Ok((true, 3)), Ok((false, 5)), Err(RunError::BadInput("bad".into())), Err(env("gone"))] {
-            let line = serde_json::to_string(&StepVerdict::of(&v)).unwrap();
-            let back = serde_json::from_str::<StepVerdict>(&line).unwrap().verdict();
-            assert_eq!(format!("{back:?}"), format!("{v:?}"));
-        }
-    }
-
-    #[test]
-    fn quoting_keeps_paths_whole() {
-        assert_eq!(shell_quote("/a b/it's"), "'/a b/it'\\''s'");
     }
 }
