@@ -167,6 +167,11 @@ pub enum Command {
         /// delta debugging took (docs/evaluation.md).
         #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
         beyond: bool,
+        /// When a round of delta debugging has fewer candidates than places (--jobs, or Slurm tasks),
+        /// test the candidates of the rounds that may follow in the free places; their verdicts wait
+        /// for their round. The result is the same either way (docs/cluster.md).
+        #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
+        speculate: bool,
         /// When a candidate's violation is the original's: `culprit` (the same cause, whoever the victim),
         /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).

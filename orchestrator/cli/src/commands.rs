@@ -39,6 +39,7 @@ pub fn run(cli: Cli) -> u8 {
             final_replays,
             peek,
             beyond,
+            speculate,
             same,
             junit,
             internal,
@@ -59,6 +60,7 @@ pub fn run(cli: Cli) -> u8 {
                 final_replays: *final_replays,
                 same: *same,
                 beyond: *beyond,
+                speculate: *speculate,
             };
             match minimize(&engine, dir, &opts, junit.as_deref(), executor) {
                 exit::OK if *internal => minimize_internal(&engine, dir, &opts),
@@ -74,7 +76,7 @@ pub fn run(cli: Cli) -> u8 {
                 budget_s: *budget,
                 final_replays: *final_replays,
                 same: *same,
-                beyond: minimize::Options::default().beyond,
+                ..minimize::Options::default()
             };
             campaign(&engine, config, seeds, out, *jobs, minimize, junit.as_deref(), executor)
         }
@@ -503,7 +505,12 @@ fn minimize(
         let mut opts = opts.clone();
         opts.jobs = slurm.tasks();
         let report = minimize::run_on(engine, &workers, dir, &opts).await;
-        eprintln!("sts minimize: {}", workers.stats().describe());
+        let stats = workers.stats();
+        eprintln!("sts minimize: {}", stats.describe());
+        let path = dir.join("mcs").join("workers.json");
+        if let Err(e) = sts_trace::dir::write_json(&path, &stats) {
+            eprintln!("sts minimize: {}: {e}", path.display());
+        }
         report
     };
     let report = match block_on("minimize", run) {

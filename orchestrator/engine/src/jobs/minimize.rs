@@ -293,6 +293,11 @@ pub struct State {
     /// Candidates tested ahead of their round, in places a round left free.
     #[serde(default)]
     pub speculated: u64,
+    /// Each round of the search: its candidates, and how many of them had
+    /// to be known (up to the first that reproduced): what K places could
+    /// test at once (docs/cluster.md's scaling model).
+    #[serde(default)]
+    pub rounds: Vec<[usize; 2]>,
 }
 
 /// Whether two culprits are the same at `level`: with the switch they name
@@ -325,6 +330,9 @@ pub struct Report {
     /// left free (more workers than candidates); 0 with `--jobs 1`.
     #[serde(default)]
     pub speculated: u64,
+    /// Each round: [its candidates, those needed up to the first success].
+    #[serde(default)]
+    pub rounds: Vec<[usize; 2]>,
     pub seconds: f64,
     /// External events left after each reduction.
     pub curve: Vec<usize>,
@@ -434,6 +442,9 @@ pub struct Options {
     /// (ddmin's result is 1-minimal, not always the smallest): see
     /// [`Search::beyond`].
     pub beyond: bool,
+    /// Fill places a round leaves free with later rounds' candidates
+    /// ([`speculation`]); the result is the same either way.
+    pub speculate: bool,
 }
 
 impl Default for Options {
@@ -447,6 +458,7 @@ impl Default for Options {
             final_replays: 10,
             same: None,
             beyond: true,
+            speculate: true,
         }
     }
 }
@@ -583,6 +595,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
             let verdict = executor.test(engine, &config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
             let (ok, n) = verdict?;
             state.replays += n;
+            state.rounds.push([1, 1]);
             state.tested.insert(key(&[]), ok);
             let _ = experiment::write_json(&state_path, &state);
             ok
@@ -611,6 +624,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
             let verdict = executor.test(engine, &config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
             let (ok, replays) = verdict?;
             state.replays += replays;
+            state.rounds.push([1, 1]);
             tried += n;
             reproduced = ok;
         }
@@ -728,6 +742,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         // The search's replays (kept across resumptions) and this run's final ones.
         replays: state.replays + u64::from(opts.final_replays),
         speculated: state.speculated,
+        rounds: state.rounds.clone(),
         seconds: started.elapsed().as_secs_f64(),
         curve,
         final_replays: opts.final_replays,
@@ -833,6 +848,8 @@ impl Search<'_> {
         let limit = results.iter().position(|r| *r == Some(true)).unwrap_or(cands.len());
         let todo: Vec<usize> = (0..limit).filter(|&i| results[i].is_none()).collect();
         let jobs = self.opts.jobs.max(1) as usize;
+        let round = self.state.rounds.len();
+        self.state.rounds.push([cands.len(), cands.len()]);
         // Later rounds' candidates nobody knows yet, each once, in order.
         let mut unknown: Vec<&Vec<usize>> = Vec::new();
         for c in spare {
@@ -906,6 +923,8 @@ impl Search<'_> {
                 break;
             }
         }
+        let needed = results.iter().position(|r| *r == Some(true)).map_or(cands.len(), |p| p + 1);
+        self.state.rounds[round][1] = needed;
         Ok(results)
     }
 
@@ -918,7 +937,8 @@ impl Search<'_> {
         let of = |c: &[usize]| -> Vec<usize> { c.iter().map(|&i| units[i]).collect() };
         while !dd.is_done() {
             let cands: Vec<Vec<usize>> = dd.candidates().iter().map(|c| of(c)).collect();
-            let spare = speculation(&dd, self.opts.jobs as usize).into_iter().map(|c| of(&c)).collect::<Vec<_>>();
+            let places = if self.opts.speculate { self.opts.jobs as usize } else { 0 };
+            let spare = speculation(&dd, places).into_iter().map(|c| of(&c)).collect::<Vec<_>>();
             let results = self.test(&cands, &spare, replays).await?;
             if self.budget_exhausted || self.capped {
                 break;

@@ -64,18 +64,24 @@ pub struct PoolStats {
     pub answered: u64,
     /// Workers lost and replaced.
     pub lost: u64,
-    /// Seconds the workers spent working, all together.
+    /// Seconds the workers spent on work, all together (warm-ups apart).
     pub busy_s: f64,
-    /// Seconds since the pool started, times its workers.
+    /// Seconds from the first piece handed out to the last answer, less
+    /// the warm-up, times the workers: the time they could have worked.
     pub worker_s: f64,
     /// Per piece, milliseconds between handing it out and its answer, less
     /// the worker's own time on it: the median and the largest.
     pub overhead_ms_median: f64,
     pub overhead_ms_max: f64,
+    /// The worker's own milliseconds on a piece, the median.
+    pub work_ms_median: f64,
+    /// The longest warm-up (a worker's zygotes started), in seconds.
+    pub warmup_s: f64,
 }
 
 impl PoolStats {
-    /// The fraction of the workers' time spent working (not waiting for work).
+    /// The fraction of the workers' time spent working, not waiting for
+    /// work, once work began.
     pub fn utilization(&self) -> f64 {
         if self.worker_s > 0.0 {
             self.busy_s / self.worker_s
@@ -87,15 +93,17 @@ impl PoolStats {
     /// One line for a person.
     pub fn describe(&self) -> String {
         format!(
-            "{} workers busy {:.0}% of their time ({:.1} of {:.1} worker-seconds), {} pieces of work, \
-             median overhead {:.1} ms a piece (max {:.1}){}",
+            "{} workers busy {:.0}% of their time ({:.1} of {:.1} worker-seconds), {} pieces of work \
+             ({:.1} ms each, median), median overhead {:.1} ms a piece (max {:.1}), warm-up {:.2} s{}",
             self.workers,
             self.utilization() * 100.0,
             self.busy_s,
             self.worker_s,
             self.answered,
+            self.work_ms_median,
             self.overhead_ms_median,
             self.overhead_ms_max,
+            self.warmup_s,
             match self.lost {
                 0 => String::new(),
                 1 => ", 1 worker lost and replaced".to_string(),
@@ -110,7 +118,12 @@ struct Measured {
     answered: u64,
     lost: u64,
     busy_ms: f64,
+    /// When the first piece was handed out, and the last answer came.
+    first_asked: Option<Instant>,
+    last_answer: Option<Instant>,
     overheads_ms: Vec<f64>,
+    work_ms: Vec<f64>,
+    warmup_ms: f64,
 }
 
 /// Warm workers, handed work one piece at a time each.
@@ -122,7 +135,6 @@ pub struct Pool {
     idle_tx: mpsc::UnboundedSender<Slot>,
     idle_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<Slot>>,
     next_id: AtomicU64,
-    started: Instant,
     measured: Mutex<Measured>,
     /// Info notices passed on so far: K workers say the same thing K times.
     said: Mutex<BTreeSet<String>>,
@@ -141,7 +153,6 @@ impl Pool {
             idle_tx,
             idle_rx: tokio::sync::Mutex::new(idle_rx),
             next_id: AtomicU64::new(1),
-            started: Instant::now(),
             measured: Mutex::new(Measured::default()),
             said: Mutex::new(BTreeSet::new()),
         };
@@ -210,12 +221,16 @@ impl Pool {
             };
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let asked = Instant::now();
+            self.measured.lock().unwrap_or_else(|e| e.into_inner()).first_asked.get_or_insert(asked);
             match self.exchange(engine, &mut w, id, &work).await {
                 Ok((answer, busy_ms, before_ms)) => {
                     let mut m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
                     m.answered += 1;
-                    m.busy_ms += busy_ms + before_ms;
+                    m.busy_ms += busy_ms;
+                    m.last_answer = Some(Instant::now());
                     m.overheads_ms.push((asked.elapsed().as_secs_f64() * 1000.0 - busy_ms - before_ms).max(0.0));
+                    m.work_ms.push(busy_ms);
+                    m.warmup_ms = m.warmup_ms.max(before_ms);
                     drop(m);
                     let _ = self.idle_tx.send(Slot::Live(w));
                     return Ok(answer);
@@ -291,16 +306,28 @@ impl Pool {
     /// What the pool measured so far.
     pub fn stats(&self) -> PoolStats {
         let m = self.measured.lock().unwrap_or_else(|e| e.into_inner());
-        let mut o = m.overheads_ms.clone();
-        o.sort_by(f64::total_cmp);
+        let sorted = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let (o, work) = (sorted(&m.overheads_ms), sorted(&m.work_ms));
         PoolStats {
             workers: self.size,
             answered: m.answered,
             lost: m.lost,
             busy_s: m.busy_ms / 1000.0,
-            worker_s: self.started.elapsed().as_secs_f64() * self.size as f64,
+            // The warm-ups (all at once, at the start) are not time to work.
+            worker_s: match (m.first_asked, m.last_answer) {
+                (Some(a), Some(b)) => {
+                    (b.saturating_duration_since(a).as_secs_f64() - m.warmup_ms / 1000.0).max(0.0) * self.size as f64
+                }
+                _ => 0.0,
+            },
             overhead_ms_median: o.get(o.len() / 2).copied().unwrap_or(0.0),
             overhead_ms_max: o.last().copied().unwrap_or(0.0),
+            work_ms_median: work.get(work.len() / 2).copied().unwrap_or(0.0),
+            warmup_s: m.warmup_ms / 1000.0,
         }
     }
 
