@@ -452,3 +452,66 @@ impl Executor for Pool {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A worker in sh that answers every request with a verdict carrying
+    /// its own id (enough of the protocol for the pool).
+    const ANSWERS: &str = r#"while read -r l; do id=$(printf '%s' "$l" | sed 's/.*"id":\([0-9]*\).*/\1/'); printf '{"id":%s,"verdict":{"reproduced":true,"replays":1},"busy_ms":1.0}\n' "$id"; done"#;
+
+    fn sh(script: &str) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.args(["-c", script]);
+        cmd
+    }
+
+    fn work() -> Work {
+        Work::Fuzz { config: "/c.toml".into(), seed: 1, out: "/o".into() }
+    }
+
+    #[tokio::test]
+    async fn a_lost_worker_is_replaced_and_its_work_handed_on() {
+        let started = Arc::new(AtomicUsize::new(0));
+        let count = started.clone();
+        // The first worker dies on its first piece; the ones after answer.
+        let launch: Launch = Box::new(move |_| match count.fetch_add(1, Ordering::SeqCst) {
+            0 => sh("echo 'out of memory' >&2; read -r l; exit 3"),
+            _ => sh(ANSWERS),
+        });
+        let pool = Pool::start(launch, 1, None).await.unwrap();
+        let engine = Engine::new(Arc::new(crate::observer::Collect::default()));
+        let answer = pool.ask(&engine, work()).await.unwrap();
+        assert_eq!(answer, Answer::Verdict { reproduced: true, replays: 1 });
+        assert_eq!(started.load(Ordering::SeqCst), 2, "one worker in place of the lost one");
+        let stats = pool.stats();
+        assert_eq!((stats.answered, stats.lost), (1, 1));
+        // And it keeps answering.
+        assert!(pool.ask(&engine, work()).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn work_lost_twice_or_with_no_worker_left_is_an_error_not_a_wait() {
+        // Every worker dies: the piece is lost twice and says both times why.
+        let launch: Launch = Box::new(|_| sh("echo 'cannot map the clock' >&2; read -r l; exit 3"));
+        let pool = Pool::start(launch, 2, None).await.unwrap();
+        let engine = Engine::silent();
+        let e = pool.ask(&engine, work()).await.unwrap_err().to_string();
+        assert!(e.contains("lost twice") && e.contains("cannot map the clock"), "{e}");
+        // No worker can start again: every piece, at once or later, is answered with why.
+        let tries = Arc::new(AtomicUsize::new(0));
+        let count = tries.clone();
+        let launch: Launch = Box::new(move |_| match count.fetch_add(1, Ordering::SeqCst) {
+            0 => sh("read -r l; exit 3"),
+            _ => tokio::process::Command::new("/nonexistent/sts-worker"),
+        });
+        let pool = Pool::start(launch, 1, None).await.unwrap();
+        let both = futures::future::join(pool.ask(&engine, work()), pool.ask(&engine, work())).await;
+        for r in [both.0, both.1] {
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains("no other could start"), "{e}");
+        }
+    }
+}
