@@ -194,13 +194,7 @@ async fn run(shared: &Arc<Shared>, job: &Job) -> Ending {
     };
     cmd.args(&args).current_dir(&dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.process_group(0);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(death).map_err(std::io::Error::from)?;
-            Ok(())
-        });
-    }
+    sts_engine::controller::dies_with_this_process(&mut cmd, death);
     let mut child = match sts_engine::controller::spawn_from_long_lived_thread(cmd) {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot run {}: {e}", shared.sts.display())),

@@ -160,6 +160,25 @@ pub fn socket_dir() -> Option<&'static Path> {
     .as_deref()
 }
 
+/// Has the process `cmd` starts get `signal` when the thread that spawns it
+/// ends (spawn from [`spawn_from_long_lived_thread`]: a process-long
+/// thread), and not start at all when this process is gone already by the
+/// time the child has asked for that: a death between the fork and
+/// `PR_SET_PDEATHSIG` would go unnoticed, and the child would outlive sts.
+pub fn dies_with_this_process(cmd: &mut Command, signal: Signal) {
+    let parent = std::process::id();
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(signal).map_err(std::io::Error::from)?;
+            if nix::unistd::getppid().as_raw() as u32 != parent {
+                return Err(std::io::Error::other("sts ended before this process started"));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Watches a controller's process group from outside sts (an [`ExitGuard`]
 /// that kills the group).
 struct GroupGuard {
@@ -273,13 +292,7 @@ impl Controller {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
-                Ok(())
-            });
-        }
+        dies_with_this_process(&mut cmd, Signal::SIGKILL);
         // Sockets it is told to make (`--unixctl=PATH`): removed when it goes.
         let sockets: Vec<PathBuf> =
             spec.command[1..].iter().filter_map(|a| fill(a).strip_prefix("--unixctl=").map(PathBuf::from)).collect();

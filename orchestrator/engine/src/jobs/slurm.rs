@@ -36,13 +36,7 @@ fn env(what: impl Into<String>) -> RunError {
 
 /// Spawns `cmd` so that it gets `signal` when this process dies.
 fn spawn_tied(mut cmd: Command, signal: Signal) -> std::io::Result<Child> {
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(signal).map_err(std::io::Error::from)?;
-            Ok(())
-        });
-    }
+    crate::controller::dies_with_this_process(&mut cmd, signal);
     crate::controller::spawn_from_long_lived_thread(cmd)
 }
 
