@@ -96,8 +96,10 @@ pub fn describe(p: &Progress) -> String {
             )
         }
         Progress::FinalReplays { done, total } => format!("final replays: {done}/{total}"),
-        Progress::Campaign { fuzzed, seeds, found, bugs: None, .. } => {
-            format!("campaign: {fuzzed}/{seeds} seeds fuzzed, {found} found a violation")
+        Progress::Campaign { fuzzed, seeds, found, distinct, bugs: None, .. } => {
+            format!(
+                "campaign: {fuzzed}/{seeds} seeds fuzzed, {found} found a violation, {distinct} distinct bug(s) so far"
+            )
         }
         Progress::Campaign { minimized, bugs: Some(b), .. } => {
             format!("campaign: minimizing bug {} of {b}", minimized + 1)

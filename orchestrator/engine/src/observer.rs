@@ -48,6 +48,9 @@ pub enum Progress {
         seeds: u32,
         /// Runs that found a violation so far.
         found: u32,
+        /// Distinct bugs among those so far (the campaign's sameness).
+        #[serde(default)]
+        distinct: u32,
         /// Distinct bugs, once the fuzzing is over.
         bugs: Option<u32>,
         /// Bugs minimized so far.

@@ -146,10 +146,12 @@ pub async fn run(
     let config_abs = std::path::absolute(config_path)
         .map_err(|e| RunError::Environment(format!("{}: {e}", config_path.display())))?;
     let at_once = pool.as_ref().map_or(opts.jobs.max(1) as usize, crate::pool::Pool::size);
+    // The distinct bugs so far, for progress (grouped again, in seed order, after).
+    let seen: std::cell::RefCell<Vec<Violation>> = std::cell::RefCell::new(Vec::new());
     let mut runs: Vec<SeedRun> = futures::stream::iter(planned)
         .map(|(seed, config, text)| {
             let dir = seeds_dir.join(seed.to_string());
-            let (done, found, inner, pool, config_abs) = (&done, &found, &inner, &pool, &config_abs);
+            let (done, found, seen, inner, pool, config_abs) = (&done, &found, &seen, &inner, &pool, &config_abs);
             async move {
                 let run = match pool {
                     Some(pool) => pool.fuzz(inner, config_abs, seed, &dir).await.unwrap_or_else(|e| {
@@ -161,10 +163,17 @@ pub async fn run(
                 };
                 done.set(done.get() + 1);
                 found.set(found.get() + u32::from(run.violation.is_some()));
+                if let Some(v) = &run.violation {
+                    let mut seen = seen.borrow_mut();
+                    if !seen.iter().any(|s| s.same_bug(v, same)) {
+                        seen.push(v.clone());
+                    }
+                }
                 let p = Progress::Campaign {
                     fuzzed: done.get(),
                     seeds: total,
                     found: found.get(),
+                    distinct: seen.borrow().len() as u32,
                     bugs: None,
                     minimized: 0,
                 };
@@ -185,6 +194,7 @@ pub async fn run(
             fuzzed: total,
             seeds: total,
             found: found.get(),
+            distinct: bugs_len as u32,
             bugs: distinct,
             minimized: i as u32,
         });
