@@ -84,11 +84,17 @@ fn no_salloc_left() {
     }
 }
 
+/// This build's `sts worker` processes (not srun's command lines naming them,
+/// nor another checkout's workers).
+fn worker_pattern() -> String {
+    format!("^{} worker$", env!("CARGO_BIN_EXE_sts"))
+}
+
 /// Waits until no `sts worker` process is left.
 fn no_worker_left() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let left = Command::new("pgrep").args(["-af", "^[^ ]*target/[a-z]+/sts worker"]).output().unwrap();
+        let left = Command::new("pgrep").args(["-af", &worker_pattern()]).output().unwrap();
         if left.stdout.is_empty() {
             return;
         }
@@ -183,7 +189,7 @@ fn slurm_runs_give_what_local_runs_give() {
                 step
             }
             _ => {
-                let out = Command::new("pgrep").args(["-n", "-f", "^[^ ]*target/[a-z]+/sts worker"]).output().unwrap();
+                let out = Command::new("pgrep").args(["-n", "-f", &worker_pattern()]).output().unwrap();
                 let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
                 assert!(!pid.is_empty(), "no worker process");
                 assert!(Command::new("kill").args(["-KILL", &pid]).status().unwrap().success());

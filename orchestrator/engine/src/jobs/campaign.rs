@@ -154,7 +154,7 @@ pub async fn run(
             let (done, found, seen, inner, pool, config_abs) = (&done, &found, &seen, &inner, &pool, &config_abs);
             async move {
                 let run = match pool {
-                    Some(pool) => pool.fuzz(inner, config_abs, seed, &dir).await.unwrap_or_else(|e| {
+                    Some(pool) => pool.fuzz(inner, config_abs, &text, seed, &dir).await.unwrap_or_else(|e| {
                         let mut run = SeedRun::new(seed, &dir);
                         run.error = Some(e.to_string());
                         run

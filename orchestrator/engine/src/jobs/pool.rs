@@ -346,15 +346,17 @@ impl Pool {
         self.ask(engine, work).await?.verdict()
     }
 
-    /// Fuzzes one seed of the config at `config` into `out` on a worker.
+    /// Fuzzes `text` (the config at `config` with `seed` in it) into `out`
+    /// on a worker.
     pub async fn fuzz(
         &self,
         engine: &Engine,
         config: &Path,
+        text: &str,
         seed: u64,
         out: &Path,
     ) -> Result<crate::fuzz::SeedRun, RunError> {
-        let work = Work::Fuzz { config: whole(config)?, seed, out: whole(out)? };
+        let work = Work::Fuzz { config: whole(config)?, text: text.to_string(), seed, out: whole(out)? };
         match self.ask(engine, work).await? {
             Answer::Fuzzed(run) => Ok(run),
             other => Err(other.error().unwrap_or_else(|| crate::worker::unexpected(&other, "a fuzz run"))),
@@ -469,7 +471,7 @@ mod tests {
     }
 
     fn work() -> Work {
-        Work::Fuzz { config: "/c.toml".into(), seed: 1, out: "/o".into() }
+        Work::Fuzz { config: "/c.toml".into(), text: String::new(), seed: 1, out: "/o".into() }
     }
 
     #[tokio::test]

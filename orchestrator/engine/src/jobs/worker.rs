@@ -52,8 +52,10 @@ pub enum Work {
     Candidate { experiment: PathBuf, same: Same, trace: PathBuf, first_run: u32, replays: u32, peek: String },
     /// Replay a trace once into `out` (a minimization's final replays).
     Replay { experiment: PathBuf, same: Same, trace: PathBuf, out: PathBuf, run: u32 },
-    /// Fuzz the config at `config` with `seed` into `out` (a campaign's seed).
-    Fuzz { config: PathBuf, seed: u64, out: PathBuf },
+    /// Fuzz `text` (the config at `config`, with `seed` in it, as the
+    /// coordinator checked it; files it names are found next to `config`)
+    /// into `out` (a campaign's seed).
+    Fuzz { config: PathBuf, text: String, seed: u64, out: PathBuf },
 }
 
 /// A worker's answer to one request.
@@ -149,7 +151,7 @@ impl Observer for Relay {
 pub async fn serve(input: impl AsyncBufRead + Unpin, output: Box<dyn Write + Send>) -> Result<(), RunError> {
     let output: Output = Arc::new(Mutex::new(output));
     let engine = Engine::new(Arc::new(Relay(output.clone())));
-    let mut configs: HashMap<(PathBuf, Same), Config> = HashMap::new();
+    let mut configs: HashMap<(PathBuf, Option<Same>), Config> = HashMap::new();
     let mut lines = input.lines();
     while let Some(line) =
         lines.next_line().await.map_err(|e| RunError::Environment(format!("the worker's input: {e}")))?
@@ -184,11 +186,12 @@ pub async fn serve(input: impl AsyncBufRead + Unpin, output: Box<dyn Write + Sen
 
 /// The experiment's config as `same` judges, loaded once per worker.
 fn config<'c>(
-    configs: &'c mut HashMap<(PathBuf, Same), Config>,
+    configs: &'c mut HashMap<(PathBuf, Option<Same>), Config>,
     experiment: &Path,
     same: Option<Same>,
 ) -> Result<&'c Config, RunError> {
-    let key = (experiment.to_path_buf(), same.unwrap_or_default());
+    // By what was asked: `None` (the config's own sameness) is not a level.
+    let key = (experiment.to_path_buf(), same);
     if !configs.contains_key(&key) {
         let (_, config, _) = crate::replay::load(experiment, same)?;
         configs.insert(key.clone(), config);
@@ -198,7 +201,7 @@ fn config<'c>(
 
 async fn perform(
     engine: &Engine,
-    configs: &mut HashMap<(PathBuf, Same), Config>,
+    configs: &mut HashMap<(PathBuf, Option<Same>), Config>,
     work: Work,
 ) -> Result<Answer, RunError> {
     let load_trace = |path: &Path| sts_trace::Trace::load(path).map_err(|e| RunError::BadInput(e.to_string()));
@@ -222,11 +225,7 @@ async fn perform(
             let r = crate::replay::replay_once(engine, config, &load_trace(&trace)?, &out, run).await?;
             Answer::Replayed { reproduced: r.reproduced, violation: r.violation }
         }
-        Work::Fuzz { config, seed, out } => {
-            let text = crate::config::read_text_file(&config)
-                .map_err(|e| RunError::BadInput(format!("{}: {e}", config.display())))?;
-            let text = crate::fuzz::with_seed(&text, seed)
-                .map_err(|e| RunError::BadInput(format!("{}: {e}", config.display())))?;
+        Work::Fuzz { config, text, seed, out } => {
             let parsed = Config::from_toml(&text, &config).map_err(|e| RunError::BadInput(e.to_string()))?;
             Answer::Fuzzed(crate::fuzz::seed_run(engine, seed, &parsed, &text, &out).await)
         }
@@ -292,7 +291,7 @@ mod tests {
                 peek: "checkpoints".into(),
             },
             Work::Replay { experiment: "/x".into(), same: Same::Switch, trace: "/t".into(), out: "/o".into(), run: 1 },
-            Work::Fuzz { config: "/c.toml".into(), seed: 7, out: "/o/7".into() },
+            Work::Fuzz { config: "/c.toml".into(), text: "[fuzz]\nseed = 7\n".into(), seed: 7, out: "/o/7".into() },
         ];
         for (id, work) in works.into_iter().enumerate() {
             let r = Request { id: id as u64, work };
