@@ -1055,7 +1055,8 @@ impl Lock {
 /// beyond it is no deadline. The command line and the API refuse more.
 pub const MAX_BUDGET_S: u64 = 10 * 365 * 24 * 3600;
 
-struct RemoveOnDrop(PathBuf);
+/// A file removed when this is dropped.
+pub(crate) struct RemoveOnDrop(pub(crate) PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {

@@ -31,7 +31,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 
 use crate::config::Config;
-use crate::minimize::{CandidateRun, Executor, Replayed, Verdict};
+use crate::minimize::{CandidateRun, Executor, RemoveOnDrop, Replayed, Verdict};
 use crate::worker::{Answer, Line, Request, Work};
 use crate::{Engine, RunError};
 
@@ -385,21 +385,13 @@ fn whole(path: &Path) -> Result<PathBuf, RunError> {
 
 /// `trace` saved as `mcs/candidates/NAME.jsonl` for a worker to read,
 /// removed when the guard is dropped.
-fn saved(mcs_dir: &Path, trace: &Trace, name: &str) -> Result<Removed, RunError> {
+fn saved(mcs_dir: &Path, trace: &Trace, name: &str) -> Result<RemoveOnDrop, RunError> {
     let dir = mcs_dir.join("candidates");
     std::fs::create_dir_all(&dir).map_err(|e| RunError::Environment(format!("{}: {e}", dir.display())))?;
     let path = whole(&dir.join(format!("{name}.jsonl")))?;
     // As it is, numbers included: the worker replays exactly this trace.
     trace.save(&path).map_err(|e| RunError::Environment(format!("{}: {e}", path.display())))?;
-    Ok(Removed(path))
-}
-
-struct Removed(PathBuf);
-
-impl Drop for Removed {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+    Ok(RemoveOnDrop(path))
 }
 
 impl Drop for Pool {

@@ -151,7 +151,7 @@ impl Observer for Relay {
 pub async fn serve(input: impl AsyncBufRead + Unpin, output: Box<dyn Write + Send>) -> Result<(), RunError> {
     let output: Output = Arc::new(Mutex::new(output));
     let engine = Engine::new(Arc::new(Relay(output.clone())));
-    let mut configs: HashMap<(PathBuf, Option<Same>), Config> = HashMap::new();
+    let mut configs: HashMap<PathBuf, Config> = HashMap::new();
     let mut lines = input.lines();
     while let Some(line) =
         lines.next_line().await.map_err(|e| RunError::Environment(format!("the worker's input: {e}")))?
@@ -184,31 +184,31 @@ pub async fn serve(input: impl AsyncBufRead + Unpin, output: Box<dyn Write + Sen
     Ok(())
 }
 
-/// The experiment's config as `same` judges, loaded once per worker.
+/// The experiment's config, loaded (with its trace checked) once per
+/// worker, judging by `same` when given (the coordinator gives it with every
+/// run; a warm-up judges nothing).
 fn config<'c>(
-    configs: &'c mut HashMap<(PathBuf, Option<Same>), Config>,
+    configs: &'c mut HashMap<PathBuf, Config>,
     experiment: &Path,
     same: Option<Same>,
 ) -> Result<&'c Config, RunError> {
-    // By what was asked: `None` (the config's own sameness) is not a level.
-    let key = (experiment.to_path_buf(), same);
-    if !configs.contains_key(&key) {
-        let (_, config, _) = crate::replay::load(experiment, same)?;
-        configs.insert(key.clone(), config);
+    if !configs.contains_key(experiment) {
+        let (_, config, _) = crate::replay::load(experiment, None)?;
+        configs.insert(experiment.to_path_buf(), config);
     }
-    Ok(&configs[&key])
+    let config = configs.get_mut(experiment).expect("just loaded");
+    if let Some(same) = same {
+        config.invariants.same = same;
+    }
+    Ok(config)
 }
 
-async fn perform(
-    engine: &Engine,
-    configs: &mut HashMap<(PathBuf, Option<Same>), Config>,
-    work: Work,
-) -> Result<Answer, RunError> {
+async fn perform(engine: &Engine, configs: &mut HashMap<PathBuf, Config>, work: Work) -> Result<Answer, RunError> {
     let load_trace = |path: &Path| sts_trace::Trace::load(path).map_err(|e| RunError::BadInput(e.to_string()));
     Ok(match work {
         Work::Warm { experiment } => {
-            let config = config(configs, &experiment, None)?.clone();
-            Answer::Warmed { zygotes: warm(engine, &config, &experiment).await? }
+            let config = config(configs, &experiment, None)?;
+            Answer::Warmed { zygotes: warm(engine, config, &experiment).await? }
         }
         Work::Candidate { experiment, same, trace, first_run, replays, peek } => {
             let config = config(configs, &experiment, Some(same))?;
