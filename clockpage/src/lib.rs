@@ -18,7 +18,12 @@
 //!   from a wait;
 //! - a **refusal**: set by the shim when a process of the run arms a timer
 //!   sts cannot follow (a socket timeout, a timerfd, a POSIX timer): from
-//!   then on time must not jump.
+//!   then on time must not jump;
+//! - the **waits entered**: a counter every thread bumps as it enters a wait,
+//!   and a futex word sts sleeps on ([`Page::announce_wait`]), so that sts
+//!   learns the moment the run may have become idle instead of looking for
+//!   it on a timer; and whether sts listens, so that a wait costs no system
+//!   call when it does not.
 //!
 //! When every thread waits, none is runnable, nothing is in flight and sts
 //! itself has nothing to do before some time, sts raises the offset to the
@@ -38,17 +43,26 @@ use core::sync::atomic::{AtomicU64, Ordering};
 /// a stale `STS_SHIM`) is named as such instead of failing a command later.
 pub const SHIM_BUILD: &str = env!("STS_SHIM_BUILD");
 
-/// The first word of a valid page ("STSCLK02": slots per thread).
-pub const MAGIC: u64 = u64::from_le_bytes(*b"STSCLK02");
-/// Size of the page in bytes (four memory pages).
-pub const BYTES: usize = 16384;
+/// The first word of a valid page ("STSCLK03": waits announced, entry times).
+pub const MAGIC: u64 = u64::from_le_bytes(*b"STSCLK03");
+/// Size of the page in bytes (eight memory pages).
+pub const BYTES: usize = 32768;
 /// How many threads one page can track (all processes of a run together: a
 /// threaded Python controller has a dozen, and copies run side by side).
 pub const SLOTS: usize = 400;
-/// Words before the first slot: magic, offset, wall-clock shift, refusal.
-const HEADER_WORDS: usize = 4;
-/// Words per slot: thread id, state, deadline, activity, process id.
-const SLOT_WORDS: usize = 5;
+/// Words before the first slot: magic, offset, wall-clock shift, refusal,
+/// waits entered, sts listening, slots ever claimed.
+const HEADER_WORDS: usize = 7;
+/// Words per slot: thread id, state, deadline, activity, process id, real
+/// time of the wait's start.
+const SLOT_WORDS: usize = 6;
+/// The header word counting waits entered (its low 32 bits are the futex).
+const WAITS_ENTERED: usize = 4;
+/// The header word saying how many sts threads sleep on [`WAITS_ENTERED`].
+const LISTENING: usize = 5;
+/// The header word holding one past the highest slot ever claimed: the idle
+/// test reads no slot beyond it.
+const HIGH_WATER: usize = 6;
 /// Words in the page that are used.
 pub const WORDS: usize = HEADER_WORDS + SLOTS * SLOT_WORDS;
 const _: () = assert!(WORDS * 8 <= BYTES);
@@ -124,6 +138,7 @@ impl<'a> Page<'a> {
     }
 
     /// Nanoseconds added to every clock read (two's complement in the page).
+    #[inline]
     pub fn offset_ns(&self) -> i64 {
         self.words[1].load(Ordering::Acquire) as i64
     }
@@ -139,6 +154,7 @@ impl<'a> Page<'a> {
     }
 
     /// `real_ns` (a real clock reading) shifted by the offset, never below zero.
+    #[inline]
     pub fn shift(&self, real_ns: u64) -> u64 {
         (real_ns as i128 + self.offset_ns() as i128).clamp(0, u64::MAX as i128) as u64
     }
@@ -175,16 +191,60 @@ impl<'a> Page<'a> {
         self.words[3].store(0, Ordering::Release);
     }
 
+    /// Called by a thread that has just entered a wait (its slot says
+    /// waiting): counts it, and returns true if sts listens, in which case
+    /// the caller wakes [`Page::waits_futex`] (`FUTEX_WAKE`, shared).
+    ///
+    /// With [`Page::listen`] this is a Dekker pair: either the thread sees
+    /// sts listening, or sts sees the count move before it sleeps; a wait
+    /// entered is never missed.
+    pub fn announce_wait(&self) -> bool {
+        self.words[WAITS_ENTERED].fetch_add(1, Ordering::SeqCst);
+        core::sync::atomic::fence(Ordering::SeqCst);
+        self.words[LISTENING].load(Ordering::SeqCst) != 0
+    }
+
+    /// The count of waits entered so far (wraps).
+    #[inline]
+    pub fn waits_entered(&self) -> u64 {
+        self.words[WAITS_ENTERED].load(Ordering::SeqCst)
+    }
+
+    /// The futex word sts sleeps on: the low 32 bits of the waits-entered
+    /// counter (the page is little-endian wherever sts runs). Compare it
+    /// with `waits_entered() as u32`.
+    pub fn waits_futex(&self) -> *const u32 {
+        let word: *const AtomicU64 = &self.words[WAITS_ENTERED];
+        const { assert!(cfg!(target_endian = "little"), "the futex is the counter's low half") };
+        word.cast()
+    }
+
+    /// sts starts (`true`) or stops listening for waits entered: while it
+    /// listens, every wait entered wakes the futex. Returns the count seen
+    /// after starting, which sts sleeps on only if it has not moved since.
+    pub fn listen(&self, on: bool) -> u64 {
+        if on {
+            self.words[LISTENING].fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.words[LISTENING].fetch_sub(1, Ordering::SeqCst);
+        }
+        core::sync::atomic::fence(Ordering::SeqCst);
+        self.waits_entered()
+    }
+
     /// Slot `i` (`i < SLOTS`).
+    #[inline]
     pub fn slot(&self, i: usize) -> Slot<'a> {
         let start = HEADER_WORDS + i * SLOT_WORDS;
         Slot { words: &self.words[start..start + SLOT_WORDS] }
     }
 
-    /// Every slot.
+    /// Every slot that was ever claimed (the others are free).
+    #[inline]
     pub fn slots(&self) -> impl Iterator<Item = Slot<'a>> + 'a {
         let page = *self;
-        (0..SLOTS).map(move |i| page.slot(i))
+        let high = (self.words[HIGH_WATER].load(Ordering::Acquire) as usize).min(SLOTS);
+        (0..high).map(move |i| page.slot(i))
     }
 
     /// Takes a free slot for thread `tid` of process `pid`, marked busy, and
@@ -192,10 +252,12 @@ impl<'a> Page<'a> {
     /// of a thread that is gone be reused. A thread owns at most one slot at a
     /// time, but may claim one for a thread it is about to create ([`Slot::hand_to`]).
     pub fn claim(&self, pid: u64, tid: u64, is_dead: impl Fn(u64) -> bool) -> Option<(usize, Slot<'a>)> {
-        for (i, s) in self.slots().enumerate() {
+        for i in 0..SLOTS {
+            let s = self.slot(i);
             let owner = s.tid();
             let free = owner == 0 || is_dead(owner);
             if free && s.words[0].compare_exchange(owner, tid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                self.words[HIGH_WATER].fetch_max(i as u64 + 1, Ordering::AcqRel);
                 s.words[4].store(pid, Ordering::Release);
                 s.words[2].store(NO_DEADLINE, Ordering::Relaxed);
                 s.words[1].store(BUSY, Ordering::Release);
@@ -208,26 +270,31 @@ impl<'a> Page<'a> {
 
 impl Slot<'_> {
     /// The owning thread (0: free).
+    #[inline]
     pub fn tid(&self) -> u64 {
         self.words[0].load(Ordering::Acquire)
     }
 
     /// The process the owning thread belongs to (0 while being claimed).
+    #[inline]
     pub fn pid(&self) -> u64 {
         self.words[4].load(Ordering::Acquire)
     }
 
     /// [`BUSY`] or [`WAITING`] (0 for a free slot).
+    #[inline]
     pub fn state(&self) -> u64 {
         self.words[1].load(Ordering::Acquire)
     }
 
     /// Virtual monotonic nanoseconds at which the current wait times out.
+    #[inline]
     pub fn deadline_ns(&self) -> u64 {
         self.words[2].load(Ordering::Acquire)
     }
 
     /// Bumped on every return from a wait.
+    #[inline]
     pub fn activity(&self) -> u64 {
         self.words[3].load(Ordering::Acquire)
     }
@@ -236,6 +303,19 @@ impl Slot<'_> {
     pub fn wait_until(&self, deadline_ns: u64) {
         self.words[2].store(deadline_ns, Ordering::Release);
         self.words[1].store(WAITING, Ordering::Release);
+    }
+
+    /// Records the real monotonic time at which the thread entered its
+    /// current wait (for measuring how soon sts knows the run is idle).
+    pub fn set_entered_ns(&self, real_ns: u64) {
+        self.words[5].store(real_ns, Ordering::Release);
+    }
+
+    /// The real monotonic time at which the thread entered its last wait (0:
+    /// never said).
+    #[inline]
+    pub fn entered_ns(&self) -> u64 {
+        self.words[5].load(Ordering::Acquire)
     }
 
     /// The thread returned from its wait.
@@ -326,5 +406,16 @@ mod tests {
         assert_eq!(page.refusal(), Some((refusal::TIMERFD, 4242)));
         page.clear_refusal();
         assert_eq!(page.refusal(), None);
+        // Waits entered: counted always, a wake asked for only while sts listens.
+        assert!(!page.announce_wait());
+        assert_eq!(page.waits_entered(), 1);
+        assert_eq!(page.listen(true), 1);
+        assert!(page.announce_wait());
+        // SAFETY: the futex word is the counter's low half, inside the page.
+        assert_eq!(unsafe { *page.waits_futex() }, 2);
+        page.listen(false);
+        assert!(!page.announce_wait());
+        a.set_entered_ns(77);
+        assert_eq!(a.entered_ns(), 77);
     }
 }

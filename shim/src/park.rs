@@ -344,7 +344,7 @@ pub unsafe fn bring_back() -> Result<usize, String> {
                 Some((i, slot)) => {
                     entry.slot = i;
                     if entry.waiting {
-                        slot.wait_until(sts_clockpage::NO_DEADLINE);
+                        vtime::enter_wait(&slot, sts_clockpage::NO_DEADLINE);
                     }
                 }
                 None => page.refuse(sts_clockpage::refusal::NO_SLOT, vtime::gettid()),

@@ -125,7 +125,7 @@ fn blocking<T>(call: impl FnOnce() -> T) -> T {
         }
         return r;
     };
-    slot.wait_until(sts_clockpage::NO_DEADLINE);
+    vtime::enter_wait(&slot, sts_clockpage::NO_DEADLINE);
     let r = call();
     slot.woke();
     r
@@ -344,7 +344,7 @@ unsafe fn cond_wait_until(
     if left == 0 {
         return libc::ETIMEDOUT;
     }
-    slot.wait_until(vtime::virtual_now().saturating_add(left));
+    vtime::enter_wait(&slot, vtime::virtual_now().saturating_add(left));
     let abs = vtime::timespec_of(real_now(libc::CLOCK_MONOTONIC).saturating_add(left.min(vtime::CHUNK_NS)));
     // SAFETY: libc's pthread_cond_clockwait with the caller's condition and
     // mutex, and a time of ours.

@@ -288,6 +288,21 @@ pub unsafe fn from_timeval(tv: *const libc::timeval) -> Option<u64> {
     })
 }
 
+/// Marks this thread's `slot` waiting until `deadline` (virtual; or
+/// [`NO_DEADLINE`]) and tells sts, if it listens, that a wait was entered:
+/// the run may have become idle. Every wait the shim follows starts here.
+pub fn enter_wait(slot: &Slot, deadline: u64) {
+    slot.set_entered_ns(crate::threads::real_now(libc::CLOCK_MONOTONIC));
+    slot.wait_until(deadline);
+    let Some(page) = page() else { return };
+    if page.announce_wait() {
+        type Syscall = unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long;
+        // SAFETY: FUTEX_WAKE on a word of the shared clock page (not
+        // private: sts sleeps on it from another process).
+        unsafe { real!("syscall", Syscall)(libc::SYS_futex, page.waits_futex(), libc::FUTEX_WAKE, c_int::MAX) };
+    }
+}
+
 /// Runs a timed wait on virtual time. `wait(chunk)` performs one real wait
 /// of at most `chunk` nanoseconds (`None`: no timeout) and returns what the
 /// call returns; 0 means it timed out. Returns the first non-zero result, or
@@ -300,7 +315,7 @@ pub fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) -> c_in
         return real_wait(Some(0));
     }
     let deadline = timeout.map_or(NO_DEADLINE, |t| now_ns(libc::CLOCK_MONOTONIC).saturating_add(t));
-    slot.wait_until(deadline);
+    enter_wait(&slot, deadline);
     loop {
         // A process sts may command looks at its control socket every chunk,
         // even in a wait without timeout (a threaded one takes no commands).
@@ -327,7 +342,7 @@ pub fn wait(timeout: Option<u64>, mut real_wait: impl FnMut(Option<u64>) -> c_in
             // with a slot of its own, still in the same wait.
             if let Some(s) = self::slot() {
                 slot = s;
-                slot.wait_until(deadline);
+                enter_wait(&slot, deadline);
             }
         }
     }

@@ -91,6 +91,33 @@ fn a_new_process_reads_virtual_time_and_its_timers_fire_in_order() {
     ctl.kill();
 }
 
+/// The shim announces every wait a controller thread enters, so sts hears
+/// at once that the run may be idle instead of looking for it on a timer;
+/// the jump log says, for each jump that ended a reaction, how long after
+/// the last wait entered sts knew (`docs/virtual-time.md`).
+#[test]
+fn a_controllers_waits_are_announced_and_the_jump_log_says_how_soon_idle_was_known() {
+    let d = dir("announced");
+    let (vt, clock, mut ctl) = timers_on_virtual_time(&d, &[]);
+    let jumps = d.join("jumps.jsonl");
+    vt.log_jumps_to(&jumps).unwrap();
+    let rt = runtime();
+    let heard = rt.block_on(async { tokio::time::timeout(Duration::from_secs(20), vt.announced()).await });
+    assert!(heard.is_ok(), "no wait of the controller was announced in 20 s");
+    ticks_follow_virtual_time(&clock, &vt, &d.join("timers.log"));
+    ctl.kill();
+    let log = std::fs::read_to_string(&jumps).unwrap();
+    let known: Vec<f64> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|j| j.get("idle_known_after_us")?.as_f64())
+        .collect();
+    // Each of the twelve ticks is a reaction: the timer fires, the stand-in
+    // prints and waits again.
+    assert!(known.len() >= 12, "{} jumps ended a reaction; log:\n{log}", known.len());
+    assert!(known.iter().all(|&us| us >= 0.0), "{known:?}");
+}
+
 /// A controller that forks a helper process: the child gets a clock slot of
 /// its own. (It used to inherit its parent's and write its own 30 s waits
 /// into it, so time jumped past the parent's 5 s timers: found while looking

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,9 +28,6 @@ use crate::finesleep::FineSleep;
 const TICK_MS: Millis = 200;
 /// How often waiting loops re-check their condition without input.
 const POLL_MS: Millis = 20;
-/// How often, in real time, a run on virtual time checks whether it is idle
-/// (with a [`FineSleep`]: tokio's timers would round it up to 1 ms).
-const VIRTUAL_POLL: Duration = Duration::from_micros(200);
 /// Connections opened at once (more would overflow small listen backlogs).
 pub const CONNECT_PARALLELISM: usize = 64;
 
@@ -38,8 +36,67 @@ enum Inbound {
     Closed { dpid: u64, conn: usize, epoch: u64, why: String },
 }
 
+/// What one control connection has in flight on sts's side, for the idle
+/// test of virtual time (`docs/virtual-time.md`): shared by the run loop and
+/// the connection's reader and writer tasks.
+#[derive(Debug, Default)]
+struct ConnMeter {
+    /// Messages queued for the writer and not yet written to the socket.
+    unwritten: std::sync::atomic::AtomicUsize,
+    /// The socket's descriptor while the reader holds it (-1 after).
+    fd: std::sync::atomic::AtomicI32,
+    /// The reader and writer tasks still running.
+    tasks: std::sync::atomic::AtomicUsize,
+    /// sts closed the connection: until both tasks have ended (and the
+    /// socket with them) the close is in flight.
+    closing: std::sync::atomic::AtomicBool,
+}
+
+impl ConnMeter {
+    /// True when nothing is in flight on sts's side of this connection:
+    /// every message queued was written, nothing received waits in the
+    /// socket for the reader, and a close asked for has happened.
+    fn quiet(&self) -> bool {
+        use std::sync::atomic::Ordering::Acquire;
+        if self.unwritten.load(Acquire) != 0 {
+            return false;
+        }
+        if self.closing.load(Acquire) && self.tasks.load(Acquire) != 0 {
+            return false;
+        }
+        let fd = self.fd.load(Acquire);
+        if fd < 0 {
+            return true;
+        }
+        let mut unread: nix::libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int; a descriptor closed meanwhile
+        // fails (the connection is gone: nothing to read).
+        let r = unsafe { nix::libc::ioctl(fd, nix::libc::FIONREAD, &mut unread) };
+        r != 0 || unread == 0
+    }
+
+    fn close(&self) {
+        self.closing.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Ends a connection task's part in its [`ConnMeter`] however the task ends
+/// (finished, failed, or aborted: dropped).
+struct TaskDone(Arc<ConnMeter>, bool);
+
+impl Drop for TaskDone {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering::Release;
+        if self.1 {
+            self.0.fd.store(-1, Release);
+        }
+        self.0.tasks.fetch_sub(1, Release);
+    }
+}
+
 struct Conn {
     tx: mpsc::UnboundedSender<Bytes>,
+    meter: Arc<ConnMeter>,
     open: bool,
     /// The controller's address, for reconnecting after a switch failure.
     addr: SocketAddr,
@@ -49,6 +106,15 @@ struct Conn {
     reader: tokio::task::AbortHandle,
     /// sts's port of the TCP connection (the controller's peer port), 0 if none.
     local_port: u16,
+}
+
+/// Completes when `vt` hears a controller thread enter a wait; never without
+/// virtual time.
+async fn announced(vt: Option<&crate::clock::VirtualTime>) {
+    match vt {
+        Some(v) => v.announced().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// How long [`NetRunner::settle_with`] waits, in milliseconds.
@@ -71,7 +137,8 @@ pub struct ConnIssue {
 }
 
 /// Starts the reader and writer tasks of one switch-controller connection and
-/// queues the switch's HELLO; returns the sender for outgoing frames.
+/// queues the switch's HELLO; returns the sender for outgoing frames (count
+/// each message sent in the meter's `unwritten`).
 fn spawn_connection(
     stream: TcpStream,
     dpid: u64,
@@ -79,10 +146,17 @@ fn spawn_connection(
     epoch: u64,
     in_tx: mpsc::UnboundedSender<Inbound>,
     hello: Option<Bytes>,
-) -> (mpsc::UnboundedSender<Bytes>, tokio::task::AbortHandle) {
+) -> (mpsc::UnboundedSender<Bytes>, tokio::task::AbortHandle, Arc<ConnMeter>) {
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::Ordering::{AcqRel, Release};
+    let meter = Arc::new(ConnMeter::default());
+    meter.fd.store(stream.as_raw_fd(), Release);
+    meter.tasks.store(2, Release);
     let (read, mut write) = stream.into_split();
     let (tx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
+    let read_done = TaskDone(meter.clone(), true);
     let reader = tokio::spawn(async move {
+        let _done = read_done;
         let mut frames = FramedRead::new(read, OfpCodec);
         let why = loop {
             match frames.next().await {
@@ -97,24 +171,46 @@ fn spawn_connection(
         };
         let _ = in_tx.send(Inbound::Closed { dpid, conn, epoch, why });
     });
+    let write_done = TaskDone(meter.clone(), false);
     tokio::spawn(async move {
+        let done = write_done;
         while let Some(b) = wrx.recv().await {
-            if write.write_all(&b).await.is_err() {
+            let written = write.write_all(&b).await.is_ok();
+            done.0.unwritten.fetch_sub(1, AcqRel);
+            if !written {
+                // What is still queued will never be written: not in flight.
+                wrx.close();
+                while wrx.recv().await.is_some() {
+                    done.0.unwritten.fetch_sub(1, AcqRel);
+                }
                 return;
             }
         }
     });
     if let Some(hello) = hello {
-        let _ = tx.send(hello);
+        meter.unwritten.fetch_add(1, AcqRel);
+        if tx.send(hello).is_err() {
+            meter.unwritten.fetch_sub(1, AcqRel);
+        }
     }
-    (tx, reader.abort_handle())
+    (tx, reader.abort_handle(), meter)
 }
 
 impl Conn {
     /// A connection slot with no connection (its controller is down).
     fn closed(addr: SocketAddr, epoch: u64) -> Conn {
         let reader = tokio::spawn(async {}).abort_handle();
-        Conn { tx: mpsc::unbounded_channel().0, open: false, addr, epoch, reader, local_port: 0 }
+        let meter = Arc::new(ConnMeter { fd: (-1).into(), ..ConnMeter::default() });
+        Conn { tx: mpsc::unbounded_channel().0, meter, open: false, addr, epoch, reader, local_port: 0 }
+    }
+
+    /// Queues `bytes` for the controller (counted in flight until written).
+    fn send(&self, bytes: Bytes) {
+        use std::sync::atomic::Ordering::AcqRel;
+        self.meter.unwritten.fetch_add(1, AcqRel);
+        if self.tx.send(bytes).is_err() {
+            self.meter.unwritten.fetch_sub(1, AcqRel);
+        }
     }
 }
 
@@ -150,8 +246,8 @@ async fn open_conn(
     };
     stream.set_nodelay(true)?;
     let local_port = stream.local_addr()?.port();
-    let (tx, reader) = spawn_connection(stream, dpid, local, epoch, in_tx, Some(hello));
-    Ok(Conn { tx, open: true, addr, epoch, reader, local_port })
+    let (tx, reader, meter) = spawn_connection(stream, dpid, local, epoch, in_tx, Some(hello));
+    Ok(Conn { tx, meter, open: true, addr, epoch, reader, local_port })
 }
 
 /// Everything a [`NetRunner`] holds except its live connections: what a
@@ -221,6 +317,8 @@ pub struct NetRunner {
     pub messages_to_controllers: u64,
     /// The idle test's pace on virtual time.
     fine: FineSleep,
+    /// Meters of connections sts closed whose tasks may not have ended yet.
+    closing: Vec<Arc<ConnMeter>>,
 }
 
 impl NetRunner {
@@ -285,6 +383,7 @@ impl NetRunner {
             messages_from_controllers: 0,
             messages_to_controllers: 0,
             fine: FineSleep::new(),
+            closing: Vec::new(),
         })
     }
 
@@ -328,6 +427,8 @@ impl NetRunner {
         let moved_to = |a: SocketAddr| moved.get(&a).copied().unwrap_or(a);
         for c in self.conns.values().flatten() {
             c.reader.abort();
+            c.meter.close();
+            self.closing.push(c.meter.clone());
         }
         let mut conns = BTreeMap::new();
         for (&dpid, cs) in &state.conns {
@@ -340,8 +441,8 @@ impl NetRunner {
                     Some(stream) if open => {
                         stream.set_nodelay(true)?;
                         let local_port = stream.local_addr()?.port();
-                        let (tx, reader) = spawn_connection(stream, dpid, i, epoch, self.in_tx.clone(), None);
-                        list.push(Conn { tx, open: true, addr, epoch, reader, local_port });
+                        let (tx, reader, meter) = spawn_connection(stream, dpid, i, epoch, self.in_tx.clone(), None);
+                        list.push(Conn { tx, meter, open: true, addr, epoch, reader, local_port });
                     }
                     None if open => {
                         return Err(std::io::Error::other(format!(
@@ -394,7 +495,7 @@ impl NetRunner {
             Direction::SwitchToController => {
                 let Some(c) = self.conns.get(&dpid).and_then(|l| l.get(conn)) else { return };
                 if c.open {
-                    let _ = c.tx.send(d.frame.bytes().clone());
+                    c.send(d.frame.bytes().clone());
                     self.messages_to_controllers += 1;
                     // FEATURES_REPLY is type 6 in both versions: the handshake is done.
                     if d.frame.header().msg_type == v13::types::FEATURES_REPLY {
@@ -503,6 +604,7 @@ impl NetRunner {
     }
 
     fn tick(&mut self) {
+        self.closing.retain(|m| m.tasks.load(std::sync::atomic::Ordering::Acquire) != 0);
         let now = self.clock.now();
         let due = self.interposer.due(now);
         due.into_iter().for_each(|d| self.deliver(d));
@@ -537,14 +639,15 @@ impl NetRunner {
                 let next_message = self.interposer.next_due().unwrap_or(Millis::MAX);
                 let target = deadline.min(next_frame).min(next_message).min(self.last_tick + TICK_MS);
                 let activity = self.messages_from_controllers + self.messages_to_controllers;
-                if self.clock.jump_if_idle(target, activity) {
+                if self.clock.jump_if_idle_with(target, activity, &|| self.sts_quiet()) {
                     continue;
                 }
             }
             let wake = self.clock.instant_at(deadline.min(now + POLL_MS).min(next_frame.max(now)));
-            // On virtual time, look at the run again soon: it may be idle, and
-            // time may jump.
-            let look = if on_virtual_time { VIRTUAL_POLL } else { Duration::MAX };
+            // On virtual time, look at the run again when a controller thread
+            // enters a wait (it may be idle now, and time may jump), or soon.
+            let vt = self.clock.virtual_time().cloned();
+            let look = vt.as_ref().map_or(Duration::MAX, |v| v.retry_after());
             tokio::select! {
                 inbound = self.rx.recv() => match inbound {
                     Some(i) => self.on_inbound(i),
@@ -552,8 +655,18 @@ impl NetRunner {
                 },
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = self.fine.sleep(look), if on_virtual_time => {}
+                _ = announced(vt.as_deref()) => {}
             }
         }
+    }
+
+    /// True when sts has nothing in flight towards or from its controllers:
+    /// no message received and not handled, none queued and not written,
+    /// none waiting in a socket for its reader, no close under way.
+    fn sts_quiet(&self) -> bool {
+        self.rx.is_empty()
+            && self.closing.iter().all(|m| m.quiet())
+            && self.conns.values().flatten().all(|c| c.meter.quiet())
     }
 
     /// True when nothing can happen in the run before `until` (run time, ms)
@@ -585,15 +698,18 @@ impl NetRunner {
                 self.on_inbound(i);
             }
             let activity = self.messages_from_controllers + self.messages_to_controllers;
-            if self.rx.is_empty() && self.clock.is_idle(activity) {
+            if self.rx.is_empty() && self.clock.is_idle(activity, &|| self.sts_quiet()) {
                 return true;
             }
             if tokio::time::Instant::now() >= give_up {
                 return false;
             }
+            let vt = self.clock.virtual_time().cloned();
+            let look = vt.as_ref().map_or(Duration::MAX, |v| v.retry_after());
             tokio::select! {
                 inbound = self.rx.recv() => if let Some(i) = inbound { self.on_inbound(i) },
-                _ = self.fine.sleep(VIRTUAL_POLL) => {}
+                _ = self.fine.sleep(look) => {}
+                _ = announced(vt.as_deref()) => {}
             }
         }
     }
@@ -712,6 +828,8 @@ impl NetRunner {
             let conn = open_conn(dpid, local, epoch + 1, addr, self.in_tx.clone(), hello).await?;
             if let Some(old) = self.conns.get_mut(&dpid).and_then(|l| l.get_mut(local)) {
                 old.reader.abort();
+                old.meter.close();
+                self.closing.push(old.meter.clone());
                 *old = conn;
             }
             self.handshakes.remove(&(dpid, local));
@@ -739,6 +857,8 @@ impl NetRunner {
             c.open = false;
             c.reader.abort();
             c.tx = mpsc::unbounded_channel().0; // drops the writer: the socket closes
+            c.meter.close();
+            self.closing.push(c.meter.clone());
         }
         self.handshakes.retain(|(d, _)| *d != dpid);
         let ports: Vec<u32> = self.net.switches[&dpid].ports.keys().copied().collect();

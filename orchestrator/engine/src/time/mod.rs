@@ -1,5 +1,9 @@
 //! Time: the only place it is read ([`clock`]: real or virtual, the jump
-//! log) and sub-millisecond sleeps ([`finesleep`]) pacing the idle test.
+//! log), how sts hears that a controller entered a wait ([`announce`]), the
+//! kernel's network queues the idle test reads ([`kernelq`]) and
+//! sub-millisecond sleeps ([`finesleep`]) pacing its retries.
 
+pub(crate) mod announce;
 pub mod clock;
 pub(crate) mod finesleep;
+pub(crate) mod kernelq;
