@@ -172,6 +172,11 @@ pub enum Command {
         /// for their round. The result is the same either way (docs/cluster.md).
         #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
         speculate: bool,
+        /// Before splitting the trace in halves, try removing each kind of input whole (every ping,
+        /// every switch failure ...), one candidate per kind: a bug that needs no traffic loses all
+        /// of it in one round. The result is still 1-minimal (docs/evaluation.md).
+        #[arg(long = "by-kind", default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
+        by_kind: bool,
         /// When a candidate's violation is the original's: `culprit` (the same cause, whoever the victim),
         /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).

@@ -40,6 +40,7 @@ pub fn run(cli: Cli) -> u8 {
             peek,
             beyond,
             speculate,
+            by_kind,
             same,
             junit,
             internal,
@@ -61,6 +62,7 @@ pub fn run(cli: Cli) -> u8 {
                 same: *same,
                 beyond: *beyond,
                 speculate: *speculate,
+                by_kind: *by_kind,
             };
             match minimize(&engine, dir, &opts, junit.as_deref(), executor) {
                 exit::OK if *internal => minimize_internal(&engine, dir, &opts),

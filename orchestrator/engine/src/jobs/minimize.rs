@@ -58,6 +58,41 @@ pub fn units(externals: &[&External]) -> Vec<Vec<usize>> {
     out
 }
 
+/// What kind of input `e` is, for trying whole kinds at once: traffic,
+/// link failures, migrations, switch failures, message-level faults ...
+fn kind(e: &External) -> &'static str {
+    match e {
+        External::Ping { .. } => "traffic",
+        External::LinkDown { .. } | External::LinkUp { .. } => "link",
+        External::HostMigrate { .. } => "migration",
+        External::DataplaneDrop { .. }
+        | External::DataplaneDropEnd { .. }
+        | External::DataplaneDelay { .. }
+        | External::DataplaneDelayEnd { .. } => "dataplane",
+        External::SwitchDown { .. } | External::SwitchUp { .. } => "switch",
+        External::ControlDelay { .. } | External::ControlDelayEnd { .. } => "control delay",
+        External::ControllerCrash { .. } | External::ControllerRestart { .. } => "controller",
+        External::Partition { .. } | External::PartitionHeal { .. } => "partition",
+        _ => "message",
+    }
+}
+
+/// The units ([`units`]) grouped by the kind of their first input, the
+/// largest group first (ties by kind): what [`Ddmin::by_groups`] tries to
+/// remove whole. Empty when all are of one kind (nothing to try).
+pub fn kinds(externals: &[&External], units: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    let mut by_kind: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (u, events) in units.iter().enumerate() {
+        by_kind.entry(kind(externals[events[0]])).or_default().push(u);
+    }
+    if by_kind.len() < 2 {
+        return Vec::new();
+    }
+    let mut groups: Vec<(&str, Vec<usize>)> = by_kind.into_iter().collect();
+    groups.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
+    groups.into_iter().map(|(_, g)| g).collect()
+}
+
 /// A condition one input starts and a later one ends: a failed link (named
 /// by its two ends as the trace gives them), a data-plane fault on a link, a
 /// failed switch, a delayed control channel, a crashed controller, a cut
@@ -158,6 +193,10 @@ pub fn candidate(trace: &Trace, keep: &BTreeSet<usize>, host_start: &BTreeMap<St
 /// first success counts, so candidates may be tested in parallel and untested
 /// ones after a success answered `false`). Ends with a 1-minimal subset for
 /// which the test holds (it must hold for all units).
+///
+/// Made [`Ddmin::by_groups`], it first tries removing whole groups (the
+/// inputs of one kind: every ping, every switch failure ...), one group per
+/// candidate, before it splits what is left in halves.
 #[derive(Debug, Clone)]
 pub struct Ddmin {
     kept: Vec<usize>,
@@ -165,12 +204,33 @@ pub struct Ddmin {
     round: Vec<Vec<usize>>,
     chunks: usize,
     done: bool,
+    /// Groups not yet tried for removal as a whole (empty once the halves
+    /// begin), and which group each candidate of a group round leaves out.
+    groups: Vec<Vec<usize>>,
+    round_groups: Vec<usize>,
 }
 
 impl Ddmin {
     /// Starts over all `n` units.
     pub fn new(n: usize) -> Ddmin {
-        let mut d = Ddmin { kept: (0..n).collect(), granularity: 2, round: Vec::new(), chunks: 0, done: false };
+        Self::by_groups(n, Vec::new())
+    }
+
+    /// Starts over all `n` units, first trying to remove each of `groups`
+    /// whole, in the order given: a round of candidates each leaving one
+    /// group out; the first that reproduces is kept and the other groups are
+    /// tried again on it, until a round keeps none. Then plain ddmin on
+    /// what is left. The result is still 1-minimal.
+    pub fn by_groups(n: usize, groups: Vec<Vec<usize>>) -> Ddmin {
+        let mut d = Ddmin {
+            kept: (0..n).collect(),
+            granularity: 2,
+            round: Vec::new(),
+            chunks: 0,
+            done: false,
+            groups,
+            round_groups: Vec::new(),
+        };
         d.plan();
         d
     }
@@ -181,6 +241,24 @@ impl Ddmin {
             self.round.clear();
             return;
         }
+        if !self.groups.is_empty() {
+            let kept = &self.kept;
+            let (round, which): (Vec<Vec<usize>>, Vec<usize>) = self
+                .groups
+                .iter()
+                .enumerate()
+                .map(|(g, group)| (kept.iter().copied().filter(|u| !group.contains(u)).collect::<Vec<_>>(), g))
+                .filter(|(rest, _)| !rest.is_empty() && rest.len() < kept.len())
+                .unzip();
+            if !round.is_empty() {
+                self.round = round;
+                self.round_groups = which;
+                self.chunks = 0;
+                return;
+            }
+            self.groups.clear();
+        }
+        self.round_groups.clear();
         let chunks = split(&self.kept, self.granularity);
         self.chunks = chunks.len();
         let mut round = chunks.clone();
@@ -227,6 +305,18 @@ impl Ddmin {
     pub fn advance(&mut self, results: &[bool]) -> bool {
         if self.done {
             return false;
+        }
+        if !self.round_groups.is_empty() {
+            let taken = results.iter().position(|&ok| ok).filter(|&i| i < self.round.len());
+            match taken {
+                Some(i) => {
+                    self.kept = self.round.swap_remove(i);
+                    self.groups.remove(self.round_groups[i]);
+                }
+                None => self.groups.clear(),
+            }
+            self.plan();
+            return taken.is_some();
         }
         let reduced = match results.iter().position(|&ok| ok) {
             Some(i) if i < self.round.len() => {
@@ -445,6 +535,9 @@ pub struct Options {
     /// Fill places a round leaves free with later rounds' candidates
     /// ([`speculation`]); the result is the same either way.
     pub speculate: bool,
+    /// Before splitting the trace in halves, try removing each kind of
+    /// input whole ([`kinds`], [`Ddmin::by_groups`]).
+    pub by_kind: bool,
 }
 
 impl Default for Options {
@@ -459,6 +552,7 @@ impl Default for Options {
             same: None,
             beyond: true,
             speculate: true,
+            by_kind: true,
         }
     }
 }
@@ -570,6 +664,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     }
     let externals: Vec<&External> = trace.externals().into_iter().map(|(_, e)| e).collect();
     let groups = units(&externals);
+    let kinds = if opts.by_kind { kinds(&externals, &groups) } else { Vec::new() };
     let topo = config.topology();
     let host_start: BTreeMap<String, u64> = topo.hosts.iter().map(|h| (h.name.clone(), h.switch)).collect();
     let events_of = |c: &[usize]| -> BTreeSet<usize> { c.iter().flat_map(|&u| groups[u].iter().copied()).collect() };
@@ -646,6 +741,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         config: &config,
         trace: &trace,
         groups: &groups,
+        kinds: &kinds,
         host_start: &host_start,
         mcs_dir: &mcs_dir,
         state_path: &state_path,
@@ -809,6 +905,8 @@ struct Search<'a> {
     config: &'a Config,
     trace: &'a Trace,
     groups: &'a [Vec<usize>],
+    /// The units by kind of input, tried whole first ([`kinds`]).
+    kinds: &'a [Vec<usize>],
     host_start: &'a BTreeMap<String, u64>,
     mcs_dir: &'a Path,
     state_path: &'a Path,
@@ -930,10 +1028,19 @@ impl Search<'_> {
 
     /// Delta debugging over `units` (which must reproduce): a 1-minimal
     /// subset of them (all of them when the budget ran out first). With
-    /// `curve`, each reduction goes on the reduction curve; `replays` per
-    /// candidate.
+    /// `curve` (the search over the whole trace), each reduction goes on the
+    /// reduction curve and whole kinds of input are tried first; `replays`
+    /// per candidate.
     async fn ddmin(&mut self, units: &[usize], curve: bool, replays: u32) -> Result<Vec<usize>, RunError> {
-        let mut dd = Ddmin::new(units.len());
+        let groups: Vec<Vec<usize>> = match curve {
+            true => self
+                .kinds
+                .iter()
+                .map(|g| units.iter().enumerate().filter(|(_, u)| g.contains(u)).map(|(i, _)| i).collect())
+                .collect(),
+            false => Vec::new(),
+        };
+        let mut dd = Ddmin::by_groups(units.len(), groups);
         let of = |c: &[usize]| -> Vec<usize> { c.iter().map(|&i| units[i]).collect() };
         while !dd.is_done() {
             let cands: Vec<Vec<usize>> = dd.candidates().iter().map(|c| of(c)).collect();
@@ -1241,6 +1348,86 @@ mod tests {
         assert_eq!(kept, vec![5]);
         let kept = ddmin(6, |cands| cands.iter().map(|c| c.len() == 6).collect(), |_| {});
         assert_eq!(kept.len(), 6, "nothing can go");
+    }
+
+    /// [`Ddmin::by_groups`] driven by a synchronous test; the kept units and
+    /// how many candidates were tested.
+    fn ddmin_by_groups(n: usize, groups: Vec<Vec<usize>>, holds: impl Fn(&[usize]) -> bool) -> (Vec<usize>, usize) {
+        let mut d = Ddmin::by_groups(n, groups);
+        let mut tests = 0;
+        while !d.is_done() {
+            tests += d.candidates().len();
+            let verdicts: Vec<bool> = d.candidates().iter().map(|c| holds(c)).collect();
+            d.advance(&verdicts);
+        }
+        (d.kept().to_vec(), tests)
+    }
+
+    /// True if no single unit of `kept` can go (what ddmin promises).
+    fn one_minimal(kept: &[usize], holds: &impl Fn(&[usize]) -> bool) -> bool {
+        holds(kept)
+            && (0..kept.len()).all(|i| {
+                let less: Vec<usize> = kept.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, &u)| u).collect();
+                !holds(&less)
+            })
+    }
+
+    #[test]
+    fn whole_kinds_go_first_and_the_result_stays_one_minimal() {
+        // 60 units: even ones are "traffic", 3 and 41 "faults", the rest "other".
+        let traffic: Vec<usize> = (0..60).step_by(2).collect();
+        let faults = vec![3, 41];
+        let other: Vec<usize> = (0..60).filter(|u| u % 2 == 1 && !faults.contains(u)).collect();
+        let groups = vec![traffic.clone(), other.clone(), faults.clone()];
+        // A bug that needs both faults and no traffic.
+        let needs_faults = |c: &[usize]| c.contains(&3) && c.contains(&41);
+        let (kept, with_kinds) = ddmin_by_groups(60, groups.clone(), needs_faults);
+        assert_eq!(kept, vec![3, 41]);
+        let (plain, without) = ddmin_by_groups(60, Vec::new(), needs_faults);
+        assert_eq!(plain, vec![3, 41]);
+        assert!(with_kinds * 2 < without, "{with_kinds} candidates with kinds, {without} without");
+        // A bug that needs a ping: the traffic stays, the rest still goes.
+        let needs_ping = |c: &[usize]| c.contains(&3) && c.contains(&10);
+        let (kept, _) = ddmin_by_groups(60, groups.clone(), needs_ping);
+        assert_eq!(kept, vec![3, 10]);
+        // Against brute force: random two- and three-unit causes, always a
+        // 1-minimal set that holds.
+        let mut seed = 7u64;
+        let mut next = |m: usize| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % m
+        };
+        for _ in 0..200 {
+            let cause: Vec<usize> = (0..2 + next(2)).map(|_| next(60)).collect();
+            let alt: Vec<usize> = (0..2).map(|_| next(60)).collect();
+            let holds = |c: &[usize]| cause.iter().all(|u| c.contains(u)) || alt.iter().all(|u| c.contains(u));
+            let (kept, _) = ddmin_by_groups(60, groups.clone(), holds);
+            assert!(one_minimal(&kept, &holds), "{kept:?} for {cause:?} or {alt:?}");
+        }
+        // One kind only: nothing to try whole.
+        let pings = [External::Ping { src: "h1".into(), dst: "h2".into() }];
+        let refs: Vec<&External> = vec![&pings[0], &pings[0]];
+        assert!(kinds(&refs, &[vec![0], vec![1]]).is_empty());
+    }
+
+    #[test]
+    fn kinds_group_units_by_their_first_input_largest_first() {
+        let e = [
+            External::Ping { src: "h1".into(), dst: "h2".into() },
+            External::SwitchDown { switch: 1 },
+            External::Ping { src: "h2".into(), dst: "h1".into() },
+            External::SwitchUp { switch: 1 },
+            External::Ping { src: "h1".into(), dst: "h3".into() },
+            External::LinkDown { a: Port { switch: 1, port: 2 }, b: Port { switch: 2, port: 2 } },
+        ];
+        let refs: Vec<&External> = e.iter().collect();
+        let u = units(&refs);
+        assert_eq!(u, vec![vec![0], vec![1, 3], vec![2], vec![4], vec![5]]);
+        assert_eq!(
+            kinds(&refs, &u),
+            vec![vec![0, 2, 3], vec![4], vec![1]],
+            "traffic, then link before switch (by name)"
+        );
     }
 
     #[test]
