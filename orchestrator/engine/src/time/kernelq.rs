@@ -14,29 +14,47 @@
 
 use std::os::unix::fs::FileExt;
 
-/// The per-CPU backlogs and the `ksoftirqd` threads, kept open.
+/// The per-CPU backlogs and the `ksoftirqd` threads, kept open: those of
+/// the CPUs sts may run on (its controllers inherit them), since a packet
+/// waits in the backlog of the CPU its writer ran on.
 pub(crate) struct KernelQueues {
     softnet: std::fs::File,
-    /// Each `ksoftirqd` thread's `/proc/PID/stat`.
+    /// The CPUs looked at.
+    cpus: Vec<usize>,
+    /// Each of their `ksoftirqd` threads' `/proc/PID/stat`.
     softirqd: Vec<std::fs::File>,
+    /// `softnet_stat`'s text, read again at every look.
+    text: Vec<u8>,
 }
 
-/// The `ksoftirqd` threads' ids (found once: kernel threads live as long as
-/// the machine).
-fn softirq_threads() -> &'static [u64] {
-    static PIDS: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
-    PIDS.get_or_init(|| {
+/// The `ksoftirqd` threads: (CPU, thread id), found once (kernel threads
+/// live as long as the machine).
+fn softirq_threads() -> &'static [(usize, u64)] {
+    static THREADS: std::sync::OnceLock<Vec<(usize, u64)>> = std::sync::OnceLock::new();
+    THREADS.get_or_init(|| {
         let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
-        let mut pids: Vec<u64> = dir
+        let mut found: Vec<(usize, u64)> = dir
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-            .filter(|pid| {
-                std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("ksoftirqd/"))
+            .filter_map(|pid| {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+                Some((comm.trim().strip_prefix("ksoftirqd/")?.parse().ok()?, pid))
             })
             .collect();
-        pids.sort_unstable();
-        pids
+        found.sort_unstable();
+        found
     })
+}
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, and sched_getaffinity
+    // writes at most its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } == 0;
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: CPU_ISSET reads the set within its size.
+    (0..max).filter(|&c| !ok || unsafe { libc::CPU_ISSET(c, &set) }).collect()
 }
 
 impl KernelQueues {
@@ -46,30 +64,48 @@ impl KernelQueues {
     /// then the idle test keeps its quiet spell.
     pub(crate) fn open() -> Option<KernelQueues> {
         let softnet = std::fs::File::open("/proc/net/softnet_stat").ok()?;
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let softirqd: Vec<std::fs::File> =
-            softirq_threads().iter().filter_map(|pid| std::fs::File::open(format!("/proc/{pid}/stat")).ok()).collect();
-        if softirqd.len() < cpus {
+        let threads = softirq_threads();
+        // Every allowed CPU that is online (has a ksoftirqd) is looked at.
+        let cpus: Vec<usize> = allowed_cpus().into_iter().filter(|c| threads.iter().any(|t| t.0 == *c)).collect();
+        let softirqd: Vec<std::fs::File> = threads
+            .iter()
+            .filter(|(cpu, _)| cpus.contains(cpu))
+            .filter_map(|(_, pid)| std::fs::File::open(format!("/proc/{pid}/stat")).ok())
+            .collect();
+        if cpus.is_empty() || softirqd.len() < cpus.len() {
             return None;
         }
-        let mut q = KernelQueues { softnet, softirqd };
+        let mut q = KernelQueues { softnet, cpus, softirqd, text: Vec::with_capacity(4096) };
         q.backlog()?;
         Some(q)
     }
 
-    /// Packets waiting in every CPU's backlog, `None` if the file does not
-    /// say (fewer than 13 columns: no backlog length and CPU index).
+    /// Packets waiting in the backlogs of the CPUs looked at, `None` if the
+    /// file does not say (fewer than 13 columns: no backlog length and CPU
+    /// index).
     fn backlog(&mut self) -> Option<u64> {
-        let mut buf = [0u8; 4096];
-        let n = self.softnet.read_at(&mut buf, 0).ok()?;
-        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        self.text.clear();
+        let mut chunk = [0u8; 16384];
+        loop {
+            let n = self.softnet.read_at(&mut chunk, self.text.len() as u64).ok()?;
+            self.text.extend_from_slice(&chunk[..n]);
+            // A proc file fills what it can with whole lines (of about 140
+            // bytes here): a read that left room for another was its end.
+            if n + 512 < chunk.len() {
+                break;
+            }
+        }
+        let text = std::str::from_utf8(&self.text).ok()?;
         let mut total = 0;
         for line in text.lines() {
             let fields: Vec<&str> = line.split_ascii_whitespace().collect();
             if fields.len() < 13 {
                 return None;
             }
-            total += u64::from_str_radix(fields[11], 16).ok()?;
+            let cpu = usize::from_str_radix(fields[12], 16).ok()?;
+            if self.cpus.contains(&cpu) {
+                total += u64::from_str_radix(fields[11], 16).ok()?;
+            }
         }
         Some(total)
     }
