@@ -122,13 +122,14 @@ fn a_violation_present_from_the_start_has_an_empty_mcs() {
 fn culprits_keep_the_bug_victims_do_not() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let engine = sts_e2e::engine();
-    let minimize = |case: &str, same: Same| {
-        let (dir, optimal) = make_case(case, 8, same.name());
-        let opts = Options { jobs: 2, final_replays: 1, same: Some(same), ..Options::default() };
+    let minimize_with = |case: &str, same: Same, by_kind: bool| {
+        let (dir, optimal) = make_case(case, 8, &format!("{}-{by_kind}", same.name()));
+        let opts = Options { jobs: 2, final_replays: 1, same: Some(same), by_kind, ..Options::default() };
         let r = rt.block_on(minimize::run(engine, &dir, &opts)).unwrap_or_else(|e| panic!("{case}: {e}"));
         assert_eq!(r.final_reproduced, 1, "{case} by {same}: the MCS replays");
         (r, optimal)
     };
+    let minimize = |case: &str, same: Same| minimize_with(case, same, true);
 
     let (r, optimal) = minimize("several_victims", Same::Culprit);
     assert_eq!(r.mcs_inputs, optimal, "{:?}", r.mcs);
@@ -141,7 +142,11 @@ fn culprits_keep_the_bug_victims_do_not() {
     assert_eq!(r.mcs_inputs, optimal, "{:?}", r.mcs);
     assert!(r.mcs.iter().all(|e| e.contains("switch s3")), "the reconnection of s3: {:?}", r.mcs);
     assert_eq!(r.same_culprit, Some(true), "{:?}", r.observed);
-    let (r, _) = minimize("two_bugs_one_victim", Same::Victim);
+    // By victim, delta debugging alone swaps the bug for the simpler one.
+    // (Trying whole kinds first happens to keep this trace's bug: the round
+    // that removes every migration keeps h2 starved by the pinned rule; the
+    // level still allows the swap, which plain delta debugging shows.)
+    let (r, _) = minimize_with("two_bugs_one_victim", Same::Victim, false);
     assert!(r.mcs.iter().any(|e| e.contains("migrate h2")), "by victim, the simpler bug: {:?}", r.mcs);
     assert_eq!(r.same_culprit, Some(false), "the report names the swap: {:?}", r.observed);
 
