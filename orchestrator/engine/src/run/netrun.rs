@@ -156,8 +156,10 @@ fn spawn_connection(
     let (tx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
     let read_done = TaskDone(meter.clone(), true);
     let reader = tokio::spawn(async move {
-        let _done = read_done;
         let mut frames = FramedRead::new(read, OfpCodec);
+        // Declared after `frames`, so dropped before it: the meter lets go
+        // of the descriptor before the socket closes.
+        let _done = read_done;
         let why = loop {
             match frames.next().await {
                 Some(Ok(frame)) => {
