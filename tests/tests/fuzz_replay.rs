@@ -95,6 +95,12 @@ fn minimizing_the_hand_written_trace_keeps_the_migration_and_one_ping_and_resume
     let opts = Options { jobs: 2, final_replays: 2, ..Options::default() };
     let r = rt().block_on(minimize::run(sts_e2e::engine(), &dir, &opts)).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((r.original_inputs, r.mcs_inputs), (4, 2), "{r:?}");
+    // os-ken on virtual time: candidates went on from the checkpoint after
+    // the handshakes, one live run per place.
+    let warm = r.warm.as_ref().expect("warm places by default");
+    assert!(warm.fresh_because.is_none(), "{warm:?}");
+    assert!(warm.resumed > 0 && (1..=2).contains(&warm.places), "{warm:?}");
+    assert!(!dir.join("mcs/runs").read_dir().unwrap().any(|_| true), "the places' logs are gone");
     assert!(r.mcs.iter().any(|e| e.contains("migrate h3")), "{:?}", r.mcs);
     assert!(r.mcs.iter().any(|e| e.contains("ping h1 -> h3") || e.contains("ping h3 -> h1")), "{:?}", r.mcs);
     assert!(r.final_reproduced >= 1, "{r:?}");
@@ -139,4 +145,57 @@ fn failures_and_restarts_are_injected_and_replayed() {
     let r = rt.block_on(replay::replay_once(sts_e2e::engine(), &config, &trace, &exp.replay(1), 1)).unwrap();
     assert_eq!(r.injected, trace.externals().len());
     assert!(r.violation.is_none(), "{:?}", r.violation);
+}
+
+/// A replay called off mid-run stops at its next slice and says nothing
+/// (a minimization's candidate whose round an earlier one decided).
+#[test]
+fn a_replay_called_off_stops_and_gives_no_verdict() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let src = workspace().join("examples/traces/migration");
+    let config = Config::load(&src.join("config.toml")).unwrap();
+    let trace = Trace::load(&src.join("trace.jsonl")).unwrap();
+    let rt = rt();
+    let whole = rt.block_on(replay::replay_once(sts_e2e::engine(), &config, &trace, &fresh("whole"), 1)).unwrap();
+    assert!(whole.reproduced && whole.injected == 4, "{whole:?}");
+    // Asked after every slice: called off after the first few.
+    let asked = Arc::new(AtomicUsize::new(0));
+    let seen = asked.clone();
+    let off: replay::CallOff = Arc::new(move || seen.fetch_add(1, Ordering::Relaxed) >= 3);
+    let r =
+        rt.block_on(replay::replay_unless(sts_e2e::engine(), &config, &trace, &fresh("off"), 1, Some(off))).unwrap();
+    assert!(r.is_none(), "called off, yet a verdict: {r:?}");
+    assert!(asked.load(Ordering::Relaxed) <= 5, "it went on after being called off");
+    // Never called off: the replay's own verdict.
+    let never: replay::CallOff = Arc::new(|| false);
+    let r =
+        rt.block_on(replay::replay_unless(sts_e2e::engine(), &config, &trace, &fresh("on"), 1, Some(never))).unwrap();
+    assert!(r.is_some_and(|r| r.reproduced));
+}
+
+/// Warm places with a threaded controller: checkpoints are refused, so
+/// every replay is fresh and the summary says why; the replays themselves
+/// are the same as without warm places.
+#[test]
+fn a_threaded_controller_is_replayed_fresh_and_the_summary_says_why() {
+    let src = workspace().join("examples/traces/migration");
+    let text = std::fs::read_to_string(src.join("config.toml"))
+        .unwrap()
+        .replace("kind = \"os-ken\"\napps = [\"os_ken.app.simple_switch_13\"]", "kind = \"c65faucet\"");
+    assert!(text.contains("c65faucet"));
+    let config = Config::from_toml(&text, &src.join("config.toml")).unwrap();
+    let trace = Trace::load(&src.join("trace.jsonl")).unwrap();
+    let dir = fresh("threaded");
+    let places = sts_engine::warm::Places::new(dir.join("places"));
+    let rt = rt();
+    for run in 1..=2 {
+        let r = rt.block_on(places.replay(sts_e2e::engine(), &config, &trace, &dir.join(format!("{run}")), run, None));
+        let r = r.unwrap_or_else(|e| panic!("{e}")).expect("not called off");
+        assert_eq!(r.injected, 4, "{r:?}");
+    }
+    let summary = places.summary();
+    assert_eq!(summary.resumed, 0, "{summary:?}");
+    let why = summary.fresh_because.expect("a reason");
+    assert!(why.contains("threads"), "{why}");
 }

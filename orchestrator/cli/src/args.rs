@@ -177,6 +177,13 @@ pub enum Command {
         /// of it in one round. The result is still 1-minimal (docs/evaluation.md).
         #[arg(long = "by-kind", default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
         by_kind: bool,
+        /// Replay candidates from a checkpoint of their controllers taken once the switches have
+        /// completed their handshakes, instead of starting controllers and handshaking for every
+        /// replay (about a third of a short replay). Needs virtual time and single-threaded
+        /// controllers forked from snapshots; otherwise every replay is fresh. The final replays are
+        /// always fresh (docs/snapshots.md).
+        #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
+        warm: bool,
         /// When a candidate's violation is the original's: `culprit` (the same cause, whoever the victim),
         /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).

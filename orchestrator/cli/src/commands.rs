@@ -41,6 +41,7 @@ pub fn run(cli: Cli) -> u8 {
             beyond,
             speculate,
             by_kind,
+            warm,
             same,
             junit,
             internal,
@@ -63,6 +64,7 @@ pub fn run(cli: Cli) -> u8 {
                 beyond: *beyond,
                 speculate: *speculate,
                 by_kind: *by_kind,
+                warm: *warm,
             };
             match minimize(&engine, dir, &opts, junit.as_deref(), executor) {
                 exit::OK if *internal => minimize_internal(&engine, dir, &opts),

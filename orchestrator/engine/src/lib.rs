@@ -47,7 +47,9 @@ pub mod time;
 
 pub(crate) use controllers::output;
 pub use controllers::{checkpoint, controller, listeners, policy, presets, snapshot};
-pub use jobs::{campaign, fuzz, import, internal, learn, minimize, on_ovs, peek, pingall, pool, replay, slurm, worker};
+pub use jobs::{
+    campaign, fuzz, import, internal, learn, minimize, on_ovs, peek, pingall, pool, replay, slurm, warm, worker,
+};
 pub use run::{inputs, monitor, netrun, ovs, session};
 pub use time::clock;
 pub(crate) use time::finesleep;

@@ -252,6 +252,28 @@ pub fn mcs_markdown(r: &minimize::Report) -> String {
         )),
         None => {}
     }
+    match &r.warm {
+        Some(w) if w.resumed > 0 => s.push_str(&format!(
+            "Candidates were replayed from a checkpoint taken after the handshakes ({} of the search's replays, on {} live run{}); the final replays started fresh.\n\n",
+            w.resumed,
+            w.places,
+            if w.places == 1 { "" } else { "s" }
+        )),
+        Some(w) => {
+            if let Some(why) = &w.fresh_because {
+                s.push_str(&format!("Every replay started fresh controllers (no checkpoint after the handshakes: {why}).\n\n"));
+            }
+        }
+        None => {}
+    }
+    if r.called_off > 0 {
+        s.push_str(&format!(
+            "{} candidate{} called off mid-replay: an earlier candidate of {} round had reproduced.\n\n",
+            r.called_off,
+            if r.called_off == 1 { " was" } else { "s were" },
+            if r.called_off == 1 { "its" } else { "their" }
+        ));
+    }
     s.push_str(&format!(
         "Inputs left after each reduction: {}\n\n## The sequence\n\n",
         r.curve.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" → ")

@@ -24,6 +24,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::BoxFuture;
@@ -383,6 +385,10 @@ pub struct State {
     /// Candidates tested ahead of their round, in places a round left free.
     #[serde(default)]
     pub speculated: u64,
+    /// Candidates whose replays were called off once an earlier one of
+    /// their round reproduced (their verdicts were not needed).
+    #[serde(default)]
+    pub called_off: u64,
     /// Each round of the search: its candidates, and how many of them had
     /// to be known (up to the first that reproduced): what K places could
     /// test at once (docs/cluster.md's scaling model).
@@ -420,6 +426,13 @@ pub struct Report {
     /// left free (more workers than candidates); 0 with `--jobs 1`.
     #[serde(default)]
     pub speculated: u64,
+    /// Candidates of a round called off once an earlier one reproduced.
+    #[serde(default)]
+    pub called_off: u64,
+    /// How candidates were replayed from checkpoints after the handshakes
+    /// (`--warm`; absent when off, or on another executor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm: Option<crate::warm::Summary>,
     /// Each round: [its candidates, those needed up to the first success].
     #[serde(default)]
     pub rounds: Vec<[usize; 2]>,
@@ -538,6 +551,9 @@ pub struct Options {
     /// Before splitting the trace in halves, try removing each kind of
     /// input whole ([`kinds`], [`Ddmin::by_groups`]).
     pub by_kind: bool,
+    /// Replay candidates on this machine from a checkpoint taken after the
+    /// handshakes ([`crate::warm`]) instead of starting their controllers.
+    pub warm: bool,
 }
 
 impl Default for Options {
@@ -553,6 +569,7 @@ impl Default for Options {
             beyond: true,
             speculate: true,
             by_kind: true,
+            warm: true,
         }
     }
 }
@@ -567,6 +584,38 @@ pub struct CandidateRun {
     pub first_run: u32,
     pub replays: u32,
     pub peek: PeekMode,
+    /// Its place among its round's candidates, when a reproduction by an
+    /// earlier one makes its verdict moot (a replay on this machine then
+    /// stops early).
+    pub in_round: Option<InRound>,
+}
+
+/// A candidate's place in its round: ddmin keeps the first candidate in
+/// order that reproduces, so once one does, the verdicts of those after it
+/// are not needed (their replays are called off).
+#[derive(Debug, Clone)]
+pub struct InRound {
+    /// The index of the first candidate known to reproduce (`usize::MAX`: none yet).
+    first_hit: Arc<AtomicUsize>,
+    index: usize,
+}
+
+impl InRound {
+    /// Places for `n` candidates of one round, in order.
+    fn round(n: usize) -> Vec<InRound> {
+        let first_hit = Arc::new(AtomicUsize::new(usize::MAX));
+        (0..n).map(|index| InRound { first_hit: first_hit.clone(), index }).collect()
+    }
+
+    /// True once an earlier candidate of the round reproduced.
+    pub fn moot(&self) -> bool {
+        self.first_hit.load(Ordering::Relaxed) < self.index
+    }
+
+    /// This candidate reproduced.
+    fn hit(&self) {
+        self.first_hit.fetch_min(self.index, Ordering::Relaxed);
+    }
 }
 
 /// The verdict on one candidate: (reproduced, replays used).
@@ -597,6 +646,11 @@ pub trait Executor: Send + Sync {
             Ok(Replayed { reproduced: r.reproduced, violation: r.violation })
         })
     }
+
+    /// What replays from checkpoints did, if this executor makes them.
+    fn warm(&self) -> Option<crate::warm::Summary> {
+        None
+    }
 }
 
 /// What one final replay of the MCS showed.
@@ -607,9 +661,19 @@ pub struct Replayed {
 }
 
 /// Tests a batch on this machine, all at once, each candidate with its own
-/// controllers (the default executor).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Local;
+/// controllers (the default executor): on warm places when it has them.
+#[derive(Default)]
+pub struct Local {
+    warm: Option<crate::warm::Places>,
+}
+
+impl Local {
+    /// Candidates replayed from warm places whose logs go under `dir`
+    /// ([`crate::warm`]).
+    pub fn warm(dir: PathBuf) -> Local {
+        Local { warm: Some(crate::warm::Places::new(dir)) }
+    }
+}
 
 impl Executor for Local {
     fn test<'a>(
@@ -618,9 +682,14 @@ impl Executor for Local {
         config: &'a Config,
         batch: Vec<CandidateRun>,
     ) -> BoxFuture<'a, Vec<Verdict>> {
+        let warm = self.warm.as_ref();
         Box::pin(futures::future::join_all(
-            batch.into_iter().map(move |c| async move { reproduces(engine, config, c).await }),
+            batch.into_iter().map(move |c| async move { reproduces_on(engine, config, c, warm).await }),
         ))
+    }
+
+    fn warm(&self) -> Option<crate::warm::Summary> {
+        self.warm.as_ref().map(crate::warm::Places::summary)
     }
 }
 
@@ -628,7 +697,11 @@ impl Executor for Local {
 /// (`config.toml` and the files it names, `trace.jsonl`, `state.json`,
 /// `report.json`; `sts-report` renders `report.md`).
 pub async fn run(engine: &Engine, dir: &Path, opts: &Options) -> Result<Report, RunError> {
-    run_on(engine, &Local, dir, opts).await
+    let local = match opts.warm {
+        true => Local::warm(dir.join("mcs").join("runs")),
+        false => Local::default(),
+    };
+    run_on(engine, &local, dir, opts).await
 }
 
 /// [`run`] with candidates tested by `executor`.
@@ -685,6 +758,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
                 first_run: run_no + 1,
                 replays: opts.replays.max(1),
                 peek: PeekMode::Off,
+                in_round: None,
             };
             run_no += opts.replays.max(1);
             let verdict = executor.test(engine, &config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
@@ -714,6 +788,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
                 first_run: run_no + 1,
                 replays: n,
                 peek: PeekMode::Off,
+                in_round: None,
             };
             run_no += n;
             let verdict = executor.test(engine, &config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
@@ -838,6 +913,8 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         // The search's replays (kept across resumptions) and this run's final ones.
         replays: state.replays + u64::from(opts.final_replays),
         speculated: state.speculated,
+        called_off: state.called_off,
+        warm: executor.warm(),
         rounds: state.rounds.clone(),
         seconds: started.elapsed().as_secs_f64(),
         curve,
@@ -983,7 +1060,8 @@ impl Search<'_> {
                 elapsed_s: self.started.elapsed().as_secs_f64(),
             });
             let mut runs = Vec::with_capacity(sets.len());
-            for (_, set) in &sets {
+            let mut places = InRound::round(batch.len()).into_iter();
+            for (i, set) in &sets {
                 let first_run = self.run_no + 1;
                 self.run_no += replays + u32::from(self.opts.peek != PeekMode::Off);
                 runs.push(CandidateRun {
@@ -992,6 +1070,8 @@ impl Search<'_> {
                     first_run,
                     replays,
                     peek: self.opts.peek,
+                    // Spare candidates are of later rounds: never called off.
+                    in_round: i.and_then(|_| places.next()),
                 });
             }
             let verdicts = self.executor.test(self.engine, self.config, runs).await;
@@ -1001,6 +1081,13 @@ impl Search<'_> {
                 match v {
                     Ok((ok, n)) => {
                         self.state.replays += n;
+                        // After this batch's first reproduction, a candidate
+                        // of the round may have been called off: its "no"
+                        // is no verdict (a "yes" still is one).
+                        if i.is_some() && hit && !ok {
+                            self.state.called_off += 1;
+                            continue;
+                        }
                         self.state.tested.insert(key(set), ok);
                         if let Some(i) = *i {
                             results[i] = Some(ok);
@@ -1193,7 +1280,19 @@ impl Drop for Lock {
 /// Replays `cand` up to `replays` times (run directories numbered from
 /// `first`), stopping at the first reproduction: (reproduced, replays used).
 pub async fn reproduces(engine: &Engine, config: &Config, run: CandidateRun) -> Verdict {
-    let CandidateRun { trace: mut cand, mcs_dir, first_run: first, replays, peek } = run;
+    reproduces_on(engine, config, run, None).await
+}
+
+/// [`reproduces`], its replays on `warm` places when given.
+async fn reproduces_on(
+    engine: &Engine,
+    config: &Config,
+    run: CandidateRun,
+    warm: Option<&crate::warm::Places>,
+) -> Verdict {
+    let CandidateRun { trace: mut cand, mcs_dir, first_run: first, replays, peek, in_round } = run;
+    let call_off: Option<replay::CallOff> = in_round.clone().map(|p| Arc::new(move || p.moot()) as replay::CallOff);
+    let moot = || in_round.as_ref().is_some_and(InRound::moot);
     let mcs_dir = mcs_dir.as_path();
     let mut used = 0u64;
     let out = mcs_dir.join("runs").join(format!("{first}-peek"));
@@ -1208,7 +1307,10 @@ pub async fn reproduces(engine: &Engine, config: &Config, run: CandidateRun) -> 
                 header: cand.header.clone(),
                 records: cand.records.iter().filter(|r| r.internal().is_none()).cloned().collect(),
             };
-            let r = replay::replay_once(engine, config, &dry, &out, first).await?;
+            let Some(r) = replay_on(engine, config, warm, &dry, &out, first, call_off.clone()).await? else {
+                let _ = std::fs::remove_dir_all(&out);
+                return Ok((false, used));
+            };
             used += 1;
             let observed = Trace::load(&r.trace).map_err(|e| RunError::Environment(e.to_string()))?;
             let _ = std::fs::remove_dir_all(&out);
@@ -1225,16 +1327,56 @@ pub async fn reproduces(engine: &Engine, config: &Config, run: CandidateRun) -> 
         }
     }
     for k in 0..replays {
+        if moot() {
+            return Ok((false, used + k as u64));
+        }
         let n = first + k;
         let out = mcs_dir.join("runs").join(n.to_string());
         let _ = std::fs::remove_dir_all(&out);
-        let r = replay::replay_once(engine, config, &cand, &out, n).await?;
+        let r = replay_on(engine, config, warm, &cand, &out, n, call_off.clone()).await?;
         let _ = std::fs::remove_dir_all(&out);
-        if r.reproduced {
-            return Ok((true, used + k as u64 + 1));
+        match r {
+            Some(r) if r.reproduced => {
+                if let Some(p) = &in_round {
+                    p.hit();
+                }
+                return Ok((true, used + k as u64 + 1));
+            }
+            Some(_) => {}
+            // Called off mid-replay: not counted.
+            None => return Ok((false, used + k as u64)),
         }
     }
     Ok((false, used + replays as u64))
+}
+
+/// One replay of a candidate: on a warm place when there are some.
+async fn replay_on(
+    engine: &Engine,
+    config: &Config,
+    warm: Option<&crate::warm::Places>,
+    trace: &Trace,
+    out: &Path,
+    run: u32,
+    call_off: Option<replay::CallOff>,
+) -> Result<Option<replay::ReplayResult>, RunError> {
+    let t0 = Instant::now();
+    let r = match warm {
+        Some(w) => w.replay(engine, config, trace, out, run, call_off).await,
+        None => replay::replay_unless(engine, config, trace, out, run, call_off).await,
+    };
+    if let Ok(r) = &r {
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let inputs = trace.externals().len();
+        match r {
+            Some(r) => tracing::debug!(
+                "replay {run} of a candidate of {inputs} inputs: {ms:.1} ms, reproduced {}",
+                r.reproduced
+            ),
+            None => tracing::debug!("replay {run} of a candidate of {inputs} inputs: called off after {ms:.1} ms"),
+        }
+    }
+    r
 }
 
 /// PEEK by prefix replay or with checkpoints, falling back from the latter
@@ -1527,6 +1669,20 @@ mod tests {
 mod beyond_tests {
     use super::*;
 
+    #[test]
+    fn a_candidate_is_moot_once_an_earlier_one_of_its_round_reproduced() {
+        let round = InRound::round(4);
+        assert!(round.iter().all(|p| !p.moot()), "nothing known yet");
+        round[2].hit();
+        let moot: Vec<bool> = round.iter().map(InRound::moot).collect();
+        assert_eq!(moot, [false, false, false, true], "only those after the first success");
+        round[0].hit();
+        let moot: Vec<bool> = round.iter().map(InRound::moot).collect();
+        assert_eq!(moot, [false, true, true, true]);
+        round[3].hit();
+        assert!(!round[0].moot() && round[1].moot(), "a later success moves nothing back");
+    }
+
     /// Decides a candidate by the inputs it keeps: it reproduces when it
     /// holds every input of one of `causes` (pings named by their source).
     struct Oracle {
@@ -1600,7 +1756,7 @@ mod beyond_tests {
     fn workers_a_round_leaves_free_test_later_rounds_and_the_mcs_stays_the_same() {
         const HOSTS: [&str; 10] = ["h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10"];
         let base = std::env::temp_dir().join(format!("sts-speculate-{}", std::process::id()));
-        let (mut waits_two, mut waits_eight, mut speculated) = (0, 0, 0);
+        let (mut waits_two, mut waits_eight, mut speculated, mut called_off) = (0, 0, 0, 0);
         let mut causes: Vec<Vec<&'static str>> = Vec::new();
         for (i, a) in HOSTS.iter().enumerate() {
             causes.push(vec![*a]);
@@ -1621,8 +1777,12 @@ mod beyond_tests {
             waits_two += b2;
             waits_eight += b8;
             speculated += eight.speculated;
+            called_off += two.called_off;
         }
         assert!(speculated > 0, "later rounds' candidates filled free places");
+        // A "no" after its round's first "yes" (a replay called off on this
+        // machine) is not kept as a verdict, and the MCS is the same.
+        assert!(called_off > 0, "some rounds were decided before their last candidate");
         // Eight places wait for fewer batches in all than two.
         assert!(waits_eight * 10 < waits_two * 8, "{waits_eight} waits with eight, {waits_two} with two");
         let _ = std::fs::remove_dir_all(&base);

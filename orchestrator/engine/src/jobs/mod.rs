@@ -1,6 +1,6 @@
 //! The jobs a front end runs, each on a [`crate::Engine`]: [`pingall`],
 //! [`fuzz`], [`replay`] (and the console's stepping), [`peek`],
-//! [`minimize`] (inputs) and [`internal`] (messages), [`learn`] (fingerprint
+//! [`minimize`] (inputs, its candidates replayed from [`warm`] places) and [`internal`] (messages), [`learn`] (fingerprint
 //! masks), [`campaign`] (many seeds, bugs grouped), [`import`] (a recording
 //! of real switches), [`on_ovs`] (a trace on real Open vSwitch), and the
 //! cluster: [`worker`] (a warm `sts worker`), [`pool`] (work handed to
@@ -18,4 +18,5 @@ pub mod pingall;
 pub mod pool;
 pub mod replay;
 pub mod slurm;
+pub mod warm;
 pub mod worker;

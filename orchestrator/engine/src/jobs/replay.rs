@@ -207,6 +207,9 @@ pub struct Replayer<'t> {
     out: PathBuf,
     /// Tested between waiting slices: when it holds, stepping pauses.
     pause: Option<Pause>,
+    /// The pause is a call-off, not a person: it needs no finer slices than
+    /// the invariant checks'.
+    coarse_pause: bool,
     rewinds: u32,
     /// The trace input [`Replayer::step`] injected last, as it went in.
     last_input: Option<External>,
@@ -307,16 +310,34 @@ impl<'t> Replayer<'t> {
         out: &Path,
         run: u32,
     ) -> Result<Replayer<'t>, RunError> {
-        let wanted = crate::records::first_violation(trace).map_err(RunError::BadInput)?;
-        // The recorded run's dates, served back to the controllers.
-        let mut config = config.clone();
-        config.time.wall_epoch_ns = trace.header.wall_epoch_ns;
+        let config = replay_config(config, trace);
         let session = session::start(engine, &config, &out.join("logs")).await?;
+        Replayer::on_session(config, trace, session, None, out, run)
+    }
+
+    /// A replay of `trace` on a session already up (its controllers past
+    /// their handshakes, as [`Replayer::start`] leaves them): one resumed
+    /// from a checkpoint ([`crate::warm`]). `config` as [`replay_config`]
+    /// makes it; `prologue`, what the session saw before it was handed
+    /// over, goes into the trace first. The new trace goes into `out`.
+    pub fn on_session(
+        config: Config,
+        trace: &'t Trace,
+        session: Session,
+        prologue: Option<crate::monitor::Drained>,
+        out: &Path,
+        run: u32,
+    ) -> Result<Replayer<'t>, RunError> {
+        let wanted = crate::records::first_violation(trace).map_err(RunError::BadInput)?;
+        std::fs::create_dir_all(out).map_err(|e| RunError::Environment(format!("{}: {e}", out.display())))?;
         let trace_path = out.join("trace.jsonl");
         let header = Header { wall_epoch_ns: session.wall_epoch_ns, ..Header::new(trace.header.seed) };
         let writer = trace::Writer::create(&trace_path, &header)
             .map_err(|e| RunError::Environment(format!("{}: {e}", out.display())))?;
-        let monitor = Monitor::new(&config, session.runner.clock.now());
+        let mut monitor = Monitor::new(&config, session.runner.clock.now());
+        if let Some(p) = prologue {
+            monitor.set_prologue(p);
+        }
         let externals = trace.external_positions();
         let after = kinds_after(trace, &externals);
         Ok(Replayer {
@@ -345,6 +366,7 @@ impl<'t> Replayer<'t> {
             run,
             out: out.to_owned(),
             pause: None,
+            coarse_pause: false,
             rewinds: 0,
             last_input: None,
         })
@@ -369,6 +391,7 @@ impl<'t> Replayer<'t> {
     /// breakpoint on a message.
     pub fn set_pause(&mut self, pause: Option<Pause>) {
         self.pause = pause;
+        self.coarse_pause = false;
     }
 
     fn paused(&mut self) -> bool {
@@ -609,7 +632,7 @@ impl<'t> Replayer<'t> {
     /// (a breakpoint on a message), slices stay [`SLICE_MS`] long.
     fn slice_len(&self, end: u64) -> u64 {
         let now = self.session.runner.clock.now();
-        let long = self.pause.is_none() && self.session.runner.clock.virtual_time().is_some();
+        let long = (self.pause.is_none() || self.coarse_pause) && self.session.runner.clock.virtual_time().is_some();
         let end = if long { end.min(self.place.monitor.next_check_ms().max(now + 1)) } else { end.min(now + SLICE_MS) };
         end.saturating_sub(now).max(1)
     }
@@ -753,6 +776,20 @@ impl<'t> Replayer<'t> {
     /// [`Replayer::settle`], then writes the violation and compares the runs.
     pub async fn finish(mut self) -> Result<ReplayResult, RunError> {
         self.pause = None;
+        self.finish_keeping().await.map(|(r, _)| r)
+    }
+
+    /// Gives the session up as it stands, mid-run: a replay called off.
+    pub fn into_session(self) -> Session {
+        self.session
+    }
+
+    /// [`Replayer::finish`], giving the session back instead of ending it
+    /// (to roll it back for the next replay, [`crate::warm`]).
+    ///
+    /// Unlike `finish`, it keeps the pause test: when it holds, the wait for
+    /// the violation ends early, unseen.
+    pub async fn finish_keeping(mut self) -> Result<(ReplayResult, Session), RunError> {
         let reproduced = self.settle().await?;
         if let Some(v) = &self.place.found {
             let now = self.session.runner.clock.now();
@@ -761,7 +798,7 @@ impl<'t> Replayer<'t> {
         self.session.clock_notices();
         let divergence = diverge(self.trace, &self.place.observed, self.config.masks.as_ref());
         let clock = self.session.runner.clock.summary();
-        Ok(ReplayResult {
+        let result = ReplayResult {
             run: self.run,
             reproduced,
             violation: self.place.found,
@@ -770,8 +807,54 @@ impl<'t> Replayer<'t> {
             divergence,
             trace: self.trace_path,
             clock,
-        })
+        };
+        Ok((result, self.session))
     }
+}
+
+/// A test that calls a replay off (a minimization's candidate whose round
+/// is already decided).
+pub type CallOff = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Runs a replay through: `None` if `call_off` held before its violation
+/// showed up (the run stops at its next slice; a verdict of "not
+/// reproduced" then means nothing). The session is given back either way.
+pub async fn run_through(
+    mut replayer: Replayer<'_>,
+    call_off: Option<CallOff>,
+) -> Result<(Option<ReplayResult>, Session), RunError> {
+    if let Some(off) = &call_off {
+        let off = off.clone();
+        replayer.set_pause(Some(Box::new(move |_| off())));
+        replayer.coarse_pause = true;
+    }
+    if matches!(replayer.run_until(|_, _| false).await?, Step::Paused) {
+        return Ok((None, replayer.into_session()));
+    }
+    let (result, session) = replayer.finish_keeping().await?;
+    let off = !result.reproduced && call_off.is_some_and(|off| off());
+    Ok(((!off).then_some(result), session))
+}
+
+/// [`replay_once`], unless `call_off` stops it first (`None`).
+pub async fn replay_unless(
+    engine: &Engine,
+    config: &Config,
+    trace: &Trace,
+    out: &Path,
+    run: u32,
+    call_off: Option<CallOff>,
+) -> Result<Option<ReplayResult>, RunError> {
+    let replayer = Replayer::start(engine, config, trace, out, run).await?;
+    Ok(run_through(replayer, call_off).await?.0)
+}
+
+/// The config a replay of `trace` runs with: `config`, serving the recorded
+/// run's dates back to the controllers.
+pub fn replay_config(config: &Config, trace: &Trace) -> Config {
+    let mut config = config.clone();
+    config.time.wall_epoch_ns = trace.header.wall_epoch_ns;
+    config
 }
 
 /// Replays `trace` once, writing the new trace and logs into `out`.

@@ -215,8 +215,14 @@ async fn perform(engine: &Engine, configs: &mut HashMap<PathBuf, Config>, work: 
             let peek = PeekMode::from_name(&peek).ok_or_else(|| {
                 RunError::BadInput(format!("{peek:?} is no PEEK mode (off, on, prefix, checkpoints)"))
             })?;
-            let run =
-                CandidateRun { trace: load_trace(&trace)?, mcs_dir: experiment.join("mcs"), first_run, replays, peek };
+            let run = CandidateRun {
+                trace: load_trace(&trace)?,
+                mcs_dir: experiment.join("mcs"),
+                first_run,
+                replays,
+                peek,
+                in_round: None,
+            };
             let (reproduced, replays) = crate::minimize::reproduces(engine, config, run).await?;
             Answer::Verdict { reproduced, replays }
         }

@@ -62,6 +62,7 @@ pub fn facts_of(
 /// Here an [`Internal::Delivered`]'s `of` is the proxy's sequence number of
 /// the message (as `queued` gives it for the queued arrivals), not yet a
 /// trace `seq`: [`Monitor::record`] translates it.
+#[derive(Clone, Default)]
 pub struct Drained {
     pub internal: Vec<(u64, Internal)>,
     /// For each entry of `internal`, the proxy's sequence number of a queued
@@ -167,6 +168,10 @@ pub struct Monitor {
     /// The trace `seq` of each queued message not yet delivered, by the
     /// proxy's sequence number (for its `delivered` record).
     queued_at: std::collections::BTreeMap<u64, u64>,
+    /// What happened before this monitor's run was handed over (a run
+    /// resumed from a checkpoint taken after the handshakes: their messages
+    /// and log lines), recorded first by the next [`Monitor::record`].
+    prologue: Option<Drained>,
 }
 
 impl Monitor {
@@ -181,7 +186,14 @@ impl Monitor {
             current: Vec::new(),
             held_from: BTreeSet::new(),
             queued_at: std::collections::BTreeMap::new(),
+            prologue: None,
         }
+    }
+
+    /// Records `drained` first, before what the run does next: what a run
+    /// resumed from a checkpoint saw before it, as a fresh run would have.
+    pub fn set_prologue(&mut self, drained: Drained) {
+        self.prologue = Some(drained);
     }
 
     /// Writes what happened since the last call into the trace (do this
@@ -192,7 +204,16 @@ impl Monitor {
         session: &mut Session,
         writer: &mut trace::Writer,
     ) -> std::io::Result<Vec<trace::Internal>> {
-        let drained = drain(&mut session.runner, &session.controllers);
+        let mut drained = drain(&mut session.runner, &session.controllers);
+        if let Some(mut first) = self.prologue.take() {
+            // Everything in it happened before the hand-over: its times are
+            // no later than the run's.
+            first.internal.append(&mut drained.internal);
+            first.queued.append(&mut drained.queued);
+            first.dataplane.append(&mut drained.dataplane);
+            first.log_lines.append(&mut drained.log_lines);
+            drained = first;
+        }
         let mut out = Vec::with_capacity(drained.internal.len());
         for ((t, e), queued) in drained.internal.into_iter().zip(drained.queued) {
             let e = match e {
