@@ -746,25 +746,48 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     let deadline = opts.budget_s.and_then(|s| started.checked_add(std::time::Duration::from_secs(s)));
     let mut run_no = 0u32;
     let mut curve = vec![externals.len()];
+    let all: Vec<usize> = (0..groups.len()).collect();
+    let whole_run = |first_run: u32, replays: u32| CandidateRun {
+        trace: candidate(&trace, &events_of(&all), &host_start),
+        mcs_dir: mcs_dir.clone(),
+        first_run,
+        replays,
+        peek: PeekMode::Off,
+        in_round: None,
+    };
+    // The whole trace's first replay, when it went beside the empty sequence's.
+    let mut whole_first: Option<bool> = None;
     // The empty sequence first: a violation present without any input is not
     // caused by any of them, and ddmin (which never tries it) would name one.
     let present_without_inputs = match state.tested.get(&key(&[])) {
         Some(&known) => known,
         None => {
             let trace = candidate(&trace, &BTreeSet::new(), &host_start);
-            let run = CandidateRun {
+            let mut batch = vec![CandidateRun {
                 trace,
                 mcs_dir: mcs_dir.clone(),
                 first_run: run_no + 1,
                 replays: opts.replays.max(1),
                 peek: PeekMode::Off,
                 in_round: None,
-            };
+            }];
             run_no += opts.replays.max(1);
-            let verdict = executor.test(engine, &config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
-            let (ok, n) = verdict?;
+            // With two places or more, the whole trace (needed next unless
+            // this reproduces) is replayed beside it.
+            if opts.jobs >= 2 && !state.tested.get(&key(&all)).copied().unwrap_or(false) {
+                batch.push(whole_run(run_no + 1, 1));
+                run_no += 1;
+            }
+            let width = batch.len();
+            let mut verdicts = executor.test(engine, &config, batch).await.into_iter();
+            let (ok, n) = verdicts.next().unwrap_or(Ok((false, 0)))?;
             state.replays += n;
-            state.rounds.push([1, 1]);
+            if let Some(whole) = verdicts.next() {
+                let (reproduced, n) = whole?;
+                state.replays += n;
+                whole_first = Some(reproduced);
+            }
+            state.rounds.push([width, width]);
             state.tested.insert(key(&[]), ok);
             let _ = experiment::write_json(&state_path, &state);
             ok
@@ -775,21 +798,13 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     }
     // The whole trace next (ddmin never tries it): an original that does
     // not reproduce has nothing to minimize, and every candidate would fail.
-    let all: Vec<usize> = (0..groups.len()).collect();
     if !present_without_inputs && !state.tested.get(&key(&all)).copied().unwrap_or(false) {
         let tries = opts.replays.max(3);
-        let mut reproduced = false;
-        let mut tried = 0;
+        let mut reproduced = whole_first.unwrap_or(false);
+        let mut tried = u32::from(whole_first.is_some());
         while tried < tries && !reproduced {
             let n = if tried == 0 { 1 } else { tries - 1 };
-            let run = CandidateRun {
-                trace: candidate(&trace, &events_of(&all), &host_start),
-                mcs_dir: mcs_dir.clone(),
-                first_run: run_no + 1,
-                replays: n,
-                peek: PeekMode::Off,
-                in_round: None,
-            };
+            let run = whole_run(run_no + 1, n);
             run_no += n;
             let verdict = executor.test(engine, &config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
             let (ok, replays) = verdict?;

@@ -77,7 +77,8 @@ struct Place {
     base: SessionState,
     /// What the run saw before the checkpoint.
     prologue: Drained,
-    /// The label of the copies running now (their logs go at the next rollback).
+    /// The label of the copies running now, resumed from the checkpoint
+    /// (their logs go at the next rollback).
     running: Option<String>,
     /// Dropped after the session: the holders outlive the copies they forked.
     checkpoints: Vec<Checkpoint>,
@@ -122,8 +123,11 @@ impl Places {
         let config = replay_config(config, trace);
         let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let place = match idle {
-            Some(mut place) => match self.roll_back(&mut place, run).await {
-                Ok(()) => place,
+            Some(mut place) => match self.roll_back(&mut place, &format!("run{run}")).await {
+                Ok(()) => {
+                    self.resumed.fetch_add(1, Ordering::Relaxed);
+                    place
+                }
                 // A place that cannot be rolled back is dropped; this replay is fresh.
                 Err(why) => {
                     tracing::info!("a warm place could not be rolled back ({why}); replaying fresh");
@@ -134,23 +138,24 @@ impl Places {
             None => match self.open(engine, &config).await? {
                 Ok(place) => place,
                 // Refused: this session goes on as a fresh replay's would.
-                Err(session) => {
+                Err(Some(session)) => {
                     let replayer = Replayer::on_session(config, trace, session, None, out, run)?;
                     return run_through(replayer, call_off).await.map(|(result, _)| result);
                 }
+                Err(None) => return replay_unless(engine, &config, trace, out, run, call_off).await,
             },
         };
-        let Place { session, base, prologue, running: _, checkpoints } = place;
+        let Place { session, base, prologue, running, checkpoints } = place;
         let replayer = Replayer::on_session(config, trace, session, Some(prologue.clone()), out, run)?;
         let (result, session) = run_through(replayer, call_off).await?;
-        self.put_back(Place { session, base, prologue, running: Some(format!("run{run}")), checkpoints });
+        self.put_back(Place { session, base, prologue, running, checkpoints });
         Ok(result)
     }
 
     /// A new place: a session started as a replay's, checkpointed before
     /// any input. When checkpoints are refused, says why once (in the log)
     /// and gives the session back for a fresh replay.
-    async fn open(&self, engine: &Engine, config: &Config) -> Result<Result<Place, Session>, RunError> {
+    async fn open(&self, engine: &Engine, config: &Config) -> Result<Result<Place, Option<Session>>, RunError> {
         let k = {
             let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
             *made += 1;
@@ -165,11 +170,23 @@ impl Places {
             self.checkpoint(&mut session).await
         };
         match checkpointed {
-            Ok((checkpoints, base, prologue)) => Ok(Ok(Place { session, base, prologue, running: None, checkpoints })),
+            Ok((checkpoints, base, prologue)) => {
+                let mut place = Place { session, base, prologue, running: None, checkpoints };
+                // Resumed at once: the copies checkpointed share their
+                // listening sockets with the holders, so a controller
+                // crashed and restarted on their address would find it
+                // taken; a resumed copy listens on a port of its own.
+                match self.roll_back(&mut place, "start").await {
+                    Ok(()) => Ok(Ok(place)),
+                    Err(why) => {
+                        self.refuse(format!("a checkpoint after the handshakes could not be resumed: {why}"));
+                        Ok(Err(None))
+                    }
+                }
+            }
             Err(why) => {
-                tracing::info!("candidates are replayed fresh: {why}");
-                *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-                Ok(Err(session))
+                self.refuse(why);
+                Ok(Err(Some(session)))
             }
         }
     }
@@ -186,19 +203,24 @@ impl Places {
         Ok((checkpoints, session.state(), prologue))
     }
 
+    /// From now on every replay is fresh, for `why`.
+    fn refuse(&self, why: String) {
+        tracing::info!("candidates are replayed fresh: {why}");
+        *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+    }
+
     /// Puts `place`'s run back where its checkpoint was taken.
-    async fn roll_back(&self, place: &mut Place, run: u32) -> Result<(), String> {
-        let label = format!("run{run}");
-        roll_back(&mut place.session, &place.base, Restart::Resume(&mut place.checkpoints), &label)
+    async fn roll_back(&self, place: &mut Place, label: &str) -> Result<(), String> {
+        roll_back(&mut place.session, &place.base, Restart::Resume(&mut place.checkpoints), label)
             .await
             .map_err(|e| e.to_string())?;
-        self.resumed.fetch_add(1, Ordering::Relaxed);
         // The copies that wrote them are gone.
         if let Some(old) = place.running.take() {
             for k in 0..place.session.controllers.len() {
                 let _ = std::fs::remove_file(place.session.run_dir.join(format!("controller-{k}-{old}.log")));
             }
         }
+        place.running = Some(label.to_string());
         Ok(())
     }
 
