@@ -100,7 +100,8 @@ fn minimizing_the_hand_written_trace_keeps_the_migration_and_one_ping_and_resume
     let warm = r.warm.as_ref().expect("warm places by default");
     assert!(warm.fresh_because.is_none(), "{warm:?}");
     assert!(warm.resumed > 0 && (1..=2).contains(&warm.places), "{warm:?}");
-    assert!(!dir.join("mcs/runs").read_dir().unwrap().any(|_| true), "the places' logs are gone");
+    let left = dir.join("mcs/runs").read_dir().map_or(0, |d| d.count());
+    assert_eq!(left, 0, "the places' logs are gone");
     assert!(r.mcs.iter().any(|e| e.contains("migrate h3")), "{:?}", r.mcs);
     assert!(r.mcs.iter().any(|e| e.contains("ping h1 -> h3") || e.contains("ping h3 -> h1")), "{:?}", r.mcs);
     assert!(r.final_reproduced >= 1, "{r:?}");

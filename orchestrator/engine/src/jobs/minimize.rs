@@ -1299,7 +1299,7 @@ pub async fn reproduces(engine: &Engine, config: &Config, run: CandidateRun) -> 
 }
 
 /// [`reproduces`], its replays on `warm` places when given.
-async fn reproduces_on(
+pub(crate) async fn reproduces_on(
     engine: &Engine,
     config: &Config,
     run: CandidateRun,

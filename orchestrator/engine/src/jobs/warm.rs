@@ -243,5 +243,7 @@ impl Drop for Places {
         for k in 1..=made {
             let _ = std::fs::remove_dir_all(self.dir.join(format!("warm-{k}")));
         }
+        // Only if nothing else is in it.
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }

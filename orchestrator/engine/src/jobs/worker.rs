@@ -152,6 +152,8 @@ pub async fn serve(input: impl AsyncBufRead + Unpin, output: Box<dyn Write + Sen
     let output: Output = Arc::new(Mutex::new(output));
     let engine = Engine::new(Arc::new(Relay(output.clone())));
     let mut configs: HashMap<PathBuf, Config> = HashMap::new();
+    // Per experiment: candidates go on from a checkpoint after the handshakes.
+    let mut places: HashMap<PathBuf, crate::warm::Places> = HashMap::new();
     let mut lines = input.lines();
     while let Some(line) =
         lines.next_line().await.map_err(|e| RunError::Environment(format!("the worker's input: {e}")))?
@@ -174,7 +176,7 @@ pub async fn serve(input: impl AsyncBufRead + Unpin, output: Box<dyn Write + Sen
             }
         };
         let started = std::time::Instant::now();
-        let answer = match perform(&engine, &mut configs, request.work).await {
+        let answer = match perform(&engine, &mut configs, &mut places, request.work).await {
             Ok(a) => a,
             Err(e) => Answer::failed(&e),
         };
@@ -203,7 +205,12 @@ fn config<'c>(
     Ok(config)
 }
 
-async fn perform(engine: &Engine, configs: &mut HashMap<PathBuf, Config>, work: Work) -> Result<Answer, RunError> {
+async fn perform(
+    engine: &Engine,
+    configs: &mut HashMap<PathBuf, Config>,
+    places: &mut HashMap<PathBuf, crate::warm::Places>,
+    work: Work,
+) -> Result<Answer, RunError> {
     let load_trace = |path: &Path| sts_trace::Trace::load(path).map_err(|e| RunError::BadInput(e.to_string()));
     Ok(match work {
         Work::Warm { experiment } => {
@@ -223,7 +230,14 @@ async fn perform(engine: &Engine, configs: &mut HashMap<PathBuf, Config>, work: 
                 peek,
                 in_round: None,
             };
-            let (reproduced, replays) = crate::minimize::reproduces(engine, config, run).await?;
+            // One place per worker (it does one thing at a time), its logs
+            // beside the other workers' on the shared storage.
+            let warm = places.entry(experiment.clone()).or_insert_with(|| {
+                crate::warm::Places::new(
+                    experiment.join("mcs").join("runs").join(format!("worker-{}", std::process::id())),
+                )
+            });
+            let (reproduced, replays) = crate::minimize::reproduces_on(engine, config, run, Some(warm)).await?;
             Answer::Verdict { reproduced, replays }
         }
         Work::Replay { experiment, same, trace, out, run } => {
