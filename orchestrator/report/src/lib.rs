@@ -165,14 +165,24 @@ pub fn ovs_run(r: &sts_engine::on_ovs::Run, lab: Option<&sts_trace::ViolationRec
     s
 }
 
+/// A minimization's wall time: tenths under ten seconds (most take one or
+/// two), whole seconds above.
+fn seconds(s: f64) -> String {
+    if s < 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
 /// The terminal summary of a minimization.
 pub fn mcs_summary(r: &minimize::Report) -> String {
     let mut s = format!(
-        "MCS: {} of {} inputs ({} replays, {:.0} s); reproduces {}/{}{}\n",
+        "MCS: {} of {} inputs ({} replays, {}); reproduces {}/{}{}\n",
         r.mcs_inputs,
         r.original_inputs,
         r.replays,
-        r.seconds,
+        seconds(r.seconds),
         r.final_reproduced,
         r.final_replays,
         if r.budget_exhausted { "; budget exhausted: not 1-minimal" } else { "" }
@@ -234,8 +244,13 @@ pub fn mcs_markdown(r: &minimize::Report) -> String {
     s.push('\n');
     s.push_str("| original inputs | MCS inputs | replays | time | MCS reproduces |\n|---|---|---|---|---|\n");
     s.push_str(&format!(
-        "| {} | {} | {} | {:.0} s | {}/{} |\n\n",
-        r.original_inputs, r.mcs_inputs, r.replays, r.seconds, r.final_reproduced, r.final_replays
+        "| {} | {} | {} | {} | {}/{} |\n\n",
+        r.original_inputs,
+        r.mcs_inputs,
+        r.replays,
+        seconds(r.seconds),
+        r.final_reproduced,
+        r.final_replays
     ));
     if r.budget_exhausted {
         s.push_str("The time budget ran out: the sequence is smaller but not proven 1-minimal.\n\n");
@@ -447,6 +462,14 @@ mod tests {
         assert_eq!(matrix(&m), "*** Ping: testing ping reachability\nh1 -> h2 h3\nh2 -> h1 X\nh3 -> h1 h2\n*** Results: 16% dropped (5/6 received)\n");
         let empty = Matrix { hosts: vec![], reached: vec![] };
         assert!(matrix(&empty).ends_with("0% dropped (0/0 received)\n"));
+    }
+
+    #[test]
+    fn a_minimizations_time_keeps_its_tenths_while_short() {
+        assert_eq!(seconds(0.04), "0.0 s");
+        assert_eq!(seconds(1.37), "1.4 s");
+        assert_eq!(seconds(9.94), "9.9 s");
+        assert_eq!(seconds(66.4), "66 s");
     }
 
     #[test]
