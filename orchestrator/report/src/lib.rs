@@ -196,6 +196,9 @@ pub fn mcs_summary(r: &minimize::Report) -> String {
             b.from, b.to, b.replays
         ));
     }
+    if let Some(why) = r.warm.as_ref().and_then(|w| w.fresh_because.as_deref()) {
+        s.push_str(&format!("  every replay started fresh controllers: {why}\n"));
+    }
     s.push_str(&format!("  same bug by {}", r.same));
     let theirs = r.observed.as_ref().and_then(|v| v.culprit.as_deref());
     match (&r.culprit, r.same_culprit) {
