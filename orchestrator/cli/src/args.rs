@@ -180,8 +180,8 @@ pub enum Command {
         /// Replay candidates from a checkpoint of their controllers taken once the switches have
         /// completed their handshakes, instead of starting controllers and handshaking for every
         /// replay (about a third of a short replay). Needs virtual time and single-threaded
-        /// controllers forked from snapshots; otherwise every replay is fresh. The final replays are
-        /// always fresh (docs/snapshots.md).
+        /// controllers forked from snapshots; otherwise every replay is fresh. On Slurm each worker
+        /// keeps one such run. The final replays are always fresh (docs/snapshots.md).
         #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
         warm: bool,
         /// When a candidate's violation is the original's: `culprit` (the same cause, whoever the victim),

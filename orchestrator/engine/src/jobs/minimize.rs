@@ -584,6 +584,10 @@ pub struct CandidateRun {
     pub first_run: u32,
     pub replays: u32,
     pub peek: PeekMode,
+    /// Whether its replays may go on from a checkpoint after the
+    /// handshakes (`--warm`; the local executor goes by its places, a
+    /// worker by this).
+    pub warm: bool,
     /// Its place among its round's candidates, when a reproduction by an
     /// earlier one makes its verdict moot (a replay on this machine then
     /// stops early).
@@ -753,6 +757,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         first_run,
         replays,
         peek: PeekMode::Off,
+        warm: opts.warm,
         in_round: None,
     };
     // The whole trace's first replay, when it went beside the empty sequence's.
@@ -769,6 +774,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
                 first_run: run_no + 1,
                 replays: opts.replays.max(1),
                 peek: PeekMode::Off,
+                warm: opts.warm,
                 in_round: None,
             }];
             run_no += opts.replays.max(1);
@@ -1085,6 +1091,7 @@ impl Search<'_> {
                     first_run,
                     replays,
                     peek: self.opts.peek,
+                    warm: self.opts.warm,
                     // Spare candidates are of later rounds: never called off.
                     in_round: i.and_then(|_| places.next()),
                 });
@@ -1305,7 +1312,7 @@ pub(crate) async fn reproduces_on(
     run: CandidateRun,
     warm: Option<&crate::warm::Places>,
 ) -> Verdict {
-    let CandidateRun { trace: mut cand, mcs_dir, first_run: first, replays, peek, in_round } = run;
+    let CandidateRun { trace: mut cand, mcs_dir, first_run: first, replays, peek, in_round, .. } = run;
     let call_off: Option<replay::CallOff> = in_round.clone().map(|p| Arc::new(move || p.moot()) as replay::CallOff);
     let moot = || in_round.as_ref().is_some_and(InRound::moot);
     let mcs_dir = mcs_dir.as_path();

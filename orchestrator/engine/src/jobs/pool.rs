@@ -342,6 +342,7 @@ impl Pool {
             first_run: c.first_run,
             replays: c.replays,
             peek: c.peek.name().to_string(),
+            warm: c.warm,
         };
         self.ask(engine, work).await?.verdict()
     }

@@ -48,8 +48,18 @@ pub enum Work {
     /// Load the experiment and start its controllers' zygotes, so that the
     /// first real piece of work forks them warm.
     Warm { experiment: PathBuf },
-    /// Test one minimization candidate ([`crate::minimize::reproduces`]).
-    Candidate { experiment: PathBuf, same: Same, trace: PathBuf, first_run: u32, replays: u32, peek: String },
+    /// Test one minimization candidate ([`crate::minimize::reproduces`]),
+    /// from the worker's warm place unless `warm` is false.
+    Candidate {
+        experiment: PathBuf,
+        same: Same,
+        trace: PathBuf,
+        first_run: u32,
+        replays: u32,
+        peek: String,
+        #[serde(default = "yes")]
+        warm: bool,
+    },
     /// Replay a trace once into `out` (a minimization's final replays).
     Replay { experiment: PathBuf, same: Same, trace: PathBuf, out: PathBuf, run: u32 },
     /// Fuzz `text` (the config at `config`, with `seed` in it, as the
@@ -186,6 +196,11 @@ pub async fn serve(input: impl AsyncBufRead + Unpin, output: Box<dyn Write + Sen
     Ok(())
 }
 
+/// Serde's default for flags that are on unless said otherwise.
+fn yes() -> bool {
+    true
+}
+
 /// The experiment's config, loaded (with its trace checked) once per
 /// worker, judging by `same` when given (the coordinator gives it with every
 /// run; a warm-up judges nothing).
@@ -217,7 +232,7 @@ async fn perform(
             let config = config(configs, &experiment, None)?;
             Answer::Warmed { zygotes: warm(engine, config, &experiment).await? }
         }
-        Work::Candidate { experiment, same, trace, first_run, replays, peek } => {
+        Work::Candidate { experiment, same, trace, first_run, replays, peek, warm } => {
             let config = config(configs, &experiment, Some(same))?;
             let peek = PeekMode::from_name(&peek).ok_or_else(|| {
                 RunError::BadInput(format!("{peek:?} is no PEEK mode (off, on, prefix, checkpoints)"))
@@ -228,16 +243,18 @@ async fn perform(
                 first_run,
                 replays,
                 peek,
+                warm,
                 in_round: None,
             };
             // One place per worker (it does one thing at a time), its logs
             // beside the other workers' on the shared storage.
-            let warm = places.entry(experiment.clone()).or_insert_with(|| {
-                crate::warm::Places::new(
-                    experiment.join("mcs").join("runs").join(format!("worker-{}", std::process::id())),
-                )
+            let place = warm.then(|| {
+                &*places.entry(experiment.clone()).or_insert_with(|| {
+                    let dir = experiment.join("mcs").join("runs").join(format!("worker-{}", std::process::id()));
+                    crate::warm::Places::new(dir)
+                })
             });
-            let (reproduced, replays) = crate::minimize::reproduces_on(engine, config, run, Some(warm)).await?;
+            let (reproduced, replays) = crate::minimize::reproduces_on(engine, config, run, place).await?;
             Answer::Verdict { reproduced, replays }
         }
         Work::Replay { experiment, same, trace, out, run } => {
@@ -309,6 +326,7 @@ mod tests {
                 first_run: 3,
                 replays: 2,
                 peek: "checkpoints".into(),
+                warm: false,
             },
             Work::Replay { experiment: "/x".into(), same: Same::Switch, trace: "/t".into(), out: "/o".into(), run: 1 },
             Work::Fuzz { config: "/c.toml".into(), text: "[fuzz]\nseed = 7\n".into(), seed: 7, out: "/o/7".into() },
