@@ -1314,7 +1314,7 @@ pub(crate) async fn reproduces_on(
 ) -> Verdict {
     let CandidateRun { trace: mut cand, mcs_dir, first_run: first, replays, peek, in_round, .. } = run;
     let call_off: Option<replay::CallOff> = in_round.clone().map(|p| Arc::new(move || p.moot()) as replay::CallOff);
-    let moot = || in_round.as_ref().is_some_and(InRound::moot);
+    let moot = || call_off.as_ref().is_some_and(|off| off());
     let mcs_dir = mcs_dir.as_path();
     let mut used = 0u64;
     let out = mcs_dir.join("runs").join(format!("{first}-peek"));

@@ -394,6 +394,13 @@ impl<'t> Replayer<'t> {
         self.coarse_pause = false;
     }
 
+    /// Makes waiting stop whenever `off` holds, as a pause does, but
+    /// without a person's finer slices: a replay nobody needs any more.
+    pub fn set_call_off(&mut self, off: CallOff) {
+        self.pause = Some(Box::new(move |_| off()));
+        self.coarse_pause = true;
+    }
+
     fn paused(&mut self) -> bool {
         match self.pause.as_mut() {
             Some(p) => p(&self.session),
@@ -824,9 +831,7 @@ pub async fn run_through(
     call_off: Option<CallOff>,
 ) -> Result<(Option<ReplayResult>, Session), RunError> {
     if let Some(off) = &call_off {
-        let off = off.clone();
-        replayer.set_pause(Some(Box::new(move |_| off())));
-        replayer.coarse_pause = true;
+        replayer.set_call_off(off.clone());
     }
     if matches!(replayer.run_until(|_, _| false).await?, Step::Paused) {
         return Ok((None, replayer.into_session()));

@@ -27,7 +27,7 @@
 //! and every replay is fresh, as before.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -52,7 +52,7 @@ pub struct Places {
     /// replay is then fresh.
     refused: Mutex<Option<String>>,
     /// Places made so far (names their directories).
-    made: Mutex<u32>,
+    made: AtomicU32,
     /// Replays that started from a rollback.
     resumed: AtomicU64,
 }
@@ -92,7 +92,7 @@ impl Places {
             dir,
             idle: Mutex::new(Vec::new()),
             refused: Mutex::new(None),
-            made: Mutex::new(0),
+            made: AtomicU32::new(0),
             resumed: AtomicU64::new(0),
         }
     }
@@ -100,7 +100,7 @@ impl Places {
     /// What the places did so far.
     pub fn summary(&self) -> Summary {
         Summary {
-            places: *self.made.lock().unwrap_or_else(|e| e.into_inner()),
+            places: self.made.load(Ordering::Relaxed),
             resumed: self.resumed.load(Ordering::Relaxed),
             fresh_because: self.refused.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         }
@@ -156,11 +156,7 @@ impl Places {
     /// any input. When checkpoints are refused, says why once (in the log)
     /// and gives the session back for a fresh replay.
     async fn open(&self, engine: &Engine, config: &Config) -> Result<Result<Place, Option<Session>>, RunError> {
-        let k = {
-            let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
-            *made += 1;
-            *made
-        };
+        let k = self.made.fetch_add(1, Ordering::Relaxed) + 1;
         let mut session = session::start(engine, config, &self.dir.join(format!("warm-{k}"))).await?;
         let checkpointed = if !config.relays.is_empty() {
             Err("the config has relays, whose connections are not checkpointed".to_string())
@@ -239,8 +235,7 @@ impl Drop for Places {
         // Sessions first (their copies), then the holders, then the logs.
         let places = std::mem::take(self.idle.get_mut().unwrap_or_else(|e| e.into_inner()));
         drop(places);
-        let made = *self.made.get_mut().unwrap_or_else(|e| e.into_inner());
-        for k in 1..=made {
+        for k in 1..=*self.made.get_mut() {
             let _ = std::fs::remove_dir_all(self.dir.join(format!("warm-{k}")));
         }
         // Only if nothing else is in it.
