@@ -426,7 +426,8 @@ the --times file cannot be written.")]
     },
     /// Standalone interposition between real switches and a controller.
     Proxy {
-        /// Address switches connect to.
+        /// Address switches connect to (port 0: one the kernel picks; the
+        /// first line on stderr says which).
         #[arg(long)]
         listen: String,
         /// The controller's address.

@@ -1074,10 +1074,7 @@ fn proxy(
             };
         }
     };
-    eprintln!(
-        "sts proxy: switches -> {listen} -> controller {controller}{}",
-        record.map_or(String::new(), |p| format!(", recording to {}", p.display()))
-    );
+    let recording_to = record.map_or(String::new(), |p| format!(", recording to {}", p.display()));
     // Two descriptors per switch, and some to spare for the rest.
     let fd_limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .map_or(1024, |(soft, _)| soft as usize);
@@ -1089,10 +1086,20 @@ fn proxy(
             (Ok(t), Ok(h)) => (t, h),
             (Err(e), _) | (_, Err(e)) => return Err(e),
         };
+        // The address is said once bound: with port 0 the kernel picks it,
+        // and a caller reads it here.
+        let (ready, bound) = tokio::sync::oneshot::channel();
+        let announce = async move {
+            if let Ok(bound) = bound.await {
+                eprintln!("sts proxy: switches -> {bound} -> controller {controller}{recording_to}");
+            }
+            std::future::pending::<()>().await
+        };
         // SIGINT, SIGTERM and SIGHUP all end the proxy the same way: the
         // recording is finished (every message relayed so far, whole lines).
         tokio::select! {
-            r = standalone::run(listen, controller, recording, policy, max_switches, now, None) => r,
+            r = standalone::run(listen, controller, recording, policy, max_switches, now, Some(ready)) => r,
+            _ = announce => Ok(()),
             _ = tokio::signal::ctrl_c() => Ok(()),
             _ = term.recv() => Ok(()),
             _ = hup.recv() => Ok(()),
