@@ -392,6 +392,33 @@ listed. Exit 0 when every checked replay sent the recorded controller-to-switch 
         #[arg(long)]
         wiring: bool,
     },
+    /// Races in one run: pairs of events nothing ordered whose order matters, and which of them
+    /// decide the violation.
+    #[command(after_help = "DIR is an experiment directory (a fuzz find, a replay under DIR/replays/N, \
+a minimization's DIR/mcs, a console session). Its trace's inputs and OpenFlow messages are put in a \
+happens-before order (inputs in order; messages on one connection in order; a reply after its request; \
+what a controller sends after the message it was handling; a PACKET_IN after the PACKET_OUT that \
+carried its frame) and every pair that conflicts (a rule and a packet it matches at a switch; two \
+switches' messages about one host or port at a controller; a policy change and what the controller \
+learns around it) but is not ordered is a race. A race is harmful when its order decides the violation: \
+the later event leads to the FLOW_MOD of the culprit rule and concerns what it matches, or is what the \
+controller was handling when it failed (docs/races.md). A trace recording inputs only (written by \
+hand) is read through its latest replay. Exit 0 when no race is harmful, 1 when one is, 2 for a \
+directory without a readable trace.")]
+    Races {
+        /// The experiment directory.
+        dir: PathBuf,
+        /// List every race, not only the harmful ones.
+        #[arg(long)]
+        all: bool,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// A message a controller sends at most this long after receiving one counts as its
+        /// reaction (later ones are a timer's).
+        #[arg(long, value_name = "MS", default_value_t = 50)]
+        reaction_ms: u64,
+    },
     /// Check a real network's rule updates one at a time (loops, with witnesses), a testbed's
     /// `dump-flows`, or an experiment's tables at its violation.
     #[command(after_help = "DIR is a data set in the format of the data-plane verification benchmarks \

@@ -92,6 +92,7 @@ pub fn run(cli: Cli) -> u8 {
             (Some(recording), Some(out)) => import(&engine, recording, config, out, *check),
             _ => exit::BAD_INPUT, // clap requires both without --wiring
         },
+        Command::Races { dir, all, json, reaction_ms } => races(dir, *all, *json, *reaction_ms),
         Command::Verify { dir, limit, json, times, config } => {
             crate::verify::run(dir, *limit, *json, times.as_deref(), config.as_deref())
         }
@@ -836,6 +837,76 @@ fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, che
     code
 }
 
+/// The directory whose trace recorded the run: `dir` itself, or, when its
+/// trace records inputs only (written by hand), its latest replay.
+fn recorded_run(dir: &Path, trace: &sts_trace::Trace) -> Option<std::path::PathBuf> {
+    if trace.records.iter().any(|r| matches!(r.internal(), Some(sts_trace::Internal::Openflow { .. }))) {
+        return None;
+    }
+    ["replays", "final"].iter().find_map(|kind| {
+        std::fs::read_dir(dir.join(kind))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|n| dir.join(kind).join(n.to_string()).join("trace.jsonl").is_file())
+            .max()
+            .map(|n| dir.join(kind).join(n.to_string()))
+    })
+}
+
+/// `sts races DIR`.
+fn races(dir: &Path, all: bool, as_json: bool, reaction_ms: u64) -> u8 {
+    let load = |d: &Path| {
+        sts_trace::Trace::load(&d.join("trace.jsonl")).map_err(|e| {
+            eprintln!("sts races: {e}");
+            exit::BAD_INPUT
+        })
+    };
+    let mut trace = match load(dir) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let mut read = dir.to_path_buf();
+    if let Some((n, run)) = sts_report::html::mcs_recording(dir) {
+        // A minimization's trace is what its replays were given, not a run.
+        read = dir.join("final").join(n.to_string());
+        eprintln!(
+            "sts races: {} is a minimization: reading its reproducing final replay {}",
+            dir.display(),
+            read.display()
+        );
+        trace = run;
+    } else if let Some(run) = recorded_run(dir, &trace) {
+        eprintln!("sts races: {} records inputs only: reading its replay {}", dir.display(), run.display());
+        trace = match load(&run) {
+            Ok(t) => t,
+            Err(code) => return code,
+        };
+        read = run;
+    } else if !trace.records.iter().any(|r| matches!(r.internal(), Some(sts_trace::Internal::Openflow { .. }))) {
+        eprintln!(
+            "sts races: {} records inputs only (written by hand?) and has no replay: `sts replay {}` records a run",
+            dir.display(),
+            dir.display()
+        );
+        return exit::BAD_INPUT;
+    }
+    // Host names for addresses (a migration's host is known by its address).
+    let hosts = sts_report::topology::config(&read).map(|c| sts_report::races::hosts(&c)).unwrap_or_default();
+    let opts = sts_report::races::Options { reaction_ms, ..Default::default() };
+    let report = sts_report::races::analyze(&trace, &hosts, &opts);
+    if as_json {
+        let mut doc = sts_report::races::json(&report);
+        doc["dir"] = read.display().to_string().into();
+        outln!("{doc}");
+    } else {
+        out!("{}: {}", read.display(), sts_report::races::text(&report, all));
+    }
+    let harmful = report.harmful().count();
+    exit::found(harmful > 0)
+}
+
 fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
     let path = dir.join("trace.jsonl");
     let trace = match sts_trace::Trace::load(&path) {
@@ -860,17 +931,10 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
                 trace.records.iter().any(|r| matches!(r.internal(), Some(sts_trace::Internal::Openflow { .. })));
             if w.messages == 0 && !recorded {
                 // A hand-written trace has inputs only; its replays recorded the run.
-                let latest = std::fs::read_dir(dir.join("replays"))
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                    .filter(|n| dir.join("replays").join(n.to_string()).join("trace.jsonl").is_file())
-                    .max();
-                match latest {
-                    Some(n) => eprintln!(
+                match recorded_run(dir, &trace) {
+                    Some(run) => eprintln!(
                         "sts pcap: this trace records inputs only (written by hand?): its replay recorded the messages: sts pcap {}",
-                        dir.join("replays").join(n.to_string()).display()
+                        run.display()
                     ),
                     None => eprintln!(
                         "sts pcap: this trace records inputs only (written by hand?): `sts replay {}` records a run, then `sts pcap {}/replays/1`",

@@ -217,7 +217,16 @@ pub fn page_with(
     let parting =
         config.zip(tables.as_ref()).and_then(|(c, (_, switches))| crate::topology::parting(c, trace, switches));
     let mcs_seqs = mcs.map(|m| m.seqs.clone()).unwrap_or_default();
-    let anchors = crate::why::anchors(chain.as_ref(), &mcs_seqs);
+    let mut anchors = crate::why::anchors(chain.as_ref(), &mcs_seqs);
+    // The races that decide the violation (a bounded look: the page also
+    // serves traces of a hundred thousand records).
+    let races = trace.violation().map(|_| {
+        let hosts = config.map(crate::races::hosts).unwrap_or_default();
+        crate::races::analyze(trace, &hosts, &crate::races::Options { max_events: 4_000, ..Default::default() })
+    });
+    for race in races.iter().flat_map(|r| r.harmful().take(5)) {
+        anchors.extend([race.first.seq, race.second.seq]);
+    }
     for (row, r) in trace.records.iter().take(shown).enumerate() {
         let y = TOP + row * ROW;
         if row > 0 && row % BAND_ROWS == 0 {
@@ -439,6 +448,9 @@ pub fn page_with(
             let _ = write!(html, r##"<p><a href="#topology">The network at the violation{with}</a></p>"##);
         }
         html.push_str(&crate::why::section(chain.as_ref(), parting.as_ref(), trace, &mcs_seqs));
+        if let Some(section) = races.as_ref().and_then(crate::races::section) {
+            html.push_str(&section);
+        }
         let culprit = chain.as_ref().map(|c| (c.switch.as_str(), c.rule.as_str()));
         if let Some(t) = tables.as_ref().and_then(|(at, switches)| crate::tables::section(*at, switches, culprit)) {
             let _ =
@@ -729,7 +741,7 @@ fn latest_replay(dir: &std::path::Path) -> Option<Other> {
 /// messages recorded before the first of them), not a run, so flow tables
 /// rebuilt from it miss every rule the run installed after. The run is the
 /// first final replay that reproduced (`final/N/`): its number and trace.
-fn mcs_recording(dir: &std::path::Path) -> Option<(u32, Trace)> {
+pub fn mcs_recording(dir: &std::path::Path) -> Option<(u32, Trace)> {
     if !dir.join("report.json").is_file() {
         return None;
     }

@@ -14,6 +14,7 @@ pub mod flows;
 pub mod html;
 pub mod junit;
 pub mod pcap;
+pub mod races;
 pub mod shiviz;
 pub mod tables;
 pub mod topology;

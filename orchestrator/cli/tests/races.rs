@@ -1,0 +1,116 @@
+//! `sts races` on runs of real controllers: faucet's VLAN-move race (a
+//! PACKET_IN held across a policy change) names the policy and the held
+//! PACKET_IN as the harmful pair; two bugs that are not races (os-ken's
+//! forgotten migration, a suite app's stale routes) have none; a trace of
+//! inputs only reads its replay, or says how to get one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+fn sts() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sts"))
+}
+
+fn text(out: &Output) -> String {
+    format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// A fresh copy of `examples/traces/NAME` (a hand-written trace: inputs only).
+fn example(name: &str, tmp: &Path) -> PathBuf {
+    let dir = tmp.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["config.toml", "trace.jsonl"] {
+        std::fs::copy(workspace().join("examples/traces").join(name).join(f), dir.join(f)).unwrap();
+    }
+    dir
+}
+
+fn races_json(dir: &Path) -> (Option<i32>, serde_json::Value, String) {
+    let out = sts().arg("races").arg(dir).arg("--json").output().unwrap();
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    (out.status.code(), doc, text(&out))
+}
+
+fn replay(dir: &Path) {
+    let out = sts().arg("replay").arg(dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "the bug reproduces: {}", text(&out));
+}
+
+#[test]
+fn the_vlan_move_race_is_named_by_its_two_events() {
+    let tmp = std::env::temp_dir().join(format!("sts-races-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let dir = example("faucet-slow-packet-in", &tmp);
+
+    // Inputs only and no replay yet: nothing to analyse, and the way to get it.
+    let out = sts().arg("races").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("records inputs only") && text(&out).contains("sts replay"), "{}", text(&out));
+
+    replay(&dir);
+    let (code, doc, said) = races_json(&dir);
+    assert_eq!(code, Some(1), "a harmful race: exit 1\n{said}");
+    assert!(said.contains("reading its replay"), "{said}");
+    assert!(doc["judged_by"].as_str().unwrap().contains("dl_dst=00:00:00:00:00:01"), "{doc:#}");
+    // First: the policy change, and h1's PACKET_IN from s1 port 1 that the
+    // proxy held across it (the fuzzer's 1 s delay), which faucet handled
+    // after the change and learned h1 in its old VLAN from.
+    let first = &doc["races"][0];
+    assert_eq!(first["at"], "c0", "{first:#}");
+    assert_eq!(first["first"]["what"], "policy split", "{first:#}");
+    let held = first["second"]["what"].as_str().unwrap();
+    assert!(held.starts_with("packet_in s1 → c0 (in_port=1: "), "{first:#}");
+    assert!(first["second"]["delivered"]["t_ms"].as_u64().unwrap() > first["first"]["t_ms"].as_u64().unwrap());
+    assert!(first["harm"].as_str().unwrap().contains("culprit rule's FLOW_MOD"), "{first:#}");
+    // Every harmful race involves a PACKET_IN the proxy held.
+    let harmful: Vec<&serde_json::Value> =
+        doc["races"].as_array().unwrap().iter().filter(|r| !r["harm"].is_null()).collect();
+    assert_eq!(harmful.len() as u64, doc["harmful"].as_u64().unwrap());
+    assert!(
+        harmful.iter().all(|r| !r["first"]["delivered"].is_null() || !r["second"]["delivered"].is_null()),
+        "{doc:#}"
+    );
+
+    // The text and the report's section say the same.
+    let out = sts().arg("races").arg(&dir).output().unwrap();
+    let said = text(&out);
+    assert!(
+        said.contains("harmful race 1 at c0") && said.contains("first:  seq") && said.contains("policy split"),
+        "{said}"
+    );
+    let out = sts().arg("report").arg(dir.join("replays/1")).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let html = std::fs::read_to_string(dir.join("replays/1/report/index.html")).unwrap();
+    assert!(html.contains(r#"<section id="races">"#) && html.contains("policy split"), "no races section");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[test]
+fn bugs_that_are_not_races_have_no_harmful_race() {
+    let tmp = std::env::temp_dir().join(format!("sts-races-none-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    // os-ken forgets a migrated host: its old rule stays, whatever the order.
+    let migration = example("migration", &tmp);
+    replay(&migration);
+    // A suite app routes over a failed link (its MCS alone).
+    let stale = tmp.join("stale_routes");
+    let out = Command::new("python3")
+        .arg(workspace().join("tests/suite/make_trace.py"))
+        .args(["stale_routes", "0", "1"])
+        .arg(&stale)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    replay(&stale);
+    for dir in [&migration, &stale] {
+        let (code, doc, said) = races_json(dir);
+        assert_eq!(code, Some(0), "{said}");
+        assert_eq!(doc["harmful"], 0, "{doc:#}");
+        assert!(doc["judged_by"].is_string(), "harm was judged (by the culprit rule): {doc:#}");
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
