@@ -392,6 +392,48 @@ listed. Exit 0 when every checked replay sent the recorded controller-to-switch 
         #[arg(long)]
         wiring: bool,
     },
+    /// Try the message orders an interposer can flip around a run: each conflicting pair that
+    /// timing alone ordered, its first message held past the second event; a variant that ends in
+    /// a violation is written as a find.
+    #[command(after_help = "DIR is an experiment directory (config.toml and trace.jsonl: a fuzz run, a \
+hand-written input sequence). Its trace is replayed once (DIR/explore/base); the happens-before \
+analysis of that run (docs/races.md) lists the conflicting pairs nothing but timing ordered; each \
+becomes a variant, the run's inputs with one `control_delay_next` just before the pair's first message \
+holding it past the second event (flips past an input first). Variants are replayed in turn (from \
+warm places unless --warm off) until one ends in a persistent violation, written as \
+DIR/explore/finds/N (config, trace, violation, logs: `sts minimize`, `replay`, `console` and `report` \
+work on it), or --all of them are tried, or --budget runs out. Exit 0 when nothing was found, 1 when \
+something was (or the run itself already violates), 2 for a malformed directory, 3 when a controller \
+cannot run.")]
+    Explore {
+        /// The experiment directory.
+        dir: PathBuf,
+        /// The most variants to replay.
+        #[arg(long, default_value_t = 200, value_name = "N")]
+        budget: usize,
+        /// Keep going after the first find.
+        #[arg(long)]
+        all: bool,
+        /// Replay variants from a checkpoint of their controllers taken after the handshakes
+        /// (as `sts minimize --warm`), instead of starting them for every variant.
+        #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
+        warm: bool,
+        /// A message a controller sends at most this long after receiving one counts as its
+        /// reaction (`sts races --reaction-ms`).
+        #[arg(long, value_name = "MS", default_value_t = 50)]
+        reaction_ms: u64,
+        /// Replay the run and list the orders it offers to flip; try none.
+        #[arg(long)]
+        list: bool,
+        /// Hold random messages instead (a random one per variant, 50-1,000 ms, from this seed):
+        /// random message fuzzing around the same inputs, the baseline docs/evaluation.md compares
+        /// the analysis against.
+        #[arg(long, value_name = "SEED")]
+        random: Option<u64>,
+        /// Print the result as one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Races in one run: pairs of events nothing ordered whose order matters, and which of them
     /// decide the violation.
     #[command(after_help = "DIR is an experiment directory (a fuzz find, a replay under DIR/replays/N, \

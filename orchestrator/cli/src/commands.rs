@@ -93,6 +93,17 @@ pub fn run(cli: Cli) -> u8 {
             _ => exit::BAD_INPUT, // clap requires both without --wiring
         },
         Command::Races { dir, all, json, reaction_ms } => races(dir, *all, *json, *reaction_ms),
+        Command::Explore { dir, budget, all, warm, reaction_ms, list, random, json } => {
+            let opts = sts_engine::explore::Options {
+                budget: *budget,
+                all: *all,
+                warm: *warm,
+                reaction_ms: *reaction_ms,
+                list: *list,
+                random: *random,
+            };
+            explore(&engine, dir, &opts, *json)
+        }
         Command::Verify { dir, limit, json, times, config } => {
             crate::verify::run(dir, *limit, *json, times.as_deref(), config.as_deref())
         }
@@ -853,6 +864,114 @@ fn recorded_run(dir: &Path, trace: &sts_trace::Trace) -> Option<std::path::PathB
             .max()
             .map(|n| dir.join(kind).join(n.to_string()))
     })
+}
+
+/// `sts explore DIR`.
+fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_json: bool) -> u8 {
+    let (_, config, trace) = match replay::load(dir, None) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("sts explore: {e}");
+            return exit::of_error(&e);
+        }
+    };
+    let text = match sts_engine::config::read_text_file(&dir.join("config.toml")) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sts explore: {}: {e}", dir.join("config.toml").display());
+            return exit::BAD_INPUT;
+        }
+    };
+    let out = dir.join("explore");
+    eprintln!(
+        "sts explore: replaying {}'s {} inputs, then each order timing alone decided, flipped (at most {}); into {}",
+        dir.display(),
+        trace.externals().len(),
+        opts.budget,
+        out.display()
+    );
+    let outcome = match block_on("explore", sts_engine::explore::run(engine, &config, &text, &trace, &out, opts)) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    if as_json {
+        let doc = serde_json::json!({
+            "dir": dir.display().to_string(),
+            "base_violation": outcome.base_violation,
+            "flips": outcome.flips.iter().map(|f| serde_json::json!({
+                "held": {"seq": f.message, "what": f.first.what, "switch": f.dpid, "msg_type": f.msg_type.as_str(), "ms": f.delay_ms},
+                "past": {"seq": f.past, "what": f.second.what},
+                "at": f.at,
+                "conflict": f.conflict,
+            })).collect::<Vec<_>>(),
+            "executions": outcome.executions,
+            "seconds": outcome.seconds,
+            "executions_per_second": if outcome.seconds > 0.0 { outcome.executions as f64 / outcome.seconds } else { 0.0 },
+            "warm": outcome.warm.as_ref().map(|w| serde_json::json!({"places": w.places, "resumed": w.resumed, "fresh_because": w.fresh_because})),
+            "finds": outcome.finds.iter().map(|f| serde_json::json!({
+                "dir": f.dir.display().to_string(),
+                "execution": f.execution,
+                "violation": f.violation,
+                "held": {"seq": f.flip.message, "what": f.flip.first.what, "switch": f.flip.dpid, "msg_type": f.flip.msg_type.as_str(), "ms": f.flip.delay_ms},
+                "past": {"seq": f.flip.past, "what": f.flip.second.what},
+                "at": f.flip.at,
+                "conflict": f.flip.conflict,
+            })).collect::<Vec<_>>(),
+        });
+        outln!("{doc}");
+    } else if let Some(v) = &outcome.base_violation {
+        outln!("the run itself ends in a violation: {v}");
+        outln!("nothing to explore: `sts minimize {}` shrinks it", dir.display());
+    } else if opts.list {
+        outln!("{} orders timing alone decided (at most --budget):", outcome.flips.len());
+        for (k, f) in outcome.flips.iter().enumerate() {
+            outln!(
+                "{:>4}. hold seq {} {} for {} ms, past seq {} {} (at {}: {})",
+                k + 1,
+                f.message,
+                f.first.what,
+                f.delay_ms,
+                f.past,
+                f.second.what,
+                f.at,
+                f.conflict
+            );
+        }
+    } else {
+        let offered = match opts.random {
+            Some(seed) => format!("{} random holds (seed {seed})", outcome.flips.len()),
+            None => format!("{} orders timing alone decided", outcome.flips.len()),
+        };
+        outln!(
+            "{offered}; {} tried in {:.1} s ({:.1} per second){}",
+            outcome.executions,
+            outcome.seconds,
+            if outcome.seconds > 0.0 { outcome.executions as f64 / outcome.seconds } else { 0.0 },
+            match &outcome.warm {
+                Some(w) if w.fresh_because.is_some() =>
+                    format!("; every replay fresh: {}", w.fresh_because.as_deref().unwrap_or_default()),
+                _ => String::new(),
+            }
+        );
+        for f in &outcome.finds {
+            outln!("found, variant {}: {}", f.execution, f.violation);
+            outln!(
+                "  held: seq {} {} for {} ms, past seq {} {} (at {}: {})",
+                f.flip.message,
+                f.flip.first.what,
+                f.flip.delay_ms,
+                f.flip.past,
+                f.flip.second.what,
+                f.flip.at,
+                f.flip.conflict
+            );
+            outln!("  written to {} (sts minimize {} shrinks it)", f.dir.display(), f.dir.display());
+        }
+        if outcome.finds.is_empty() {
+            outln!("no violation in any variant");
+        }
+    }
+    exit::found(outcome.base_violation.is_some() || !outcome.finds.is_empty())
 }
 
 /// `sts races DIR`.

@@ -58,6 +58,7 @@ fn phase(p: &Progress) -> &'static str {
         Progress::Replay { .. } => "replaying",
         Progress::Minimize { .. } => "minimizing",
         Progress::FinalReplays { .. } => "final replays",
+        Progress::Explore { .. } => "explore",
         Progress::Campaign { .. } => "campaign",
         Progress::Done => "",
     }
@@ -70,6 +71,7 @@ fn counts(p: &Progress) -> Option<(u64, u64)> {
         Progress::Fuzz { step, steps, .. } => Some((u64::from(*step), u64::from(*steps))),
         Progress::Replay { run, of } => Some((u64::from(*run) - 1, u64::from(*of))),
         Progress::FinalReplays { done, total } => Some((u64::from(*done), u64::from(*total))),
+        Progress::Explore { done, total, .. } => Some((u64::from(*done), u64::from(*total))),
         Progress::Campaign { fuzzed, seeds, bugs: None, .. } => Some((u64::from(*fuzzed), u64::from(*seeds))),
         Progress::Campaign { minimized, bugs: Some(b), .. } => Some((u64::from(*minimized), u64::from(*b))),
         Progress::Minimize { .. } | Progress::Done => None,
@@ -96,6 +98,7 @@ pub fn describe(p: &Progress) -> String {
             )
         }
         Progress::FinalReplays { done, total } => format!("final replays: {done}/{total}"),
+        Progress::Explore { done, total, finds } => format!("explore: {done}/{total} orders tried, {finds} found"),
         Progress::Campaign { fuzzed, seeds, found, distinct, bugs: None, .. } => {
             format!(
                 "campaign: {fuzzed}/{seeds} seeds fuzzed, {found} found a violation, {distinct} distinct bug(s) so far"
@@ -181,7 +184,10 @@ impl Observer for Terminal {
                 bar.set_position(pos);
             }
             bar.set_message(match p {
-                Progress::Fuzz { .. } | Progress::Minimize { .. } | Progress::Campaign { .. } => describe(p),
+                Progress::Fuzz { .. }
+                | Progress::Minimize { .. }
+                | Progress::Campaign { .. }
+                | Progress::Explore { .. } => describe(p),
                 _ => name.to_string(),
             });
         }

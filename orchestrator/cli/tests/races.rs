@@ -114,3 +114,48 @@ fn bugs_that_are_not_races_have_no_harmful_race() {
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// faucet's VLAN-move bug without the delay that pins it: the run is clean,
+/// and `sts explore` finds the bug by holding h1's PACKET_IN past the
+/// policy change: the first order it tries. The find is an experiment
+/// directory whose trace ends in the bug's violation.
+#[test]
+fn explore_finds_the_vlan_move_race_from_a_clean_run_first() {
+    let tmp = std::env::temp_dir().join(format!("sts-explore-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let dir = example("faucet-slow-packet-in", &tmp);
+    // As recorded, the run already violates: nothing to explore.
+    let out = sts().arg("explore").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("the run itself ends in a violation"), "{}", text(&out));
+    // Without the fuzzer's delay the run is clean.
+    let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+    let kept: Vec<&str> = trace.lines().filter(|l| !l.contains("control_delay_next")).collect();
+    std::fs::write(dir.join("trace.jsonl"), kept.join("\n") + "\n").unwrap();
+
+    let out = sts().arg("explore").arg(&dir).arg("--list").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(listed.contains("   1. hold seq ") && listed.contains("past seq"), "{listed}");
+
+    let out = sts().arg("explore").arg(&dir).arg("--json").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "a find: exit 1\n{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["base_violation"].is_null(), "{doc:#}");
+    let find = &doc["finds"][0];
+    assert_eq!(find["execution"], 1, "the first order tried: {doc:#}");
+    assert_eq!(find["held"]["msg_type"], "packet_in", "{find:#}");
+    assert_eq!(find["held"]["switch"], 1, "{find:#}");
+    assert_eq!(find["past"]["what"], "policy split", "{find:#}");
+    assert!(find["violation"].as_str().unwrap().contains("h2 reaches h1 despite the isolation policy"), "{find:#}");
+    let found = PathBuf::from(find["dir"].as_str().unwrap());
+    let recorded = std::fs::read_to_string(found.join("trace.jsonl")).unwrap();
+    assert!(
+        recorded.contains("\"control_delay_next\"") && recorded.contains("s1 table 2: a rule of priority 8192"),
+        "{recorded}"
+    );
+    assert!(found.join("config.toml").is_file() && found.join("violation.json").is_file());
+    // Only the find is left behind, and the base run.
+    assert!(!dir.join("explore/runs").exists());
+    let _ = std::fs::remove_dir_all(&tmp);
+}

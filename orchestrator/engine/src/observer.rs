@@ -58,6 +58,9 @@ pub enum Progress {
     },
     /// The minimal sequence is being replayed for its reproduction rate.
     FinalReplays { done: u32, total: u32 },
+    /// `sts explore`: variants (one order flipped each) replayed so far, of
+    /// how many, and how many ended in a violation.
+    Explore { done: u32, total: u32, finds: u32 },
     /// The current phase ended (a bar can go).
     Done,
 }

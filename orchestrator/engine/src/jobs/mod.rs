@@ -7,6 +7,7 @@
 //! workers), [`slurm`] (an allocation whose tasks run the workers).
 
 pub mod campaign;
+pub mod explore;
 pub mod fuzz;
 pub mod import;
 pub mod internal;
@@ -16,6 +17,7 @@ pub mod on_ovs;
 pub mod peek;
 pub mod pingall;
 pub mod pool;
+pub mod races;
 pub mod replay;
 pub mod slurm;
 pub mod warm;

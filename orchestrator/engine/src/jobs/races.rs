@@ -1,0 +1,966 @@
+//! Races in one trace: which events happened in an order nothing forced,
+//! where that order matters, and which of those decide the violation
+//! (`sts races`, rendered by `sts_report::races`); and the orders an
+//! interposer can flip (`sts explore`).
+//!
+//! The model (docs/races.md) follows SDNRacer's happens-before for SDN,
+//! with the controller a black box:
+//! - **events** are the trace's inputs and OpenFlow messages (one event per
+//!   message: sent when it reached the proxy, received when it was
+//!   delivered — later for a queued one; dropped ones never arrive);
+//! - **happens-before** edges: the inputs in order, each before everything
+//!   recorded after it; messages on one connection in order (TCP); a reply
+//!   after its request (same xid); a message a controller sends after the
+//!   message it was handling (the last one it received, if no more than the
+//!   reaction window before); a PACKET_IN after the PACKET_OUT that carried
+//!   the same frame. Nothing else: what a switch sends is *not* ordered
+//!   after what it was sent before (no barrier, no order), and two messages
+//!   reaching a controller from two switches are not ordered;
+//! - **conflicts** (pairs that do not commute): at a switch, a FLOW_MOD whose
+//!   rule matches a PACKET_IN's packet in the same table, or two FLOW_MODs
+//!   from different controllers with overlapping rules; at a controller, two
+//!   messages from different switches about the same host (its address) or
+//!   port, an input about it (a migration, a link failure), or a policy
+//!   change and a PACKET_IN or PORT_STATUS it handled around it;
+//! - a **race** is a conflicting pair ordered by no chain of edges; it is
+//!   **harmful** when its order decides the violation: the later of the two
+//!   (as the place saw them) is the culprit rule's FLOW_MOD or leads to it
+//!   and concerns the rule's addresses or ports, or, for a controller
+//!   error, it is the message the controller was handling.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+use sts_mocknet::flow::{Action, FlowEntry, FlowMatch, Instructions};
+use sts_mocknet::packet::Fields;
+use sts_proxy::wire::v13::Field;
+use sts_proxy::wire::{v10, v13, Body, Message};
+use sts_trace::{Direction, External, Internal, ProxyDecision, Trace};
+
+/// How the analysis reads a controller's reactions.
+#[derive(Clone, Copy)]
+pub struct Options {
+    /// A message a controller sends at most this long after it received one
+    /// is taken as that one's reaction (later: a timer's, ordered after
+    /// nothing it received).
+    pub reaction_ms: u64,
+    /// The most events analysed (the last ones before the violation): the
+    /// happens-before relation takes (2n)²/8 bytes (50 MB for 10,000).
+    pub max_events: usize,
+    /// A FLOW_MOD's or PACKET_OUT's words in event descriptions
+    /// (`sts_report::flows::message`: dump-flows words); none by default.
+    pub describe: fn(&Message) -> Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { reaction_ms: 50, max_events: 10_000, describe: |_| None }
+    }
+}
+
+/// One event of a race, for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub seq: u64,
+    pub t_ms: u64,
+    /// `packet_in s1 → c0 (in_port=1: arp who-has ...)`, `policy split`.
+    pub what: String,
+    /// When a queued message was delivered: the `delivered` record's seq
+    /// and time.
+    pub delivered: Option<(u64, u64)>,
+}
+
+/// A conflicting pair of events no chain of happens-before orders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Race {
+    /// Where the order was decided (`s1`, `c0`), and the two events in the
+    /// order that place saw them.
+    pub at: String,
+    pub first: Event,
+    pub second: Event,
+    /// What both touch.
+    pub conflict: String,
+    /// Why its order decides the violation, when it does.
+    pub harm: Option<String>,
+}
+
+/// What `sts races` found in one trace.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Events analysed, happens-before edges between them.
+    pub events: usize,
+    pub edges: usize,
+    /// Events left out at the start (longer than `max_events`).
+    pub skipped: usize,
+    /// The violation the harm is judged against, and what it is judged by:
+    /// the culprit rule and its FLOW_MOD, or the message a controller was
+    /// handling when it failed.
+    pub violation: Option<String>,
+    pub judged_by: Option<String>,
+    /// Why harm could not be judged, when it could not.
+    pub unjudged: Option<String>,
+    /// Harmful races first (the one nearest the culprit first), then the rest
+    /// in trace order.
+    pub races: Vec<Race>,
+}
+
+impl Report {
+    pub fn harmful(&self) -> impl Iterator<Item = &Race> {
+        self.races.iter().filter(|r| r.harm.is_some())
+    }
+}
+
+/// The rule a violation's witness ends on, as the caller found it (the
+/// flow tables rebuilt from the trace): its switch, its `dump-flows` line,
+/// the entry, and the `seq` of the FLOW_MOD that installed it.
+#[derive(Debug, Clone)]
+pub struct Culprit {
+    pub dpid: u64,
+    pub rule: String,
+    pub entry: FlowEntry,
+    pub flow_mod: u64,
+}
+
+/// What an event touches at a controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Key {
+    Mac(u64),
+    Port(u64, u32),
+}
+
+impl Key {
+    fn describe(&self, hosts: &[(String, [u8; 6])]) -> String {
+        match *self {
+            Key::Mac(m) => {
+                let b = m.to_be_bytes();
+                let mac: [u8; 6] = [b[2], b[3], b[4], b[5], b[6], b[7]];
+                let text = mac.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":");
+                match hosts.iter().find(|(_, m)| *m == mac) {
+                    Some((name, _)) => format!("host {name} ({text})"),
+                    None => format!("host {text}"),
+                }
+            }
+            Key::Port(d, p) => format!("s{d} port {p}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct FlowModView {
+    table: u8,
+    adds: bool,
+    priority: u16,
+    r#match: FlowMatch,
+    /// Its rule sends packets to the controller.
+    to_controller: bool,
+}
+
+/// A PACKET_IN's packet: the table that sent it up, its header fields (at
+/// its in_port), its frame. Boxed in [`Kind`]: the fields are large.
+#[derive(Debug, Clone)]
+struct PacketInView {
+    table: u8,
+    fields: Fields,
+    frame: Bytes,
+}
+
+/// OFPP_CONTROLLER (1.0's 0xfffd reads as this too).
+const CONTROLLER: u32 = 0xffff_fffd;
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Input {
+        policy_of: Option<usize>,
+        keys: Vec<Key>,
+    },
+    ToSwitch {
+        dpid: u64,
+        ctl: usize,
+        xid: u32,
+        flow_mod: Option<FlowModView>,
+        packet_out: Option<Bytes>,
+    },
+    ToController {
+        dpid: u64,
+        ctl: usize,
+        xid: u32,
+        asynchronous: bool,
+        packet_in: Option<Box<PacketInView>>,
+        keys: Vec<Key>,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Node {
+    /// Record index where it was sent, and where it was received.
+    sent: usize,
+    received: usize,
+    kind: Kind,
+    event: Event,
+}
+
+impl Node {
+    fn controller_side(&self) -> Option<usize> {
+        match self.kind {
+            Kind::ToController { ctl, .. } => Some(ctl),
+            _ => None,
+        }
+    }
+}
+
+fn mac_key(m: &[u8]) -> Key {
+    let mut b = [0u8; 8];
+    b[2..].copy_from_slice(&m[..6]);
+    Key::Mac(u64::from_be_bytes(b))
+}
+
+/// The frame without an 802.1Q tag: a PACKET_OUT's frame and the
+/// PACKET_IN it causes downstream may differ by one.
+fn untagged(frame: &[u8]) -> Vec<u8> {
+    if frame.len() >= 18 && frame[12] == 0x81 && frame[13] == 0x00 {
+        let mut v = frame[..12].to_vec();
+        v.extend_from_slice(&frame[16..]);
+        v
+    } else {
+        frame.to_vec()
+    }
+}
+
+fn input_keys(e: &External, hosts: &[(String, [u8; 6])]) -> Vec<Key> {
+    match e {
+        External::LinkDown { a, b } | External::LinkUp { a, b } => {
+            vec![Key::Port(a.switch, a.port), Key::Port(b.switch, b.port)]
+        }
+        External::HostMigrate { host, .. } => {
+            hosts.iter().filter(|(n, _)| n == host).map(|(_, m)| mac_key(m)).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn controller_index(name: &str) -> Option<usize> {
+    name.strip_prefix('c')?.parse().ok()
+}
+
+/// The events of `records` (up to the violation) as nodes, in send order.
+fn nodes(
+    trace: &Trace,
+    end: usize,
+    hosts: &[(String, [u8; 6])],
+    describe: fn(&Message) -> Option<String>,
+) -> Vec<Node> {
+    let deliveries: HashMap<u64, (usize, u64, u64)> = trace.records[..end]
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r.internal() {
+            Some(Internal::Delivered { of }) => Some((*of, (i, r.seq, r.t_ms))),
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (i, r) in trace.records[..end].iter().enumerate() {
+        if let Some(e) = r.external() {
+            let policy_of = match e {
+                External::Policy { controller, .. } => {
+                    Some(controller.as_deref().and_then(controller_index).unwrap_or(0))
+                }
+                _ => None,
+            };
+            out.push(Node {
+                sent: i,
+                received: i,
+                kind: Kind::Input { policy_of, keys: input_keys(e, hosts) },
+                event: Event { seq: r.seq, t_ms: r.t_ms, what: e.describe(), delivered: None },
+            });
+            continue;
+        }
+        let Some(Internal::Openflow { dpid, controller, dir, msg, raw, proxy, .. }) = r.internal() else { continue };
+        let (received, delivered) = match proxy {
+            Some(ProxyDecision::Dropped) => continue,
+            Some(ProxyDecision::Queued) => match deliveries.get(&r.seq) {
+                Some(&(at, seq, t)) => (at, Some((seq, t))),
+                None => continue, // never arrived before the violation
+            },
+            None => (i, None),
+        };
+        let parsed = raw.as_ref().and_then(|b| Message::parse(b.clone()).ok());
+        let (dpid, ctl) = (*dpid, *controller);
+        let mut what = match dir {
+            Direction::ToSwitch => format!("{msg} c{ctl} → s{dpid}"),
+            Direction::ToController => format!("{msg} s{dpid} → c{ctl}"),
+        };
+        let kind = match dir {
+            Direction::ToSwitch => {
+                let (mut flow_mod, mut packet_out) = (None, None);
+                if let Some(m) = &parsed {
+                    match &m.body {
+                        Body::V13(v13::Msg::FlowMod(f)) => {
+                            flow_mod = FlowMatch::from_v13(&f.r#match).ok().map(|r#match| FlowModView {
+                                table: f.table_id,
+                                adds: f.command <= 2,
+                                priority: f.priority,
+                                r#match,
+                                to_controller: Instructions::from_v13(&f.instructions).outputs_to(CONTROLLER),
+                            })
+                        }
+                        Body::V10(v10::Msg::FlowMod(f)) => {
+                            let apply = f.actions.iter().map(Action::from_v10).collect();
+                            flow_mod = Some(FlowModView {
+                                table: 0,
+                                adds: f.command <= 2,
+                                priority: f.priority,
+                                r#match: FlowMatch::from_v10(&f.r#match),
+                                to_controller: Instructions { apply, ..Instructions::default() }.outputs_to(CONTROLLER),
+                            })
+                        }
+                        Body::V13(v13::Msg::PacketOut(p)) if !p.data.is_empty() => packet_out = Some(p.data.clone()),
+                        Body::V10(v10::Msg::PacketOut(p)) if !p.data.is_empty() => packet_out = Some(p.data.clone()),
+                        _ => {}
+                    }
+                    if let Some(words) = describe(m) {
+                        let _ = write!(what, " ({words})");
+                    }
+                }
+                Kind::ToSwitch { dpid, ctl, xid: parsed.as_ref().map_or(0, |m| m.xid), flow_mod, packet_out }
+            }
+            Direction::ToController => {
+                let mut keys = Vec::new();
+                let mut packet_in = None;
+                if let Some(m) = &parsed {
+                    let pin = match &m.body {
+                        Body::V13(v13::Msg::PacketIn(p)) => {
+                            p.r#match.in_port().map(|port| (p.table_id, port, p.data.clone()))
+                        }
+                        Body::V10(v10::Msg::PacketIn(p)) => {
+                            Some((0, sts_mocknet::flow::port10(p.in_port), p.data.clone()))
+                        }
+                        Body::V13(v13::Msg::PortStatus(s)) => {
+                            keys.push(Key::Port(dpid, s.desc.port_no));
+                            None
+                        }
+                        Body::V10(v10::Msg::PortStatus(s)) => {
+                            keys.push(Key::Port(dpid, sts_mocknet::flow::port10(s.desc.port_no)));
+                            None
+                        }
+                        _ => None,
+                    };
+                    if let Some((table, port, data)) = pin {
+                        keys.push(Key::Port(dpid, port));
+                        if data.len() >= 14 {
+                            keys.push(mac_key(&data[6..12]));
+                        }
+                        let _ = write!(what, " (in_port={port}: {})", sts_trace::frame_summary(&data));
+                        packet_in = Some(Box::new(PacketInView {
+                            table,
+                            fields: Fields::extract(&data, port, 0),
+                            frame: data,
+                        }));
+                    }
+                }
+                let asynchronous = matches!(msg.as_str(), "packet_in" | "port_status" | "flow_removed");
+                Kind::ToController {
+                    dpid,
+                    ctl,
+                    xid: parsed.as_ref().map_or(0, |m| m.xid),
+                    asynchronous,
+                    packet_in,
+                    keys,
+                }
+            }
+        };
+        out.push(Node { sent: i, received, kind, event: Event { seq: r.seq, t_ms: r.t_ms, what, delivered } });
+    }
+    out
+}
+
+/// Happens-before over *points*: an input, or a message's sending or its
+/// receiving (apart when the proxy held it). Points are in trace order
+/// (a message's receiving at its `delivered` record) and every edge goes
+/// forward in it, so ancestor sets fill in one pass: bit `a` of `anc[b]`
+/// says point a happened before point b.
+struct HappensBefore {
+    words: usize,
+    anc: Vec<u64>,
+    edges: usize,
+    /// Each node's sending (its input point for an input) and receiving.
+    send: Vec<usize>,
+    receive: Vec<usize>,
+    /// Each point's direct predecessors (none listed for an input: every
+    /// earlier point is one).
+    preds: Vec<Vec<usize>>,
+}
+
+impl HappensBefore {
+    fn before(&self, a: usize, b: usize) -> bool {
+        a < b && self.anc[b * self.words + a / 64] >> (a % 64) & 1 == 1
+    }
+
+    fn ordered(&self, a: usize, b: usize) -> bool {
+        self.before(a, b) || self.before(b, a)
+    }
+
+    /// The points that lead to `target` through messages and reactions
+    /// alone: not through an input (after which everything recorded
+    /// before it counts as before, which says nothing of cause).
+    fn causes(&self, target: usize) -> Vec<bool> {
+        let mut seen = vec![false; self.preds.len()];
+        let mut stack = vec![target];
+        while let Some(p) = stack.pop() {
+            for &q in &self.preds[p] {
+                if !seen[q] {
+                    seen[q] = true;
+                    stack.push(q);
+                }
+            }
+        }
+        seen
+    }
+}
+
+/// For each PACKET_IN, the FLOW_MOD whose rule sent it up (the
+/// highest-priority rule sending to the controller that matches its packet
+/// in its table, among those the switch had been sent), with that rule's
+/// priority; `None` inside when none does (a miss). A higher rule matching
+/// the packet had not been met yet: it races with the packet.
+fn senders(nodes: &[Node]) -> HashMap<usize, Option<(usize, u16)>> {
+    let mut rules: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if let Kind::ToSwitch { dpid, flow_mod: Some(f), .. } = &n.kind {
+            if f.adds {
+                rules.entry(*dpid).or_default().push(i);
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    for (p, n) in nodes.iter().enumerate() {
+        let Kind::ToController { dpid, packet_in: Some(pin), .. } = &n.kind else { continue };
+        let (table, fields) = (&pin.table, &pin.fields);
+        let best = rules
+            .get(dpid)
+            .into_iter()
+            .flatten()
+            .filter(|&&f| nodes[f].received < n.sent)
+            .filter_map(|&f| match &nodes[f].kind {
+                Kind::ToSwitch { flow_mod: Some(m), .. }
+                    if m.to_controller && m.table == *table && m.r#match.matches(fields) =>
+                {
+                    Some((m.priority, nodes[f].received, f))
+                }
+                _ => None,
+            })
+            .max();
+        out.insert(p, best.map(|(prio, _, f)| (f, prio)));
+    }
+    out
+}
+
+fn happens_before(nodes: &[Node], senders: &HashMap<usize, Option<(usize, u16)>>, opts: &Options) -> HappensBefore {
+    // The points, in order: (position, receiving?, node).
+    let mut points: Vec<(usize, bool, usize)> = Vec::with_capacity(nodes.len() * 2);
+    for (i, n) in nodes.iter().enumerate() {
+        points.push((n.sent, false, i));
+        if !matches!(n.kind, Kind::Input { .. }) {
+            points.push((n.received, true, i));
+        }
+    }
+    points.sort_unstable();
+    let (mut send, mut receive) = (vec![0; nodes.len()], vec![0; nodes.len()]);
+    for (pt, &(_, receiving, i)) in points.iter().enumerate() {
+        if receiving {
+            receive[i] = pt;
+        } else {
+            send[i] = pt;
+            receive[i] = pt;
+        }
+    }
+    let n = points.len();
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut inputs: Vec<usize> = Vec::new();
+    let mut last_input: Option<usize> = None;
+    let mut channel_send: HashMap<(u64, usize, bool), usize> = HashMap::new();
+    let mut channel_receive: HashMap<(u64, usize, bool), usize> = HashMap::new();
+    // Per controller: what it received lately (point, time received).
+    let mut recent: HashMap<usize, std::collections::VecDeque<(usize, u64)>> = HashMap::new();
+    let mut requests: HashMap<(u64, usize, u32), usize> = HashMap::new();
+    // The last point that carried each frame out of a switch or up from one.
+    let mut frames: HashMap<Vec<u8>, usize> = HashMap::new();
+    for (pt, &(_, receiving, i)) in points.iter().enumerate() {
+        let node = &nodes[i];
+        let p = &mut preds[pt];
+        if receiving {
+            // Received after sent, in the connection's order.
+            p.push(send[i]);
+            let (dpid, ctl, to_switch) = match &node.kind {
+                Kind::ToSwitch { dpid, ctl, .. } => (*dpid, *ctl, true),
+                Kind::ToController { dpid, ctl, .. } => (*dpid, *ctl, false),
+                Kind::Input { .. } => unreachable!("inputs have no receiving"),
+            };
+            if let Some(prev) = channel_receive.insert((dpid, ctl, to_switch), pt) {
+                p.push(prev);
+            }
+            match &node.kind {
+                Kind::ToController { ctl, .. } => {
+                    let t = node.event.delivered.map_or(node.event.t_ms, |(_, t)| t);
+                    let q = recent.entry(*ctl).or_default();
+                    q.push_back((pt, t));
+                    if q.len() > 64 {
+                        q.pop_front();
+                    }
+                }
+                Kind::ToSwitch { dpid, ctl, xid, packet_out, .. } => {
+                    requests.insert((*dpid, *ctl, *xid), pt);
+                    if let Some(frame) = packet_out {
+                        frames.insert(untagged(frame), pt);
+                    }
+                }
+                Kind::Input { .. } => {}
+            }
+            continue;
+        }
+        if let Some(inp) = last_input {
+            p.push(inp);
+        }
+        match &node.kind {
+            Kind::Input { .. } => {
+                // sts injects an input once it has seen everything recorded
+                // before it: all earlier points happened before it.
+                last_input = Some(pt);
+                inputs.push(pt);
+            }
+            Kind::ToSwitch { dpid, ctl, .. } => {
+                if let Some(prev) = channel_send.insert((*dpid, *ctl, true), pt) {
+                    p.push(prev);
+                }
+                // A reaction to whatever the controller received just before.
+                for &(cause, t) in recent.get(ctl).into_iter().flatten() {
+                    if node.event.t_ms.saturating_sub(t) <= opts.reaction_ms {
+                        p.push(cause);
+                    }
+                }
+            }
+            Kind::ToController { dpid, ctl, xid, asynchronous, packet_in, .. } => {
+                if let Some(prev) = channel_send.insert((*dpid, *ctl, false), pt) {
+                    p.push(prev);
+                }
+                if !asynchronous {
+                    if let Some(&req) = requests.get(&(*dpid, *ctl, *xid)) {
+                        p.push(req);
+                    }
+                }
+                if let Some(pin) = packet_in {
+                    let frame = &pin.frame;
+                    // The same frame sent out earlier (a PACKET_OUT) or sent
+                    // up by the switch it came through.
+                    if let Some(&before) = frames.get(&untagged(frame)) {
+                        p.push(before);
+                    }
+                    frames.insert(untagged(frame), pt);
+                    // The rule that sent it up was there first.
+                    if let Some(Some((rule, _))) = senders.get(&i) {
+                        p.push(receive[*rule]);
+                    }
+                }
+            }
+        }
+    }
+    let words = n.div_ceil(64).max(1);
+    let mut anc = vec![0u64; n * words];
+    let mut edges = 0;
+    let mut next_input = inputs.into_iter().peekable();
+    for i in 0..n {
+        if next_input.peek() == Some(&i) {
+            next_input.next();
+            // Every earlier point.
+            preds[i].clear();
+            let row = &mut anc[i * words..(i + 1) * words];
+            for (w, word) in row.iter_mut().enumerate().take(i / 64 + 1) {
+                let bits = (i - w * 64).min(64);
+                *word = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            }
+            edges += 1;
+            continue;
+        }
+        let ps = &mut preds[i];
+        ps.sort_unstable();
+        ps.dedup();
+        edges += ps.len();
+        for &q in ps.iter() {
+            debug_assert!(q < i);
+            let (head, tail) = anc.split_at_mut(i * words);
+            let row = &mut tail[..words];
+            for (w, a) in row.iter_mut().zip(&head[q * words..q * words + words]) {
+                *w |= a;
+            }
+            row[q / 64] |= 1 << (q % 64);
+        }
+    }
+    HappensBefore { words, anc, edges, send, receive, preds }
+}
+
+/// A conflicting pair, as (place, the two in the order the place saw them,
+/// what both touch).
+fn conflicts(
+    nodes: &[Node],
+    senders: &HashMap<usize, Option<(usize, u16)>>,
+    hosts: &[(String, [u8; 6])],
+) -> Vec<(String, usize, usize, String)> {
+    let mut out = Vec::new();
+    // At a controller: messages (and inputs) sharing a key.
+    let mut by_key: BTreeMap<(usize, Key), Vec<usize>> = BTreeMap::new();
+    let mut input_keys: Vec<(usize, Key)> = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        match &n.kind {
+            Kind::ToController { ctl, keys, .. } => {
+                for k in keys {
+                    by_key.entry((*ctl, *k)).or_default().push(i);
+                }
+            }
+            Kind::Input { keys, .. } => input_keys.extend(keys.iter().map(|k| (i, *k))),
+            _ => {}
+        }
+    }
+    let seen_order = |a: usize, b: usize| if nodes[a].received <= nodes[b].received { (a, b) } else { (b, a) };
+    let mut paired = BTreeSet::new();
+    for ((ctl, key), members) in &by_key {
+        for (x, &a) in members.iter().enumerate() {
+            for &b in &members[x + 1..] {
+                let (Kind::ToController { dpid: da, .. }, Kind::ToController { dpid: db, .. }) =
+                    (&nodes[a].kind, &nodes[b].kind)
+                else {
+                    continue;
+                };
+                if da != db && paired.insert((a, b)) {
+                    let (f, s) = seen_order(a, b);
+                    out.push((format!("c{ctl}"), f, s, key.describe(hosts)));
+                }
+            }
+        }
+        for &(inp, k) in &input_keys {
+            if k == *key {
+                for &m in members {
+                    let (f, s) = seen_order(inp, m);
+                    out.push((format!("c{ctl}"), f, s, key.describe(hosts)));
+                }
+            }
+        }
+    }
+    // A policy change and what its controller learns around it.
+    for (i, n) in nodes.iter().enumerate() {
+        let Kind::Input { policy_of: Some(c), .. } = n.kind else { continue };
+        for (j, m) in nodes.iter().enumerate() {
+            if let Kind::ToController { ctl, keys, .. } = &m.kind {
+                if *ctl == c && !keys.is_empty() {
+                    let (f, s) = seen_order(i, j);
+                    let about = keys.iter().map(|k| k.describe(hosts)).collect::<Vec<_>>().join(", ");
+                    out.push((format!("c{c}"), f, s, format!("c{c}'s configuration and what it learns of {about}")));
+                }
+            }
+        }
+    }
+    // At a switch: a rule and a packet it matches; two controllers' rules.
+    let mut flow_mods: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    let mut packet_ins: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        match &n.kind {
+            Kind::ToSwitch { dpid, flow_mod: Some(_), .. } => flow_mods.entry(*dpid).or_default().push(i),
+            Kind::ToController { dpid, packet_in: Some(_), .. } => packet_ins.entry(*dpid).or_default().push(i),
+            _ => {}
+        }
+    }
+    // The switch sees a FLOW_MOD when it arrives, a packet when it sends it up.
+    let at_switch = |a: usize, b: usize| {
+        let pos = |i: usize| if nodes[i].controller_side().is_some() { nodes[i].sent } else { nodes[i].received };
+        if pos(a) <= pos(b) {
+            (a, b)
+        } else {
+            (b, a)
+        }
+    };
+    for (dpid, fms) in &flow_mods {
+        for &f in fms {
+            let Kind::ToSwitch { ctl: cf, flow_mod: Some(fm), .. } = &nodes[f].kind else { continue };
+            if fm.adds {
+                for &p in packet_ins.get(dpid).into_iter().flatten() {
+                    let Kind::ToController { packet_in: Some(pin), .. } = &nodes[p].kind else {
+                        continue;
+                    };
+                    // Had it come first, the rule would have taken the packet
+                    // from the one that sent it up (or from the miss).
+                    let outranks = match senders.get(&p) {
+                        Some(Some((sender, priority))) => *sender != f && fm.priority > *priority,
+                        _ => true,
+                    };
+                    if pin.table == fm.table && outranks && fm.r#match.matches(&pin.fields) {
+                        let (a, b) = at_switch(f, p);
+                        out.push((
+                            format!("s{dpid}"),
+                            a,
+                            b,
+                            format!(
+                                "s{dpid} table {}: the rule (priority {}) matches the packet",
+                                fm.table, fm.priority
+                            ),
+                        ));
+                    }
+                }
+            }
+            for &g in fms {
+                let Kind::ToSwitch { ctl: cg, flow_mod: Some(gm), .. } = &nodes[g].kind else { continue };
+                if g > f && cg != cf && gm.table == fm.table && gm.r#match.overlaps(&fm.r#match) {
+                    let (a, b) = at_switch(f, g);
+                    out.push((format!("s{dpid}"), a, b, format!("s{dpid} table {}: overlapping rules", fm.table)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The keys a rule concerns: the addresses it matches on and the ports it
+/// matches or sends to.
+fn rule_keys(dpid: u64, e: &FlowEntry) -> BTreeSet<Key> {
+    let mut keys = BTreeSet::new();
+    for f in &e.r#match.fields {
+        match f.field {
+            Field::EthSrc | Field::EthDst if f.mask == sts_mocknet::flow::full_mask(f.field) => {
+                let mut b = [0u8; 8];
+                b[2..].copy_from_slice(&sts_mocknet::packet::int_mac(f.value));
+                keys.insert(Key::Mac(u64::from_be_bytes(b)));
+            }
+            Field::InPort => {
+                keys.insert(Key::Port(dpid, f.value as u32));
+            }
+            _ => {}
+        }
+    }
+    for p in 1..=64u32 {
+        if e.instructions.outputs_to(p) {
+            keys.insert(Key::Port(dpid, p));
+        }
+    }
+    keys
+}
+
+/// The config's hosts by name and address (as the mock network gives them).
+pub fn hosts(config: &crate::config::Config) -> Vec<(String, [u8; 6])> {
+    sts_mocknet::Network::new(&config.topology(), config.network.openflow.wire())
+        .hosts
+        .iter()
+        .map(|h| (h.name.clone(), h.mac.0))
+        .collect()
+}
+
+/// The races of `trace` up to its violation (the whole trace without one);
+/// `hosts` name addresses (and let a migration's host be known by its
+/// address).
+pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culprit: Option<&Culprit>) -> Report {
+    let end = trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len());
+    let mut nodes = nodes(trace, end, hosts, opts.describe);
+    let skipped = nodes.len().saturating_sub(opts.max_events);
+    nodes.drain(..skipped);
+    let senders = senders(&nodes);
+    let hb = happens_before(&nodes, &senders, opts);
+    let mut report = Report { events: nodes.len(), edges: hb.edges, skipped, ..Report::default() };
+    let violation = trace.violation();
+    report.violation = violation.map(|v| v.summary.clone());
+    let index_of: HashMap<u64, usize> = nodes.iter().enumerate().map(|(i, n)| (n.event.seq, i)).collect();
+
+    // What harm is judged by.
+    enum Judge {
+        Rule { installer: usize, keys: BTreeSet<Key> },
+        Handling(usize),
+    }
+    let mut judge = None;
+    if let Some(v) = violation {
+        let dropped = trace.records[..end].iter().rev().find_map(|r| match r.internal() {
+            Some(Internal::Openflow { proxy: Some(ProxyDecision::Dropped), msg, dpid, .. }) => {
+                Some(format!("{msg} of s{dpid} (seq {})", r.seq))
+            }
+            _ => None,
+        });
+        let installer = culprit.and_then(|c| index_of.get(&c.flow_mod).copied());
+        let controller =
+            v.elements.iter().find_map(|e| controller_index(e).filter(|_| e.starts_with('c') && e.len() > 1));
+        if let (Some(c), Some(installer)) = (culprit, installer) {
+            report.judged_by = Some(format!("s{} {} (installed by seq {})", c.dpid, c.rule.trim(), c.flow_mod));
+            judge = Some(Judge::Rule { installer, keys: rule_keys(c.dpid, &c.entry) });
+        } else if let Some(c) = controller.filter(|_| matches!(v.invariant.as_str(), "controller-errors" | "liveness"))
+        {
+            // The message the controller was handling when it failed.
+            let handling = nodes.iter().rposition(|n| n.controller_side() == Some(c) && n.received < end);
+            if let Some(h) = handling {
+                report.judged_by = Some(format!("what c{c} was handling when it failed: seq {}", nodes[h].event.seq));
+                judge = Some(Judge::Handling(h));
+            }
+        }
+        if judge.is_none() {
+            report.unjudged = Some(match (&dropped, culprit) {
+                (Some(d), _) => format!("the violation follows a dropped message ({d}): a lost message is not a race"),
+                (None, Some(_)) => "the culprit rule's FLOW_MOD is not among the events analysed".into(),
+                (None, None) => "the violation names no rule and no controller to judge races by".into(),
+            });
+        }
+    }
+
+    let mut races = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut culprit_causes: Option<Vec<bool>> = None;
+    for (at, a, b, conflict) in conflicts(&nodes, &senders, hosts) {
+        // Each event's point at the place: a controller meets a message when
+        // it receives it; a switch meets a rule when it receives it and a
+        // packet when it sends it up.
+        let at_switch = at.starts_with('s');
+        let point = |x: usize| match nodes[x].kind {
+            Kind::ToController { .. } if at_switch => hb.send[x],
+            _ => hb.receive[x],
+        };
+        let (pa, pb) = (point(a), point(b));
+        if hb.ordered(pa, pb) || !seen.insert((a.min(b), a.max(b))) {
+            continue;
+        }
+        let harm = match &judge {
+            Some(Judge::Rule { installer, keys }) => {
+                let causes = culprit_causes.get_or_insert_with(|| hb.causes(hb.send[*installer]));
+                let leads = |x: usize| x == *installer || causes[point(x)];
+                let concerns = |x: usize| match &nodes[x].kind {
+                    Kind::ToController { keys: k, .. } => k.iter().any(|k| keys.contains(k)),
+                    Kind::ToSwitch { .. } => x == *installer,
+                    Kind::Input { .. } => false,
+                };
+                if a == *installer || b == *installer {
+                    Some(format!("one of the two is the culprit rule's FLOW_MOD (seq {})", nodes[*installer].event.seq))
+                } else if !matches!(nodes[b].kind, Kind::Input { .. }) && leads(b) && concerns(b) {
+                    Some(format!(
+                        "the later one leads to the culprit rule's FLOW_MOD (seq {}) and concerns what it matches",
+                        nodes[*installer].event.seq
+                    ))
+                } else {
+                    None
+                }
+            }
+            Some(Judge::Handling(h)) => (a == *h || b == *h).then(|| {
+                format!(
+                    "one of the two is what the controller was handling when it failed (seq {})",
+                    nodes[*h].event.seq
+                )
+            }),
+            None => None,
+        };
+        let input = matches!(nodes[a].kind, Kind::Input { .. }) || matches!(nodes[b].kind, Kind::Input { .. });
+        races.push((
+            (harm.is_none(), !input),
+            b,
+            Race { at, first: nodes[a].event.clone(), second: nodes[b].event.clone(), conflict, harm },
+        ));
+    }
+    // Harmful first; among them those with an input (its timing is what a
+    // test controls), then the latest (nearest the violation). The rest in
+    // trace order.
+    races.sort_by(|x, y| x.0.cmp(&y.0).then(if x.0 .0 { x.1.cmp(&y.1) } else { y.1.cmp(&x.1) }));
+    report.races = races.into_iter().map(|(_, _, r)| r).collect();
+    report
+}
+
+/// An order the interposer can flip: a message held at the proxy until
+/// after an event that, in the recorded run, came after it at the same place
+/// and conflicts with it, with nothing but timing between them (no message,
+/// reply or reaction leads from the one to the other).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flip {
+    /// The message to hold: its record's seq, switch and type.
+    pub message: u64,
+    pub dpid: u64,
+    pub msg_type: sts_trace::MsgType,
+    /// The event it is to come after (its record's seq), and where.
+    pub past: u64,
+    pub at: String,
+    pub conflict: String,
+    /// How long to hold it: from its sending to a little after `past` met
+    /// the place.
+    pub delay_ms: u64,
+    /// Both events, for people.
+    pub first: Event,
+    pub second: Event,
+}
+
+/// The time the activity following record `at` (an input) dies down: the
+/// last record before the next input reached with no gap over half a second.
+fn settled(trace: &Trace, at: usize, end: usize) -> u64 {
+    let mut t = trace.records[at].t_ms;
+    for r in &trace.records[at + 1..end] {
+        if r.external().is_some() || r.t_ms > t + 500 {
+            break;
+        }
+        t = r.t_ms;
+    }
+    t
+}
+
+/// The orders of `trace`'s conflicting pairs that timing alone decided, as
+/// flips of the first message past the second event; those whose second
+/// event is an input first (its timing is what a test controls), then in
+/// trace order; each (message, past) once.
+pub fn flips(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Vec<Flip> {
+    let end = trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len());
+    let mut nodes = nodes(trace, end, hosts, opts.describe);
+    let skipped = nodes.len().saturating_sub(opts.max_events);
+    nodes.drain(..skipped);
+    let senders = senders(&nodes);
+    let hb = happens_before(&nodes, &senders, opts);
+    let mut causes: HashMap<usize, Vec<bool>> = HashMap::new();
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (at, a, b, conflict) in conflicts(&nodes, &senders, hosts) {
+        // The first must be a message the proxy let through at once (a held
+        // one cannot be delivered earlier than it was).
+        let dpid = match &nodes[a].kind {
+            Kind::ToSwitch { dpid, .. } | Kind::ToController { dpid, .. } => *dpid,
+            Kind::Input { .. } => continue,
+        };
+        if nodes[a].event.delivered.is_some() || !seen.insert((a, b)) {
+            continue;
+        }
+        let at_switch = at.starts_with('s');
+        let point = |x: usize| match nodes[x].kind {
+            Kind::ToController { .. } if at_switch => hb.send[x],
+            _ => hb.receive[x],
+        };
+        let (pa, pb) = (point(a), point(b));
+        if !hb.before(pa, pb) && hb.ordered(pa, pb) {
+            continue;
+        }
+        // Led to it by messages or reactions: not timing's doing.
+        if causes.entry(pb).or_insert_with(|| hb.causes(pb))[pa] {
+            continue;
+        }
+        let Some(Internal::Openflow { msg, .. }) = trace.records[nodes[a].sent].internal() else { continue };
+        // When the place was done with the second event: a message when it
+        // arrived; an input once the burst of activity after it is over
+        // (a controller may take a while to act on a policy change).
+        let met = |x: usize| match nodes[x].kind {
+            Kind::Input { .. } => settled(trace, nodes[x].sent, end),
+            _ => nodes[x].event.delivered.map_or(nodes[x].event.t_ms, |(_, t)| t),
+        };
+        out.push(Flip {
+            message: nodes[a].event.seq,
+            dpid,
+            msg_type: *msg,
+            past: nodes[b].event.seq,
+            at,
+            conflict,
+            // A margin past it: a controller's reaction to a message takes
+            // about the reaction window; to an input (a reload) it varies
+            // from run to run by hundreds of milliseconds.
+            delay_ms: met(b).saturating_sub(nodes[a].event.t_ms)
+                + if matches!(nodes[b].kind, Kind::Input { .. }) { 1000 } else { opts.reaction_ms.max(100) },
+            first: nodes[a].event.clone(),
+            second: nodes[b].event.clone(),
+        });
+    }
+    out.sort_by_key(|f| {
+        let input = trace.record(f.past).is_some_and(|r| r.external().is_some());
+        (!input, f.message, f.past)
+    });
+    out
+}
