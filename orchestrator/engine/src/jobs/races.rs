@@ -751,16 +751,44 @@ pub fn hosts(config: &crate::config::Config) -> Vec<(String, [u8; 6])> {
         .collect()
 }
 
+/// A trace's events up to its violation, with their happens-before.
+struct Model {
+    /// The violation's record index (the trace's length without one).
+    end: usize,
+    nodes: Vec<Node>,
+    senders: HashMap<usize, Option<(usize, u16)>>,
+    hb: HappensBefore,
+    /// Events left out at the start (past `max_events`).
+    skipped: usize,
+}
+
+impl Model {
+    fn build(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Model {
+        let end = trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len());
+        let mut nodes = nodes(trace, end, hosts, opts.describe);
+        let skipped = nodes.len().saturating_sub(opts.max_events);
+        nodes.drain(..skipped);
+        let senders = senders(&nodes);
+        let hb = happens_before(&nodes, &senders, opts);
+        Model { end, nodes, senders, hb, skipped }
+    }
+}
+
+/// Node `x`'s point where a place met it: a controller meets a message
+/// when it receives it; a switch meets a rule when it receives it and a
+/// packet when it sends it up.
+fn met_at(nodes: &[Node], hb: &HappensBefore, x: usize, at_switch: bool) -> usize {
+    match nodes[x].kind {
+        Kind::ToController { .. } if at_switch => hb.send[x],
+        _ => hb.receive[x],
+    }
+}
+
 /// The races of `trace` up to its violation (the whole trace without one);
 /// `hosts` name addresses (and let a migration's host be known by its
 /// address).
 pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culprit: Option<&Culprit>) -> Report {
-    let end = trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len());
-    let mut nodes = nodes(trace, end, hosts, opts.describe);
-    let skipped = nodes.len().saturating_sub(opts.max_events);
-    nodes.drain(..skipped);
-    let senders = senders(&nodes);
-    let hb = happens_before(&nodes, &senders, opts);
+    let Model { end, nodes, senders, hb, skipped } = Model::build(trace, hosts, opts);
     let mut report = Report { events: nodes.len(), edges: hb.edges, skipped, ..Report::default() };
     let violation = trace.violation();
     report.violation = violation.map(|v| v.summary.clone());
@@ -807,14 +835,8 @@ pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culpr
     let mut seen = BTreeSet::new();
     let mut culprit_causes: Option<Vec<bool>> = None;
     for (at, a, b, conflict) in conflicts(&nodes, &senders, hosts) {
-        // Each event's point at the place: a controller meets a message when
-        // it receives it; a switch meets a rule when it receives it and a
-        // packet when it sends it up.
         let at_switch = at.starts_with('s');
-        let point = |x: usize| match nodes[x].kind {
-            Kind::ToController { .. } if at_switch => hb.send[x],
-            _ => hb.receive[x],
-        };
+        let point = |x: usize| met_at(&nodes, &hb, x, at_switch);
         let (pa, pb) = (point(a), point(b));
         if hb.ordered(pa, pb) || !seen.insert((a.min(b), a.max(b))) {
             continue;
@@ -902,12 +924,7 @@ fn settled(trace: &Trace, at: usize, end: usize) -> u64 {
 /// event is an input first (its timing is what a test controls), then in
 /// trace order; each (message, past) once.
 pub fn flips(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Vec<Flip> {
-    let end = trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len());
-    let mut nodes = nodes(trace, end, hosts, opts.describe);
-    let skipped = nodes.len().saturating_sub(opts.max_events);
-    nodes.drain(..skipped);
-    let senders = senders(&nodes);
-    let hb = happens_before(&nodes, &senders, opts);
+    let Model { end, nodes, senders, hb, .. } = Model::build(trace, hosts, opts);
     let mut causes: HashMap<usize, Vec<bool>> = HashMap::new();
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
@@ -922,10 +939,7 @@ pub fn flips(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Vec<
             continue;
         }
         let at_switch = at.starts_with('s');
-        let point = |x: usize| match nodes[x].kind {
-            Kind::ToController { .. } if at_switch => hb.send[x],
-            _ => hb.receive[x],
-        };
+        let point = |x: usize| met_at(&nodes, &hb, x, at_switch);
         let (pa, pb) = (point(a), point(b));
         if !hb.before(pa, pb) && hb.ordered(pa, pb) {
             continue;
