@@ -350,6 +350,19 @@ mod tests {
     }
 
     #[test]
+    fn a_long_trace_is_looked_at_in_its_last_events_and_says_how_many_it_left_out() {
+        let mut run = Run::default();
+        for k in 0..10u16 {
+            run.packet_in(100 + u64::from(k), 1 + u64::from(k % 2), 1, H1, H2, k);
+        }
+        let trace = Trace { header: Header::new(Some(1)), records: run.records };
+        let r = analyze(&trace, &hosts(), &Options { max_events: 4, ..options() });
+        assert_eq!((r.events, r.skipped), (4, 6));
+        assert!(text(&r, false).contains("(the first 6 left out)"), "{}", text(&r, false));
+        assert!(r.races.iter().all(|x| x.first.seq > 6 && x.second.seq > 6), "{}", text(&r, true));
+    }
+
+    #[test]
     fn an_input_races_only_with_what_was_still_in_flight_when_it_came() {
         // Told before the migration: sts injected it after seeing that.
         let mut run = Run::default();

@@ -246,6 +246,7 @@ fn controller_index(name: &str) -> Option<usize> {
 /// The events of `records` (up to the violation) as nodes, in send order.
 fn nodes(
     trace: &Trace,
+    start: usize,
     end: usize,
     hosts: &[(String, [u8; 6])],
     describe: fn(&Message) -> Option<String>,
@@ -259,7 +260,7 @@ fn nodes(
         })
         .collect();
     let mut out = Vec::new();
-    for (i, r) in trace.records[..end].iter().enumerate() {
+    for (i, r) in trace.records.iter().enumerate().take(end).skip(start) {
         if let Some(e) = r.external() {
             let policy_of = match e {
                 External::Policy { controller, .. } => {
@@ -765,9 +766,19 @@ struct Model {
 impl Model {
     fn build(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Model {
         let end = trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len());
-        let mut nodes = nodes(trace, end, hosts, opts.describe);
-        let skipped = nodes.len().saturating_sub(opts.max_events);
-        nodes.drain(..skipped);
+        // The last `max_events` events only, found before anything is
+        // parsed (a long trace's page must not decode all of it).
+        let is_event = |r: &sts_trace::Record| {
+            r.external().is_some()
+                || matches!(r.internal(), Some(Internal::Openflow { proxy, .. }) if *proxy != Some(ProxyDecision::Dropped))
+        };
+        let (mut start, mut kept) = (end, 0);
+        while start > 0 && kept < opts.max_events {
+            start -= 1;
+            kept += usize::from(is_event(&trace.records[start]));
+        }
+        let skipped = trace.records[..start].iter().filter(|r| is_event(r)).count();
+        let nodes = nodes(trace, start, end, hosts, opts.describe);
         let senders = senders(&nodes);
         let hb = happens_before(&nodes, &senders, opts);
         Model { end, nodes, senders, hb, skipped }
