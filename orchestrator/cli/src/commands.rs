@@ -98,7 +98,11 @@ pub fn run(cli: Cli) -> u8 {
                 budget: *budget,
                 all: *all,
                 warm: *warm,
-                reaction_ms: *reaction_ms,
+                races: sts_report::races::Options {
+                    reaction_ms: *reaction_ms,
+                    describe: sts_report::flows::message,
+                    ..Default::default()
+                },
                 list: *list,
                 random: *random,
             };
@@ -851,7 +855,7 @@ fn import(engine: &Engine, recording: &Path, config_path: &Path, out: &Path, che
 /// The directory whose trace recorded the run: `dir` itself, or, when its
 /// trace records inputs only (written by hand), its latest replay.
 fn recorded_run(dir: &Path, trace: &sts_trace::Trace) -> Option<std::path::PathBuf> {
-    if trace.records.iter().any(|r| matches!(r.internal(), Some(sts_trace::Internal::Openflow { .. }))) {
+    if trace.records_messages() {
         return None;
     }
     ["replays", "final"].iter().find_map(|kind| {
@@ -863,6 +867,25 @@ fn recorded_run(dir: &Path, trace: &sts_trace::Trace) -> Option<std::path::PathB
             .filter(|n| dir.join(kind).join(n.to_string()).join("trace.jsonl").is_file())
             .max()
             .map(|n| dir.join(kind).join(n.to_string()))
+    })
+}
+
+/// A flip in one line: `seq 93 packet_in s1 → c0 (...) for 1390 ms, past
+/// seq 129 policy split (at c0: ...)`.
+fn flip_line(f: &sts_engine::races::Flip) -> String {
+    format!(
+        "seq {} {} for {} ms, past seq {} {} (at {}: {})",
+        f.message, f.first.what, f.delay_ms, f.past, f.second.what, f.at, f.conflict
+    )
+}
+
+/// A flip as `sts explore --json` gives it.
+fn flip_json(f: &sts_engine::races::Flip) -> serde_json::Value {
+    serde_json::json!({
+        "held": {"seq": f.message, "what": f.first.what, "switch": f.dpid, "msg_type": f.msg_type.as_str(), "ms": f.delay_ms},
+        "past": {"seq": f.past, "what": f.second.what},
+        "at": f.at,
+        "conflict": f.conflict,
     })
 }
 
@@ -898,25 +921,18 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
         let doc = serde_json::json!({
             "dir": dir.display().to_string(),
             "base_violation": outcome.base_violation,
-            "flips": outcome.flips.iter().map(|f| serde_json::json!({
-                "held": {"seq": f.message, "what": f.first.what, "switch": f.dpid, "msg_type": f.msg_type.as_str(), "ms": f.delay_ms},
-                "past": {"seq": f.past, "what": f.second.what},
-                "at": f.at,
-                "conflict": f.conflict,
-            })).collect::<Vec<_>>(),
+            "flips": outcome.flips.iter().map(flip_json).collect::<Vec<_>>(),
             "executions": outcome.executions,
             "seconds": outcome.seconds,
-            "executions_per_second": if outcome.seconds > 0.0 { outcome.executions as f64 / outcome.seconds } else { 0.0 },
-            "warm": outcome.warm.as_ref().map(|w| serde_json::json!({"places": w.places, "resumed": w.resumed, "fresh_because": w.fresh_because})),
-            "finds": outcome.finds.iter().map(|f| serde_json::json!({
-                "dir": f.dir.display().to_string(),
-                "execution": f.execution,
-                "violation": f.violation,
-                "held": {"seq": f.flip.message, "what": f.flip.first.what, "switch": f.flip.dpid, "msg_type": f.flip.msg_type.as_str(), "ms": f.flip.delay_ms},
-                "past": {"seq": f.flip.past, "what": f.flip.second.what},
-                "at": f.flip.at,
-                "conflict": f.flip.conflict,
-            })).collect::<Vec<_>>(),
+            "executions_per_second": outcome.per_second(),
+            "warm": outcome.warm,
+            "finds": outcome.finds.iter().map(|f| {
+                let mut doc = flip_json(&f.flip);
+                doc["dir"] = f.dir.display().to_string().into();
+                doc["execution"] = f.execution.into();
+                doc["violation"] = f.violation.clone().into();
+                doc
+            }).collect::<Vec<_>>(),
         });
         outln!("{doc}");
     } else if let Some(v) = &outcome.base_violation {
@@ -925,17 +941,7 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
     } else if opts.list {
         outln!("{} orders timing alone decided (at most --budget):", outcome.flips.len());
         for (k, f) in outcome.flips.iter().enumerate() {
-            outln!(
-                "{:>4}. hold seq {} {} for {} ms, past seq {} {} (at {}: {})",
-                k + 1,
-                f.message,
-                f.first.what,
-                f.delay_ms,
-                f.past,
-                f.second.what,
-                f.at,
-                f.conflict
-            );
+            outln!("{:>4}. hold {}", k + 1, flip_line(f));
         }
     } else {
         let offered = match opts.random {
@@ -946,7 +952,7 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
             "{offered}; {} tried in {:.1} s ({:.1} per second){}",
             outcome.executions,
             outcome.seconds,
-            if outcome.seconds > 0.0 { outcome.executions as f64 / outcome.seconds } else { 0.0 },
+            outcome.per_second(),
             match &outcome.warm {
                 Some(w) if w.fresh_because.is_some() =>
                     format!("; every replay fresh: {}", w.fresh_because.as_deref().unwrap_or_default()),
@@ -955,16 +961,7 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
         );
         for f in &outcome.finds {
             outln!("found, variant {}: {}", f.execution, f.violation);
-            outln!(
-                "  held: seq {} {} for {} ms, past seq {} {} (at {}: {})",
-                f.flip.message,
-                f.flip.first.what,
-                f.flip.delay_ms,
-                f.flip.past,
-                f.flip.second.what,
-                f.flip.at,
-                f.flip.conflict
-            );
+            outln!("  held: {}", flip_line(&f.flip));
             outln!("  written to {} (sts minimize {} shrinks it)", f.dir.display(), f.dir.display());
         }
         if outcome.finds.is_empty() {
@@ -1003,7 +1000,7 @@ fn races(dir: &Path, all: bool, as_json: bool, reaction_ms: u64) -> u8 {
             Err(code) => return code,
         };
         read = run;
-    } else if !trace.records.iter().any(|r| matches!(r.internal(), Some(sts_trace::Internal::Openflow { .. }))) {
+    } else if !trace.records_messages() {
         eprintln!(
             "sts races: {} records inputs only (written by hand?) and has no replay: `sts replay {}` records a run",
             dir.display(),
@@ -1046,9 +1043,7 @@ fn pcap(dir: &Path, out: Option<&Path>, dataplane: Option<&Path>) -> u8 {
             if !w.legend.is_empty() {
                 outln!("  who is who: {} (OpenFlow on port {})", w.legend_line(), sts_report::pcap::CONTROLLER_PORT);
             }
-            let recorded =
-                trace.records.iter().any(|r| matches!(r.internal(), Some(sts_trace::Internal::Openflow { .. })));
-            if w.messages == 0 && !recorded {
+            if w.messages == 0 && !trace.records_messages() {
                 // A hand-written trace has inputs only; its replays recorded the run.
                 match recorded_run(dir, &trace) {
                     Some(run) => eprintln!(

@@ -8,14 +8,11 @@ use sts_trace::Trace;
 
 pub use sts_engine::races::{hosts, Culprit, Event, Options, Race, Report};
 
-/// Options that describe FLOW_MODs and PACKET_OUTs in `dump-flows` words.
-pub fn options() -> Options {
-    Options { describe: crate::flows::message, ..Options::default() }
-}
-
 /// The races of `trace` (up to its violation), harm judged by the culprit
-/// rule the witness ends on when the tables rebuilt from the trace show it.
+/// rule the witness ends on when the tables rebuilt from the trace show it;
+/// FLOW_MODs and PACKET_OUTs described in `dump-flows` words.
 pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Report {
+    let opts = Options { describe: crate::flows::message, ..*opts };
     let culprit = trace.violation().and_then(|_| {
         let (_, switches) = crate::tables::at_violation(trace)?;
         let chain = crate::why::chain(trace, &switches)?;
@@ -26,7 +23,7 @@ pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Re
         })?;
         Some(Culprit { dpid, rule: chain.rule, entry, flow_mod })
     });
-    sts_engine::races::analyze(trace, hosts, opts, culprit.as_ref())
+    sts_engine::races::analyze(trace, hosts, &opts, culprit.as_ref())
 }
 
 fn event_line(e: &Event) -> String {
@@ -263,7 +260,7 @@ mod tests {
 
         fn races(self) -> Report {
             let trace = Trace { header: Header::new(Some(1)), records: self.records };
-            analyze(&trace, &hosts(), &options())
+            analyze(&trace, &hosts(), &Options::default())
         }
     }
 
@@ -285,6 +282,7 @@ mod tests {
         assert_eq!(pairs(&r), vec![(p, f)], "{}", text(&r, true));
         assert_eq!(r.races[0].at, "s1");
         assert!(r.races[0].conflict.contains("matches the packet"), "{:?}", r.races[0]);
+        assert!(r.races[0].second.what.contains("add priority=10,dl_dst=00:00:00:00:00:02"), "{:?}", r.races[0]);
         // No violation: nothing is judged harmful.
         assert_eq!(r.harmful().count(), 0);
     }
@@ -356,7 +354,7 @@ mod tests {
             run.packet_in(100 + u64::from(k), 1 + u64::from(k % 2), 1, H1, H2, k);
         }
         let trace = Trace { header: Header::new(Some(1)), records: run.records };
-        let r = analyze(&trace, &hosts(), &Options { max_events: 4, ..options() });
+        let r = analyze(&trace, &hosts(), &Options { max_events: 4, ..Options::default() });
         assert_eq!((r.events, r.skipped), (4, 6));
         assert!(text(&r, false).contains("(the first 6 left out)"), "{}", text(&r, false));
         assert!(r.races.iter().all(|x| x.first.seq > 6 && x.second.seq > 6), "{}", text(&r, true));

@@ -942,6 +942,12 @@ impl Trace {
         self.records.binary_search_by_key(&seq, |r| r.seq).ok().map(|i| &self.records[i])
     }
 
+    /// Whether the trace recorded a run's OpenFlow messages (a
+    /// hand-written trace holds inputs only; its replays record the run).
+    pub fn records_messages(&self) -> bool {
+        self.records.iter().any(|r| matches!(r.internal(), Some(Internal::Openflow { .. })))
+    }
+
     /// Each message the proxy queued and later delivered: the `seq` of its
     /// `openflow` record → the index of its `delivered` record.
     pub fn deliveries(&self) -> std::collections::BTreeMap<u64, usize> {

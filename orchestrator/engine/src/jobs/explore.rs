@@ -2,8 +2,8 @@
 //! run, tried one at a time. The run is replayed once as it was recorded
 //! (the *base*); its conflicting pairs that timing alone ordered
 //! ([`crate::races::flips`]) each become a variant: the base's inputs with
-//! one `control_delay_next` placed just before the first message of the
-//! pair, holding it at the proxy until after the second. A variant that
+//! one `control_delay_next` placed before the input that set the pair's
+//! first message off, holding it at the proxy until after the second. A variant that
 //! ends in a persistent violation is a find, written as an experiment
 //! directory like a fuzz find (replay, minimize, console and report work on
 //! it unchanged).
@@ -32,8 +32,9 @@ pub struct Options {
     /// Replay variants on warm places (controllers rolled back to a
     /// checkpoint after the handshakes) rather than fresh.
     pub warm: bool,
-    /// A controller's reaction window (`races::Options::reaction_ms`).
-    pub reaction_ms: u64,
+    /// How the run is analysed (the reaction window; how messages are
+    /// described).
+    pub races: races::Options,
     /// Only list the flips the base run offers; replay none.
     pub list: bool,
     /// Instead of the analysis's flips, random ones from this seed: a
@@ -45,7 +46,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options { budget: 200, all: false, warm: true, reaction_ms: 50, list: false, random: None }
+        Options { budget: 200, all: false, warm: true, races: races::Options::default(), list: false, random: None }
     }
 }
 
@@ -75,6 +76,17 @@ pub struct Outcome {
     pub seconds: f64,
     /// Warm places used (or why every replay was fresh).
     pub warm: Option<crate::warm::Summary>,
+}
+
+impl Outcome {
+    /// Variants replayed per second of wall time.
+    pub fn per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.executions as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
 }
 
 /// The base's records up to the input that set `flip`'s message off (the
@@ -167,9 +179,7 @@ pub async fn run(
     }
     let hosts = races::hosts(config);
     let flips = match opts.random {
-        None => {
-            races::flips(&recorded, &hosts, &races::Options { reaction_ms: opts.reaction_ms, ..Default::default() })
-        }
+        None => races::flips(&recorded, &hosts, &opts.races),
         Some(seed) => random_flips(&recorded, opts.budget, seed),
     };
     let flips: Vec<Flip> = flips.into_iter().take(opts.budget).collect();

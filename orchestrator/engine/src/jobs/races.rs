@@ -1,32 +1,28 @@
 //! Races in one trace: which events happened in an order nothing forced,
 //! where that order matters, and which of those decide the violation
-//! (`sts races`, rendered by `sts_report::races`); and the orders an
-//! interposer can flip (`sts explore`).
+//! (`sts races`, judged and rendered by `sts_report::races`); and the orders
+//! an interposer can flip (`sts explore`).
 //!
-//! The model (docs/races.md) follows SDNRacer's happens-before for SDN,
-//! with the controller a black box:
-//! - **events** are the trace's inputs and OpenFlow messages (one event per
-//!   message: sent when it reached the proxy, received when it was
-//!   delivered — later for a queued one; dropped ones never arrive);
-//! - **happens-before** edges: the inputs in order, each before everything
-//!   recorded after it; messages on one connection in order (TCP); a reply
-//!   after its request (same xid); a message a controller sends after the
-//!   message it was handling (the last one it received, if no more than the
-//!   reaction window before); a PACKET_IN after the PACKET_OUT that carried
-//!   the same frame. Nothing else: what a switch sends is *not* ordered
-//!   after what it was sent before (no barrier, no order), and two messages
-//!   reaching a controller from two switches are not ordered;
-//! - **conflicts** (pairs that do not commute): at a switch, a FLOW_MOD whose
-//!   rule matches a PACKET_IN's packet in the same table, or two FLOW_MODs
-//!   from different controllers with overlapping rules; at a controller, two
-//!   messages from different switches about the same host (its address) or
-//!   port, an input about it (a migration, a link failure), or a policy
-//!   change and a PACKET_IN or PORT_STATUS it handled around it;
-//! - a **race** is a conflicting pair ordered by no chain of edges; it is
-//!   **harmful** when its order decides the violation: the later of the two
-//!   (as the place saw them) is the culprit rule's FLOW_MOD or leads to it
-//!   and concerns the rule's addresses or ports, or, for a controller
-//!   error, it is the message the controller was handling.
+//! The model follows SDNRacer's happens-before for SDN with the controller
+//! a black box; docs/races.md has it in full. In short:
+//! - **points**: each input, and each OpenFlow message's sending (when it
+//!   reached the proxy) and receiving (when the proxy let it go on: later
+//!   for a held one; a dropped one is never received);
+//! - **happens-before**: one connection in order; a reply after its
+//!   request; what a controller sends within the reaction window after what
+//!   it received; a PACKET_IN after the PACKET_OUT or PACKET_IN that carried
+//!   its frame, and after the rule that sent it up; everything recorded
+//!   before an input before the input, the input before what is sent after
+//!   it. Nothing orders what a switch sends after what it was sent, nor two
+//!   switches' messages to a controller;
+//! - **conflicts**: at a switch, a rule and a packet it would have taken, or
+//!   two controllers' overlapping rules; at a controller, two switches'
+//!   messages (or an input and a message) about one host or port, a policy
+//!   change and what the controller learns around it;
+//! - a **race** is a conflict no path orders; it is **harmful** when the
+//!   later of the two leads (through messages and reactions) to the culprit
+//!   rule's FLOW_MOD and concerns what it matches, or is what a failing
+//!   controller was handling.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -35,11 +31,11 @@ use bytes::Bytes;
 use sts_mocknet::flow::{Action, FlowEntry, FlowMatch, Instructions};
 use sts_mocknet::packet::Fields;
 use sts_proxy::wire::v13::Field;
-use sts_proxy::wire::{v10, v13, Body, Message};
+use sts_proxy::wire::{v10, v13, Body, Mac, Message};
 use sts_trace::{Direction, External, Internal, ProxyDecision, Trace};
 
 /// How the analysis reads a controller's reactions.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct Options {
     /// A message a controller sends at most this long after it received one
     /// is taken as that one's reaction (later: a timer's, ordered after
@@ -100,8 +96,8 @@ pub struct Report {
     pub judged_by: Option<String>,
     /// Why harm could not be judged, when it could not.
     pub unjudged: Option<String>,
-    /// Harmful races first (the one nearest the culprit first), then the rest
-    /// in trace order.
+    /// Harmful races first (those with an input first, then the latest),
+    /// then the rest in trace order.
     pub races: Vec<Race>,
 }
 
@@ -125,22 +121,17 @@ pub struct Culprit {
 /// What an event touches at a controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Key {
-    Mac(u64),
+    Mac(Mac),
     Port(u64, u32),
 }
 
 impl Key {
     fn describe(&self, hosts: &[(String, [u8; 6])]) -> String {
         match *self {
-            Key::Mac(m) => {
-                let b = m.to_be_bytes();
-                let mac: [u8; 6] = [b[2], b[3], b[4], b[5], b[6], b[7]];
-                let text = mac.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":");
-                match hosts.iter().find(|(_, m)| *m == mac) {
-                    Some((name, _)) => format!("host {name} ({text})"),
-                    None => format!("host {text}"),
-                }
-            }
+            Key::Mac(mac) => match hosts.iter().find(|(_, m)| *m == mac.0) {
+                Some((name, _)) => format!("host {name} ({mac})"),
+                None => format!("host {mac}"),
+            },
             Key::Port(d, p) => format!("s{d} port {p}"),
         }
     }
@@ -210,21 +201,17 @@ impl Node {
 }
 
 fn mac_key(m: &[u8]) -> Key {
-    let mut b = [0u8; 8];
-    b[2..].copy_from_slice(&m[..6]);
-    Key::Mac(u64::from_be_bytes(b))
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&m[..6]);
+    Key::Mac(Mac(mac))
 }
 
 /// The frame without an 802.1Q tag: a PACKET_OUT's frame and the
 /// PACKET_IN it causes downstream may differ by one.
 fn untagged(frame: &[u8]) -> Vec<u8> {
-    if frame.len() >= 18 && frame[12] == 0x81 && frame[13] == 0x00 {
-        let mut v = frame[..12].to_vec();
-        v.extend_from_slice(&frame[16..]);
-        v
-    } else {
-        frame.to_vec()
-    }
+    let mut v = frame.to_vec();
+    sts_mocknet::packet::pop_vlan(&mut v);
+    v
 }
 
 fn input_keys(e: &External, hosts: &[(String, [u8; 6])]) -> Vec<Key> {
@@ -422,9 +409,9 @@ impl HappensBefore {
 /// For each PACKET_IN, the FLOW_MOD whose rule sent it up (the
 /// highest-priority rule sending to the controller that matches its packet
 /// in its table, among those the switch had been sent), with that rule's
-/// priority; `None` inside when none does (a miss). A higher rule matching
-/// the packet had not been met yet: it races with the packet.
-fn senders(nodes: &[Node]) -> HashMap<usize, Option<(usize, u16)>> {
+/// priority; absent when none does (a miss). A higher rule matching the
+/// packet had not been met yet: it races with the packet.
+fn senders(nodes: &[Node]) -> HashMap<usize, (usize, u16)> {
     let mut rules: HashMap<u64, Vec<usize>> = HashMap::new();
     for (i, n) in nodes.iter().enumerate() {
         if let Kind::ToSwitch { dpid, flow_mod: Some(f), .. } = &n.kind {
@@ -451,12 +438,14 @@ fn senders(nodes: &[Node]) -> HashMap<usize, Option<(usize, u16)>> {
                 _ => None,
             })
             .max();
-        out.insert(p, best.map(|(prio, _, f)| (f, prio)));
+        if let Some((prio, _, f)) = best {
+            out.insert(p, (f, prio));
+        }
     }
     out
 }
 
-fn happens_before(nodes: &[Node], senders: &HashMap<usize, Option<(usize, u16)>>, opts: &Options) -> HappensBefore {
+fn happens_before(nodes: &[Node], senders: &HashMap<usize, (usize, u16)>, opts: &Options) -> HappensBefore {
     // The points, in order: (position, receiving?, node).
     let mut points: Vec<(usize, bool, usize)> = Vec::with_capacity(nodes.len() * 2);
     for (i, n) in nodes.iter().enumerate() {
@@ -550,15 +539,13 @@ fn happens_before(nodes: &[Node], senders: &HashMap<usize, Option<(usize, u16)>>
                     }
                 }
                 if let Some(pin) = packet_in {
-                    let frame = &pin.frame;
                     // The same frame sent out earlier (a PACKET_OUT) or sent
                     // up by the switch it came through.
-                    if let Some(&before) = frames.get(&untagged(frame)) {
+                    if let Some(before) = frames.insert(untagged(&pin.frame), pt) {
                         p.push(before);
                     }
-                    frames.insert(untagged(frame), pt);
                     // The rule that sent it up was there first.
-                    if let Some(Some((rule, _))) = senders.get(&i) {
+                    if let Some((rule, _)) = senders.get(&i) {
                         p.push(receive[*rule]);
                     }
                 }
@@ -603,7 +590,7 @@ fn happens_before(nodes: &[Node], senders: &HashMap<usize, Option<(usize, u16)>>
 /// what both touch).
 fn conflicts(
     nodes: &[Node],
-    senders: &HashMap<usize, Option<(usize, u16)>>,
+    senders: &HashMap<usize, (usize, u16)>,
     hosts: &[(String, [u8; 6])],
 ) -> Vec<(String, usize, usize, String)> {
     let mut out = Vec::new();
@@ -689,8 +676,8 @@ fn conflicts(
                     // Had it come first, the rule would have taken the packet
                     // from the one that sent it up (or from the miss).
                     let outranks = match senders.get(&p) {
-                        Some(Some((sender, priority))) => *sender != f && fm.priority > *priority,
-                        _ => true,
+                        Some((sender, priority)) => *sender != f && fm.priority > *priority,
+                        None => true,
                     };
                     if pin.table == fm.table && outranks && fm.r#match.matches(&pin.fields) {
                         let (a, b) = at_switch(f, p);
@@ -725,9 +712,7 @@ fn rule_keys(dpid: u64, e: &FlowEntry) -> BTreeSet<Key> {
     for f in &e.r#match.fields {
         match f.field {
             Field::EthSrc | Field::EthDst if f.mask == sts_mocknet::flow::full_mask(f.field) => {
-                let mut b = [0u8; 8];
-                b[2..].copy_from_slice(&sts_mocknet::packet::int_mac(f.value));
-                keys.insert(Key::Mac(u64::from_be_bytes(b)));
+                keys.insert(Key::Mac(Mac(sts_mocknet::packet::int_mac(f.value))));
             }
             Field::InPort => {
                 keys.insert(Key::Port(dpid, f.value as u32));
@@ -757,7 +742,7 @@ struct Model {
     /// The violation's record index (the trace's length without one).
     end: usize,
     nodes: Vec<Node>,
-    senders: HashMap<usize, Option<(usize, u16)>>,
+    senders: HashMap<usize, (usize, u16)>,
     hb: HappensBefore,
     /// Events left out at the start (past `max_events`).
     skipped: usize,
@@ -785,13 +770,34 @@ impl Model {
     }
 }
 
-/// Node `x`'s point where a place met it: a controller meets a message
-/// when it receives it; a switch meets a rule when it receives it and a
-/// packet when it sends it up.
-fn met_at(nodes: &[Node], hb: &HappensBefore, x: usize, at_switch: bool) -> usize {
-    match nodes[x].kind {
-        Kind::ToController { .. } if at_switch => hb.send[x],
-        _ => hb.receive[x],
+/// A conflicting pair: where (`s1`, `c0`), the two nodes in the order that
+/// place met them, what both touch, and the points at which it met them (a
+/// controller meets a message when it receives it; a switch meets a rule
+/// when it receives it and a packet when it sends it up).
+struct Conflict {
+    at: String,
+    first: usize,
+    second: usize,
+    what: String,
+    points: (usize, usize),
+}
+
+impl Model {
+    /// Each conflicting pair once.
+    fn conflicts(&self, hosts: &[(String, [u8; 6])]) -> Vec<Conflict> {
+        let mut seen = BTreeSet::new();
+        let met = |x: usize, at_switch: bool| match self.nodes[x].kind {
+            Kind::ToController { .. } if at_switch => self.hb.send[x],
+            _ => self.hb.receive[x],
+        };
+        conflicts(&self.nodes, &self.senders, hosts)
+            .into_iter()
+            .filter(|(_, a, b, _)| seen.insert((*a.min(b), *a.max(b))))
+            .map(|(at, first, second, what)| {
+                let at_switch = at.starts_with('s');
+                Conflict { points: (met(first, at_switch), met(second, at_switch)), at, first, second, what }
+            })
+            .collect()
     }
 }
 
@@ -799,7 +805,9 @@ fn met_at(nodes: &[Node], hb: &HappensBefore, x: usize, at_switch: bool) -> usiz
 /// `hosts` name addresses (and let a migration's host be known by its
 /// address).
 pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culprit: Option<&Culprit>) -> Report {
-    let Model { end, nodes, senders, hb, skipped } = Model::build(trace, hosts, opts);
+    let model = Model::build(trace, hosts, opts);
+    let Model { end, nodes, hb, skipped, .. } = &model;
+    let (end, skipped) = (*end, *skipped);
     let mut report = Report { events: nodes.len(), edges: hb.edges, skipped, ..Report::default() };
     let violation = trace.violation();
     report.violation = violation.map(|v| v.summary.clone());
@@ -819,8 +827,7 @@ pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culpr
             _ => None,
         });
         let installer = culprit.and_then(|c| index_of.get(&c.flow_mod).copied());
-        let controller =
-            v.elements.iter().find_map(|e| controller_index(e).filter(|_| e.starts_with('c') && e.len() > 1));
+        let controller = v.elements.iter().find_map(|e| controller_index(e));
         if let (Some(c), Some(installer)) = (culprit, installer) {
             report.judged_by = Some(format!("s{} {} (installed by seq {})", c.dpid, c.rule.trim(), c.flow_mod));
             judge = Some(Judge::Rule { installer, keys: rule_keys(c.dpid, &c.entry) });
@@ -843,19 +850,15 @@ pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culpr
     }
 
     let mut races = Vec::new();
-    let mut seen = BTreeSet::new();
     let mut culprit_causes: Option<Vec<bool>> = None;
-    for (at, a, b, conflict) in conflicts(&nodes, &senders, hosts) {
-        let at_switch = at.starts_with('s');
-        let point = |x: usize| met_at(&nodes, &hb, x, at_switch);
-        let (pa, pb) = (point(a), point(b));
-        if hb.ordered(pa, pb) || !seen.insert((a.min(b), a.max(b))) {
+    for Conflict { at, first: a, second: b, what: conflict, points: (pa, pb) } in model.conflicts(hosts) {
+        if hb.ordered(pa, pb) {
             continue;
         }
         let harm = match &judge {
             Some(Judge::Rule { installer, keys }) => {
                 let causes = culprit_causes.get_or_insert_with(|| hb.causes(hb.send[*installer]));
-                let leads = |x: usize| x == *installer || causes[point(x)];
+                let leads = |x: usize| x == *installer || causes[if x == b { pb } else { pa }];
                 let concerns = |x: usize| match &nodes[x].kind {
                     Kind::ToController { keys: k, .. } => k.iter().any(|k| keys.contains(k)),
                     Kind::ToSwitch { .. } => x == *installer,
@@ -935,24 +938,18 @@ fn settled(trace: &Trace, at: usize, end: usize) -> u64 {
 /// event is an input first (its timing is what a test controls), then in
 /// trace order; each (message, past) once.
 pub fn flips(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Vec<Flip> {
-    let Model { end, nodes, senders, hb, .. } = Model::build(trace, hosts, opts);
+    let model = Model::build(trace, hosts, opts);
+    let Model { end, nodes, hb, .. } = &model;
     let mut causes: HashMap<usize, Vec<bool>> = HashMap::new();
     let mut out = Vec::new();
-    let mut seen = BTreeSet::new();
-    for (at, a, b, conflict) in conflicts(&nodes, &senders, hosts) {
+    for Conflict { at, first: a, second: b, what: conflict, points: (pa, pb) } in model.conflicts(hosts) {
         // The first must be a message the proxy let through at once (a held
         // one cannot be delivered earlier than it was).
         let dpid = match &nodes[a].kind {
             Kind::ToSwitch { dpid, .. } | Kind::ToController { dpid, .. } => *dpid,
             Kind::Input { .. } => continue,
         };
-        if nodes[a].event.delivered.is_some() || !seen.insert((a, b)) {
-            continue;
-        }
-        let at_switch = at.starts_with('s');
-        let point = |x: usize| met_at(&nodes, &hb, x, at_switch);
-        let (pa, pb) = (point(a), point(b));
-        if !hb.before(pa, pb) && hb.ordered(pa, pb) {
+        if nodes[a].event.delivered.is_some() || hb.before(pb, pa) {
             continue;
         }
         // Led to it by messages or reactions: not timing's doing.
@@ -964,7 +961,7 @@ pub fn flips(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Vec<
         // arrived; an input once the burst of activity after it is over
         // (a controller may take a while to act on a policy change).
         let met = |x: usize| match nodes[x].kind {
-            Kind::Input { .. } => settled(trace, nodes[x].sent, end),
+            Kind::Input { .. } => settled(trace, nodes[x].sent, *end),
             _ => nodes[x].event.delivered.map_or(nodes[x].event.t_ms, |(_, t)| t),
         };
         out.push(Flip {
