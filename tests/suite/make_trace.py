@@ -3,7 +3,9 @@
 and a trace whose external events are the case's known minimal causal
 sequence (MCS) hidden among EXTRA extraneous inputs, with the violation the
 MCS causes as the trace's last record: its victim and its culprit (what
-causes it, as sts names it: the same bug is the same culprit).
+causes it, as sts names it: the same bug is the same culprit). The race
+cases (unbarriered_path, first_sighting) write a clean run instead, with no
+violation: their bug needs an order of messages, which `sts explore` finds.
 
     tests/suite/make_trace.py CASE EXTRA SEED OUTDIR
 
@@ -236,6 +238,21 @@ def case_events(case, extra, rng):
         events = first + rest
         return events, {"invariant": "blackhole", "elements": ["h2", "h1"], "culprit": "s1 table 0: a rule of priority 30 on eth_dst",
                         "summary": "every frame to h1 dropped at s1 by the policy compiler's fallback"}, 2
+    if case in ("unbarriered_path", "first_sighting"):
+        # Races: the trace is a clean run (no violation), pings among the
+        # three hosts of the line; the bug needs an order of messages that
+        # timing decides (`sts explore` tries them). Optimal: any one ping.
+        # The line s1-...-s5, a host on each.
+        events = [ping(*rng.sample([1, 2, 3, 4, 5], 2)) for _ in range(max(extra, 1))]
+        if case == "first_sighting":
+            # Links that take 20 ms (a campus, not a rack): a frame's copies
+            # reach the controller in the order the frame travelled, unless
+            # a message is held. (With instant links the controller reads
+            # three copies at once, in any order: the race fires by itself.)
+            slow = [{"type": "dataplane_delay", "a": a, "b": b, "ms": 20}
+                    for a, b in [(port(n, 2 if n == 1 else 3), port(n + 1, 2)) for n in range(1, 5)]]
+            events = slow + events
+        return events, None, 1
     raise SystemExit("unknown case %r" % case)
 
 
@@ -258,7 +275,8 @@ def main():
     for seq, (e, gap) in enumerate(timed, 1):
         t += gap if seq > 1 else 0
         lines.append(json.dumps({"seq": seq, "t_ms": t, "external": e}))
-    lines.append(json.dumps({"seq": len(timed) + 1, "t_ms": t + 1500, "violation": violation}))
+    if violation is not None:
+        lines.append(json.dumps({"seq": len(timed) + 1, "t_ms": t + 1500, "violation": violation}))
     with open(os.path.join(out, "trace.jsonl"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print(json.dumps({"case": case, "inputs": len(timed), "optimal": optimal}))

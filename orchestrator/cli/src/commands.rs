@@ -1008,10 +1008,11 @@ fn races(dir: &Path, all: bool, as_json: bool, reaction_ms: u64) -> u8 {
         );
         return exit::BAD_INPUT;
     }
-    // Host names for addresses (a migration's host is known by its address).
-    let hosts = sts_report::topology::config(&read).map(|c| sts_report::races::hosts(&c)).unwrap_or_default();
+    // Host names for addresses (a migration's host is known by its address)
+    // and the links packets are followed through.
+    let places = sts_report::topology::config(&read).map(|c| sts_report::races::places(&c)).unwrap_or_default();
     let opts = sts_report::races::Options { reaction_ms, ..Default::default() };
-    let report = sts_report::races::analyze(&trace, &hosts, &opts);
+    let report = sts_report::races::analyze(&trace, &places, &opts);
     if as_json {
         let mut doc = sts_report::races::json(&report);
         doc["dir"] = read.display().to_string().into();

@@ -221,8 +221,8 @@ pub fn page_with(
     // The races that decide the violation (a bounded look: the page also
     // serves traces of a hundred thousand records).
     let races = trace.violation().map(|_| {
-        let hosts = config.map(crate::races::hosts).unwrap_or_default();
-        crate::races::analyze(trace, &hosts, &crate::races::Options { max_events: 4_000, ..Default::default() })
+        let places = config.map(crate::races::places).unwrap_or_default();
+        crate::races::analyze(trace, &places, &crate::races::Options { max_events: 4_000, ..Default::default() })
     });
     for race in races.iter().flat_map(|r| r.harmful().take(5)) {
         anchors.extend([race.first.seq, race.second.seq]);

@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 
 use sts_trace::Trace;
 
-pub use sts_engine::races::{hosts, Culprit, Event, Options, Race, Report};
+pub use sts_engine::races::{places, Culprit, Event, Options, Places, Race, Report};
 
 /// The races of `trace` (up to its violation), harm judged by the culprit
 /// rule the witness ends on when the tables rebuilt from the trace show it;
 /// FLOW_MODs and PACKET_OUTs described in `dump-flows` words.
-pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Report {
+pub fn analyze(trace: &Trace, places: &Places, opts: &Options) -> Report {
     let opts = Options { describe: crate::flows::message, ..*opts };
     let culprit = trace.violation().and_then(|_| {
         let (_, switches) = crate::tables::at_violation(trace)?;
@@ -23,7 +23,7 @@ pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Re
         })?;
         Some(Culprit { dpid, rule: chain.rule, entry, flow_mod })
     });
-    sts_engine::races::analyze(trace, hosts, &opts, culprit.as_ref())
+    sts_engine::races::analyze(trace, places, &opts, culprit.as_ref())
 }
 
 fn event_line(e: &Event) -> String {
@@ -174,8 +174,8 @@ mod tests {
     const H1: [u8; 6] = [0, 0, 0, 0, 0, 1];
     const H2: [u8; 6] = [0, 0, 0, 0, 0, 2];
 
-    fn hosts() -> Vec<(String, [u8; 6])> {
-        vec![("h1".into(), H1), ("h2".into(), H2)]
+    fn hosts() -> Places {
+        Places { hosts: vec![("h1".into(), H1), ("h2".into(), H2)], ..Places::default() }
     }
 
     /// A trace under construction: records in order, one per call.

@@ -21,18 +21,26 @@ def host_ip(i):
     return "10.0.0.%d" % i
 
 
-# Port numbers as sts wires the line s1-s2-s3: port 1 is the host, then the
-# links (1,2) (2,3) in order, each taking the next free port on both ends.
-LINE_TOWARDS_HIGHER = {1: 2, 2: 3}  # the port towards s(n+1)
-LINE_TOWARDS_LOWER = {2: 2, 3: 2}  # the port towards s(n-1)
+# Port numbers as sts wires a line s1-s2-...: port 1 is the host, then the
+# links (1,2) (2,3) ... in order, each taking the next free port on both
+# ends: towards s(n-1) is port 2, towards s(n+1) port 3 (port 2 on s1).
+def towards(sw, target):
+    """The port of switch s<sw> of a line towards switch s<target>."""
+    return 2 if target < sw or sw == 1 else 3
 
 
 def line_route(sw, dst):
-    """The port of switch s<sw> of the line s1-s2-s3 towards host h<dst>
-    (one host per switch, where it started)."""
-    if sw == dst:
-        return 1
-    return LINE_TOWARDS_HIGHER[sw] if dst > sw else LINE_TOWARDS_LOWER[sw]
+    """The port of switch s<sw> of a line towards host h<dst> (one host per
+    switch, where it started)."""
+    return 1 if sw == dst else towards(sw, dst)
+
+
+def host_number(mac):
+    """N for the address sts gives host h<N>, else None."""
+    octets = mac.split(":")
+    if octets[:5] != ["00"] * 5 or octets[5] == "00":
+        return None
+    return int(octets[5], 16)
 
 
 def answer_arp(dp, in_port, pkt):

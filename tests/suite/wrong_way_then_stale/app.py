@@ -24,7 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from common.learning import LINE_TOWARDS_HIGHER, ProactiveLineRouter, host_mac  # noqa: E402
+from common.learning import ProactiveLineRouter, host_mac, towards  # noqa: E402
 
 
 class WrongWayThenStale(ProactiveLineRouter):
@@ -32,4 +32,4 @@ class WrongWayThenStale(ProactiveLineRouter):
         s2 = self.datapaths.get(2)
         if dp.id == 3 and n == 2 and s2 is not None:
             p = s2.ofproto_parser
-            self.add_flow(s2, 50, p.OFPMatch(eth_dst=host_mac(1)), [p.OFPActionOutput(LINE_TOWARDS_HIGHER[2])])
+            self.add_flow(s2, 50, p.OFPMatch(eth_dst=host_mac(1)), [p.OFPActionOutput(towards(2, 3))])

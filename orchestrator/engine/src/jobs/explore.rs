@@ -114,17 +114,29 @@ pub fn variant(base: &Trace, flip: &Flip) -> Option<Trace> {
 }
 
 /// `n` random flips of `base`: each a message picked at random (HELLOs and
-/// echoes aside) held a random 50–1,000 ms.
+/// echoes aside, and among those a variant can hold: the first of their
+/// type and switch after an input) held a random 50–1,000 ms.
 pub fn random_flips(base: &Trace, n: usize, seed: u64) -> Vec<Flip> {
     use rand::{Rng, SeedableRng};
     let end = base.records.iter().position(|r| r.violation().is_some()).unwrap_or(base.records.len());
-    let messages: Vec<&Record> = base.records[..end]
-        .iter()
-        .filter(|r| {
-            matches!(r.internal(), Some(sts_trace::Internal::Openflow { msg, proxy: None, .. })
-                if !matches!(msg.as_str(), "hello" | "echo_request" | "echo_reply"))
-        })
-        .collect();
+    // Only messages a variant holds as picked: after an input, and the
+    // first of their type and switch since it (`variant` arms the delay at
+    // that input, and it takes the first such message that comes).
+    let mut messages: Vec<&Record> = Vec::new();
+    let mut since_input: Option<std::collections::BTreeSet<(u64, sts_trace::MsgType)>> = None;
+    for r in &base.records[..end] {
+        if r.external().is_some() {
+            since_input = Some(Default::default());
+        }
+        let (Some(seen), Some(sts_trace::Internal::Openflow { dpid, msg, proxy: None, .. })) =
+            (since_input.as_mut(), r.internal())
+        else {
+            continue;
+        };
+        if seen.insert((*dpid, *msg)) && !matches!(msg.as_str(), "hello" | "echo_request" | "echo_reply") {
+            messages.push(r);
+        }
+    }
     if messages.is_empty() {
         return Vec::new();
     }
@@ -177,9 +189,9 @@ pub async fn run(
             warm: None,
         });
     }
-    let hosts = races::hosts(config);
+    let network = races::places(config);
     let flips = match opts.random {
-        None => races::flips(&recorded, &hosts, &opts.races),
+        None => races::flips(&recorded, &network, &opts.races),
         Some(seed) => random_flips(&recorded, opts.budget, seed),
     };
     let flips: Vec<Flip> = flips.into_iter().take(opts.budget).collect();

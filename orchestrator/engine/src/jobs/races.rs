@@ -145,6 +145,21 @@ struct FlowModView {
     r#match: FlowMatch,
     /// Its rule sends packets to the controller.
     to_controller: bool,
+    /// The switch ports it sends packets out of.
+    outputs: Vec<u32>,
+}
+
+/// The switch ports (OFPP_MAX and below) `actions` send packets out of.
+fn output_ports(instructions: &Instructions) -> Vec<u32> {
+    instructions
+        .apply
+        .iter()
+        .chain(instructions.write.iter().flatten())
+        .filter_map(|a| match a {
+            Action::Output { port, .. } if *port <= 0xffff_ff00 => Some(*port),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A PACKET_IN's packet: the table that sent it up, its header fields (at
@@ -170,7 +185,8 @@ enum Kind {
         ctl: usize,
         xid: u32,
         flow_mod: Option<FlowModView>,
-        packet_out: Option<Bytes>,
+        /// A PACKET_OUT's frame and the ports it is sent out of.
+        packet_out: Option<(Bytes, Vec<u32>)>,
     },
     ToController {
         dpid: u64,
@@ -179,6 +195,11 @@ enum Kind {
         asynchronous: bool,
         packet_in: Option<Box<PacketInView>>,
         keys: Vec<Key>,
+    },
+    /// A host received a frame: the frame read the flow tables of every
+    /// switch it crossed (which ones, the model does not know).
+    Delivery {
+        frame: Bytes,
     },
 }
 
@@ -197,6 +218,11 @@ impl Node {
             Kind::ToController { ctl, .. } => Some(ctl),
             _ => None,
         }
+    }
+
+    /// An input or a delivery: one point, no sending and receiving apart.
+    fn single_point(&self) -> bool {
+        matches!(self.kind, Kind::Input { .. } | Kind::Delivery { .. })
     }
 }
 
@@ -263,6 +289,16 @@ fn nodes(
             });
             continue;
         }
+        if let Some(Internal::Frame { host, sent: false, raw: Some(frame) }) = r.internal() {
+            let what = format!("{host} receives {}", sts_trace::frame_summary(frame));
+            out.push(Node {
+                sent: i,
+                received: i,
+                kind: Kind::Delivery { frame: frame.clone() },
+                event: Event { seq: r.seq, t_ms: r.t_ms, what, delivered: None },
+            });
+            continue;
+        }
         let Some(Internal::Openflow { dpid, controller, dir, msg, raw, proxy, .. }) = r.internal() else { continue };
         let (received, delivered) = match proxy {
             Some(ProxyDecision::Dropped) => continue,
@@ -284,26 +320,38 @@ fn nodes(
                 if let Some(m) = &parsed {
                     match &m.body {
                         Body::V13(v13::Msg::FlowMod(f)) => {
+                            let instructions = Instructions::from_v13(&f.instructions);
                             flow_mod = FlowMatch::from_v13(&f.r#match).ok().map(|r#match| FlowModView {
                                 table: f.table_id,
                                 adds: f.command <= 2,
                                 priority: f.priority,
                                 r#match,
-                                to_controller: Instructions::from_v13(&f.instructions).outputs_to(CONTROLLER),
+                                to_controller: instructions.outputs_to(CONTROLLER),
+                                outputs: output_ports(&instructions),
                             })
                         }
                         Body::V10(v10::Msg::FlowMod(f)) => {
                             let apply = f.actions.iter().map(Action::from_v10).collect();
+                            let instructions = Instructions { apply, ..Instructions::default() };
                             flow_mod = Some(FlowModView {
                                 table: 0,
                                 adds: f.command <= 2,
                                 priority: f.priority,
                                 r#match: FlowMatch::from_v10(&f.r#match),
-                                to_controller: Instructions { apply, ..Instructions::default() }.outputs_to(CONTROLLER),
+                                to_controller: instructions.outputs_to(CONTROLLER),
+                                outputs: output_ports(&instructions),
                             })
                         }
-                        Body::V13(v13::Msg::PacketOut(p)) if !p.data.is_empty() => packet_out = Some(p.data.clone()),
-                        Body::V10(v10::Msg::PacketOut(p)) if !p.data.is_empty() => packet_out = Some(p.data.clone()),
+                        Body::V13(v13::Msg::PacketOut(p)) if !p.data.is_empty() => {
+                            let apply = p.actions.iter().map(Action::from_v13).collect();
+                            packet_out =
+                                Some((p.data.clone(), output_ports(&Instructions { apply, ..Default::default() })))
+                        }
+                        Body::V10(v10::Msg::PacketOut(p)) if !p.data.is_empty() => {
+                            let apply = p.actions.iter().map(Action::from_v10).collect();
+                            packet_out =
+                                Some((p.data.clone(), output_ports(&Instructions { apply, ..Default::default() })))
+                        }
                         _ => {}
                     }
                     if let Some(words) = describe(m) {
@@ -450,7 +498,7 @@ fn happens_before(nodes: &[Node], senders: &HashMap<usize, (usize, u16)>, opts: 
     let mut points: Vec<(usize, bool, usize)> = Vec::with_capacity(nodes.len() * 2);
     for (i, n) in nodes.iter().enumerate() {
         points.push((n.sent, false, i));
-        if !matches!(n.kind, Kind::Input { .. }) {
+        if !n.single_point() {
             points.push((n.received, true, i));
         }
     }
@@ -484,7 +532,7 @@ fn happens_before(nodes: &[Node], senders: &HashMap<usize, (usize, u16)>, opts: 
             let (dpid, ctl, to_switch) = match &node.kind {
                 Kind::ToSwitch { dpid, ctl, .. } => (*dpid, *ctl, true),
                 Kind::ToController { dpid, ctl, .. } => (*dpid, *ctl, false),
-                Kind::Input { .. } => unreachable!("inputs have no receiving"),
+                Kind::Input { .. } | Kind::Delivery { .. } => unreachable!("one point, no receiving"),
             };
             if let Some(prev) = channel_receive.insert((dpid, ctl, to_switch), pt) {
                 p.push(prev);
@@ -500,11 +548,11 @@ fn happens_before(nodes: &[Node], senders: &HashMap<usize, (usize, u16)>, opts: 
                 }
                 Kind::ToSwitch { dpid, ctl, xid, packet_out, .. } => {
                     requests.insert((*dpid, *ctl, *xid), pt);
-                    if let Some(frame) = packet_out {
+                    if let Some((frame, _)) = packet_out {
                         frames.insert(untagged(frame), pt);
                     }
                 }
-                Kind::Input { .. } => {}
+                Kind::Input { .. } | Kind::Delivery { .. } => {}
             }
             continue;
         }
@@ -517,6 +565,12 @@ fn happens_before(nodes: &[Node], senders: &HashMap<usize, (usize, u16)>, opts: 
                 // before it: all earlier points happened before it.
                 last_input = Some(pt);
                 inputs.push(pt);
+            }
+            Kind::Delivery { frame } => {
+                // After what carried the frame out of a switch last.
+                if let Some(&carrier) = frames.get(&untagged(frame)) {
+                    p.push(carrier);
+                }
             }
             Kind::ToSwitch { dpid, ctl, .. } => {
                 if let Some(prev) = channel_send.insert((*dpid, *ctl, true), pt) {
@@ -591,8 +645,10 @@ fn happens_before(nodes: &[Node], senders: &HashMap<usize, (usize, u16)>, opts: 
 fn conflicts(
     nodes: &[Node],
     senders: &HashMap<usize, (usize, u16)>,
-    hosts: &[(String, [u8; 6])],
+    places: &Places,
+    reaction_ms: u64,
 ) -> Vec<(String, usize, usize, String)> {
+    let hosts = &places.hosts[..];
     let mut out = Vec::new();
     // At a controller: messages (and inputs) sharing a key.
     let mut by_key: BTreeMap<(usize, Key), Vec<usize>> = BTreeMap::new();
@@ -643,6 +699,70 @@ fn conflicts(
                     let about = keys.iter().map(|k| k.describe(hosts)).collect::<Vec<_>>().join(", ");
                     out.push((format!("c{c}"), f, s, format!("c{c}'s configuration and what it learns of {about}")));
                 }
+            }
+        }
+    }
+    // At a switch: a rule sent with a PACKET_OUT (in one reaction, to
+    // another switch) and that packet's delivery, when the packet took the
+    // rule: nothing but timing put the rule there before the packet came,
+    // unless a barrier did (then the two are ordered). The packet's path is
+    // followed from the PACKET_OUT's port through the links and, at each
+    // switch, the rule it would take (the highest-priority match sent by
+    // then).
+    let mut packet_outs: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+    let mut rules: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        match &n.kind {
+            Kind::ToSwitch { packet_out: Some((frame, _)), .. } => {
+                packet_outs.entry(untagged(frame)).or_default().push(i)
+            }
+            Kind::ToSwitch { dpid, flow_mod: Some(f), .. } if f.adds => rules.entry(*dpid).or_default().push(i),
+            _ => {}
+        }
+    }
+    for (d, n) in nodes.iter().enumerate() {
+        let Kind::Delivery { frame } = &n.kind else { continue };
+        let frame = untagged(frame);
+        let Some(&p) = packet_outs.get(&frame).and_then(|ps| ps.iter().rev().find(|&&p| nodes[p].received < n.sent))
+        else {
+            continue;
+        };
+        let Kind::ToSwitch { dpid: out_at, ctl, packet_out: Some((_, ports)), .. } = &nodes[p].kind else { continue };
+        let t_out = nodes[p].event.t_ms;
+        let mut hops: Vec<(u64, u32)> = ports.iter().map(|&port| (*out_at, port)).collect();
+        let mut visited = BTreeSet::new();
+        while let Some(hop) = hops.pop() {
+            let Some(&(dpid, in_port)) = places.links.get(&hop) else { continue };
+            if !visited.insert((dpid, in_port)) || visited.len() > 64 {
+                continue;
+            }
+            let fields = Fields::extract(&frame, in_port, 0);
+            let taken = rules
+                .get(&dpid)
+                .into_iter()
+                .flatten()
+                .filter(|&&f| nodes[f].sent < n.sent)
+                .filter_map(|&f| match &nodes[f].kind {
+                    Kind::ToSwitch { flow_mod: Some(m), .. } if m.table == 0 && m.r#match.matches(&fields) => {
+                        Some((m.priority, f))
+                    }
+                    _ => None,
+                })
+                .max();
+            let Some((_, f)) = taken else { continue };
+            let Kind::ToSwitch { ctl: cf, flow_mod: Some(fm), .. } = &nodes[f].kind else { continue };
+            hops.extend(fm.outputs.iter().map(|&port| (dpid, port)));
+            if cf == ctl && f < p && t_out - nodes[f].event.t_ms <= reaction_ms && !fm.to_controller {
+                out.push((
+                    format!("s{dpid}"),
+                    f,
+                    d,
+                    format!(
+                        "s{dpid} table {}: the rule (priority {}) on the path of the packet c{ctl} sent out at s{out_at} \
+                         (seq {}) with no barrier",
+                        fm.table, fm.priority, nodes[p].event.seq
+                    ),
+                ));
             }
         }
     }
@@ -728,13 +848,24 @@ fn rule_keys(dpid: u64, e: &FlowEntry) -> BTreeSet<Key> {
     keys
 }
 
-/// The config's hosts by name and address (as the mock network gives them).
-pub fn hosts(config: &crate::config::Config) -> Vec<(String, [u8; 6])> {
-    sts_mocknet::Network::new(&config.topology(), config.network.openflow.wire())
-        .hosts
-        .iter()
-        .map(|h| (h.name.clone(), h.mac.0))
-        .collect()
+/// What the analysis knows of the network: hosts by name and address, and
+/// the links between switch ports (both ways). Empty without a config: then
+/// no address is named and no packet's path is followed.
+#[derive(Debug, Clone, Default)]
+pub struct Places {
+    pub hosts: Vec<(String, [u8; 6])>,
+    pub links: HashMap<(u64, u32), (u64, u32)>,
+}
+
+/// The config's hosts and links (as the mock network wires them).
+pub fn places(config: &crate::config::Config) -> Places {
+    let net = sts_mocknet::Network::new(&config.topology(), config.network.openflow.wire());
+    let mut links = HashMap::new();
+    for (a, b) in net.switch_links() {
+        links.insert(a, b);
+        links.insert(b, a);
+    }
+    Places { hosts: net.hosts.iter().map(|h| (h.name.clone(), h.mac.0)).collect(), links }
 }
 
 /// A trace's events up to its violation, with their happens-before.
@@ -746,16 +877,18 @@ struct Model {
     hb: HappensBefore,
     /// Events left out at the start (past `max_events`).
     skipped: usize,
+    reaction_ms: u64,
 }
 
 impl Model {
-    fn build(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Model {
+    fn build(trace: &Trace, places: &Places, opts: &Options) -> Model {
         let end = trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len());
         // The last `max_events` events only, found before anything is
         // parsed (a long trace's page must not decode all of it).
         let is_event = |r: &sts_trace::Record| {
             r.external().is_some()
                 || matches!(r.internal(), Some(Internal::Openflow { proxy, .. }) if *proxy != Some(ProxyDecision::Dropped))
+                || matches!(r.internal(), Some(Internal::Frame { sent: false, raw: Some(_), .. }))
         };
         let (mut start, mut kept) = (end, 0);
         while start > 0 && kept < opts.max_events {
@@ -763,10 +896,10 @@ impl Model {
             kept += usize::from(is_event(&trace.records[start]));
         }
         let skipped = trace.records[..start].iter().filter(|r| is_event(r)).count();
-        let nodes = nodes(trace, start, end, hosts, opts.describe);
+        let nodes = nodes(trace, start, end, &places.hosts, opts.describe);
         let senders = senders(&nodes);
         let hb = happens_before(&nodes, &senders, opts);
-        Model { end, nodes, senders, hb, skipped }
+        Model { end, nodes, senders, hb, skipped, reaction_ms: opts.reaction_ms }
     }
 }
 
@@ -784,13 +917,13 @@ struct Conflict {
 
 impl Model {
     /// Each conflicting pair once.
-    fn conflicts(&self, hosts: &[(String, [u8; 6])]) -> Vec<Conflict> {
+    fn conflicts(&self, places: &Places) -> Vec<Conflict> {
         let mut seen = BTreeSet::new();
         let met = |x: usize, at_switch: bool| match self.nodes[x].kind {
             Kind::ToController { .. } if at_switch => self.hb.send[x],
             _ => self.hb.receive[x],
         };
-        conflicts(&self.nodes, &self.senders, hosts)
+        conflicts(&self.nodes, &self.senders, places, self.reaction_ms)
             .into_iter()
             .filter(|(_, a, b, _)| seen.insert((*a.min(b), *a.max(b))))
             .map(|(at, first, second, what)| {
@@ -804,8 +937,8 @@ impl Model {
 /// The races of `trace` up to its violation (the whole trace without one);
 /// `hosts` name addresses (and let a migration's host be known by its
 /// address).
-pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culprit: Option<&Culprit>) -> Report {
-    let model = Model::build(trace, hosts, opts);
+pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&Culprit>) -> Report {
+    let model = Model::build(trace, places, opts);
     let Model { end, nodes, hb, skipped, .. } = &model;
     let (end, skipped) = (*end, *skipped);
     let mut report = Report { events: nodes.len(), edges: hb.edges, skipped, ..Report::default() };
@@ -815,7 +948,7 @@ pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culpr
 
     // What harm is judged by.
     enum Judge {
-        Rule { installer: usize, keys: BTreeSet<Key> },
+        Rule { installer: usize, keys: BTreeSet<Key>, r#match: FlowMatch },
         Handling(usize),
     }
     let mut judge = None;
@@ -830,7 +963,8 @@ pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culpr
         let controller = v.elements.iter().find_map(|e| controller_index(e));
         if let (Some(c), Some(installer)) = (culprit, installer) {
             report.judged_by = Some(format!("s{} {} (installed by seq {})", c.dpid, c.rule.trim(), c.flow_mod));
-            judge = Some(Judge::Rule { installer, keys: rule_keys(c.dpid, &c.entry) });
+            judge =
+                Some(Judge::Rule { installer, keys: rule_keys(c.dpid, &c.entry), r#match: c.entry.r#match.clone() });
         } else if let Some(c) = controller.filter(|_| matches!(v.invariant.as_str(), "controller-errors" | "liveness"))
         {
             // The message the controller was handling when it failed.
@@ -851,25 +985,46 @@ pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culpr
 
     let mut races = Vec::new();
     let mut culprit_causes: Option<Vec<bool>> = None;
-    for Conflict { at, first: a, second: b, what: conflict, points: (pa, pb) } in model.conflicts(hosts) {
+    for Conflict { at, first: a, second: b, what: conflict, points: (pa, pb) } in model.conflicts(places) {
         if hb.ordered(pa, pb) {
             continue;
         }
+        let mut strength = 2;
         let harm = match &judge {
-            Some(Judge::Rule { installer, keys }) => {
+            Some(Judge::Rule { installer, keys, r#match }) => {
                 let causes = culprit_causes.get_or_insert_with(|| hb.causes(hb.send[*installer]));
                 let leads = |x: usize| x == *installer || causes[if x == b { pb } else { pa }];
+                // How it concerns the rule: it is about a host or port the
+                // rule names (2), or carries a packet the rule takes, where
+                // it came in aside (1).
                 let concerns = |x: usize| match &nodes[x].kind {
-                    Kind::ToController { keys: k, .. } => k.iter().any(|k| keys.contains(k)),
-                    Kind::ToSwitch { .. } => x == *installer,
-                    Kind::Input { .. } => false,
+                    Kind::ToController { keys: k, .. } if k.iter().any(|k| keys.contains(k)) => 2,
+                    Kind::ToController { packet_in: Some(pin), .. } => {
+                        let in_port = r#match.fields.iter().find(|f| f.field == Field::InPort);
+                        let in_port = in_port.map_or(0, |f| f.value as u32);
+                        u8::from(r#match.matches(&Fields::extract(&pin.frame, in_port, 0)))
+                    }
+                    Kind::ToSwitch { .. } => 2 * u8::from(x == *installer),
+                    _ => 0,
                 };
+                // Either side: what the later one did depended on the
+                // earlier one having come first, and what the earlier one
+                // did on the later one not having come yet.
+                let deciding = [(b, "later"), (a, "earlier")]
+                    .into_iter()
+                    .filter(|&(x, _)| !nodes[x].single_point() && leads(x))
+                    .map(|(x, which)| (concerns(x), which))
+                    .filter(|&(how, _)| how > 0)
+                    .max_by_key(|&(how, _)| how);
                 if a == *installer || b == *installer {
+                    strength = 2;
                     Some(format!("one of the two is the culprit rule's FLOW_MOD (seq {})", nodes[*installer].event.seq))
-                } else if !matches!(nodes[b].kind, Kind::Input { .. }) && leads(b) && concerns(b) {
+                } else if let Some((how, which)) = deciding {
+                    strength = how;
                     Some(format!(
-                        "the later one leads to the culprit rule's FLOW_MOD (seq {}) and concerns what it matches",
-                        nodes[*installer].event.seq
+                        "the {which} one leads to the culprit rule's FLOW_MOD (seq {}) and {}",
+                        nodes[*installer].event.seq,
+                        if how == 2 { "concerns what it matches" } else { "carries a packet it takes" }
                     ))
                 } else {
                     None
@@ -884,15 +1039,18 @@ pub fn analyze(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options, culpr
             None => None,
         };
         let input = matches!(nodes[a].kind, Kind::Input { .. }) || matches!(nodes[b].kind, Kind::Input { .. });
+        let held = nodes[a].event.delivered.is_some() || nodes[b].event.delivered.is_some();
         races.push((
-            (harm.is_none(), !input),
+            (harm.is_none(), !held, !input, 2 - strength),
             b,
             Race { at, first: nodes[a].event.clone(), second: nodes[b].event.clone(), conflict, harm },
         ));
     }
-    // Harmful first; among them those with an input (its timing is what a
-    // test controls), then the latest (nearest the violation). The rest in
-    // trace order.
+    // Harmful first; among them those with a message the proxy held (where
+    // timing was changed), then those with an input (its timing is what a
+    // test controls), then those about what the rule names before those
+    // carrying a packet it takes, then the latest (nearest the violation).
+    // The rest in trace order.
     races.sort_by(|x, y| x.0.cmp(&y.0).then(if x.0 .0 { x.1.cmp(&y.1) } else { y.1.cmp(&x.1) }));
     report.races = races.into_iter().map(|(_, _, r)| r).collect();
     report
@@ -937,17 +1095,17 @@ fn settled(trace: &Trace, at: usize, end: usize) -> u64 {
 /// flips of the first message past the second event; those whose second
 /// event is an input first (its timing is what a test controls), then in
 /// trace order; each (message, past) once.
-pub fn flips(trace: &Trace, hosts: &[(String, [u8; 6])], opts: &Options) -> Vec<Flip> {
-    let model = Model::build(trace, hosts, opts);
+pub fn flips(trace: &Trace, places: &Places, opts: &Options) -> Vec<Flip> {
+    let model = Model::build(trace, places, opts);
     let Model { end, nodes, hb, .. } = &model;
     let mut causes: HashMap<usize, Vec<bool>> = HashMap::new();
     let mut out = Vec::new();
-    for Conflict { at, first: a, second: b, what: conflict, points: (pa, pb) } in model.conflicts(hosts) {
+    for Conflict { at, first: a, second: b, what: conflict, points: (pa, pb) } in model.conflicts(places) {
         // The first must be a message the proxy let through at once (a held
         // one cannot be delivered earlier than it was).
         let dpid = match &nodes[a].kind {
             Kind::ToSwitch { dpid, .. } | Kind::ToController { dpid, .. } => *dpid,
-            Kind::Input { .. } => continue,
+            Kind::Input { .. } | Kind::Delivery { .. } => continue,
         };
         if nodes[a].event.delivered.is_some() || hb.before(pb, pa) {
             continue;
