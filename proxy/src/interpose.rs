@@ -221,11 +221,14 @@ pub struct Interposer {
 }
 
 /// A queued message that was delivered: its sequence number (its
-/// [`Recorded::seq`]) and the time it went.
+/// [`Recorded::seq`]), the time it went, and how many messages had come by
+/// then (its place among the arrivals: what came after it may be its
+/// consequence).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Delivered {
     pub seq: u64,
     pub time_ms: u64,
+    pub arrivals: u64,
 }
 
 impl Default for Interposer {
@@ -515,7 +518,7 @@ impl Interposer {
         for (&(channel, dir), q) in self.queues.iter_mut() {
             while q.front().is_some_and(|m| m.due.is_some_and(|d| d <= now)) {
                 let m = q.pop_front().expect("front exists");
-                self.delivered.push(Delivered { seq: m.seq, time_ms: now });
+                self.delivered.push(Delivered { seq: m.seq, time_ms: now, arrivals: self.next_seq });
                 out.push(Delivery { channel, dir, frame: m.frame });
             }
         }
@@ -524,7 +527,11 @@ impl Interposer {
                 std::mem::take(&mut self.aside).into_iter().partition(|(_, _, m)| m.due.is_some_and(|d| d <= now));
             self.aside = rest;
             ready.sort_by_key(|(_, _, m)| (m.due, m.seq));
-            self.delivered.extend(ready.iter().map(|(_, _, m)| Delivered { seq: m.seq, time_ms: now }));
+            self.delivered.extend(ready.iter().map(|(_, _, m)| Delivered {
+                seq: m.seq,
+                time_ms: now,
+                arrivals: self.next_seq,
+            }));
             out.extend(ready.into_iter().map(|(channel, dir, m)| Delivery { channel, dir, frame: m.frame }));
         }
         out
@@ -606,7 +613,7 @@ impl Interposer {
     /// as delivered at `now`.
     pub fn take_to_deliver(&mut self, seq: u64, now: u64) -> Option<Delivery> {
         let d = self.take(seq)?;
-        self.delivered.push(Delivered { seq, time_ms: now });
+        self.delivered.push(Delivered { seq, time_ms: now, arrivals: self.next_seq });
         Some(d)
     }
 

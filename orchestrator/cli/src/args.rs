@@ -430,6 +430,11 @@ cannot run.")]
         /// the analysis against.
         #[arg(long, value_name = "SEED")]
         random: Option<u64>,
+        /// Losses instead of orders: each FLOW_MOD the run sent, dropped at the proxy in its own
+        /// variant (rules that send packets to the controller first: lost, they leave a switch
+        /// silent); with --random, random messages dropped.
+        #[arg(long)]
+        drops: bool,
         /// Print the result as one JSON object instead of text.
         #[arg(long)]
         json: bool,

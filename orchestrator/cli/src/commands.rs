@@ -93,7 +93,7 @@ pub fn run(cli: Cli) -> u8 {
             _ => exit::BAD_INPUT, // clap requires both without --wiring
         },
         Command::Races { dir, all, json, reaction_ms } => races(dir, *all, *json, *reaction_ms),
-        Command::Explore { dir, budget, all, warm, reaction_ms, list, random, json } => {
+        Command::Explore { dir, budget, all, warm, reaction_ms, list, random, drops, json } => {
             let opts = sts_engine::explore::Options {
                 budget: *budget,
                 all: *all,
@@ -105,6 +105,7 @@ pub fn run(cli: Cli) -> u8 {
                 },
                 list: *list,
                 random: *random,
+                drops: *drops,
             };
             explore(&engine, dir, &opts, *json)
         }
@@ -873,6 +874,9 @@ fn recorded_run(dir: &Path, trace: &sts_trace::Trace) -> Option<std::path::PathB
 /// A flip in one line: `seq 93 packet_in s1 → c0 (...) for 1390 ms, past
 /// seq 129 policy split (at c0: ...)`.
 fn flip_line(f: &sts_engine::races::Flip) -> String {
+    if f.drop {
+        return format!("seq {} {} dropped (at {}: {})", f.message, f.first.what, f.at, f.conflict);
+    }
     format!(
         "seq {} {} for {} ms, past seq {} {} (at {}: {})",
         f.message, f.first.what, f.delay_ms, f.past, f.second.what, f.at, f.conflict
@@ -882,7 +886,9 @@ fn flip_line(f: &sts_engine::races::Flip) -> String {
 /// A flip as `sts explore --json` gives it.
 fn flip_json(f: &sts_engine::races::Flip) -> serde_json::Value {
     serde_json::json!({
-        "held": {"seq": f.message, "what": f.first.what, "switch": f.dpid, "msg_type": f.msg_type.as_str(), "ms": f.delay_ms},
+        "held": {"seq": f.message, "what": f.first.what, "switch": f.dpid, "msg_type": f.msg_type.as_str(),
+                 "ms": if f.drop { serde_json::Value::Null } else { f.delay_ms.into() }},
+        "dropped": f.drop,
         "past": {"seq": f.past, "what": f.second.what},
         "at": f.at,
         "conflict": f.conflict,
@@ -906,8 +912,14 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
         }
     };
     let out = dir.join("explore");
+    let tried = match (opts.random, opts.drops) {
+        (None, false) => "each order timing alone decided, flipped",
+        (None, true) => "each FLOW_MOD lost",
+        (Some(_), false) => "random messages held",
+        (Some(_), true) => "random messages lost",
+    };
     eprintln!(
-        "sts explore: replaying {}'s {} inputs, then each order timing alone decided, flipped (at most {}); into {}",
+        "sts explore: replaying {}'s {} inputs, then {tried} (at most {}); into {}",
         dir.display(),
         trace.externals().len(),
         opts.budget,
@@ -939,14 +951,20 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
         outln!("the run itself ends in a violation: {v}");
         outln!("nothing to explore: `sts minimize {}` shrinks it", dir.display());
     } else if opts.list {
-        outln!("{} orders timing alone decided (at most --budget):", outcome.flips.len());
+        if opts.drops {
+            outln!("{} FLOW_MODs to lose (at most --budget):", outcome.flips.len());
+        } else {
+            outln!("{} orders timing alone decided (at most --budget):", outcome.flips.len());
+        }
         for (k, f) in outcome.flips.iter().enumerate() {
-            outln!("{:>4}. hold {}", k + 1, flip_line(f));
+            outln!("{:>4}. {}{}", k + 1, if f.drop { "" } else { "hold " }, flip_line(f));
         }
     } else {
-        let offered = match opts.random {
-            Some(seed) => format!("{} random holds (seed {seed})", outcome.flips.len()),
-            None => format!("{} orders timing alone decided", outcome.flips.len()),
+        let offered = match (opts.random, opts.drops) {
+            (Some(seed), false) => format!("{} random holds (seed {seed})", outcome.flips.len()),
+            (Some(seed), true) => format!("{} random losses (seed {seed})", outcome.flips.len()),
+            (None, false) => format!("{} orders timing alone decided", outcome.flips.len()),
+            (None, true) => format!("{} FLOW_MODs to lose", outcome.flips.len()),
         };
         outln!(
             "{offered}; {} tried in {:.1} s ({:.1} per second){}",
@@ -961,7 +979,7 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
         );
         for f in &outcome.finds {
             outln!("found, variant {}: {}", f.execution, f.violation);
-            outln!("  held: {}", flip_line(&f.flip));
+            outln!("  {}: {}", if f.flip.drop { "lost" } else { "held" }, flip_line(&f.flip));
             outln!("  written to {} (sts minimize {} shrinks it)", f.dir.display(), f.dir.display());
         }
         if outcome.finds.is_empty() {

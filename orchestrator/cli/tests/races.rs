@@ -159,3 +159,112 @@ fn explore_finds_the_vlan_move_race_from_a_clean_run_first() {
     assert!(!dir.join("explore/runs").exists());
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// `tests/suite/make_trace.py CASE EXTRA 1 DIR`.
+fn suite_case(case: &str, extra: &str, dir: &Path) {
+    let out = Command::new("python3")
+        .arg(workspace().join("tests/suite/make_trace.py"))
+        .args([case, extra, "1"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Replaces `dir`'s trace with these inputs, `gap_ms` apart.
+fn inputs(dir: &Path, events: &[(u64, &str)]) {
+    let mut t = 1000;
+    let mut lines = vec![r#"{"format":"sts-trace","version":1,"seed":1}"#.to_string()];
+    for (n, (gap, event)) in events.iter().enumerate() {
+        t += gap;
+        lines.push(format!(r#"{{"seq":{},"t_ms":{t},"external":{event}}}"#, n + 1));
+    }
+    std::fs::write(dir.join("trace.jsonl"), lines.join("\n") + "\n").unwrap();
+}
+
+/// `sts explore DIR ARGS --json`: exit 1 and its first find, at variant 1.
+fn explore_first(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let out = sts().arg("explore").arg(dir).args(args).arg("--json").output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(out.status.code(), Some(1), "{doc:#}\n{}", text(&out));
+    assert!(doc["base_violation"].is_null(), "the run is clean: {doc:#}");
+    let find = doc["finds"][0].clone();
+    assert_eq!(find["execution"], 1, "found by the first variant: {doc:#}");
+    find
+}
+
+/// The suite's race apps and its handshake race, each from a clean run:
+/// `sts explore` finds the bug at the first order it tries, and `sts races`
+/// on the find names the pair whose order was flipped (a message the proxy
+/// held, first among the harmful races).
+#[test]
+fn explore_finds_the_suite_races_first_and_races_names_the_flipped_pair() {
+    let tmp = std::env::temp_dir().join(format!("sts-explore-suite-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let handshake = tmp.join("handshake_race");
+    suite_case("handshake_race", "3", &handshake);
+    // Traffic, s2 gone and back, and traffic a second later: clean.
+    let ping = r#"{"type":"ping","src":"h1","dst":"h3"}"#;
+    inputs(
+        &handshake,
+        &[
+            (0, ping),
+            (300, r#"{"type":"switch_down","switch":2}"#),
+            (300, r#"{"type":"switch_up","switch":2}"#),
+            (1000, ping),
+        ],
+    );
+    for (case, dir, at, conflict, violation) in [
+        ("unbarriered_path", tmp.join("unbarriered_path"), "s", "matches the packet", "is dropped at"),
+        ("first_sighting", tmp.join("first_sighting"), "c0", "host h", ""),
+        ("handshake_race", handshake, "s2", "s2's new connection", "HandshakeRace"),
+    ] {
+        if case != "handshake_race" {
+            suite_case(case, "10", &dir);
+        }
+        let find = explore_first(&dir, &[]);
+        assert!(find["violation"].as_str().unwrap().contains(violation), "{case}: {find:#}");
+        let (code, doc, said) = races_json(Path::new(find["dir"].as_str().unwrap()));
+        assert_eq!(code, Some(1), "{case}: a harmful race\n{said}");
+        let first = &doc["races"][0];
+        assert!(!first["harm"].is_null(), "{case}: {doc:#}");
+        assert!(first["at"].as_str().unwrap().starts_with(at), "{case}: {first:#}");
+        assert!(first["conflict"].as_str().unwrap().contains(conflict), "{case}: {first:#}");
+        // (The find's trace is numbered anew: the message is known by its words.)
+        let held = |e: &serde_json::Value| e["what"] == find["held"]["what"] && !e["delivered"].is_null();
+        assert!(
+            held(&first["first"]) || held(&first["second"]),
+            "{case}: the held message is one of the two: {first:#}\n{find:#}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// os-ken's simple_switch_13 loses a reconnecting switch's table-miss
+/// FLOW_MOD for good: `sts explore --drops` loses that one first (a rule to
+/// the controller) and finds the blackhole; `sts races` says a lost message
+/// is not a race.
+#[test]
+fn explore_drops_finds_the_lost_table_miss_first() {
+    let tmp = std::env::temp_dir().join(format!("sts-explore-drops-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::copy(workspace().join("examples/fuzz-osken13-lost-flowmod.toml"), tmp.join("config.toml")).unwrap();
+    inputs(
+        &tmp,
+        &[
+            (0, r#"{"type":"ping","src":"h1","dst":"h3"}"#),
+            (300, r#"{"type":"switch_down","switch":2}"#),
+            (300, r#"{"type":"switch_up","switch":2}"#),
+            (300, r#"{"type":"ping","src":"h3","dst":"h1"}"#),
+        ],
+    );
+    let find = explore_first(&tmp, &["--drops"]);
+    assert_eq!(find["dropped"], true, "{find:#}");
+    assert_eq!(find["held"]["switch"], 2, "{find:#}");
+    assert!(find["held"]["what"].as_str().unwrap().contains("actions=CONTROLLER"), "{find:#}");
+    let (code, doc, said) = races_json(Path::new(find["dir"].as_str().unwrap()));
+    assert_eq!(code, Some(0), "{said}");
+    assert!(doc["unjudged"].as_str().unwrap().contains("a lost message is not a race"), "{doc:#}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -258,9 +258,19 @@ mod tests {
             self.message(t_ms, dpid, Direction::ToController, Message::new(xid, Body::V13(v13::Msg::BarrierReply)));
         }
 
+        /// Host `host` received `frame`.
+        fn delivery(&mut self, t_ms: u64, host: &str, frame: Vec<u8>) -> u64 {
+            let raw = Some(Bytes::from(frame));
+            self.push(t_ms, TraceEvent::Internal(Internal::Frame { host: host.into(), sent: false, raw }))
+        }
+
         fn races(self) -> Report {
+            self.races_in(&hosts())
+        }
+
+        fn races_in(self, places: &Places) -> Report {
             let trace = Trace { header: Header::new(Some(1)), records: self.records };
-            analyze(&trace, &hosts(), &Options::default())
+            analyze(&trace, places, &Options::default())
         }
     }
 
@@ -285,6 +295,33 @@ mod tests {
         assert!(r.races[0].second.what.contains("add priority=10,dl_dst=00:00:00:00:00:02"), "{:?}", r.races[0]);
         // No violation: nothing is judged harmful.
         assert_eq!(r.harmful().count(), 0);
+    }
+
+    #[test]
+    fn a_route_sent_with_a_packet_out_and_no_barrier_races_with_the_packet_downstream() {
+        // s1 port 2 is wired to s2 port 2; h2 hangs off s2 port 1.
+        let places = Places { links: [((1, 2), (2, 2)), ((2, 2), (1, 2))].into_iter().collect(), ..hosts() };
+        let path = |barrier: bool| {
+            let mut run = Run::default();
+            run.flow_mod(10, 1, "table=0, priority=0 actions=CONTROLLER:65535");
+            run.packet_in(100, 1, 1, H1, H2, 1);
+            let route = run.flow_mod(110, 2, "table=0, priority=10,dl_dst=00:00:00:00:00:02 actions=output:1");
+            // A rule for the same host on a switch the packet never crosses.
+            run.flow_mod(110, 3, "table=0, priority=10,dl_dst=00:00:00:00:00:02 actions=output:9");
+            if barrier {
+                run.barrier(111, 2, 40);
+            }
+            run.packet_out(112, 1, Run::frame(H1, H2, 1));
+            let delivered = run.delivery(113, "h2", Run::frame(H1, H2, 1));
+            (run.races_in(&places), route, delivered)
+        };
+        let (r, route, delivered) = path(false);
+        assert_eq!(pairs(&r), vec![(route, delivered)], "{}", text(&r, true));
+        assert_eq!(r.races[0].at, "s2");
+        assert!(r.races[0].conflict.contains("on the path of the packet c0 sent out at s1"), "{:?}", r.races[0]);
+        // The barrier reply came before the PACKET_OUT was sent: ordered.
+        let (r, ..) = path(true);
+        assert_eq!(pairs(&r), vec![], "{}", text(&r, true));
     }
 
     #[test]

@@ -42,11 +42,22 @@ pub struct Options {
     /// message fuzzing around the same inputs: the baseline the analysis is
     /// measured against).
     pub random: Option<u64>,
+    /// Losses instead of orders: each FLOW_MOD a variant can drop
+    /// ([`races::drops`]; with `random`, random messages dropped).
+    pub drops: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { budget: 200, all: false, warm: true, races: races::Options::default(), list: false, random: None }
+        Options {
+            budget: 200,
+            all: false,
+            warm: true,
+            races: races::Options::default(),
+            list: false,
+            random: None,
+            drops: false,
+        }
     }
 }
 
@@ -99,44 +110,22 @@ pub fn variant(base: &Trace, flip: &Flip) -> Option<Trace> {
     let message = base.records.iter().position(|r| r.seq == flip.message)?;
     let at = base.records[..message].iter().rposition(|r| r.external().is_some()).unwrap_or(message);
     let mut records: Vec<Record> = base.records[..at].iter().filter(|r| r.violation().is_none()).cloned().collect();
-    records.push(Record {
-        seq: 0,
-        t_ms: base.records[at].t_ms,
-        event: Event::External(External::ControlDelayNext {
-            switch: flip.dpid,
-            msg_type: flip.msg_type,
-            ms: flip.delay_ms,
-        }),
-        line: 0,
-    });
+    let fault = if flip.drop {
+        External::ControlDrop { switch: flip.dpid, msg_type: flip.msg_type }
+    } else {
+        External::ControlDelayNext { switch: flip.dpid, msg_type: flip.msg_type, ms: flip.delay_ms }
+    };
+    records.push(Record { seq: 0, t_ms: base.records[at].t_ms, event: Event::External(fault), line: 0 });
     records.extend(base.records[at..].iter().filter(|r| r.external().is_some()).cloned());
     Some(Trace { header: base.header.clone(), records }.renumbered())
 }
 
 /// `n` random flips of `base`: each a message picked at random (HELLOs and
 /// echoes aside, and among those a variant can hold: the first of their
-/// type and switch after an input) held a random 50–1,000 ms.
-pub fn random_flips(base: &Trace, n: usize, seed: u64) -> Vec<Flip> {
+/// type and switch after an input) held a random 50–1,000 ms, or dropped.
+pub fn random_flips(base: &Trace, n: usize, seed: u64, drop: bool) -> Vec<Flip> {
     use rand::{Rng, SeedableRng};
-    let end = base.records.iter().position(|r| r.violation().is_some()).unwrap_or(base.records.len());
-    // Only messages a variant holds as picked: after an input, and the
-    // first of their type and switch since it (`variant` arms the delay at
-    // that input, and it takes the first such message that comes).
-    let mut messages: Vec<&Record> = Vec::new();
-    let mut since_input: Option<std::collections::BTreeSet<(u64, sts_trace::MsgType)>> = None;
-    for r in &base.records[..end] {
-        if r.external().is_some() {
-            since_input = Some(Default::default());
-        }
-        let (Some(seen), Some(sts_trace::Internal::Openflow { dpid, msg, proxy: None, .. })) =
-            (since_input.as_mut(), r.internal())
-        else {
-            continue;
-        };
-        if seen.insert((*dpid, *msg)) && !matches!(msg.as_str(), "hello" | "echo_request" | "echo_reply") {
-            messages.push(r);
-        }
-    }
+    let messages: Vec<&Record> = races::placeable(base).into_iter().map(|i| &base.records[i]).collect();
     if messages.is_empty() {
         return Vec::new();
     }
@@ -158,6 +147,7 @@ pub fn random_flips(base: &Trace, n: usize, seed: u64) -> Vec<Flip> {
                 at: format!("s{dpid}"),
                 conflict: "picked at random".into(),
                 delay_ms: rng.gen_range(50..=1000),
+                drop,
                 first: event.clone(),
                 second: event,
             })
@@ -190,9 +180,10 @@ pub async fn run(
         });
     }
     let network = races::places(config);
-    let flips = match opts.random {
-        None => races::flips(&recorded, &network, &opts.races),
-        Some(seed) => random_flips(&recorded, opts.budget, seed),
+    let flips = match (opts.random, opts.drops) {
+        (None, false) => races::flips(&recorded, &network, &opts.races),
+        (None, true) => races::drops(&recorded, &network, &opts.races),
+        (Some(seed), drop) => random_flips(&recorded, opts.budget, seed, drop),
     };
     let flips: Vec<Flip> = flips.into_iter().take(opts.budget).collect();
     let total = if opts.list { 0 } else { flips.len() };
@@ -304,6 +295,7 @@ mod tests {
             at: "c0".into(),
             conflict: String::new(),
             delay_ms: 400,
+            drop: false,
             first: races::Event { seq: message, t_ms: 0, what: String::new(), delivered: None },
             second: races::Event { seq: 5, t_ms: 0, what: String::new(), delivered: None },
         };
@@ -327,6 +319,13 @@ mod tests {
         let v = variant(&base, &flip(1)).unwrap();
         assert!(matches!(v.records[0].event, Event::External(External::ControlDelayNext { ms: 400, .. })));
         assert_eq!(v.records.len(), 3);
+        // A loss: a control_drop in the same place.
+        let v = variant(&base, &Flip { drop: true, ..flip(4) }).unwrap();
+        assert!(
+            matches!(&v.records[1].event, Event::External(e) if e.describe() == "drop the next packet_in of s1"),
+            "{:?}",
+            v.records[1]
+        );
         assert!(variant(&base, &flip(99)).is_none());
     }
 }

@@ -123,6 +123,9 @@ pub struct Culprit {
 enum Key {
     Mac(Mac),
     Port(u64, u32),
+    /// A switch as traffic meets it: just set up again by its controller
+    /// after it came back, or not yet.
+    Switch(u64),
 }
 
 impl Key {
@@ -133,6 +136,7 @@ impl Key {
                 None => format!("host {mac}"),
             },
             Key::Port(d, p) => format!("s{d} port {p}"),
+            Key::Switch(d) => format!("traffic and s{d}'s new connection"),
         }
     }
 }
@@ -240,7 +244,8 @@ fn untagged(frame: &[u8]) -> Vec<u8> {
     v
 }
 
-fn input_keys(e: &External, hosts: &[(String, [u8; 6])]) -> Vec<Key> {
+fn input_keys(e: &External, places: &Places) -> Vec<Key> {
+    let hosts = &places.hosts;
     match e {
         External::LinkDown { a, b } | External::LinkUp { a, b } => {
             vec![Key::Port(a.switch, a.port), Key::Port(b.switch, b.port)]
@@ -248,6 +253,7 @@ fn input_keys(e: &External, hosts: &[(String, [u8; 6])]) -> Vec<Key> {
         External::HostMigrate { host, .. } => {
             hosts.iter().filter(|(n, _)| n == host).map(|(_, m)| mac_key(m)).collect()
         }
+        External::SwitchUp { switch } => vec![Key::Switch(*switch)],
         _ => Vec::new(),
     }
 }
@@ -261,7 +267,7 @@ fn nodes(
     trace: &Trace,
     start: usize,
     end: usize,
-    hosts: &[(String, [u8; 6])],
+    places: &Places,
     describe: fn(&Message) -> Option<String>,
 ) -> Vec<Node> {
     let deliveries: HashMap<u64, (usize, u64, u64)> = trace.records[..end]
@@ -284,7 +290,7 @@ fn nodes(
             out.push(Node {
                 sent: i,
                 received: i,
-                kind: Kind::Input { policy_of, keys: input_keys(e, hosts) },
+                kind: Kind::Input { policy_of, keys: input_keys(e, places) },
                 event: Event { seq: r.seq, t_ms: r.t_ms, what: e.describe(), delivered: None },
             });
             continue;
@@ -689,6 +695,21 @@ fn conflicts(
             }
         }
     }
+    // A switch coming back and traffic a controller sent out elsewhere
+    // before it: whether the traffic meets the switch before or after its
+    // controller has set it up again (a controller's own timers around a
+    // handshake are invisible; this is the order sts can change).
+    for &(inp, k) in &input_keys {
+        let Key::Switch(d) = k else { continue };
+        for (m, n) in nodes.iter().enumerate() {
+            if let Kind::ToSwitch { dpid, packet_out: Some(_), .. } = n.kind {
+                if dpid != d {
+                    let (f, s) = seen_order(inp, m);
+                    out.push((format!("s{d}"), f, s, k.describe(hosts)));
+                }
+            }
+        }
+    }
     // A policy change and what its controller learns around it.
     for (i, n) in nodes.iter().enumerate() {
         let Kind::Input { policy_of: Some(c), .. } = n.kind else { continue };
@@ -855,6 +876,7 @@ fn rule_keys(dpid: u64, e: &FlowEntry) -> BTreeSet<Key> {
 pub struct Places {
     pub hosts: Vec<(String, [u8; 6])>,
     pub links: HashMap<(u64, u32), (u64, u32)>,
+    pub switches: Vec<u64>,
 }
 
 /// The config's hosts and links (as the mock network wires them).
@@ -865,7 +887,11 @@ pub fn places(config: &crate::config::Config) -> Places {
         links.insert(a, b);
         links.insert(b, a);
     }
-    Places { hosts: net.hosts.iter().map(|h| (h.name.clone(), h.mac.0)).collect(), links }
+    Places {
+        hosts: net.hosts.iter().map(|h| (h.name.clone(), h.mac.0)).collect(),
+        links,
+        switches: net.switches.keys().copied().collect(),
+    }
 }
 
 /// A trace's events up to its violation, with their happens-before.
@@ -896,7 +922,7 @@ impl Model {
             kept += usize::from(is_event(&trace.records[start]));
         }
         let skipped = trace.records[..start].iter().filter(|r| is_event(r)).count();
-        let nodes = nodes(trace, start, end, &places.hosts, opts.describe);
+        let nodes = nodes(trace, start, end, places, opts.describe);
         let senders = senders(&nodes);
         let hb = happens_before(&nodes, &senders, opts);
         Model { end, nodes, senders, hb, skipped, reaction_ms: opts.reaction_ms }
@@ -1030,12 +1056,25 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
                     None
                 }
             }
-            Some(Judge::Handling(h)) => (a == *h || b == *h).then(|| {
-                format!(
-                    "one of the two is what the controller was handling when it failed (seq {})",
-                    nodes[*h].event.seq
-                )
-            }),
+            Some(Judge::Handling(h)) => {
+                let causes = culprit_causes.get_or_insert_with(|| hb.causes(hb.receive[*h]));
+                if a == *h || b == *h {
+                    Some(format!(
+                        "one of the two is what the controller was handling when it failed (seq {})",
+                        nodes[*h].event.seq
+                    ))
+                } else {
+                    [(b, pb, "later"), (a, pa, "earlier")]
+                        .into_iter()
+                        .find(|&(x, px, _)| !matches!(nodes[x].kind, Kind::Input { .. }) && causes[px])
+                        .map(|(_, _, which)| {
+                            format!(
+                                "the {which} one leads to what the controller was handling when it failed (seq {})",
+                                nodes[*h].event.seq
+                            )
+                        })
+                }
+            }
             None => None,
         };
         let input = matches!(nodes[a].kind, Kind::Input { .. }) || matches!(nodes[b].kind, Kind::Input { .. });
@@ -1071,11 +1110,74 @@ pub struct Flip {
     pub at: String,
     pub conflict: String,
     /// How long to hold it: from its sending to a little after `past` met
-    /// the place.
+    /// the place. Unused when it is dropped.
     pub delay_ms: u64,
+    /// Lose the message instead of holding it (`past` is the message
+    /// itself).
+    pub drop: bool,
     /// Both events, for people.
     pub first: Event,
     pub second: Event,
+}
+
+/// The records of messages a variant can hold or drop as picked: after an
+/// input, and the first of their type and switch since it (a
+/// `control_delay_next` or `control_drop` armed at that input takes the
+/// first such message that comes). HELLOs and echoes aside.
+pub fn placeable(trace: &Trace) -> Vec<usize> {
+    let end = trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len());
+    let mut out = Vec::new();
+    let mut since_input: Option<BTreeSet<(u64, sts_trace::MsgType)>> = None;
+    for (i, r) in trace.records[..end].iter().enumerate() {
+        if r.external().is_some() {
+            since_input = Some(BTreeSet::new());
+        }
+        let (Some(seen), Some(Internal::Openflow { dpid, msg, proxy: None, .. })) =
+            (since_input.as_mut(), r.internal())
+        else {
+            continue;
+        };
+        if seen.insert((*dpid, *msg)) && !matches!(msg.as_str(), "hello" | "echo_request" | "echo_reply") {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Losses worth trying: each FLOW_MOD a variant can drop as picked
+/// ([`placeable`]); first those of rules that send packets to the
+/// controller (lost, they leave the switch silent: nothing it sends up will
+/// prompt the controller to send the rule again), then in trace order.
+pub fn drops(trace: &Trace, places: &Places, opts: &Options) -> Vec<Flip> {
+    let model = Model::build(trace, places, opts);
+    let at: HashMap<usize, usize> = model.nodes.iter().enumerate().map(|(i, n)| (n.sent, i)).collect();
+    let mut out: Vec<(bool, Flip)> = placeable(trace)
+        .into_iter()
+        .filter_map(|r| {
+            let n = &model.nodes[*at.get(&r)?];
+            let Kind::ToSwitch { dpid, flow_mod: Some(fm), .. } = &n.kind else { return None };
+            let Some(Internal::Openflow { msg, .. }) = trace.records[r].internal() else { return None };
+            let flip = Flip {
+                message: n.event.seq,
+                dpid: *dpid,
+                msg_type: *msg,
+                past: n.event.seq,
+                at: format!("s{dpid}"),
+                conflict: if fm.to_controller {
+                    "lost: its rule sends packets to the controller".into()
+                } else {
+                    "lost".into()
+                },
+                delay_ms: 0,
+                drop: true,
+                first: n.event.clone(),
+                second: n.event.clone(),
+            };
+            Some((!fm.to_controller, flip))
+        })
+        .collect();
+    out.sort_by_key(|(later, f)| (*later, f.message));
+    out.into_iter().map(|(_, f)| f).collect()
 }
 
 /// The time the activity following record `at` (an input) dies down: the
@@ -1100,7 +1202,13 @@ pub fn flips(trace: &Trace, places: &Places, opts: &Options) -> Vec<Flip> {
     let Model { end, nodes, hb, .. } = &model;
     let mut causes: HashMap<usize, Vec<bool>> = HashMap::new();
     let mut out = Vec::new();
+    // Only messages a variant holds as picked (a handshake before the first
+    // input, or a second FLOW_MOD to a switch after one, cannot be).
+    let placeable: BTreeSet<usize> = placeable(trace).into_iter().collect();
     for Conflict { at, first: a, second: b, what: conflict, points: (pa, pb) } in model.conflicts(places) {
+        if !placeable.contains(&nodes[a].sent) {
+            continue;
+        }
         // The first must be a message the proxy let through at once (a held
         // one cannot be delivered earlier than it was).
         let dpid = match &nodes[a].kind {
@@ -1118,6 +1226,14 @@ pub fn flips(trace: &Trace, places: &Places, opts: &Options) -> Vec<Flip> {
         // When the place was done with the second event: a message when it
         // arrived; an input once the burst of activity after it is over
         // (a controller may take a while to act on a policy change).
+        // A margin past it: a controller's reaction to a message takes
+        // about the reaction window, and so does a switch's handshake; its
+        // reaction to other inputs (a reload) varies from run to run by
+        // hundreds of milliseconds.
+        let margin = |x: usize| match &nodes[x].kind {
+            Kind::Input { keys, .. } if !keys.iter().any(|k| matches!(k, Key::Switch(_))) => 1000,
+            _ => opts.reaction_ms.max(100),
+        };
         let met = |x: usize| match nodes[x].kind {
             Kind::Input { .. } => settled(trace, nodes[x].sent, *end),
             _ => nodes[x].event.delivered.map_or(nodes[x].event.t_ms, |(_, t)| t),
@@ -1129,11 +1245,8 @@ pub fn flips(trace: &Trace, places: &Places, opts: &Options) -> Vec<Flip> {
             past: nodes[b].event.seq,
             at,
             conflict,
-            // A margin past it: a controller's reaction to a message takes
-            // about the reaction window; to an input (a reload) it varies
-            // from run to run by hundreds of milliseconds.
-            delay_ms: met(b).saturating_sub(nodes[a].event.t_ms)
-                + if matches!(nodes[b].kind, Kind::Input { .. }) { 1000 } else { opts.reaction_ms.max(100) },
+            delay_ms: met(b).saturating_sub(nodes[a].event.t_ms) + margin(b),
+            drop: false,
             first: nodes[a].event.clone(),
             second: nodes[b].event.clone(),
         });

@@ -78,7 +78,14 @@ pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
     let now = runner.clock.now();
     let mut internal = Vec::new();
     let mut queued_seqs = Vec::new();
+    // A delivery goes among the arrivals where it happened: after those that
+    // came before it, before those that came after (which may be its
+    // consequence); the sort by time below is stable.
+    let mut delivered = runner.interposer.take_delivered().into_iter().peekable();
     for r in runner.interposer.take_log() {
+        while let Some(d) = delivered.next_if(|d| d.arrivals <= r.seq) {
+            internal.push((d.time_ms, Internal::Delivered { of: d.seq }));
+        }
         if matches!(r.msg_type, "echo_request" | "echo_reply") {
             continue;
         }
@@ -100,9 +107,7 @@ pub fn drain(runner: &mut NetRunner, controllers: &[Controller]) -> Drained {
         }
         internal.push((r.time_ms, e));
     }
-    // After the arrivals: a message queued and delivered in one slice keeps
-    // its arrival first (the sort below is stable).
-    for d in runner.interposer.take_delivered() {
+    for d in delivered {
         internal.push((d.time_ms, Internal::Delivered { of: d.seq }));
     }
     let mut log_lines = Vec::new();
