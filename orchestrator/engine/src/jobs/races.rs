@@ -993,8 +993,18 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
                 Some(Judge::Rule { installer, keys: rule_keys(c.dpid, &c.entry), r#match: c.entry.r#match.clone() });
         } else if let Some(c) = controller.filter(|_| matches!(v.invariant.as_str(), "controller-errors" | "liveness"))
         {
-            // The message the controller was handling when it failed.
-            let handling = nodes.iter().rposition(|n| n.controller_side() == Some(c) && n.received < end);
+            // The message the controller was handling when it failed: the
+            // last it received before the error's log line (the violation
+            // is recorded later, once it persisted).
+            let name = format!("c{c}");
+            let failed = trace.records[..end]
+                .iter()
+                .position(|r| {
+                    matches!(r.internal(), Some(Internal::Log { controller, line, .. })
+                        if *controller == name && !line.trim().is_empty() && v.summary.contains(line.trim()))
+                })
+                .unwrap_or(end);
+            let handling = nodes.iter().rposition(|n| n.controller_side() == Some(c) && n.received < failed);
             if let Some(h) = handling {
                 report.judged_by = Some(format!("what c{c} was handling when it failed: seq {}", nodes[h].event.seq));
                 judge = Some(Judge::Handling(h));
@@ -1064,12 +1074,29 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
                         nodes[*h].event.seq
                     ))
                 } else {
+                    // About what it was handling: a host or port in common,
+                    // or the very packet it carried.
+                    let (handled_keys, handled_frame) = match &nodes[*h].kind {
+                        Kind::ToController { keys, packet_in, .. } => {
+                            (&keys[..], packet_in.as_ref().map(|p| untagged(&p.frame)))
+                        }
+                        _ => (&[][..], None),
+                    };
+                    let concerns = |x: usize| match &nodes[x].kind {
+                        Kind::ToController { keys, packet_in, .. } => {
+                            keys.iter().any(|k| handled_keys.contains(k))
+                                || packet_in.as_ref().is_some_and(|p| Some(untagged(&p.frame)) == handled_frame)
+                        }
+                        Kind::ToSwitch { packet_out: Some((frame, _)), .. } => Some(untagged(frame)) == handled_frame,
+                        _ => false,
+                    };
                     [(b, pb, "later"), (a, pa, "earlier")]
                         .into_iter()
-                        .find(|&(x, px, _)| !matches!(nodes[x].kind, Kind::Input { .. }) && causes[px])
+                        .find(|&(x, px, _)| !matches!(nodes[x].kind, Kind::Input { .. }) && causes[px] && concerns(x))
                         .map(|(_, _, which)| {
                             format!(
-                                "the {which} one leads to what the controller was handling when it failed (seq {})",
+                                "the {which} one leads to what the controller was handling when it failed (seq {}) and \
+                                 concerns it",
                                 nodes[*h].event.seq
                             )
                         })
