@@ -526,6 +526,10 @@ fn happens_before(nodes: &[Node], senders: &HashMap<usize, (usize, u16)>, opts: 
     let mut channel_receive: HashMap<(u64, usize, bool), usize> = HashMap::new();
     // Per controller: what it received lately (point, time received).
     let mut recent: HashMap<usize, std::collections::VecDeque<(usize, u64)>> = HashMap::new();
+    // Per controller: when it first spoke after its last receiving, and what
+    // it had received in the reaction window before that (a slow reaction:
+    // what it sends soon after its first word answers the same messages).
+    let mut answering: HashMap<usize, Option<(u64, Vec<usize>)>> = HashMap::new();
     let mut requests: HashMap<(u64, usize, u32), usize> = HashMap::new();
     // The last point that carried each frame out of a switch or up from one.
     let mut frames: HashMap<Vec<u8>, usize> = HashMap::new();
@@ -548,6 +552,7 @@ fn happens_before(nodes: &[Node], senders: &HashMap<usize, (usize, u16)>, opts: 
                     let t = node.event.delivered.map_or(node.event.t_ms, |(_, t)| t);
                     let q = recent.entry(*ctl).or_default();
                     q.push_back((pt, t));
+                    answering.insert(*ctl, None);
                     if q.len() > 64 {
                         q.pop_front();
                     }
@@ -582,10 +587,25 @@ fn happens_before(nodes: &[Node], senders: &HashMap<usize, (usize, u16)>, opts: 
                 if let Some(prev) = channel_send.insert((*dpid, *ctl, true), pt) {
                     p.push(prev);
                 }
-                // A reaction to whatever the controller received just before.
-                for &(cause, t) in recent.get(ctl).into_iter().flatten() {
-                    if node.event.t_ms.saturating_sub(t) <= opts.reaction_ms {
-                        p.push(cause);
+                // A reaction to whatever the controller received just before;
+                // or, when it had been silent since (busy: a reaction up to
+                // four windows late), to what it received in the window before
+                // its last receiving, as is what it sends soon after.
+                let t_send = node.event.t_ms;
+                let received = recent.get(ctl).into_iter().flatten();
+                p.extend(received.filter(|(_, t)| t_send.saturating_sub(*t) <= opts.reaction_ms).map(|(c, _)| *c));
+                let answer = answering.entry(*ctl).or_insert(None);
+                if answer.is_none() {
+                    if let Some(&(_, last)) = recent.get(ctl).and_then(|q| q.back()) {
+                        if t_send.saturating_sub(last) <= 4 * opts.reaction_ms {
+                            let burst = recent[ctl].iter().filter(|(_, t)| last - t <= opts.reaction_ms);
+                            *answer = Some((t_send, burst.map(|(c, _)| *c).collect()));
+                        }
+                    }
+                }
+                if let Some((first, causes)) = answer {
+                    if t_send.saturating_sub(*first) <= opts.reaction_ms {
+                        p.extend(causes.iter().copied());
                     }
                 }
             }
