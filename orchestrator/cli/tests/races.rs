@@ -98,13 +98,7 @@ fn bugs_that_are_not_races_have_no_harmful_race() {
     replay(&migration);
     // A suite app routes over a failed link (its MCS alone).
     let stale = tmp.join("stale_routes");
-    let out = Command::new("python3")
-        .arg(workspace().join("tests/suite/make_trace.py"))
-        .args(["stale_routes", "0", "1"])
-        .arg(&stale)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    suite_case("stale_routes", "0", &stale);
     replay(&stale);
     for dir in [&migration, &stale] {
         let (code, doc, said) = races_json(dir);

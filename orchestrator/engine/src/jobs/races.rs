@@ -154,11 +154,9 @@ struct FlowModView {
 }
 
 /// The switch ports (OFPP_MAX and below) `actions` send packets out of.
-fn output_ports(instructions: &Instructions) -> Vec<u32> {
-    instructions
-        .apply
-        .iter()
-        .chain(instructions.write.iter().flatten())
+fn output_ports<'a>(actions: impl IntoIterator<Item = &'a Action>) -> Vec<u32> {
+    actions
+        .into_iter()
         .filter_map(|a| match a {
             Action::Output { port, .. } if *port <= 0xffff_ff00 => Some(*port),
             _ => None,
@@ -258,6 +256,11 @@ fn input_keys(e: &External, places: &Places) -> Vec<Key> {
     }
 }
 
+/// Where the records analysed end: at the violation, or the trace's end.
+fn violation_at(trace: &Trace) -> usize {
+    trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len())
+}
+
 fn controller_index(name: &str) -> Option<usize> {
     name.strip_prefix('c')?.parse().ok()
 }
@@ -333,30 +336,29 @@ fn nodes(
                                 priority: f.priority,
                                 r#match,
                                 to_controller: instructions.outputs_to(CONTROLLER),
-                                outputs: output_ports(&instructions),
+                                outputs: output_ports(
+                                    instructions.apply.iter().chain(instructions.write.iter().flatten()),
+                                ),
                             })
                         }
                         Body::V10(v10::Msg::FlowMod(f)) => {
-                            let apply = f.actions.iter().map(Action::from_v10).collect();
-                            let instructions = Instructions { apply, ..Instructions::default() };
+                            let apply: Vec<Action> = f.actions.iter().map(Action::from_v10).collect();
                             flow_mod = Some(FlowModView {
                                 table: 0,
                                 adds: f.command <= 2,
                                 priority: f.priority,
                                 r#match: FlowMatch::from_v10(&f.r#match),
-                                to_controller: instructions.outputs_to(CONTROLLER),
-                                outputs: output_ports(&instructions),
+                                outputs: output_ports(&apply),
+                                to_controller: Instructions { apply, ..Instructions::default() }.outputs_to(CONTROLLER),
                             })
                         }
                         Body::V13(v13::Msg::PacketOut(p)) if !p.data.is_empty() => {
-                            let apply = p.actions.iter().map(Action::from_v13).collect();
-                            packet_out =
-                                Some((p.data.clone(), output_ports(&Instructions { apply, ..Default::default() })))
+                            let actions: Vec<Action> = p.actions.iter().map(Action::from_v13).collect();
+                            packet_out = Some((p.data.clone(), output_ports(&actions)));
                         }
                         Body::V10(v10::Msg::PacketOut(p)) if !p.data.is_empty() => {
-                            let apply = p.actions.iter().map(Action::from_v10).collect();
-                            packet_out =
-                                Some((p.data.clone(), output_ports(&Instructions { apply, ..Default::default() })))
+                            let actions: Vec<Action> = p.actions.iter().map(Action::from_v10).collect();
+                            packet_out = Some((p.data.clone(), output_ports(&actions)));
                         }
                         _ => {}
                     }
@@ -928,7 +930,7 @@ struct Model {
 
 impl Model {
     fn build(trace: &Trace, places: &Places, opts: &Options) -> Model {
-        let end = trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len());
+        let end = violation_at(trace);
         // The last `max_events` events only, found before anything is
         // parsed (a long trace's page must not decode all of it).
         let is_event = |r: &sts_trace::Record| {
@@ -1040,7 +1042,7 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
     }
 
     let mut races = Vec::new();
-    let mut culprit_causes: Option<Vec<bool>> = None;
+    let mut judged_causes: Option<Vec<bool>> = None;
     for Conflict { at, first: a, second: b, what: conflict, points: (pa, pb) } in model.conflicts(places) {
         if hb.ordered(pa, pb) {
             continue;
@@ -1048,7 +1050,7 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
         let mut strength = 2;
         let harm = match &judge {
             Some(Judge::Rule { installer, keys, r#match }) => {
-                let causes = culprit_causes.get_or_insert_with(|| hb.causes(hb.send[*installer]));
+                let causes = judged_causes.get_or_insert_with(|| hb.causes(hb.send[*installer]));
                 let leads = |x: usize| x == *installer || causes[if x == b { pb } else { pa }];
                 // How it concerns the rule: it is about a host or port the
                 // rule names (2), or carries a packet the rule takes, where
@@ -1087,7 +1089,7 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
                 }
             }
             Some(Judge::Handling(h)) => {
-                let causes = culprit_causes.get_or_insert_with(|| hb.causes(hb.receive[*h]));
+                let causes = judged_causes.get_or_insert_with(|| hb.causes(hb.receive[*h]));
                 if a == *h || b == *h {
                     Some(format!(
                         "one of the two is what the controller was handling when it failed (seq {})",
@@ -1172,7 +1174,7 @@ pub struct Flip {
 /// `control_delay_next` or `control_drop` armed at that input takes the
 /// first such message that comes). HELLOs and echoes aside.
 pub fn placeable(trace: &Trace) -> Vec<usize> {
-    let end = trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len());
+    let end = violation_at(trace);
     let mut out = Vec::new();
     let mut since_input: Option<BTreeSet<(u64, sts_trace::MsgType)>> = None;
     for (i, r) in trace.records[..end].iter().enumerate() {
@@ -1196,12 +1198,13 @@ pub fn placeable(trace: &Trace) -> Vec<usize> {
 /// controller (lost, they leave the switch silent: nothing it sends up will
 /// prompt the controller to send the rule again), then in trace order.
 pub fn drops(trace: &Trace, places: &Places, opts: &Options) -> Vec<Flip> {
-    let model = Model::build(trace, places, opts);
-    let at: HashMap<usize, usize> = model.nodes.iter().enumerate().map(|(i, n)| (n.sent, i)).collect();
+    // The messages alone: a loss needs no happens-before.
+    let nodes = nodes(trace, 0, violation_at(trace), places, opts.describe);
+    let at: HashMap<usize, usize> = nodes.iter().enumerate().map(|(i, n)| (n.sent, i)).collect();
     let mut out: Vec<(bool, Flip)> = placeable(trace)
         .into_iter()
         .filter_map(|r| {
-            let n = &model.nodes[*at.get(&r)?];
+            let n = &nodes[*at.get(&r)?];
             let Kind::ToSwitch { dpid, flow_mod: Some(fm), .. } = &n.kind else { return None };
             let Some(Internal::Openflow { msg, .. }) = trace.records[r].internal() else { return None };
             let flip = Flip {
