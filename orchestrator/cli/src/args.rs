@@ -23,6 +23,16 @@ fn on_off() -> impl TypedValueParser<Value = bool> {
     PossibleValuesParser::new(["on", "off"]).map(|s| s == "on")
 }
 
+/// `sts explore --from`: where a variant's replay starts.
+fn explore_start() -> impl TypedValueParser<Value = sts_engine::explore::Start> {
+    use sts_engine::explore::Start;
+    PossibleValuesParser::new(["branch", "handshakes", "fresh"]).map(|s| match s.as_str() {
+        "branch" => Start::Branch,
+        "handshakes" => Start::Handshakes,
+        _ => Start::Fresh,
+    })
+}
+
 /// Where work runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ExecutorKind {
@@ -399,8 +409,9 @@ listed. Exit 0 when every checked replay sent the recorded controller-to-switch 
 hand-written input sequence). Its trace is replayed once (DIR/explore/base); the happens-before \
 analysis of that run (docs/races.md) lists the conflicting pairs nothing but timing ordered; each \
 becomes a variant, the run's inputs with one `control_delay_next` just before the pair's first message \
-holding it past the second event (flips past an input first). Variants are replayed in turn (from \
-warm places unless --warm off) until one ends in a persistent violation, written as \
+holding it past the second event (flips past an input first). Variants are replayed in turn (each \
+from a checkpoint of the run taken where it leaves it, unless --from says otherwise) until one ends \
+in a persistent violation, written as \
 DIR/explore/finds/N (config, trace, violation, logs: `sts minimize`, `replay`, `console` and `report` \
 work on it), or --all of them are tried, or --budget runs out. Exit 0 when nothing was found, 1 when \
 something was (or the run itself already violates), 2 for a malformed directory, 3 when a controller \
@@ -414,10 +425,13 @@ cannot run.")]
         /// Keep going after the first find.
         #[arg(long)]
         all: bool,
-        /// Replay variants from a checkpoint of their controllers taken after the handshakes
-        /// (as `sts minimize --warm`), instead of starting them for every variant.
-        #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
-        warm: bool,
+        /// Where each variant's replay starts: `branch`, a checkpoint of the run taken where the
+        /// variant leaves it (only what follows is replayed); `handshakes`, a checkpoint taken
+        /// after the handshakes (as `sts minimize --warm`); `fresh`, new controllers every time.
+        /// Checkpoints need virtual time and forked controllers; without them every variant is
+        /// fresh (the output says why).
+        #[arg(long = "from", value_name = "START", default_value = "branch", value_parser = explore_start())]
+        start: sts_engine::explore::Start,
         /// A message a controller sends at most this long after receiving one counts as its
         /// reaction (`sts races --reaction-ms`).
         #[arg(long, value_name = "MS", default_value_t = 50)]

@@ -93,11 +93,11 @@ pub fn run(cli: Cli) -> u8 {
             _ => exit::BAD_INPUT, // clap requires both without --wiring
         },
         Command::Races { dir, all, json, reaction_ms } => races(dir, *all, *json, *reaction_ms),
-        Command::Explore { dir, budget, all, warm, reaction_ms, list, random, drops, json } => {
+        Command::Explore { dir, budget, all, start, reaction_ms, list, random, drops, json } => {
             let opts = sts_engine::explore::Options {
                 budget: *budget,
                 all: *all,
-                warm: *warm,
+                start: *start,
                 races: sts_report::races::Options {
                     reaction_ms: *reaction_ms,
                     describe: sts_report::flows::message,
@@ -937,7 +937,10 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
             "executions": outcome.executions,
             "seconds": outcome.seconds,
             "executions_per_second": outcome.per_second(),
+            "from": opts.start.name(),
             "warm": outcome.warm,
+            "branches": outcome.branches,
+            "branches_refused": outcome.branches_refused,
             "finds": outcome.finds.iter().map(|f| {
                 let mut doc = flip_json(&f.flip);
                 doc["dir"] = f.dir.display().to_string().into();
@@ -971,10 +974,14 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
             outcome.executions,
             outcome.seconds,
             outcome.per_second(),
-            match &outcome.warm {
-                Some(w) if w.fresh_because.is_some() =>
+            match (&outcome.branches_refused, &outcome.warm) {
+                (_, Some(w)) if w.fresh_because.is_some() =>
                     format!("; every replay fresh: {}", w.fresh_because.as_deref().unwrap_or_default()),
-                _ => String::new(),
+                (Some(why), _) => format!("; replayed whole, not from where each leaves the run: {why}"),
+                _ => match &outcome.branches {
+                    Some(b) => format!("; from {} checkpoints of the run, {} rewinds", b.marks, b.rewinds),
+                    None => String::new(),
+                },
             }
         );
         for f in &outcome.finds {

@@ -149,8 +149,12 @@ fn explore_finds_the_vlan_move_race_from_a_clean_run_first() {
         "{recorded}"
     );
     assert!(found.join("config.toml").is_file() && found.join("violation.json").is_file());
+    // Replayed from a checkpoint of the base run taken where it leaves it.
+    assert!(doc["branches"]["marks"].as_u64().unwrap() >= 1, "{doc:#}");
     // Only the find is left behind, and the base run.
-    assert!(!dir.join("explore/runs").exists());
+    assert!(!dir.join("explore/runs").exists() && !dir.join("explore/branches").exists());
+    // The find is an experiment a replay reproduces.
+    replay(&found);
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
@@ -231,6 +235,50 @@ fn explore_finds_the_suite_races_first_and_races_names_the_flipped_pair() {
             "{case}: the held message is one of the two: {first:#}\n{find:#}"
         );
     }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// Variants replayed from checkpoints where they leave the base run find
+/// what fresh replays of the whole variant find: the same orders offered,
+/// the first found by the first, and its directory reproduces the bug.
+#[test]
+fn explore_from_branches_finds_what_fresh_replays_find() {
+    let tmp = std::env::temp_dir().join(format!("sts-explore-branches-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let dir = tmp.join("unbarriered_path");
+    suite_case("unbarriered_path", "10", &dir);
+    let run = |from: &str| {
+        let out = sts().arg("explore").arg(&dir).args(["--all", "--json", "--from", from]).output().unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+        assert_eq!(out.status.code(), Some(1), "{from}: {doc:#}\n{}", text(&out));
+        assert_eq!(doc["from"], from, "{doc:#}");
+        doc
+    };
+    let fresh = run("fresh");
+    assert!(fresh["branches"].is_null() && fresh["warm"].is_null(), "{fresh:#}");
+    let branch = run("branch");
+    // (Each explore replays the base anew: messages are known by their
+    // words, not their numbers, and a hold may differ by a millisecond.)
+    let orders = |doc: &serde_json::Value| -> Vec<String> {
+        let flips = doc["flips"].as_array().unwrap().iter();
+        let mut orders: Vec<String> =
+            flips.map(|f| format!("{} {} past {}", f["at"], f["held"]["what"], f["past"]["what"])).collect();
+        // (Equal ranks keep the order of their numbers, which may differ.)
+        orders.sort();
+        orders
+    };
+    assert_eq!(orders(&branch), orders(&fresh), "the same orders offered");
+    assert_eq!(branch["executions"], fresh["executions"], "{branch:#}");
+    let flips = branch["flips"].as_array().unwrap().len() as u64;
+    assert!(flips >= 2, "{branch:#}");
+    let marks = branch["branches"]["marks"].as_u64().unwrap();
+    assert!(marks >= 1 && marks <= flips, "{branch:#}");
+    assert_eq!(branch["branches"]["rewinds"].as_u64().unwrap(), flips - 1, "one rewind per later variant: {branch:#}");
+    for doc in [&fresh, &branch] {
+        assert_eq!(doc["finds"][0]["execution"], 1, "{doc:#}");
+    }
+    replay(Path::new(branch["finds"][0]["dir"].as_str().unwrap()));
     let _ = std::fs::remove_dir_all(&tmp);
 }
 

@@ -48,8 +48,8 @@ pub mod time;
 pub(crate) use controllers::output;
 pub use controllers::{checkpoint, controller, listeners, policy, presets, snapshot};
 pub use jobs::{
-    campaign, explore, fuzz, import, internal, learn, minimize, on_ovs, peek, pingall, pool, races, replay, slurm,
-    warm, worker,
+    branches, campaign, explore, fuzz, import, internal, learn, minimize, on_ovs, peek, pingall, pool, races, replay,
+    slurm, warm, worker,
 };
 pub use run::{inputs, monitor, netrun, ovs, session};
 pub use time::clock;

@@ -731,14 +731,19 @@ impl Writer {
 
     /// The trace as written so far, to come back to with [`Writer::truncate`].
     pub fn mark(&self) -> std::io::Result<WriterMark> {
-        Ok(WriterMark { len: self.out.metadata()?.len(), next_seq: self.next_seq, last_t: self.last_t })
+        let written = std::fs::read(&self.path)?;
+        Ok(WriterMark { written: std::sync::Arc::new(written), next_seq: self.next_seq, last_t: self.last_t })
     }
 
     /// Forgets everything written after `mark` (the console's `rewind`).
+    /// The file is written back as it was at the mark, so marks can be
+    /// returned to in any order (a rewind to an earlier mark, then to a
+    /// later one, whose records the run since has overwritten).
     pub fn truncate(&mut self, mark: &WriterMark) -> std::io::Result<()> {
         use std::io::Seek;
-        self.out.set_len(mark.len)?;
-        self.out.seek(std::io::SeekFrom::Start(mark.len))?;
+        self.out.set_len(0)?;
+        self.out.seek(std::io::SeekFrom::Start(0))?;
+        self.out.write_all(&mark.written)?;
         self.next_seq = mark.next_seq;
         self.last_t = mark.last_t;
         Ok(())
@@ -753,9 +758,10 @@ impl Writer {
 }
 
 /// A point in a trace being written ([`Writer::mark`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct WriterMark {
-    len: u64,
+    /// The file's bytes up to the mark (shared by the mark's copies).
+    written: std::sync::Arc<Vec<u8>>,
     next_seq: u64,
     last_t: u64,
 }

@@ -11,13 +11,20 @@
 //! Race-directed rather than exhaustive: the candidates are the orders the
 //! happens-before analysis says nothing forced, in the order
 //! [`crate::races::flips`] gives (flips past an input first).
+//!
+//! Stateful by default: a variant starts from a checkpoint of the base run
+//! taken where it leaves it ([`crate::branches`]); [`Start`] chooses
+//! checkpoints after the handshakes or fresh controllers instead (what
+//! `scripts/evaluate-explore` compares).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sts_trace::{Event, External, Record, Trace};
 
+use crate::branches::Branches;
 use crate::config::Config;
+use crate::peek::PeekError;
 use crate::races::{self, Flip};
 use crate::replay::{self, ReplayResult};
 use crate::{Engine, Progress, RunError};
@@ -29,9 +36,8 @@ pub struct Options {
     pub budget: usize,
     /// Keep going after the first find.
     pub all: bool,
-    /// Replay variants on warm places (controllers rolled back to a
-    /// checkpoint after the handshakes) rather than fresh.
-    pub warm: bool,
+    /// Where each variant's replay starts.
+    pub start: Start,
     /// How the run is analysed (the reaction window; how messages are
     /// described).
     pub races: races::Options,
@@ -47,12 +53,37 @@ pub struct Options {
     pub drops: bool,
 }
 
+/// Where a variant's replay starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Start {
+    /// From a checkpoint of the base run taken where the variant leaves it
+    /// ([`crate::branches`]): only the variant's own suffix is replayed.
+    #[default]
+    Branch,
+    /// From a checkpoint taken after the handshakes ([`crate::warm`]), as a
+    /// minimization's candidates: the whole variant is replayed.
+    Handshakes,
+    /// From new controllers, every time (re-execution from the start).
+    Fresh,
+}
+
+impl Start {
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Start::Branch => "branch",
+            Start::Handshakes => "handshakes",
+            Start::Fresh => "fresh",
+        }
+    }
+}
+
 impl Default for Options {
     fn default() -> Options {
         Options {
             budget: 200,
             all: false,
-            warm: true,
+            start: Start::Branch,
             races: races::Options::default(),
             list: false,
             random: None,
@@ -87,6 +118,10 @@ pub struct Outcome {
     pub seconds: f64,
     /// Warm places used (or why every replay was fresh).
     pub warm: Option<crate::warm::Summary>,
+    /// Checkpoints on the base run and rewinds to them (starting from
+    /// branches), or why variants could not start there.
+    pub branches: Option<crate::branches::Summary>,
+    pub branches_refused: Option<String>,
 }
 
 impl Outcome {
@@ -110,14 +145,28 @@ pub fn variant(base: &Trace, flip: &Flip) -> Option<Trace> {
     let message = base.records.iter().position(|r| r.seq == flip.message)?;
     let at = base.records[..message].iter().rposition(|r| r.external().is_some()).unwrap_or(message);
     let mut records: Vec<Record> = base.records[..at].iter().filter(|r| r.violation().is_none()).cloned().collect();
-    let fault = if flip.drop {
+    records.push(Record { seq: 0, t_ms: base.records[at].t_ms, event: Event::External(fault(flip)), line: 0 });
+    records.extend(base.records[at..].iter().filter(|r| r.external().is_some()).cloned());
+    Some(Trace { header: base.header.clone(), records }.renumbered())
+}
+
+/// The input `flip`'s variant leaves the base at (its index among the
+/// base's inputs: the fault goes in just before it), as [`variant`] places
+/// the fault; `None` when no input came before the message (a variant of
+/// the handshakes, which starts no later than the base).
+pub fn departure(base: &Trace, flip: &Flip) -> Option<usize> {
+    let message = base.records.iter().position(|r| r.seq == flip.message)?;
+    let at = base.records[..message].iter().rposition(|r| r.external().is_some())?;
+    Some(base.records[..at].iter().filter(|r| r.external().is_some()).count())
+}
+
+/// The input a flip arms: its message held for its delay, or dropped.
+fn fault(flip: &Flip) -> External {
+    if flip.drop {
         External::ControlDrop { switch: flip.dpid, msg_type: flip.msg_type }
     } else {
         External::ControlDelayNext { switch: flip.dpid, msg_type: flip.msg_type, ms: flip.delay_ms }
-    };
-    records.push(Record { seq: 0, t_ms: base.records[at].t_ms, event: Event::External(fault), line: 0 });
-    records.extend(base.records[at..].iter().filter(|r| r.external().is_some()).cloned());
-    Some(Trace { header: base.header.clone(), records }.renumbered())
+    }
 }
 
 /// `n` random flips of `base`: each a message picked at random (HELLOs and
@@ -177,6 +226,8 @@ pub async fn run(
             finds: Vec::new(),
             seconds: 0.0,
             warm: None,
+            branches: None,
+            branches_refused: None,
         });
     }
     let network = races::places(config);
@@ -187,14 +238,50 @@ pub async fn run(
     };
     let flips: Vec<Flip> = flips.into_iter().take(opts.budget).collect();
     let total = if opts.list { 0 } else { flips.len() };
-    let places = opts.warm.then(|| crate::warm::Places::new(out.join("warm")));
+    let places = (opts.start != Start::Fresh).then(|| crate::warm::Places::new(out.join("warm")));
     let started = Instant::now();
     let mut finds = Vec::new();
     let mut executions = 0;
+    let mut branches: Option<Branches> = None;
+    let mut branch_summary = None;
+    let mut branches_refused = None;
+    if opts.start == Start::Branch && total > 0 {
+        let departures = flips.iter().filter_map(|f| departure(&recorded, f)).collect();
+        branches = Some(Branches::start(engine, config, &recorded, &out.join("branches"), departures).await?);
+    }
     for (k, flip) in flips.iter().take(total).enumerate() {
         engine.progress(Progress::Explore { done: k as u32, total: total as u32, finds: finds.len() as u32 });
-        let Some(cand) = variant(&recorded, flip) else { continue };
         let n = k as u32 + 1;
+        let find = out.join("finds").join((finds.len() + 1).to_string());
+        // From a branch of the base run, where the variant leaves it.
+        if let (Some(b), Some(p)) = (branches.as_mut(), departure(&recorded, flip)) {
+            match b.variant(p, &fault(flip)).await {
+                Ok(found) => {
+                    executions += 1;
+                    branch_summary = Some(b.summary());
+                    if let Some(v) = found {
+                        b.save(&find, config_text)?;
+                        finds.push(Find {
+                            dir: find,
+                            execution: k + 1,
+                            flip: flip.clone(),
+                            violation: v.summary.clone(),
+                        });
+                        if !opts.all {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                Err(PeekError::Run(e)) => return Err(e),
+                Err(PeekError::Refused(why)) => {
+                    tracing::info!("variants cannot start where they leave the run ({why}); replaying them whole");
+                    branches_refused = Some(why);
+                    branches = None;
+                }
+            }
+        }
+        let Some(cand) = variant(&recorded, flip) else { continue };
         let dir = out.join("runs").join(n.to_string());
         let _ = std::fs::remove_dir_all(&dir);
         let result: Option<ReplayResult> = match &places {
@@ -204,7 +291,6 @@ pub async fn run(
         executions += 1;
         match result.as_ref().and_then(|r| r.violation.as_ref().map(|v| (r, v))) {
             Some((r, v)) => {
-                let find = out.join("finds").join((finds.len() + 1).to_string());
                 keep_find(config, config_text, r, v, &dir, &find)?;
                 finds.push(Find { dir: find, execution: k + 1, flip: flip.clone(), violation: v.summary.clone() });
                 if !opts.all {
@@ -216,10 +302,21 @@ pub async fn run(
             }
         }
     }
+    let seconds = started.elapsed().as_secs_f64();
+    drop(branches);
     engine.progress(Progress::Done);
     let _ = std::fs::remove_dir_all(out.join("runs"));
-    let warm = places.as_ref().map(|p| p.summary());
-    Ok(Outcome { base_violation: None, flips, executions, finds, seconds: started.elapsed().as_secs_f64(), warm })
+    let warm = places.as_ref().filter(|p| p.summary().places > 0).map(|p| p.summary());
+    Ok(Outcome {
+        base_violation: None,
+        flips,
+        executions,
+        finds,
+        seconds,
+        warm,
+        branches: branch_summary,
+        branches_refused,
+    })
 }
 
 /// A find as an experiment directory, as `sts fuzz` writes one: the config
@@ -327,5 +424,12 @@ mod tests {
             v.records[1]
         );
         assert!(variant(&base, &flip(99)).is_none());
+        // Where a branch leaves the base: before the input the message
+        // followed (its index among the inputs); a message of the
+        // handshakes leaves before any input, which no branch serves.
+        assert_eq!(departure(&base, &flip(4)), Some(0));
+        assert_eq!(departure(&base, &flip(6)), Some(1));
+        assert_eq!(departure(&base, &flip(1)), None);
+        assert_eq!(departure(&base, &flip(99)), None);
     }
 }

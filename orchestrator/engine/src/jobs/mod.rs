@@ -6,6 +6,7 @@
 //! cluster: [`worker`] (a warm `sts worker`), [`pool`] (work handed to
 //! workers), [`slurm`] (an allocation whose tasks run the workers).
 
+pub mod branches;
 pub mod campaign;
 pub mod explore;
 pub mod fuzz;

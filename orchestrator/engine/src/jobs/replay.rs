@@ -166,6 +166,9 @@ struct Place {
     /// The index of the next external event to inject.
     next: usize,
     stopped: bool,
+    /// Inputs go in without waiting for the original's messages
+    /// ([`Replayer::give_inputs_only`]).
+    inputs_only: bool,
 }
 
 /// A point of a replay to come back to ([`Replayer::checkpoint`],
@@ -359,6 +362,7 @@ impl<'t> Replayer<'t> {
                 pending: 0,
                 next: 0,
                 stopped: false,
+                inputs_only: false,
             },
             externals,
             after,
@@ -668,6 +672,9 @@ impl<'t> Replayer<'t> {
     /// migration) can overtake it while replay waits for the input's
     /// predecessors, and the run takes another path.
     fn keep_place(&mut self) {
+        if self.place.inputs_only {
+            return;
+        }
         let Some(kinds) = self.after.get(self.place.next) else { return };
         let balance = &self.place.balance;
         self.session.runner.interposer.keep_place(kinds.iter().map(|(k, came_before)| {
@@ -687,18 +694,48 @@ impl<'t> Replayer<'t> {
     /// Waits for the next external event's happens-before predecessors (or
     /// its time plus epsilon) and injects it.
     pub async fn step(&mut self) -> Result<Step, RunError> {
-        if self.place.stopped {
-            return Ok(Step::Reproduced);
+        if let Some(step) = self.wait_for_next().await? {
+            return Ok(step);
         }
-        let Some(&(orig_t, index)) = self.externals.get(self.place.next) else { return Ok(Step::End) };
-        // Everything recorded before this event is its happens-before set.
-        while self.place.pending < index {
+        let (orig_t, index) = self.externals[self.place.next];
+        // Nothing more is held; what was waits until the input is in.
+        self.session.runner.interposer.keep_place([]);
+        self.flush()?;
+        let now = self.session.runner.clock.now();
+        let trace: &'t Trace = self.trace;
+        let r = &trace.records[index];
+        let e = inputs::as_now(&self.session.runner.net, r.external().expect("an external record"));
+        self.writer.external(now, e.clone()).map_err(self.env())?;
+        inputs::apply(&mut self.session, &e).await.map_err(RunError::from)?;
+        // What the input's place held goes on after it, in order.
+        self.release_place();
+        self.last_input = Some(e);
+        self.place.injected += 1;
+        self.place.last_orig = Some(orig_t);
+        self.place.last_injected = now;
+        self.place.next += 1;
+        Ok(Step::Injected { index: self.place.next - 1, seq: r.seq })
+    }
+
+    /// The waiting half of [`Replayer::step`]: returns `None` once the next
+    /// external event is due (its predecessors in, or its time plus epsilon
+    /// past), with the messages its place keeps still held; otherwise the
+    /// step that ended the wait (the violation, the end, a pause). Waiting
+    /// again for the same event returns at once.
+    pub async fn wait_for_next(&mut self) -> Result<Option<Step>, RunError> {
+        if self.place.stopped {
+            return Ok(Some(Step::Reproduced));
+        }
+        let Some(&(orig_t, index)) = self.externals.get(self.place.next) else { return Ok(Some(Step::End)) };
+        // Everything recorded before this event is its happens-before set
+        // (none of it once the replay gives inputs alone).
+        while self.place.pending < index && !self.place.inputs_only {
             if let Some(k) = self.trace.records[self.place.pending].internal().and_then(|i| self.key(i)) {
                 self.place.balance.expect(&k);
             }
             self.place.pending += 1;
         }
-        self.place.pending = index + 1;
+        self.place.pending = self.place.pending.max(index + 1);
         let epsilon = self.config.interpose.epsilon_ms;
         let target = self.upcoming_due().unwrap_or(orig_t);
         let keeping_since = tokio::time::Instant::now();
@@ -722,30 +759,23 @@ impl<'t> Replayer<'t> {
             if self.slice(self.slice_len(end)).await? && self.wanted.is_some() {
                 self.release_place();
                 self.place.stopped = true;
-                return Ok(Step::Reproduced);
+                return Ok(Some(Step::Reproduced));
             }
             if self.paused() {
                 self.release_place();
-                return Ok(Step::Paused);
+                return Ok(Some(Step::Paused));
             }
         }
-        // Nothing more is held; what was waits until the input is in.
-        self.session.runner.interposer.keep_place([]);
-        self.flush()?;
-        let now = self.session.runner.clock.now();
-        let trace: &'t Trace = self.trace;
-        let r = &trace.records[index];
-        let e = inputs::as_now(&self.session.runner.net, r.external().expect("an external record"));
-        self.writer.external(now, e.clone()).map_err(self.env())?;
-        inputs::apply(&mut self.session, &e).await.map_err(RunError::from)?;
-        // What the input's place held goes on after it, in order.
-        self.release_place();
-        self.last_input = Some(e);
-        self.place.injected += 1;
-        self.place.last_orig = Some(orig_t);
-        self.place.last_injected = now;
-        self.place.next += 1;
-        Ok(Step::Injected { index: self.place.next - 1, seq: r.seq })
+        Ok(None)
+    }
+
+    /// From here on the trace's inputs go in at their recorded spacing
+    /// without waiting for (or holding back) the original's messages, as a
+    /// trace of the inputs alone would be replayed: the run has left the
+    /// original's path (an exploration's variant, [`crate::explore`]). A
+    /// rewind to a mark taken before puts the waiting back.
+    pub fn give_inputs_only(&mut self) {
+        self.place.inputs_only = true;
     }
 
     /// Steps until `stop` says so after a step, the violation shows up, or
