@@ -1098,11 +1098,19 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
                 } else {
                     // About what it was handling: a host or port in common,
                     // or the very packet it carried.
-                    let (handled_keys, handled_frame) = match &nodes[*h].kind {
-                        Kind::ToController { keys, packet_in, .. } => {
-                            (&keys[..], packet_in.as_ref().map(|p| untagged(&p.frame)))
+                    let (handled_keys, handled_frame, handled_from) = match &nodes[*h].kind {
+                        Kind::ToController { keys, packet_in, dpid, .. } => {
+                            (&keys[..], packet_in.as_ref().map(|p| untagged(&p.frame)), Some(*dpid))
                         }
-                        _ => (&[][..], None),
+                        _ => (&[][..], None, None),
+                    };
+                    // An input that brought back the switch the handled
+                    // message came from: what the controller did about that
+                    // switch coming back and what it was handling from it
+                    // depend on their order.
+                    let returned = |y: usize| {
+                        matches!(&nodes[y].kind, Kind::Input { keys, .. }
+                            if handled_from.is_some_and(|d| keys.contains(&Key::Switch(d))))
                     };
                     let concerns = |x: usize| match &nodes[x].kind {
                         Kind::ToController { keys, packet_in, .. } => {
@@ -1112,13 +1120,22 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
                         Kind::ToSwitch { packet_out: Some((frame, _)), .. } => Some(untagged(frame)) == handled_frame,
                         _ => false,
                     };
-                    [(b, pb, "later"), (a, pa, "earlier")]
+                    [(b, pb, "later", a), (a, pa, "earlier", b)]
                         .into_iter()
-                        .find(|&(x, px, _)| !matches!(nodes[x].kind, Kind::Input { .. }) && causes[px] && concerns(x))
-                        .map(|(_, _, which)| {
+                        .find(|&(x, px, _, other)| {
+                            !matches!(nodes[x].kind, Kind::Input { .. })
+                                && causes[px]
+                                && (concerns(x) || returned(other))
+                        })
+                        .map(|(x, _, which, _)| {
+                            let how = if concerns(x) {
+                                "concerns it"
+                            } else {
+                                "the other brought back the switch it came from"
+                            };
                             format!(
                                 "the {which} one leads to what the controller was handling when it failed (seq {}) and \
-                                 concerns it",
+                                 {how}",
                                 nodes[*h].event.seq
                             )
                         })
