@@ -215,6 +215,16 @@ struct Node {
 }
 
 impl Node {
+    /// The connection and direction a message travelled: (switch,
+    /// controller, towards the controller).
+    fn channel(&self) -> Option<(u64, usize, bool)> {
+        match self.kind {
+            Kind::ToSwitch { dpid, ctl, .. } => Some((dpid, ctl, false)),
+            Kind::ToController { dpid, ctl, .. } => Some((dpid, ctl, true)),
+            _ => None,
+        }
+    }
+
     fn controller_side(&self) -> Option<usize> {
         match self.kind {
             Kind::ToController { ctl, .. } => Some(ctl),
@@ -1041,6 +1051,16 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
         }
     }
 
+    // Messages queued behind a held one: delivered at the same moment as
+    // an earlier message of their connection and direction (the proxy
+    // keeps each channel in order). The one held is what the test chose.
+    let mut released: HashMap<((u64, usize, bool), u64), usize> = HashMap::new();
+    let mut behind = vec![false; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        if let (Some(channel), Some((_, t))) = (n.channel(), n.event.delivered) {
+            behind[i] = released.insert((channel, t), i).is_some();
+        }
+    }
     let mut races = Vec::new();
     let mut judged_causes: Option<Vec<bool>> = None;
     for Conflict { at, first: a, second: b, what: conflict, points: (pa, pb) } in model.conflicts(places) {
@@ -1144,15 +1164,17 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
             None => None,
         };
         let input = matches!(nodes[a].kind, Kind::Input { .. }) || matches!(nodes[b].kind, Kind::Input { .. });
-        let held = nodes[a].event.delivered.is_some() || nodes[b].event.delivered.is_some();
+        let held = |x: usize| nodes[x].event.delivered.is_some();
+        let chosen = (held(a) && !behind[a]) || (held(b) && !behind[b]);
         races.push((
-            (harm.is_none(), !held, !input, 2 - strength),
+            (harm.is_none(), !(held(a) || held(b)), !chosen, !input, 2 - strength),
             b,
             Race { at, first: nodes[a].event.clone(), second: nodes[b].event.clone(), conflict, harm },
         ));
     }
     // Harmful first; among them those with a message the proxy held (where
-    // timing was changed), then those with an input (its timing is what a
+    // timing was changed; the one held before those queued behind it),
+    // then those with an input (its timing is what a
     // test controls), then those about what the rule names before those
     // carrying a packet it takes, then the latest (nearest the violation).
     // The rest in trace order.
