@@ -413,9 +413,11 @@ holding it past the second event (flips past an input first). Variants are repla
 from a checkpoint of the run taken where it leaves it, unless --from says otherwise) until one ends \
 in a persistent violation, written as \
 DIR/explore/finds/N (config, trace, violation, logs: `sts minimize`, `replay`, `console` and `report` \
-work on it), or --all of them are tried, or --budget runs out. Exit 0 when nothing was found, 1 when \
-something was (or the run itself already violates), 2 for a malformed directory, 3 when a controller \
-cannot run.")]
+work on it), or --all of them are tried, or --budget runs out. DIR/explore/frontier.json keeps the \
+candidates and how many were tried, rewritten after every variant: `--resume` goes on from there \
+(after the budget ran out, Ctrl-C, a crash) without replaying the base again. Exit 0 when nothing was \
+found, 1 when something was (or the run itself already violates), 2 for a malformed directory or \
+nothing to resume, 3 when a controller cannot run.")]
     Explore {
         /// The experiment directory.
         dir: PathBuf,
@@ -449,6 +451,15 @@ cannot run.")]
         /// silent); with --random, random messages dropped.
         #[arg(long)]
         drops: bool,
+        /// Where the exploration is written (its base run, frontier and finds) [default:
+        /// DIR/explore].
+        #[arg(long, value_name = "OUT")]
+        out: Option<PathBuf>,
+        /// Go on from where the last exploration into OUT stopped (its budget, a signal, a crash):
+        /// the same base run and candidates, the untried ones next, finds numbered on. Needs the
+        /// options it started with (--random, --drops).
+        #[arg(long)]
+        resume: bool,
         /// Print the result as one JSON object instead of text.
         #[arg(long)]
         json: bool,

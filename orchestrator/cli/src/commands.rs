@@ -93,7 +93,7 @@ pub fn run(cli: Cli) -> u8 {
             _ => exit::BAD_INPUT, // clap requires both without --wiring
         },
         Command::Races { dir, all, json, reaction_ms } => races(dir, *all, *json, *reaction_ms),
-        Command::Explore { dir, budget, all, start, reaction_ms, list, random, drops, json } => {
+        Command::Explore { dir, budget, all, start, reaction_ms, list, random, drops, out, resume, json } => {
             let opts = sts_engine::explore::Options {
                 budget: *budget,
                 all: *all,
@@ -106,8 +106,10 @@ pub fn run(cli: Cli) -> u8 {
                 list: *list,
                 random: *random,
                 drops: *drops,
+                resume: *resume,
             };
-            explore(&engine, dir, &opts, *json)
+            let out = out.clone().unwrap_or_else(|| dir.join("explore"));
+            explore(&engine, dir, &out, &opts, *json)
         }
         Command::Verify { dir, limit, json, times, config } => {
             crate::verify::run(dir, *limit, *json, times.as_deref(), config.as_deref())
@@ -896,7 +898,7 @@ fn flip_json(f: &sts_engine::races::Flip) -> serde_json::Value {
 }
 
 /// `sts explore DIR`.
-fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_json: bool) -> u8 {
+fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::Options, as_json: bool) -> u8 {
     let (_, config, trace) = match replay::load(dir, None) {
         Ok(x) => x,
         Err(e) => {
@@ -911,21 +913,24 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
             return exit::BAD_INPUT;
         }
     };
-    let out = dir.join("explore");
     let tried = match (opts.random, opts.drops) {
         (None, false) => "each order timing alone decided, flipped",
         (None, true) => "each FLOW_MOD lost",
         (Some(_), false) => "random messages held",
         (Some(_), true) => "random messages lost",
     };
-    eprintln!(
-        "sts explore: replaying {}'s {} inputs, then {tried} (at most {}); into {}",
-        dir.display(),
-        trace.externals().len(),
-        opts.budget,
-        out.display()
-    );
-    let outcome = match block_on("explore", sts_engine::explore::run(engine, &config, &text, &trace, &out, opts)) {
+    if opts.resume {
+        eprintln!("sts explore: resuming {}: {tried}, the untried ones next (at most {})", out.display(), opts.budget);
+    } else {
+        eprintln!(
+            "sts explore: replaying {}'s {} inputs, then {tried} (at most {}); into {}",
+            dir.display(),
+            trace.externals().len(),
+            opts.budget,
+            out.display()
+        );
+    }
+    let outcome = match block_on("explore", sts_engine::explore::run(engine, &config, &text, &trace, out, opts)) {
         Ok(o) => o,
         Err(code) => return code,
     };
@@ -941,6 +946,9 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
             "warm": outcome.warm,
             "branches": outcome.branches,
             "branches_refused": outcome.branches_refused,
+            "out": out.display().to_string(),
+            "resumed": outcome.resumed,
+            "left": outcome.left,
             "finds": outcome.finds.iter().map(|f| {
                 let mut doc = flip_json(&f.flip);
                 doc["dir"] = f.dir.display().to_string().into();
@@ -963,14 +971,16 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
             outln!("{:>4}. {}{}", k + 1, if f.drop { "" } else { "hold " }, flip_line(f));
         }
     } else {
+        let all = outcome.resumed + outcome.executions + outcome.left;
         let offered = match (opts.random, opts.drops) {
-            (Some(seed), false) => format!("{} random holds (seed {seed})", outcome.flips.len()),
-            (Some(seed), true) => format!("{} random losses (seed {seed})", outcome.flips.len()),
-            (None, false) => format!("{} orders timing alone decided", outcome.flips.len()),
-            (None, true) => format!("{} FLOW_MODs to lose", outcome.flips.len()),
+            (Some(seed), false) => format!("{all} random holds (seed {seed})"),
+            (Some(seed), true) => format!("{all} random losses (seed {seed})"),
+            (None, false) => format!("{all} orders timing alone decided"),
+            (None, true) => format!("{all} FLOW_MODs to lose"),
         };
+        let before = if outcome.resumed > 0 { format!(", {} before", outcome.resumed) } else { String::new() };
         outln!(
-            "{offered}; {} tried in {:.1} s ({:.1} per second){}",
+            "{offered}; {} tried in {:.1} s ({:.1} per second){before}{}",
             outcome.executions,
             outcome.seconds,
             outcome.per_second(),
@@ -991,6 +1001,26 @@ fn explore(engine: &Engine, dir: &Path, opts: &sts_engine::explore::Options, as_
         }
         if outcome.finds.is_empty() {
             outln!("no violation in any variant");
+        }
+        if outcome.left > 0 && (opts.all || outcome.finds.is_empty()) {
+            let mut again = format!("sts explore {} --resume", dir.display());
+            if *out != dir.join("explore") {
+                again += &format!(" --out {}", out.display());
+            }
+            if let Some(seed) = opts.random {
+                again += &format!(" --random {seed}");
+            }
+            if opts.drops {
+                again += " --drops";
+            }
+            if opts.all {
+                again += " --all";
+            }
+            outln!(
+                "{} {} left untried: `{again}` goes on",
+                outcome.left,
+                if outcome.left == 1 { "candidate" } else { "candidates" },
+            );
         }
     }
     exit::found(outcome.base_violation.is_some() || !outcome.finds.is_empty())

@@ -339,3 +339,65 @@ fn explore_drops_finds_the_lost_table_miss_first() {
     assert!(doc["unjudged"].as_str().unwrap().contains("a lost message is not a race"), "{doc:#}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// An exploration stopped by its budget goes on where it stopped with
+/// `--resume`: the same base run and candidates, the untried ones next,
+/// finds numbered on; resuming where nothing was explored, or with other
+/// candidates, is refused (exit 2).
+#[test]
+fn an_exploration_resumes_where_its_budget_stopped_it() {
+    let tmp = std::env::temp_dir().join(format!("sts-explore-resume-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let dir = tmp.join("unbarriered_path");
+    suite_case("unbarriered_path", "10", &dir);
+    let out = sts().arg("explore").arg(&dir).arg("--resume").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("nothing to resume"), "{}", text(&out));
+
+    // One variant, then the budget is spent: the output says how to go on.
+    let out = sts().arg("explore").arg(&dir).args(["--all", "--budget", "1"]).output().unwrap();
+    let said = text(&out);
+    assert!(said.contains("left untried") && said.contains("--resume --all"), "{said}");
+    let frontier = |dir: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join("explore/frontier.json")).unwrap()).unwrap()
+    };
+    let first = frontier(&dir);
+    assert_eq!(first["tried"], 1, "{first:#}");
+    let total = first["flips"].as_array().unwrap().len();
+    assert!(total >= 2, "{first:#}");
+
+    // Another kind of candidates is refused.
+    let out = sts().arg("explore").arg(&dir).args(["--resume", "--random", "1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("resume with the options it started with"), "{}", text(&out));
+
+    let out = sts().arg("explore").arg(&dir).args(["--resume", "--all", "--json"]).output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(doc["resumed"], 1, "{doc:#}");
+    assert_eq!(doc["executions"].as_u64().unwrap() as usize, total - 1, "{doc:#}");
+    assert_eq!(doc["left"], 0, "{doc:#}");
+    // The same candidates, the untried ones.
+    let second = frontier(&dir);
+    assert_eq!(second["flips"], first["flips"], "the candidates are the first run's");
+    assert_eq!(
+        doc["flips"].as_array().unwrap()[..],
+        first["flips"].as_array().unwrap()[1..]
+            .iter()
+            .map(|f| {
+                serde_json::json!({"held": {"seq": f["message"], "what": f["first"]["what"], "switch": f["dpid"],
+            "msg_type": f["msg_type"], "ms": f["delay_ms"]}, "dropped": f["drop"],
+            "past": {"seq": f["past"], "what": f["second"]["what"]}, "at": f["at"], "conflict": f["conflict"]})
+            })
+            .collect::<Vec<_>>()[..]
+    );
+    // Finds of both sittings, numbered on, each an experiment directory.
+    let finds = doc["finds"].as_array().unwrap();
+    assert!(!finds.is_empty(), "{doc:#}");
+    for (n, f) in finds.iter().enumerate() {
+        assert!(f["dir"].as_str().unwrap().ends_with(&format!("finds/{}", n + 1)), "{f:#}");
+        assert!(Path::new(f["dir"].as_str().unwrap()).join("trace.jsonl").is_file(), "{f:#}");
+    }
+    let executions: Vec<u64> = finds.iter().map(|f| f["execution"].as_u64().unwrap()).collect();
+    assert!(executions.windows(2).all(|w| w[0] < w[1]), "{executions:?}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}

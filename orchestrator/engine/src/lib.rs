@@ -15,7 +15,7 @@
 //! that uses it):
 //! - [`config`]: experiment configs (TOML); [`records`]: the checker's
 //!   violations to and from the trace's records; [`observer`]: progress and
-//!   notices, for whoever drives a job;
+//!   notices, for whoever drives a job; [`dirlock`]: one job per directory;
 //! - [`time`]: the only place time is read; virtual time
 //!   ([`clock`](time::clock));
 //! - [`controllers`]: controller processes (start, readiness, logs, kill,
@@ -37,6 +37,7 @@
 
 pub mod config;
 pub mod controllers;
+pub mod dirlock;
 mod engine;
 mod error;
 pub mod jobs;

@@ -86,39 +86,19 @@ pub struct Started {
     pub new_token: Option<String>,
 }
 
-/// Takes `DATA/serve.lock` (an exclusive `flock`, held while the server
-/// runs, released by the kernel however it ends), writing this process's
-/// id into it; a second server gets a bad-input error naming the holder.
-fn lock_data_dir(data: &std::path::Path) -> Result<nix::fcntl::Flock<std::fs::File>, ServeError> {
-    use std::io::{Read, Seek, Write};
+/// Takes `DATA/serve.lock` ([`sts_engine::dirlock`]: held while the server
+/// runs, released by the kernel however it ends); a second server gets a
+/// bad-input error naming the holder.
+fn lock_data_dir(data: &std::path::Path) -> Result<sts_engine::dirlock::DirLock, ServeError> {
     let path = data.join("serve.lock");
-    let env = |e: &dyn std::fmt::Display| ServeError::Environment(format!("{}: {e}", path.display()));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| env(&e))?;
-    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(mut lock) => {
-            let _ = lock.set_len(0);
-            let _ = lock.rewind();
-            let _ = writeln!(lock, "{}", std::process::id());
-            Ok(lock)
-        }
-        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
-            let mut holder = String::new();
-            let _ = Read::by_ref(&mut file).take(32).read_to_string(&mut holder);
-            let holder = holder.trim();
-            Err(ServeError::BadInput(format!(
-                "the data directory {} is in use by another sts serve{}: one server per data directory",
-                data.display(),
-                if holder.is_empty() { String::new() } else { format!(" (pid {holder})") }
-            )))
-        }
-        Err((_, e)) => Err(env(&e)),
-    }
+    sts_engine::dirlock::take(&path).map_err(|e| match e {
+        sts_engine::dirlock::Refused::Held { pid } => ServeError::BadInput(format!(
+            "the data directory {} is in use by another sts serve{}: one server per data directory",
+            data.display(),
+            pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+        )),
+        sts_engine::dirlock::Refused::Io(e) => ServeError::Environment(format!("{}: {e}", path.display())),
+    })
 }
 
 /// Processes working in `dir` (a job's `sts` and its controllers run in

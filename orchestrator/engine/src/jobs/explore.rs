@@ -51,6 +51,10 @@ pub struct Options {
     /// Losses instead of orders: each FLOW_MOD a variant can drop
     /// ([`races::drops`]; with `random`, random messages dropped).
     pub drops: bool,
+    /// Go on from where an exploration of the same kind into the same
+    /// directory stopped ([`Frontier`]): its base run and candidates, the
+    /// untried ones next.
+    pub resume: bool,
 }
 
 /// Where a variant's replay starts.
@@ -88,12 +92,13 @@ impl Default for Options {
             list: false,
             random: None,
             drops: false,
+            resume: false,
         }
     }
 }
 
 /// A variant that ended in a violation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Find {
     /// The experiment directory written for it (`DIR/explore/finds/N`).
     pub dir: PathBuf,
@@ -122,6 +127,79 @@ pub struct Outcome {
     /// branches), or why variants could not start there.
     pub branches: Option<crate::branches::Summary>,
     pub branches_refused: Option<String>,
+    /// Candidates tried before this sitting (resumed), and left untried
+    /// after it.
+    pub resumed: usize,
+    pub left: usize,
+}
+
+/// An exploration's candidates and how far it got, written as
+/// `OUT/frontier.json` when the base run is analysed and after every
+/// variant, so that an exploration stopped by its budget, a signal or a
+/// crash goes on where it stopped (`sts explore --resume`) with the same
+/// base run and candidates, their numbers unchanged.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Frontier {
+    /// `sts-explore-frontier`.
+    pub format: String,
+    pub version: u32,
+    /// What the candidates are ([`candidates`]): resuming needs the same.
+    pub candidates: String,
+    /// Every candidate, in the order they are tried.
+    pub flips: Vec<Flip>,
+    /// How many of them have been tried: the first ones.
+    pub tried: usize,
+    pub finds: Vec<Find>,
+}
+
+const FRONTIER_FORMAT: &str = "sts-explore-frontier";
+
+impl Frontier {
+    fn path(out: &Path) -> PathBuf {
+        out.join("frontier.json")
+    }
+
+    /// `out`'s frontier; a clear error when there is none or it is broken.
+    pub fn load(out: &Path) -> Result<Frontier, RunError> {
+        let path = Frontier::path(out);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            RunError::BadInput(format!("nothing to resume in {}: {}: {e}", out.display(), path.display()))
+        })?;
+        let frontier: Frontier =
+            serde_json::from_str(&text).map_err(|e| RunError::BadInput(format!("{}: {e}", path.display())))?;
+        if frontier.format != FRONTIER_FORMAT || frontier.version != 1 || frontier.tried > frontier.flips.len() {
+            return Err(RunError::BadInput(format!(
+                "{}: not a frontier sts can resume (format {:?} version {}, {} of {} tried)",
+                path.display(),
+                frontier.format,
+                frontier.version,
+                frontier.tried,
+                frontier.flips.len()
+            )));
+        }
+        Ok(frontier)
+    }
+
+    /// Written whole beside the old one, then renamed over it: a reader
+    /// (or a resume after a kill) sees one or the other.
+    fn save(&self, out: &Path) -> Result<(), RunError> {
+        let path = Frontier::path(out);
+        let tmp = out.join("frontier.json.new");
+        let text = serde_json::to_string(self).expect("a frontier serializes");
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| RunError::Environment(format!("{}: {e}", path.display())))
+    }
+}
+
+/// What the candidates of an exploration with `opts` are, in words.
+pub fn candidates(opts: &Options) -> String {
+    match (opts.random, opts.drops) {
+        (None, false) => "orders timing alone decided".into(),
+        (None, true) => "FLOW_MODs lost".into(),
+        (Some(seed), false) => format!("random holds, seed {seed}"),
+        (Some(seed), true) => format!("random losses, seed {seed}"),
+    }
 }
 
 impl Outcome {
@@ -205,7 +283,9 @@ pub fn random_flips(base: &Trace, n: usize, seed: u64, drop: bool) -> Vec<Flip> 
 }
 
 /// Explores around `trace` (an experiment's, with `config`) and writes
-/// under `out` (`base/`, `runs/N/` while replaying, `finds/N/`).
+/// under `out` (`base/`, `frontier.json`, `runs/N/` while replaying,
+/// `finds/N/`); with `opts.resume`, goes on from `out`'s frontier instead.
+/// At most `opts.budget` variants per call.
 pub async fn run(
     engine: &Engine,
     config: &Config,
@@ -214,33 +294,74 @@ pub async fn run(
     out: &Path,
     opts: &Options,
 ) -> Result<Outcome, RunError> {
-    let _ = std::fs::remove_dir_all(out);
+    // One exploration of `out` at a time (a resume beside the run it
+    // resumes would rewind the same checkpoints); the lock outlives the
+    // clearing of `out` below.
     std::fs::create_dir_all(out).map_err(|e| RunError::Environment(format!("{}: {e}", out.display())))?;
-    let base = replay::replay_once(engine, config, trace, &out.join("base"), 1).await?;
-    let recorded = Trace::load(&base.trace).map_err(|e| RunError::Environment(e.to_string()))?;
-    if let Some(v) = &base.violation {
-        return Ok(Outcome {
-            base_violation: Some(v.summary.clone()),
-            flips: Vec::new(),
-            executions: 0,
+    let _lock = crate::dirlock::take(&out.join("lock")).map_err(|e| match e {
+        crate::dirlock::Refused::Held { pid } => RunError::BadInput(format!(
+            "{} is being explored by another sts{}; wait for it, or stop it",
+            out.display(),
+            pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+        )),
+        crate::dirlock::Refused::Io(e) => RunError::Environment(format!("{}: {e}", out.join("lock").display())),
+    })?;
+    let (recorded, mut frontier) = if opts.resume {
+        let frontier = Frontier::load(out)?;
+        let wanted = candidates(opts);
+        if frontier.candidates != wanted {
+            return Err(RunError::BadInput(format!(
+                "{} explored {}, not {wanted}: resume with the options it started with",
+                out.display(),
+                frontier.candidates
+            )));
+        }
+        let base = out.join("base").join("trace.jsonl");
+        let recorded = Trace::load(&base)
+            .map_err(|e| RunError::BadInput(format!("the exploration's base run ({}): {e}", base.display())))?;
+        (recorded, frontier)
+    } else {
+        clear_all_but_lock(out);
+        let base = replay::replay_once(engine, config, trace, &out.join("base"), 1).await?;
+        let recorded = Trace::load(&base.trace).map_err(|e| RunError::Environment(e.to_string()))?;
+        if let Some(v) = &base.violation {
+            return Ok(Outcome {
+                base_violation: Some(v.summary.clone()),
+                flips: Vec::new(),
+                executions: 0,
+                finds: Vec::new(),
+                seconds: 0.0,
+                warm: None,
+                branches: None,
+                branches_refused: None,
+                resumed: 0,
+                left: 0,
+            });
+        }
+        let network = races::places(config);
+        let flips = match (opts.random, opts.drops) {
+            (None, false) => races::flips(&recorded, &network, &opts.races),
+            (None, true) => races::drops(&recorded, &network, &opts.races),
+            (Some(seed), drop) => random_flips(&recorded, opts.budget, seed, drop),
+        };
+        let frontier = Frontier {
+            format: FRONTIER_FORMAT.into(),
+            version: 1,
+            candidates: candidates(opts),
+            flips,
+            tried: 0,
             finds: Vec::new(),
-            seconds: 0.0,
-            warm: None,
-            branches: None,
-            branches_refused: None,
-        });
-    }
-    let network = races::places(config);
-    let flips = match (opts.random, opts.drops) {
-        (None, false) => races::flips(&recorded, &network, &opts.races),
-        (None, true) => races::drops(&recorded, &network, &opts.races),
-        (Some(seed), drop) => random_flips(&recorded, opts.budget, seed, drop),
+        };
+        frontier.save(out)?;
+        (recorded, frontier)
     };
-    let flips: Vec<Flip> = flips.into_iter().take(opts.budget).collect();
-    let total = if opts.list { 0 } else { flips.len() };
+    let resumed = frontier.tried;
+    // This sitting's candidates: the untried, at most the budget's worth.
+    let flips: Vec<Flip> = frontier.flips[resumed..].iter().take(opts.budget).cloned().collect();
+    let total = if opts.list || (!opts.all && !frontier.finds.is_empty()) { 0 } else { flips.len() };
     let places = (opts.start != Start::Fresh).then(|| crate::warm::Places::new(out.join("warm")));
     let started = Instant::now();
-    let mut finds = Vec::new();
+    let mut finds = frontier.finds.clone();
     let mut executions = 0;
     let mut branches: Option<Branches> = None;
     let mut branch_summary = None;
@@ -249,57 +370,39 @@ pub async fn run(
         let departures = flips.iter().filter_map(|f| departure(&recorded, f)).collect();
         branches = Some(Branches::start(engine, config, &recorded, &out.join("branches"), departures).await?);
     }
-    for (k, flip) in flips.iter().take(total).enumerate() {
-        engine.progress(Progress::Explore { done: k as u32, total: total as u32, finds: finds.len() as u32 });
-        let n = k as u32 + 1;
-        let find = out.join("finds").join((finds.len() + 1).to_string());
-        // From a branch of the base run, where the variant leaves it.
-        if let (Some(b), Some(p)) = (branches.as_mut(), departure(&recorded, flip)) {
-            match b.variant(p, &fault(flip)).await {
-                Ok(found) => {
-                    executions += 1;
-                    branch_summary = Some(b.summary());
-                    if let Some(v) = found {
-                        b.save(&find, config_text)?;
-                        finds.push(Find {
-                            dir: find,
-                            execution: k + 1,
-                            flip: flip.clone(),
-                            violation: v.summary.clone(),
-                        });
-                        if !opts.all {
-                            break;
-                        }
-                    }
-                    continue;
-                }
-                Err(PeekError::Run(e)) => return Err(e),
-                Err(PeekError::Refused(why)) => {
-                    tracing::info!("variants cannot start where they leave the run ({why}); replaying them whole");
-                    branches_refused = Some(why);
-                    branches = None;
-                }
+    let goal = (resumed + total) as u32;
+    for (i, flip) in flips.iter().take(total).enumerate() {
+        let k = resumed + i;
+        engine.progress(Progress::Explore { done: k as u32, total: goal, finds: finds.len() as u32 });
+        let found = try_variant(engine, config, config_text, &recorded, flip, k, out, &places, &mut branches).await;
+        let found = match found {
+            Ok(found) => found,
+            Err(VariantError::Run(e)) => return Err(e),
+            Err(VariantError::Refused(why)) => {
+                tracing::info!("variants cannot start where they leave the run ({why}); replaying them whole");
+                branches_refused = Some(why);
+                branches = None;
+                try_variant(engine, config, config_text, &recorded, flip, k, out, &places, &mut branches)
+                    .await
+                    .map_err(|e| match e {
+                        VariantError::Run(e) => e,
+                        VariantError::Refused(why) => RunError::Environment(why),
+                    })?
             }
-        }
-        let Some(cand) = variant(&recorded, flip) else { continue };
-        let dir = out.join("runs").join(n.to_string());
-        let _ = std::fs::remove_dir_all(&dir);
-        let result: Option<ReplayResult> = match &places {
-            Some(p) => p.replay(engine, config, &cand, &dir, n, None).await?,
-            None => Some(replay::replay_once(engine, config, &cand, &dir, n).await?),
         };
         executions += 1;
-        match result.as_ref().and_then(|r| r.violation.as_ref().map(|v| (r, v))) {
-            Some((r, v)) => {
-                keep_find(config, config_text, r, v, &dir, &find)?;
-                finds.push(Find { dir: find, execution: k + 1, flip: flip.clone(), violation: v.summary.clone() });
-                if !opts.all {
-                    break;
-                }
-            }
-            None => {
-                let _ = std::fs::remove_dir_all(&dir);
-            }
+        if let Some(b) = &branches {
+            branch_summary = Some(b.summary());
+        }
+        let stop = found.is_some() && !opts.all;
+        if let Some((dir, violation)) = found {
+            finds.push(Find { dir, execution: k + 1, flip: flip.clone(), violation });
+        }
+        frontier.tried = k + 1;
+        frontier.finds.clone_from(&finds);
+        frontier.save(out)?;
+        if stop {
+            break;
         }
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -307,6 +410,7 @@ pub async fn run(
     engine.progress(Progress::Done);
     let _ = std::fs::remove_dir_all(out.join("runs"));
     let warm = places.as_ref().filter(|p| p.summary().places > 0).map(|p| p.summary());
+    let left = frontier.flips.len() - frontier.tried;
     Ok(Outcome {
         base_violation: None,
         flips,
@@ -316,7 +420,80 @@ pub async fn run(
         warm,
         branches: branch_summary,
         branches_refused,
+        resumed,
+        left,
     })
+}
+
+/// Empties `out` of an earlier exploration, its lock aside.
+fn clear_all_but_lock(out: &Path) {
+    for entry in std::fs::read_dir(out).into_iter().flatten().flatten() {
+        if entry.file_name() != "lock" {
+            let path = entry.path();
+            let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+        }
+    }
+}
+
+/// Why a variant was not replayed.
+enum VariantError {
+    Run(RunError),
+    /// It cannot start where it leaves the run: replay it whole.
+    Refused(String),
+}
+
+/// Replays the variant of `flip` (candidate `k`, from 0), from a branch of
+/// the base run where it leaves it when `branches` has one, otherwise whole;
+/// a find is written as `out/finds/N` (the next N): its directory and
+/// violation.
+#[allow(clippy::too_many_arguments)]
+async fn try_variant(
+    engine: &Engine,
+    config: &Config,
+    config_text: &str,
+    recorded: &Trace,
+    flip: &Flip,
+    k: usize,
+    out: &Path,
+    places: &Option<crate::warm::Places>,
+    branches: &mut Option<Branches<'_>>,
+) -> Result<Option<(PathBuf, String)>, VariantError> {
+    let finds = out.join("finds");
+    let next_find = || {
+        let n = std::fs::read_dir(&finds).map_or(0, |d| d.filter_map(Result::ok).count());
+        finds.join((n + 1).to_string())
+    };
+    if let (Some(b), Some(p)) = (branches.as_mut(), departure(recorded, flip)) {
+        return match b.variant(p, &fault(flip)).await {
+            Ok(Some(v)) => {
+                let find = next_find();
+                b.save(&find, config_text).map_err(VariantError::Run)?;
+                Ok(Some((find, v.summary.clone())))
+            }
+            Ok(None) => Ok(None),
+            Err(PeekError::Run(e)) => Err(VariantError::Run(e)),
+            Err(PeekError::Refused(why)) => Err(VariantError::Refused(why)),
+        };
+    }
+    let Some(cand) = variant(recorded, flip) else { return Ok(None) };
+    let n = k as u32 + 1;
+    let dir = out.join("runs").join(n.to_string());
+    let _ = std::fs::remove_dir_all(&dir);
+    let result: Option<ReplayResult> = match places {
+        Some(p) => p.replay(engine, config, &cand, &dir, n, None).await.map_err(VariantError::Run)?,
+        None => Some(replay::replay_once(engine, config, &cand, &dir, n).await.map_err(VariantError::Run)?),
+    };
+    match result.as_ref().and_then(|r| r.violation.as_ref().map(|v| (r, v))) {
+        Some((r, v)) => {
+            let find = next_find();
+            keep_find(config, config_text, r, v, &dir, &find).map_err(VariantError::Run)?;
+            Ok(Some((find, v.summary.clone())))
+        }
+        None => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Ok(None)
+        }
+    }
 }
 
 /// A find as an experiment directory, as `sts fuzz` writes one: the config

@@ -56,7 +56,7 @@ impl Default for Options {
 }
 
 /// One event of a race, for people.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Event {
     pub seq: u64,
     pub t_ms: u64,
@@ -1187,7 +1187,7 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
 /// after an event that, in the recorded run, came after it at the same place
 /// and conflicts with it, with nothing but timing between them (no message,
 /// reply or reaction leads from the one to the other).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Flip {
     /// The message to hold: its record's seq, switch and type.
     pub message: u64,
