@@ -897,6 +897,16 @@ fn flip_json(f: &sts_engine::races::Flip) -> serde_json::Value {
     })
 }
 
+/// What `sts explore` says of candidates left out as the same variant as
+/// an earlier one.
+fn repeated_words(repeated: usize) -> String {
+    match repeated {
+        0 => String::new(),
+        1 => " (and 1 more, the same variant as one before it)".into(),
+        n => format!(" (and {n} more, each the same variant as one before it)"),
+    }
+}
+
 /// `sts explore DIR`.
 fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::Options, as_json: bool) -> u8 {
     let (_, config, trace) = match replay::load(dir, None) {
@@ -949,6 +959,7 @@ fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::
             "out": out.display().to_string(),
             "resumed": outcome.resumed,
             "left": outcome.left,
+            "repeated": outcome.repeated,
             "finds": outcome.finds.iter().map(|f| {
                 let mut doc = flip_json(&f.flip);
                 doc["dir"] = f.dir.display().to_string().into();
@@ -962,10 +973,11 @@ fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::
         outln!("the run itself ends in a violation: {v}");
         outln!("nothing to explore: `sts minimize {}` shrinks it", dir.display());
     } else if opts.list {
+        let repeated = repeated_words(outcome.repeated);
         if opts.drops {
-            outln!("{} FLOW_MODs to lose (at most --budget):", outcome.flips.len());
+            outln!("{} FLOW_MODs to lose (at most --budget){repeated}:", outcome.flips.len());
         } else {
-            outln!("{} orders timing alone decided (at most --budget):", outcome.flips.len());
+            outln!("{} orders timing alone decided (at most --budget){repeated}:", outcome.flips.len());
         }
         for (k, f) in outcome.flips.iter().enumerate() {
             outln!("{:>4}. {}{}", k + 1, if f.drop { "" } else { "hold " }, flip_line(f));
@@ -977,7 +989,7 @@ fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::
             (Some(seed), true) => format!("{all} random losses (seed {seed})"),
             (None, false) => format!("{all} orders timing alone decided"),
             (None, true) => format!("{all} FLOW_MODs to lose"),
-        };
+        } + &repeated_words(outcome.repeated);
         let before = if outcome.resumed > 0 { format!(", {} before", outcome.resumed) } else { String::new() };
         outln!(
             "{offered}; {} tried in {:.1} s ({:.1} per second){before}{}",

@@ -131,6 +131,9 @@ pub struct Outcome {
     /// after it.
     pub resumed: usize,
     pub left: usize,
+    /// Candidates the analysis offered that were the very variant of an
+    /// earlier one, not tried again.
+    pub repeated: usize,
 }
 
 /// An exploration's candidates and how far it got, written as
@@ -147,6 +150,10 @@ pub struct Frontier {
     pub candidates: String,
     /// Every candidate, in the order they are tried.
     pub flips: Vec<Flip>,
+    /// Candidates left out as the very variant of an earlier one
+    /// ([`distinct_variants`]).
+    #[serde(default)]
+    pub repeated: usize,
     /// How many of them have been tried: the first ones.
     pub tried: usize,
     pub finds: Vec<Find>,
@@ -220,8 +227,8 @@ impl Outcome {
 /// before that input, the delay is armed when the message comes, whichever
 /// message of its type and switch comes first (a later one waits behind it).
 pub fn variant(base: &Trace, flip: &Flip) -> Option<Trace> {
-    let message = base.records.iter().position(|r| r.seq == flip.message)?;
-    let at = base.records[..message].iter().rposition(|r| r.external().is_some()).unwrap_or(message);
+    let (message, input) = armed_at(base, flip)?;
+    let at = input.unwrap_or(message);
     let mut records: Vec<Record> = base.records[..at].iter().filter(|r| r.violation().is_none()).cloned().collect();
     records.push(Record { seq: 0, t_ms: base.records[at].t_ms, event: Event::External(fault(flip)), line: 0 });
     records.extend(base.records[at..].iter().filter(|r| r.external().is_some()).cloned());
@@ -233,9 +240,33 @@ pub fn variant(base: &Trace, flip: &Flip) -> Option<Trace> {
 /// the fault; `None` when no input came before the message (a variant of
 /// the handshakes, which starts no later than the base).
 pub fn departure(base: &Trace, flip: &Flip) -> Option<usize> {
-    let message = base.records.iter().position(|r| r.seq == flip.message)?;
-    let at = base.records[..message].iter().rposition(|r| r.external().is_some())?;
+    let at = armed_at(base, flip)?.1?;
     Some(base.records[..at].iter().filter(|r| r.external().is_some()).count())
+}
+
+/// Where `flip`'s message is among the base's records, and the last input
+/// before it (where its fault is armed), if any.
+fn armed_at(base: &Trace, flip: &Flip) -> Option<(usize, Option<usize>)> {
+    let message = base.records.iter().position(|r| r.seq == flip.message)?;
+    Some((message, base.records[..message].iter().rposition(|r| r.external().is_some())))
+}
+
+/// `flips` without those whose variant is the very trace of an earlier
+/// one's (the same input to arm at, the same fault: a message held the same
+/// time, past another event that came as soon), and how many were left out.
+/// Their order is kept.
+pub fn distinct_variants(base: &Trace, flips: Vec<Flip>) -> (Vec<Flip>, usize) {
+    let mut seen = std::collections::HashSet::new();
+    let offered = flips.len();
+    let kept: Vec<Flip> = flips
+        .into_iter()
+        .filter(|f| {
+            let at = armed_at(base, f).map(|(message, input)| input.unwrap_or(message));
+            seen.insert((at, f.dpid, f.msg_type, f.drop, if f.drop { 0 } else { f.delay_ms }))
+        })
+        .collect();
+    let repeated = offered - kept.len();
+    (kept, repeated)
 }
 
 /// The input a flip arms: its message held for its delay, or dropped.
@@ -336,19 +367,22 @@ pub async fn run(
                 branches_refused: None,
                 resumed: 0,
                 left: 0,
+                repeated: 0,
             });
         }
         let network = races::places(config);
-        let flips = match (opts.random, opts.drops) {
+        let offered = match (opts.random, opts.drops) {
             (None, false) => races::flips(&recorded, &network, &opts.races),
             (None, true) => races::drops(&recorded, &network, &opts.races),
             (Some(seed), drop) => random_flips(&recorded, opts.budget, seed, drop),
         };
+        let (flips, repeated) = distinct_variants(&recorded, offered);
         let frontier = Frontier {
             format: FRONTIER_FORMAT.into(),
             version: 1,
             candidates: candidates(opts),
             flips,
+            repeated,
             tried: 0,
             finds: Vec::new(),
         };
@@ -422,6 +456,7 @@ pub async fn run(
         branches_refused,
         resumed,
         left,
+        repeated: frontier.repeated,
     })
 }
 
@@ -608,5 +643,23 @@ mod tests {
         assert_eq!(departure(&base, &flip(6)), Some(1));
         assert_eq!(departure(&base, &flip(1)), None);
         assert_eq!(departure(&base, &flip(99)), None);
+
+        // The same message held the same time past two events is one
+        // variant; held longer, or lost, another; so is the same type and
+        // switch held past the same input (a fault takes whichever comes
+        // first).
+        let past = |f: Flip, past: u64, ms: u64| Flip { past, delay_ms: ms, ..f };
+        let offered = vec![
+            past(flip(4), 5, 400),
+            past(flip(4), 6, 400),
+            past(flip(4), 6, 500),
+            Flip { drop: true, ..flip(4) },
+            Flip { drop: true, delay_ms: 900, ..flip(4) },
+            past(flip(3), 6, 400),
+            past(flip(6), 5, 400),
+        ];
+        let (kept, repeated) = distinct_variants(&base, offered.clone());
+        assert_eq!(repeated, 3);
+        assert_eq!(kept, vec![offered[0].clone(), offered[2].clone(), offered[3].clone(), offered[6].clone()]);
     }
 }
