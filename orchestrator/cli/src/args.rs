@@ -419,8 +419,17 @@ candidates and how many were tried, rewritten after every variant: `--resume` go
 found, 1 when something was (or the run itself already violates), 2 for a malformed directory or \
 nothing to resume, 3 when a controller cannot run.")]
     Explore {
-        /// The experiment directory.
-        dir: PathBuf,
+        /// The experiment directory (or --config and --out: a fuzz run first).
+        #[arg(required_unless_present = "config")]
+        dir: Option<PathBuf>,
+        /// Fuzz an input sequence from this experiment config (its [fuzz] section, as `sts fuzz`
+        /// does) into --out, then explore the orders around it; a fuzz run that already violates
+        /// is said so (exit 1) and `sts minimize OUT` shrinks it.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["dir", "resume"], requires = "out")]
+        config: Option<PathBuf>,
+        /// With --config: use this seed instead of the config's [fuzz] seed.
+        #[arg(long, value_name = "SEED", requires = "config")]
+        seed: Option<u64>,
         /// The most variants to replay.
         #[arg(long, default_value_t = 200, value_name = "N")]
         budget: usize,
@@ -452,7 +461,8 @@ nothing to resume, 3 when a controller cannot run.")]
         #[arg(long)]
         drops: bool,
         /// Where the exploration is written (its base run, frontier and finds) [default:
-        /// DIR/explore].
+        /// DIR/explore]; with --config, the experiment directory the input sequence is fuzzed into
+        /// (the exploration then in OUT/explore).
         #[arg(long, value_name = "OUT")]
         out: Option<PathBuf>,
         /// Go on from where the last exploration into OUT stopped (its budget, a signal, a crash):

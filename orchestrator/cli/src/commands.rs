@@ -93,7 +93,21 @@ pub fn run(cli: Cli) -> u8 {
             _ => exit::BAD_INPUT, // clap requires both without --wiring
         },
         Command::Races { dir, all, json, reaction_ms } => races(dir, *all, *json, *reaction_ms),
-        Command::Explore { dir, budget, all, start, reaction_ms, list, random, drops, out, resume, json } => {
+        Command::Explore {
+            dir,
+            config,
+            seed,
+            budget,
+            all,
+            start,
+            reaction_ms,
+            list,
+            random,
+            drops,
+            out,
+            resume,
+            json,
+        } => {
             let opts = sts_engine::explore::Options {
                 budget: *budget,
                 all: *all,
@@ -108,8 +122,17 @@ pub fn run(cli: Cli) -> u8 {
                 drops: *drops,
                 resume: *resume,
             };
-            let out = out.clone().unwrap_or_else(|| dir.join("explore"));
-            explore(&engine, dir, &out, &opts, *json)
+            match (dir, config, out) {
+                (_, Some(config), Some(out)) => match fuzz_to_explore(&engine, config, out, *seed, *json) {
+                    Ok(()) => explore(&engine, out, &out.join("explore"), &opts, *json),
+                    Err(code) => code,
+                },
+                (Some(dir), _, out) => {
+                    let out = out.clone().unwrap_or_else(|| dir.join("explore"));
+                    explore(&engine, dir, &out, &opts, *json)
+                }
+                _ => exit::BAD_INPUT, // clap requires DIR or --config with --out
+            }
         }
         Command::Verify { dir, limit, json, times, config } => {
             crate::verify::run(dir, *limit, *json, times.as_deref(), config.as_deref())
@@ -895,6 +918,56 @@ fn flip_json(f: &sts_engine::races::Flip) -> serde_json::Value {
         "at": f.at,
         "conflict": f.conflict,
     })
+}
+
+/// `sts explore --config FILE --out OUT`: the input sequence fuzzed from
+/// the config into the experiment directory OUT (as `sts fuzz` writes it),
+/// ready to explore; a fuzz run that already violates ends here, said as
+/// `sts fuzz` says it (`Err` with the exit code).
+fn fuzz_to_explore(
+    engine: &Engine,
+    config_path: &Path,
+    out: &Path,
+    seed: Option<u64>,
+    as_json: bool,
+) -> Result<(), u8> {
+    let (mut config, mut text) = load_config("explore", config_path)?;
+    if let Some(seed) = seed {
+        text = sts_engine::campaign::with_seed(&text, seed).map_err(|e| {
+            eprintln!("sts explore: {}: {e}", config_path.display());
+            exit::BAD_INPUT
+        })?;
+        config.fuzz.seed = seed;
+    }
+    let exp = fuzz::create_experiment(&config, &text, out).map_err(|e| {
+        eprintln!("sts explore: {e}");
+        exit::of_error(&e)
+    })?;
+    eprintln!(
+        "sts explore: fuzzing an input sequence first (seed {}, up to {} steps of {} ms) into {}",
+        config.fuzz.seed,
+        config.fuzz.steps,
+        config.fuzz.step_ms,
+        out.display()
+    );
+    let o = block_on("explore", fuzz::run(engine, &config, &exp))?;
+    match o.violation {
+        None => Ok(()),
+        Some(v) if as_json => {
+            let doc = serde_json::json!({
+                "dir": out.display().to_string(),
+                "base_violation": v.summary,
+                "flips": [], "executions": 0, "finds": [],
+            });
+            outln!("{doc}");
+            Err(exit::VIOLATION)
+        }
+        Some(v) => {
+            outln!("the fuzz run itself violates after {} inputs: {}", o.inputs, sts_report::violation(&v).trim_end());
+            outln!("nothing to explore: `sts minimize {}` shrinks it", out.display());
+            Err(exit::VIOLATION)
+        }
+    }
 }
 
 /// What `sts explore` says of candidates left out as the same variant as

@@ -401,3 +401,35 @@ fn an_exploration_resumes_where_its_budget_stopped_it() {
     assert!(executions.windows(2).all(|w| w[0] < w[1]), "{executions:?}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// `sts explore --config FILE --out OUT`: an input sequence fuzzed from the
+/// config into OUT (traffic only: a clean run of the suite's unbarriered
+/// path app), then the orders around it explored into OUT/explore, where
+/// the race is found; without --out, a usage error.
+#[test]
+fn explore_from_a_config_fuzzes_the_inputs_first() {
+    let tmp = std::env::temp_dir().join(format!("sts-explore-config-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let case = tmp.join("case");
+    suite_case("unbarriered_path", "1", &case);
+    let config = tmp.join("config.toml");
+    let with_fuzz = std::fs::read_to_string(case.join("config.toml")).unwrap()
+        + "\n[fuzz]\nsteps = 12\nstep_ms = 150\nseed = 4\n\n[fuzz.rates]\ntraffic = 1.0\nlink_failure = 0.0\nhost_migration = 0.0\n";
+    std::fs::write(&config, with_fuzz).unwrap();
+    let out = sts().arg("explore").arg("--config").arg(&config).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "--out is required: {}", text(&out));
+
+    let dir = tmp.join("out");
+    let out = sts().arg("explore").arg("--config").arg(&config).arg("--out").arg(&dir).arg("--json").output().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(out.status.code(), Some(1), "{doc:#}\n{}", text(&out));
+    assert!(doc["base_violation"].is_null(), "{doc:#}");
+    // The fuzzed sequence is an experiment directory of its own.
+    let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+    assert!(trace.lines().filter(|l| l.contains(r#""external""#)).count() >= 2, "{trace}");
+    assert_eq!(doc["finds"][0]["execution"], 1, "{doc:#}");
+    let find = doc["finds"][0]["dir"].as_str().unwrap();
+    assert!(Path::new(find).starts_with(dir.join("explore/finds")), "{find}");
+    replay(Path::new(find));
+    let _ = std::fs::remove_dir_all(&tmp);
+}
