@@ -258,11 +258,23 @@ fn explore_finds_the_suite_races_first_and_races_names_the_flipped_pair() {
         assert!(first["at"].as_str().unwrap().starts_with(at), "{case}: {first:#}");
         assert!(first["conflict"].as_str().unwrap().contains(conflict), "{case}: {first:#}");
         // (The find's trace is numbered anew: the message is known by its words.)
-        let held = |e: &serde_json::Value| e["what"] == find["held"]["what"] && !e["delivered"].is_null();
+        let held = |e: &serde_json::Value| {
+            e["what"] == find["held"]["what"] && !e["delivered"].is_null() && e["delivered"]["behind"].is_null()
+        };
         assert!(
             held(&first["first"]) || held(&first["second"]),
             "{case}: the held message is one of the two: {first:#}\n{find:#}"
         );
+        if case == "handshake_race-13" {
+            // The floods queued behind it on s1's connection say so, and
+            // come after it.
+            let held_seq = [&first["first"], &first["second"]].into_iter().find(|e| held(e)).unwrap()["seq"].clone();
+            let behind = |r: &serde_json::Value| {
+                [&r["first"], &r["second"]].into_iter().any(|e| e["delivered"]["behind"] == held_seq)
+            };
+            let races = doc["races"].as_array().unwrap();
+            assert!(races[1..].iter().any(behind) && !behind(first), "{doc:#}");
+        }
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }

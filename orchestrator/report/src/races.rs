@@ -29,7 +29,14 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options) -> Report {
 fn event_line(e: &Event) -> String {
     let mut s = format!("seq {} at {} ms: {}", e.seq, e.t_ms, e.what);
     if let Some((seq, t)) = e.delivered {
-        let _ = write!(s, " [held, delivered at {t} ms, seq {seq}]");
+        match e.behind {
+            Some(held) => {
+                let _ = write!(s, " [queued behind held seq {held}, delivered at {t} ms, seq {seq}]");
+            }
+            None => {
+                let _ = write!(s, " [held, delivered at {t} ms, seq {seq}]");
+            }
+        }
     }
     s
 }
@@ -102,7 +109,7 @@ pub fn json(r: &Report) -> serde_json::Value {
     let event = |e: &Event| {
         serde_json::json!({
             "seq": e.seq, "t_ms": e.t_ms, "what": e.what,
-            "delivered": e.delivered.map(|(seq, t)| serde_json::json!({"seq": seq, "t_ms": t})),
+            "delivered": e.delivered.map(|(seq, t)| serde_json::json!({"seq": seq, "t_ms": t, "behind": e.behind})),
         })
     };
     serde_json::json!({
@@ -129,7 +136,11 @@ pub fn section(r: &Report) -> Option<String> {
         return None;
     }
     let link = |e: &Event| {
-        let held = e.delivered.map_or(String::new(), |(_, t)| format!(" <em>(held, delivered at {t} ms)</em>"));
+        let held = match (e.delivered, e.behind) {
+            (Some((_, t)), Some(held)) => format!(" <em>(queued behind held seq {held}, delivered at {t} ms)</em>"),
+            (Some((_, t)), None) => format!(" <em>(held, delivered at {t} ms)</em>"),
+            (None, _) => String::new(),
+        };
         format!(r##"<a href="#r{}">seq {} at {} ms</a>: {}{held}"##, e.seq, e.seq, e.t_ms, esc(&e.what))
     };
     let mut html = format!(

@@ -296,7 +296,7 @@ pub fn random_flips(base: &Trace, n: usize, seed: u64, drop: bool) -> Vec<Flip> 
                 sts_trace::Direction::ToSwitch => format!("{msg} → s{dpid}"),
                 sts_trace::Direction::ToController => format!("{msg} s{dpid} →"),
             };
-            let event = races::Event { seq: r.seq, t_ms: r.t_ms, what, delivered: None };
+            let event = races::Event { seq: r.seq, t_ms: r.t_ms, what, delivered: None, behind: None };
             Some(Flip {
                 message: r.seq,
                 dpid: *dpid,
@@ -605,8 +605,8 @@ mod tests {
             conflict: String::new(),
             delay_ms: 400,
             drop: false,
-            first: races::Event { seq: message, t_ms: 0, what: String::new(), delivered: None },
-            second: races::Event { seq: 5, t_ms: 0, what: String::new(), delivered: None },
+            first: races::Event { seq: message, t_ms: 0, what: String::new(), delivered: None, behind: None },
+            second: races::Event { seq: 5, t_ms: 0, what: String::new(), delivered: None, behind: None },
         };
         let v = variant(&base, &flip(4)).unwrap();
         let kinds: Vec<String> = v

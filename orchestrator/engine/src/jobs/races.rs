@@ -65,6 +65,10 @@ pub struct Event {
     /// When a queued message was delivered: the `delivered` record's seq
     /// and time.
     pub delivered: Option<(u64, u64)>,
+    /// A queued message that was not held itself but waited behind one
+    /// that was (the proxy keeps each connection in order): that one's seq.
+    #[serde(default)]
+    pub behind: Option<u64>,
 }
 
 /// A conflicting pair of events no chain of happens-before orders.
@@ -304,7 +308,7 @@ fn nodes(
                 sent: i,
                 received: i,
                 kind: Kind::Input { policy_of, keys: input_keys(e, places) },
-                event: Event { seq: r.seq, t_ms: r.t_ms, what: e.describe(), delivered: None },
+                event: Event { seq: r.seq, t_ms: r.t_ms, what: e.describe(), delivered: None, behind: None },
             });
             continue;
         }
@@ -314,7 +318,7 @@ fn nodes(
                 sent: i,
                 received: i,
                 kind: Kind::Delivery { frame: frame.clone() },
-                event: Event { seq: r.seq, t_ms: r.t_ms, what, delivered: None },
+                event: Event { seq: r.seq, t_ms: r.t_ms, what, delivered: None, behind: None },
             });
             continue;
         }
@@ -423,7 +427,8 @@ fn nodes(
                 }
             }
         };
-        out.push(Node { sent: i, received, kind, event: Event { seq: r.seq, t_ms: r.t_ms, what, delivered } });
+        let event = Event { seq: r.seq, t_ms: r.t_ms, what, delivered, behind: None };
+        out.push(Node { sent: i, received, kind, event });
     }
     out
 }
@@ -1054,11 +1059,12 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
     // Messages queued behind a held one: delivered at the same moment as
     // an earlier message of their connection and direction (the proxy
     // keeps each channel in order). The one held is what the test chose.
-    let mut released: HashMap<((u64, usize, bool), u64), usize> = HashMap::new();
-    let mut behind = vec![false; nodes.len()];
+    let mut released: HashMap<((u64, usize, bool), u64), u64> = HashMap::new();
+    let mut behind: Vec<Option<u64>> = vec![None; nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
         if let (Some(channel), Some((_, t))) = (n.channel(), n.event.delivered) {
-            behind[i] = released.insert((channel, t), i).is_some();
+            let first = *released.entry((channel, t)).or_insert(n.event.seq);
+            behind[i] = (first != n.event.seq).then_some(first);
         }
     }
     let mut races = Vec::new();
@@ -1165,11 +1171,17 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options, culprit: Option<&
         };
         let input = matches!(nodes[a].kind, Kind::Input { .. }) || matches!(nodes[b].kind, Kind::Input { .. });
         let held = |x: usize| nodes[x].event.delivered.is_some();
-        let chosen = (held(a) && !behind[a]) || (held(b) && !behind[b]);
+        let chosen = (held(a) && behind[a].is_none()) || (held(b) && behind[b].is_none());
         races.push((
             (harm.is_none(), !(held(a) || held(b)), !chosen, !input, 2 - strength),
             b,
-            Race { at, first: nodes[a].event.clone(), second: nodes[b].event.clone(), conflict, harm },
+            Race {
+                at,
+                first: Event { behind: behind[a], ..nodes[a].event.clone() },
+                second: Event { behind: behind[b], ..nodes[b].event.clone() },
+                conflict,
+                harm,
+            },
         ));
     }
     // Harmful first; among them those with a message the proxy held (where
