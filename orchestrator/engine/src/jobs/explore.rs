@@ -395,7 +395,6 @@ pub async fn run(
     let total = if opts.list || (!opts.all && !frontier.finds.is_empty()) { 0 } else { flips.len() };
     let places = (opts.start != Start::Fresh).then(|| crate::warm::Places::new(out.join("warm")));
     let started = Instant::now();
-    let mut finds = frontier.finds.clone();
     let mut executions = 0;
     let mut branches: Option<Branches> = None;
     let mut branch_summary = None;
@@ -407,8 +406,10 @@ pub async fn run(
     let goal = (resumed + total) as u32;
     for (i, flip) in flips.iter().take(total).enumerate() {
         let k = resumed + i;
-        engine.progress(Progress::Explore { done: k as u32, total: goal, finds: finds.len() as u32 });
-        let found = try_variant(engine, config, config_text, &recorded, flip, k, out, &places, &mut branches).await;
+        engine.progress(Progress::Explore { done: k as u32, total: goal, finds: frontier.finds.len() as u32 });
+        let find = out.join("finds").join((frontier.finds.len() + 1).to_string());
+        let found =
+            try_variant(engine, config, config_text, &recorded, flip, k, out, &find, &places, &mut branches).await;
         let found = match found {
             Ok(found) => found,
             Err(VariantError::Run(e)) => return Err(e),
@@ -416,12 +417,12 @@ pub async fn run(
                 tracing::info!("variants cannot start where they leave the run ({why}); replaying them whole");
                 branches_refused = Some(why);
                 branches = None;
-                try_variant(engine, config, config_text, &recorded, flip, k, out, &places, &mut branches)
+                try_variant(engine, config, config_text, &recorded, flip, k, out, &find, &places, &mut branches)
                     .await
                     .map_err(|e| match e {
-                        VariantError::Run(e) => e,
-                        VariantError::Refused(why) => RunError::Environment(why),
-                    })?
+                    VariantError::Run(e) => e,
+                    VariantError::Refused(why) => RunError::Environment(why),
+                })?
             }
         };
         executions += 1;
@@ -430,10 +431,9 @@ pub async fn run(
         }
         let stop = found.is_some() && !opts.all;
         if let Some((dir, violation)) = found {
-            finds.push(Find { dir, execution: k + 1, flip: flip.clone(), violation });
+            frontier.finds.push(Find { dir, execution: k + 1, flip: flip.clone(), violation });
         }
         frontier.tried = k + 1;
-        frontier.finds.clone_from(&finds);
         frontier.save(out)?;
         if stop {
             break;
@@ -449,7 +449,7 @@ pub async fn run(
         base_violation: None,
         flips,
         executions,
-        finds,
+        finds: frontier.finds.clone(),
         seconds,
         warm,
         branches: branch_summary,
@@ -479,8 +479,7 @@ enum VariantError {
 
 /// Replays the variant of `flip` (candidate `k`, from 0), from a branch of
 /// the base run where it leaves it when `branches` has one, otherwise whole;
-/// a find is written as `out/finds/N` (the next N): its directory and
-/// violation.
+/// a find is written as `find`: its directory and violation.
 #[allow(clippy::too_many_arguments)]
 async fn try_variant(
     engine: &Engine,
@@ -490,20 +489,15 @@ async fn try_variant(
     flip: &Flip,
     k: usize,
     out: &Path,
+    find: &Path,
     places: &Option<crate::warm::Places>,
     branches: &mut Option<Branches<'_>>,
 ) -> Result<Option<(PathBuf, String)>, VariantError> {
-    let finds = out.join("finds");
-    let next_find = || {
-        let n = std::fs::read_dir(&finds).map_or(0, |d| d.filter_map(Result::ok).count());
-        finds.join((n + 1).to_string())
-    };
     if let (Some(b), Some(p)) = (branches.as_mut(), departure(recorded, flip)) {
         return match b.variant(p, &fault(flip)).await {
             Ok(Some(v)) => {
-                let find = next_find();
-                b.save(&find, config_text).map_err(VariantError::Run)?;
-                Ok(Some((find, v.summary.clone())))
+                b.save(find, config_text).map_err(VariantError::Run)?;
+                Ok(Some((find.to_owned(), v.summary.clone())))
             }
             Ok(None) => Ok(None),
             Err(PeekError::Run(e)) => Err(VariantError::Run(e)),
@@ -520,9 +514,8 @@ async fn try_variant(
     };
     match result.as_ref().and_then(|r| r.violation.as_ref().map(|v| (r, v))) {
         Some((r, v)) => {
-            let find = next_find();
-            keep_find(config, config_text, r, v, &dir, &find).map_err(VariantError::Run)?;
-            Ok(Some((find, v.summary.clone())))
+            keep_find(config, config_text, r, v, &dir, find).map_err(VariantError::Run)?;
+            Ok(Some((find.to_owned(), v.summary.clone())))
         }
         None => {
             let _ = std::fs::remove_dir_all(&dir);
