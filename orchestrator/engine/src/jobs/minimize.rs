@@ -11,9 +11,10 @@
 //! - Every result is cached by candidate and saved in `DIR/mcs/state.json`
 //!   after each test: `sts minimize` killed and started again continues from
 //!   its last completed test.
-//! - `--jobs J` replays up to J candidates of a round at once, each with its
-//!   own controllers; the outcome is the same as one at a time (the first
-//!   reproducing candidate in order wins).
+//! - `--jobs J` keeps up to J candidates under test, each with its own
+//!   controllers, a freed place taking the next candidate at once; the
+//!   outcome is the same as one at a time (the first reproducing candidate
+//!   in order wins, and a round ends as soon as that one is known).
 //!
 //! Internal events to wait for: by default a candidate keeps the original
 //! internal events that followed the inputs it keeps (and those before the
@@ -24,11 +25,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
 use serde::{Deserialize, Serialize};
 use sts_invariants::{Same, Violation};
 use sts_trace::dir as experiment;
@@ -286,16 +288,28 @@ impl Ddmin {
     }
 
     /// The rounds that can follow this one, one per outcome: candidate `i`
-    /// the first to reproduce, in order, then none of them (the likelier
-    /// first). Their candidates are what an executor with more workers than
-    /// this round has candidates tests speculatively ([`Search::test`]).
+    /// the first to reproduce, in order, then none of them. Their
+    /// candidates are what free places test speculatively ([`Search::test`]).
     pub fn next_rounds(&self) -> Vec<Ddmin> {
+        self.next_rounds_given(&[])
+    }
+
+    /// [`Ddmin::next_rounds`] after the outcomes `known` verdicts of this
+    /// round's candidates (in order; `None` or missing: not known yet) rule
+    /// out: "candidate `i` first" needs no success before `i` and no
+    /// failure of `i`; "none" needs no success.
+    pub fn next_rounds_given(&self, known: &[Option<bool>]) -> Vec<Ddmin> {
         let n = self.round.len();
+        let verdict = |j: usize| known.get(j).copied().flatten();
+        let possible =
+            |i: usize| (0..i.min(n)).all(|j| verdict(j) != Some(true)) && (i == n || verdict(i) != Some(false));
         let mut outcomes: Vec<Vec<bool>> = (0..n).map(|i| (0..n).map(|j| j == i).collect()).collect();
         outcomes.push(vec![false; n]);
         outcomes
             .into_iter()
-            .filter_map(|verdicts| {
+            .enumerate()
+            .filter(|&(i, _)| possible(i))
+            .filter_map(|(_, verdicts)| {
                 let mut next = self.clone();
                 next.advance(&verdicts);
                 (!next.is_done()).then_some(next)
@@ -596,29 +610,44 @@ pub struct CandidateRun {
 
 /// A candidate's place in its round: ddmin keeps the first candidate in
 /// order that reproduces, so once one does, the verdicts of those after it
-/// are not needed (their replays are called off).
+/// are not needed (their replays are called off). A candidate tested ahead
+/// of its round has a place of its own, called off when the search no
+/// longer needs it.
 #[derive(Debug, Clone)]
 pub struct InRound {
     /// The index of the first candidate known to reproduce (`usize::MAX`: none yet).
     first_hit: Arc<AtomicUsize>,
     index: usize,
+    /// Set when the search needs this candidate's verdict no more.
+    off: Arc<AtomicBool>,
 }
 
 impl InRound {
     /// Places for `n` candidates of one round, in order.
     fn round(n: usize) -> Vec<InRound> {
         let first_hit = Arc::new(AtomicUsize::new(usize::MAX));
-        (0..n).map(|index| InRound { first_hit: first_hit.clone(), index }).collect()
+        (0..n).map(|index| InRound { first_hit: first_hit.clone(), index, off: Arc::default() }).collect()
     }
 
-    /// True once an earlier candidate of the round reproduced.
+    /// The place of a candidate tested outside its round (speculated on).
+    fn alone() -> InRound {
+        InRound::round(1).remove(0)
+    }
+
+    /// True once an earlier candidate of the round reproduced, or the
+    /// candidate was called off.
     pub fn moot(&self) -> bool {
-        self.first_hit.load(Ordering::Relaxed) < self.index
+        self.off.load(Ordering::Relaxed) || self.first_hit.load(Ordering::Relaxed) < self.index
     }
 
     /// This candidate reproduced.
     fn hit(&self) {
         self.first_hit.fetch_min(self.index, Ordering::Relaxed);
+    }
+
+    /// Its verdict is needed no more.
+    fn call_off(&self) {
+        self.off.store(true, Ordering::Relaxed);
     }
 }
 
@@ -850,6 +879,8 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         replay_cap: None,
         capped: false,
         started,
+        running: FuturesUnordered::new(),
+        under_test: BTreeMap::new(),
     };
     let mut best =
         if present_without_inputs { Vec::new() } else { search.ddmin(&all, true, opts.replays.max(1)).await? };
@@ -869,7 +900,9 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         });
         best = found;
     }
+    search.settle().await;
     let budget_exhausted = search.budget_exhausted;
+    drop(search);
     engine.progress(Progress::Done);
     let keep = events_of(&best);
     state.curve = curve.clone();
@@ -878,25 +911,31 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     experiment::copy_config_files(config.local_files(), &mcs_dir).map_err(env)?;
     mcs.renumbered().save(&mcs_dir.join("trace.jsonl")).map_err(env)?;
     let mut final_reproduced = 0;
-    // The violation as the MCS's own replays saw it (its witness shows the
-    // rules the MCS installs, not the original run's): the first in run order.
-    let mut observed: Option<Violation> = None;
-    let numbers: Vec<u32> = (1..=opts.final_replays).collect();
-    for batch in numbers.chunks(opts.jobs.max(1) as usize) {
-        engine.progress(Progress::FinalReplays { done: batch[0] - 1, total: opts.final_replays });
-        let replays = batch.iter().map(|&n| {
-            let out = mcs_dir.join("final").join(n.to_string());
-            let _ = std::fs::remove_dir_all(&out);
-            executor.replay(engine, &config, &mcs, out, n)
-        });
-        for r in futures::future::join_all(replays).await {
-            let r = r?;
-            if r.reproduced {
-                final_reproduced += 1;
-                observed = observed.or(r.violation);
-            }
+    // The final replays `jobs` at a time, a freed place taking the next at once.
+    let replays = (1..=opts.final_replays).map(|n| {
+        let out = mcs_dir.join("final").join(n.to_string());
+        let _ = std::fs::remove_dir_all(&out);
+        let mcs = &mcs;
+        let config = &config;
+        async move { (n, executor.replay(engine, config, mcs, out, n).await) }
+    });
+    let mut finals = futures::stream::iter(replays).buffer_unordered(opts.jobs.max(1) as usize);
+    let mut reproduced_in: BTreeMap<u32, Option<Violation>> = BTreeMap::new();
+    let mut done = 0;
+    engine.progress(Progress::FinalReplays { done, total: opts.final_replays });
+    while let Some((n, r)) = finals.next().await {
+        let r = r?;
+        done += 1;
+        engine.progress(Progress::FinalReplays { done, total: opts.final_replays });
+        if r.reproduced {
+            final_reproduced += 1;
+            reproduced_in.insert(n, r.violation);
         }
     }
+    drop(finals);
+    // The violation as the MCS's own replays saw it (its witness shows the
+    // rules the MCS installs, not the original run's): the first in run order.
+    let observed: Option<Violation> = reproduced_in.into_values().flatten().next();
     engine.progress(Progress::Done);
     if let Some(v) = &observed {
         let mut seen = mcs.clone();
@@ -954,16 +993,25 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
 }
 
 /// Unit sets the rounds after `dd`'s current one may test, in order
-/// ([`Ddmin::next_rounds`], then the rounds after those), enough to fill
-/// `jobs` places beside this round's candidates; nothing when the round
-/// fills them itself (so `--jobs 1` and a round at least as wide as the
-/// executor test exactly what they would without it).
-fn speculation(dd: &Ddmin, jobs: usize) -> Vec<Vec<usize>> {
+/// ([`Ddmin::next_rounds_given`] the verdicts `known` so far, then the
+/// rounds after those): enough to fill the places a round narrower than
+/// `jobs` leaves free; none when the round fills them itself (so `--jobs 1`
+/// and a round at least as wide as the executor test exactly what they
+/// would without it). A round as wide as the places does not speculate in
+/// a place freed by an early verdict: on this machine's cores, a guess
+/// beside the round's last candidate slows it more than the guess pays
+/// (docs/benchmarks.md).
+fn speculation(dd: &Ddmin, jobs: usize, known: &[Option<bool>]) -> Vec<Vec<usize>> {
     let room = jobs.saturating_sub(dd.candidates().len());
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut level = vec![dd.clone()];
+    let mut first = true;
     while out.len() < room && !level.is_empty() {
-        let next: Vec<Ddmin> = level.iter().flat_map(Ddmin::next_rounds).collect();
+        let next: Vec<Ddmin> = match first {
+            true => dd.next_rounds_given(known),
+            false => level.iter().flat_map(Ddmin::next_rounds).collect(),
+        };
+        first = false;
         // Breadth first, and across outcomes: each next round's first
         // candidate, then each one's second, ...
         let widest = next.iter().map(|d| d.candidates().len()).max().unwrap_or(0);
@@ -984,6 +1032,10 @@ fn speculation(dd: &Ddmin, jobs: usize) -> Vec<Vec<usize>> {
     out.truncate(room);
     out
 }
+
+/// The candidates of later rounds worth testing ahead, given the verdicts
+/// of this round's candidates known so far ([`speculation`]).
+type Guesses<'g> = dyn Fn(&[Option<bool>]) -> Vec<Vec<usize>> + Sync + 'g;
 
 /// Rounds of [`Search::beyond`] at most (each one a smaller sequence found).
 const BEYOND_ROUNDS: usize = 3;
@@ -1019,120 +1071,183 @@ struct Search<'a> {
     replay_cap: Option<u64>,
     capped: bool,
     started: Instant,
+    /// Candidates under test: this round's, and later rounds' started in
+    /// places a round left free.
+    running: FuturesUnordered<BoxFuture<'a, Ended>>,
+    /// The keys of their unit sets, each with its place and whether it was
+    /// speculated on.
+    under_test: BTreeMap<String, (InRound, bool)>,
 }
 
-impl Search<'_> {
+/// A candidate's test, ended.
+struct Ended {
+    set: Vec<usize>,
+    place: InRound,
+    speculated: bool,
+    verdict: Verdict,
+}
+
+impl<'a> Search<'a> {
     fn events_of(&self, c: &[usize]) -> BTreeSet<usize> {
         c.iter().flat_map(|&u| self.groups[u].iter().copied()).collect()
     }
 
-    /// Tests `cands` (unit sets) in order, `jobs` at a time, up to the
-    /// first that reproduces; verdicts known from earlier are not asked
-    /// again. Returns each one's verdict (`None`: not tested, after a hit).
+    /// Tests `cands` (unit sets) in order, up to the first that reproduces,
+    /// keeping `jobs` candidates under test: a place that frees takes the
+    /// next candidate at once (no waiting for a batch's slowest), and the
+    /// round ends as soon as its first success in order is known (the
+    /// candidates after it are called off). Verdicts known from earlier are
+    /// not asked again. Returns each one's verdict (`None`: not tested,
+    /// after a hit).
     ///
-    /// A batch with fewer candidates than `jobs` is filled with untested
-    /// `spare` ones (later rounds' candidates): their verdicts are only
-    /// kept, for when their round comes. What is tested in order, and so the
-    /// result, is the same as without them.
+    /// Places left free once every candidate of the round is under test
+    /// take untested `spare` ones (later rounds' candidates): their verdicts
+    /// are only kept, for when their round comes, and they go on across
+    /// rounds (a later round that neither tests nor speculates on one calls
+    /// it off). What is tested in order, and so the result, is the same as
+    /// without them.
     async fn test(
         &mut self,
         cands: &[Vec<usize>],
-        spare: &[Vec<usize>],
+        spare: &Guesses<'_>,
         replays: u32,
     ) -> Result<Vec<Option<bool>>, RunError> {
         let mut results: Vec<Option<bool>> = cands.iter().map(|c| self.state.tested.get(&key(c)).copied()).collect();
-        let limit = results.iter().position(|r| *r == Some(true)).unwrap_or(cands.len());
-        let todo: Vec<usize> = (0..limit).filter(|&i| results[i].is_none()).collect();
         let jobs = self.opts.jobs.max(1) as usize;
         let round = self.state.rounds.len();
         self.state.rounds.push([cands.len(), cands.len()]);
-        // Later rounds' candidates nobody knows yet, each once, in order.
-        let mut unknown: Vec<&Vec<usize>> = Vec::new();
-        for c in spare {
-            if !self.state.tested.contains_key(&key(c)) && !cands.contains(c) && !unknown.contains(&c) {
-                unknown.push(c);
+        let places = InRound::round(cands.len());
+        let mut spares = spare(&results);
+        self.call_off_unwanted(cands, &spares);
+        loop {
+            // Decided: the first candidate not known to fail reproduces, or all fail.
+            match results.iter().position(|r| *r != Some(false)) {
+                None => break,
+                Some(p) if results[p] == Some(true) => break,
+                Some(_) => {}
             }
-        }
-        let mut spare = unknown.into_iter();
-        for batch in todo.chunks(jobs) {
-            if self.deadline.is_some_and(|d| Instant::now() > d) {
-                self.budget_exhausted = true;
-                return Ok(results);
-            }
-            if self.replay_cap.is_some_and(|cap| self.state.replays >= cap) {
-                self.capped = true;
-                return Ok(results);
-            }
-            // This batch's candidates (Some(index)), then spare ones (None) in free places.
-            let mut sets: Vec<(Option<usize>, &Vec<usize>)> = batch.iter().map(|&i| (Some(i), &cands[i])).collect();
-            while sets.len() < jobs {
-                match spare.next() {
-                    Some(c) => sets.push((None, c)),
-                    None => break,
+            let before_hit = results.iter().position(|r| *r == Some(true)).unwrap_or(cands.len());
+            let mut started = false;
+            while self.running.len() < jobs {
+                let next =
+                    (0..before_hit).find(|&i| results[i].is_none() && !self.under_test.contains_key(&key(&cands[i])));
+                let pick = match next {
+                    Some(i) => Some((&cands[i], places[i].clone(), false)),
+                    None => spares
+                        .iter()
+                        .find(|c| {
+                            let k = key(c);
+                            !cands.contains(c)
+                                && !self.state.tested.contains_key(&k)
+                                && !self.under_test.contains_key(&k)
+                        })
+                        .map(|c| (c, InRound::alone(), true)),
+                };
+                let Some((set, place, speculated)) = pick else { break };
+                if self.deadline.is_some_and(|d| Instant::now() > d) {
+                    self.budget_exhausted = true;
+                    return Ok(results);
                 }
+                if self.replay_cap.is_some_and(|cap| self.state.replays >= cap) {
+                    self.capped = true;
+                    return Ok(results);
+                }
+                self.start(set, place, speculated, replays);
+                started = true;
             }
-            self.engine.progress(Progress::Minimize {
-                inputs_left: self.curve.last().copied().unwrap_or(0),
-                original: self.trace.externals().len(),
-                trying: sets.len(),
-                candidate_inputs: self.events_of(&cands[batch[0]]).len(),
-                tested: self.state.tested.len(),
-                replays: self.state.replays,
-                elapsed_s: self.started.elapsed().as_secs_f64(),
-            });
-            let mut runs = Vec::with_capacity(sets.len());
-            let mut places = InRound::round(batch.len()).into_iter();
-            for (i, set) in &sets {
-                let first_run = self.run_no + 1;
-                self.run_no += replays + u32::from(self.opts.peek != PeekMode::Off);
-                runs.push(CandidateRun {
-                    trace: candidate(self.trace, &self.events_of(set), self.host_start),
-                    mcs_dir: self.mcs_dir.to_path_buf(),
-                    first_run,
-                    replays,
-                    peek: self.opts.peek,
-                    warm: self.opts.warm,
-                    // Spare candidates are of later rounds: never called off.
-                    in_round: i.and_then(|_| places.next()),
+            if started {
+                let first = (0..cands.len()).find(|&i| results[i].is_none()).unwrap_or(0);
+                self.engine.progress(Progress::Minimize {
+                    inputs_left: self.curve.last().copied().unwrap_or(0),
+                    original: self.trace.externals().len(),
+                    trying: self.running.len(),
+                    candidate_inputs: self.events_of(&cands[first]).len(),
+                    tested: self.state.tested.len(),
+                    replays: self.state.replays,
+                    elapsed_s: self.started.elapsed().as_secs_f64(),
                 });
             }
-            let verdicts = self.executor.test(self.engine, self.config, runs).await;
-            let mut hit = false;
-            let mut failure = None;
-            for ((i, set), v) in sets.iter().zip(verdicts) {
-                match v {
-                    Ok((ok, n)) => {
-                        self.state.replays += n;
-                        // After this batch's first reproduction, a candidate
-                        // of the round may have been called off: its "no"
-                        // is no verdict (a "yes" still is one).
-                        if i.is_some() && hit && !ok {
-                            self.state.called_off += 1;
-                            continue;
-                        }
-                        self.state.tested.insert(key(set), ok);
-                        if let Some(i) = *i {
-                            results[i] = Some(ok);
-                            hit |= ok;
-                        } else {
-                            self.state.speculated += 1;
-                        }
-                    }
-                    Err(e) => failure = failure.or(Some(e)),
-                }
-            }
-            let _ = experiment::write_json(self.state_path, &*self.state);
-            if let Some(e) = failure {
+            let Some(ended) = self.running.next().await else { break };
+            if let Err(e) = self.finish(ended, cands, &mut results) {
+                self.settle().await;
                 self.engine.progress(Progress::Done);
                 return Err(e);
             }
-            if hit {
-                break;
-            }
+            // What this verdict rules out is speculated on no more.
+            spares = spare(&results);
+            self.call_off_unwanted(cands, &spares);
         }
         let needed = results.iter().position(|r| *r == Some(true)).map_or(cands.len(), |p| p + 1);
         self.state.rounds[round][1] = needed;
         Ok(results)
+    }
+
+    /// Calls off the candidates under test ahead of their round that are
+    /// neither among `cands` nor `spares` any more.
+    fn call_off_unwanted(&self, cands: &[Vec<usize>], spares: &[Vec<usize>]) {
+        let wanted: BTreeSet<String> = cands.iter().chain(spares).map(|c| key(c)).collect();
+        for (k, (place, speculated)) in &self.under_test {
+            if *speculated && !wanted.contains(k) {
+                place.call_off();
+            }
+        }
+    }
+
+    /// Puts unit set `set` under test in a place of its own.
+    fn start(&mut self, set: &[usize], place: InRound, speculated: bool, replays: u32) {
+        let first_run = self.run_no + 1;
+        self.run_no += replays + u32::from(self.opts.peek != PeekMode::Off);
+        let run = CandidateRun {
+            trace: candidate(self.trace, &self.events_of(set), self.host_start),
+            mcs_dir: self.mcs_dir.to_path_buf(),
+            first_run,
+            replays,
+            peek: self.opts.peek,
+            warm: self.opts.warm,
+            in_round: Some(place.clone()),
+        };
+        let (engine, executor, config, set) = (self.engine, self.executor, self.config, set.to_vec());
+        self.under_test.insert(key(&set), (place.clone(), speculated));
+        self.running.push(Box::pin(async move {
+            let verdict = executor.test(engine, config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
+            Ended { set, place, speculated, verdict }
+        }));
+    }
+
+    /// Takes in a candidate's end: its verdict is kept (and is `results`'
+    /// when it is one of `cands`), unless it is a "no" given after it was
+    /// called off (no verdict at all).
+    fn finish(&mut self, ended: Ended, cands: &[Vec<usize>], results: &mut [Option<bool>]) -> Result<(), RunError> {
+        let k = key(&ended.set);
+        self.under_test.remove(&k);
+        let (ok, n) = ended.verdict?;
+        self.state.replays += n;
+        if ok {
+            ended.place.hit();
+        } else if ended.place.moot() {
+            self.state.called_off += 1;
+            return Ok(());
+        }
+        self.state.tested.insert(k, ok);
+        if ended.speculated {
+            self.state.speculated += 1;
+        }
+        if let Some(i) = cands.iter().position(|c| *c == ended.set) {
+            results[i] = Some(ok);
+        }
+        let _ = experiment::write_json(self.state_path, &*self.state);
+        Ok(())
+    }
+
+    /// Calls off every candidate still under test and waits for them to
+    /// end (what they reached is still kept): the search is over.
+    async fn settle(&mut self) {
+        for (place, _) in self.under_test.values() {
+            place.call_off();
+        }
+        while let Some(ended) = self.running.next().await {
+            let _ = self.finish(ended, &[], &mut []);
+        }
     }
 
     /// Delta debugging over `units` (which must reproduce): a 1-minimal
@@ -1154,7 +1269,9 @@ impl Search<'_> {
         while !dd.is_done() {
             let cands: Vec<Vec<usize>> = dd.candidates().iter().map(|c| of(c)).collect();
             let places = if self.opts.speculate { self.opts.jobs as usize } else { 0 };
-            let spare = speculation(&dd, places).into_iter().map(|c| of(&c)).collect::<Vec<_>>();
+            let spare = |known: &[Option<bool>]| -> Vec<Vec<usize>> {
+                speculation(&dd, places, known).iter().map(|c| of(c)).collect()
+            };
             let results = self.test(&cands, &spare, replays).await?;
             if self.budget_exhausted || self.capped {
                 break;
@@ -1193,7 +1310,7 @@ impl Search<'_> {
             let mut found = None;
             let fresh = |s: &Vec<usize>| !found_before.iter().any(|f| f.iter().all(|u| s.contains(u)));
             for s in starts.into_iter().filter(|s| s.len() >= best.len() && fresh(s)) {
-                let verdict = self.test(std::slice::from_ref(&s), &[], 1).await?;
+                let verdict = self.test(std::slice::from_ref(&s), &|_| Vec::new(), 1).await?;
                 if self.budget_exhausted || self.capped {
                     return Ok(best);
                 }
@@ -1707,11 +1824,14 @@ mod beyond_tests {
 
     /// Decides a candidate by the inputs it keeps: it reproduces when it
     /// holds every input of one of `causes` (pings named by their source).
+    /// Each replay takes [`REPLAY`] of (paused, virtual) time; a candidate
+    /// called off stops within a tenth of that, as a replay on this machine
+    /// does.
     struct Oracle {
         causes: Vec<Vec<&'static str>>,
-        /// Batches asked for (each one a wait for the slowest of its candidates).
-        batches: std::sync::atomic::AtomicUsize,
     }
+
+    const REPLAY: std::time::Duration = std::time::Duration::from_millis(10);
 
     impl Executor for Oracle {
         fn test<'a>(
@@ -1720,24 +1840,31 @@ mod beyond_tests {
             _config: &'a Config,
             batch: Vec<CandidateRun>,
         ) -> BoxFuture<'a, Vec<Verdict>> {
-            self.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let verdicts = batch
-                .iter()
-                .map(|c| {
-                    let kept: BTreeSet<String> = c
-                        .trace
-                        .externals()
-                        .iter()
-                        .filter_map(|(_, e)| match e {
-                            External::Ping { src, .. } => Some(src.clone()),
-                            _ => None,
-                        })
-                        .collect();
-                    let ok = self.causes.iter().any(|cause| cause.iter().all(|h| kept.contains(*h)));
-                    Ok((ok, u64::from(c.replays)))
-                })
-                .collect();
-            Box::pin(futures::future::ready(verdicts))
+            Box::pin(futures::future::join_all(batch.into_iter().map(|c| async move {
+                let kept: BTreeSet<String> = c
+                    .trace
+                    .externals()
+                    .iter()
+                    .filter_map(|(_, e)| match e {
+                        External::Ping { src, .. } => Some(src.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                let ok = self.causes.iter().any(|cause| cause.iter().all(|h| kept.contains(*h)));
+                let moot = || c.in_round.as_ref().is_some_and(InRound::moot);
+                for k in 0..c.replays {
+                    for _ in 0..10 {
+                        if moot() {
+                            return Ok((false, u64::from(k)));
+                        }
+                        tokio::time::sleep(REPLAY / 10).await;
+                    }
+                    if ok {
+                        return Ok((true, u64::from(k) + 1));
+                    }
+                }
+                Ok((false, u64::from(c.replays)))
+            })))
         }
     }
 
@@ -1749,11 +1876,17 @@ mod beyond_tests {
     }
 
     fn minimize_with(dir: &Path, beyond: bool, causes: Vec<Vec<&'static str>>) -> Report {
-        minimize_jobs(dir, beyond, causes, 1).0
+        minimize_jobs(dir, beyond, causes, 1, 1).0
     }
 
-    /// The report, and the batches the executor was asked for.
-    fn minimize_jobs(dir: &Path, beyond: bool, causes: Vec<Vec<&'static str>>, jobs: u32) -> (Report, usize) {
+    /// The report, and how long the search took in the oracle's time.
+    fn minimize_jobs(
+        dir: &Path,
+        beyond: bool,
+        causes: Vec<Vec<&'static str>>,
+        jobs: u32,
+        replays: u32,
+    ) -> (Report, std::time::Duration) {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
         let config = "[network]\ntopology = \"linear\"\nsize = 11\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"true\"]\n";
@@ -1767,18 +1900,24 @@ mod beyond_tests {
         }
         text.push_str("{\"seq\":11,\"t_ms\":2000,\"violation\":{\"invariant\":\"blackhole\",\"elements\":[\"h2\",\"h11\"],\"summary\":\"x\"}}\n");
         std::fs::write(dir.join("trace.jsonl"), text).unwrap();
-        let oracle = Oracle { causes, batches: Default::default() };
+        let oracle = Oracle { causes };
         let engine = Engine::new(std::sync::Arc::new(crate::observer::Silent));
-        let opts = Options { final_replays: 0, beyond, jobs, ..Options::default() };
-        let report = futures::executor::block_on(run_on(&engine, &oracle, dir, &opts)).unwrap();
-        (report, oracle.batches.into_inner())
+        let opts = Options { final_replays: 0, beyond, jobs, replays, ..Options::default() };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        runtime.block_on(async {
+            let t0 = tokio::time::Instant::now();
+            let report = run_on(&engine, &oracle, dir, &opts).await.unwrap();
+            (report, t0.elapsed())
+        })
     }
 
     #[test]
-    fn workers_a_round_leaves_free_test_later_rounds_and_the_mcs_stays_the_same() {
+    fn more_places_take_less_time_and_the_mcs_stays_the_same() {
         const HOSTS: [&str; 10] = ["h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10"];
         let base = std::env::temp_dir().join(format!("sts-speculate-{}", std::process::id()));
-        let (mut waits_two, mut waits_eight, mut speculated, mut called_off) = (0, 0, 0, 0);
+        let (mut time_one, mut time_two, mut time_eight) =
+            (std::time::Duration::ZERO, std::time::Duration::ZERO, std::time::Duration::ZERO);
+        let (mut speculated, mut called_off) = (0, 0);
         let mut causes: Vec<Vec<&'static str>> = Vec::new();
         for (i, a) in HOSTS.iter().enumerate() {
             causes.push(vec![*a]);
@@ -1789,24 +1928,27 @@ mod beyond_tests {
         causes.push(vec!["h1", "h5", "h10"]);
         causes.push(vec!["h2", "h3", "h4", "h8"]);
         for cause in causes {
-            let (one, _) = minimize_jobs(&base.join("one"), true, vec![cause.clone()], 1);
-            let (two, b2) = minimize_jobs(&base.join("two"), true, vec![cause.clone()], 2);
-            let (eight, b8) = minimize_jobs(&base.join("eight"), true, vec![cause.clone()], 8);
+            // Two replays per candidate (a "no" costs twice a "yes"), as scripts/evaluate minimizes.
+            let (one, t1) = minimize_jobs(&base.join("one"), true, vec![cause.clone()], 1, 2);
+            let (two, t2) = minimize_jobs(&base.join("two"), true, vec![cause.clone()], 2, 2);
+            let (eight, t8) = minimize_jobs(&base.join("eight"), true, vec![cause.clone()], 8, 2);
             assert_eq!(one.mcs, eight.mcs, "{cause:?}");
             assert_eq!(two.mcs, eight.mcs, "{cause:?}");
-            assert_eq!((one.speculated, two.speculated), (0, 0), "rounds of two fill two places");
-            assert!(b8 <= b2, "{cause:?}: {b8} waits with eight places, {b2} with two");
-            waits_two += b2;
-            waits_eight += b8;
-            speculated += eight.speculated;
-            called_off += two.called_off;
+            assert_eq!((one.speculated, one.called_off), (0, 0), "one place: one candidate at a time, in order");
+            assert!(t2 <= t1, "{cause:?}: {t2:?} with two places, {t1:?} with one");
+            time_one += t1;
+            time_two += t2;
+            time_eight += t8;
+            speculated += two.speculated + eight.speculated;
+            called_off += two.called_off + eight.called_off;
         }
         assert!(speculated > 0, "later rounds' candidates filled free places");
-        // A "no" after its round's first "yes" (a replay called off on this
-        // machine) is not kept as a verdict, and the MCS is the same.
+        // A "no" after its round's first "yes" (a replay called off) is not
+        // kept as a verdict, and the MCS is the same.
         assert!(called_off > 0, "some rounds were decided before their last candidate");
-        // Eight places wait for fewer batches in all than two.
-        assert!(waits_eight * 10 < waits_two * 8, "{waits_eight} waits with eight, {waits_two} with two");
+        eprintln!("search time, all causes: {time_one:?} one place, {time_two:?} two, {time_eight:?} eight");
+        assert!(time_two * 10 < time_one * 7, "{time_two:?} with two places, {time_one:?} with one");
+        assert!(time_eight < time_two, "{time_eight:?} with eight places, {time_two:?} with two");
         let _ = std::fs::remove_dir_all(&base);
     }
 
