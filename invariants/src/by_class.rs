@@ -431,9 +431,10 @@ pub(crate) struct ByClass {
     /// The cycles looping atoms take: per cycle (its switches), every
     /// (source, atom) found taking it (the first one explains it).
     loops: BTreeMap<Vec<u64>, BTreeSet<(usize, usize)>>,
-    /// Per looping atom: the cycles it takes (to forget them when the atom
-    /// is followed again after an update).
-    atom_loops: HashMap<usize, Vec<Vec<u64>>>,
+    /// Per looping atom: the cycles it takes, each with the sources it was
+    /// found taking it from (to forget them when the atom is followed again
+    /// after an update, without scanning every taker of the cycle).
+    atom_loops: HashMap<usize, Vec<(Vec<u64>, Vec<usize>)>>,
     /// Per cycle: when its takers last changed (a tick of `loop_clock`), so
     /// that what is derived from them can be kept while they stay.
     loop_stamp: HashMap<Vec<u64>, u64>,
@@ -661,9 +662,12 @@ impl ByClass {
                 self.loop_clock += 1;
                 self.loop_stamp.insert(cycle.clone(), self.loop_clock);
             }
+            let a = a as usize;
             let mine = self.atom_loops.entry(x).or_default();
-            if !mine.contains(&cycle) {
-                mine.push(cycle);
+            match mine.iter_mut().find(|(c, _)| *c == cycle) {
+                Some((_, sources)) if !sources.contains(&a) => sources.push(a),
+                Some(_) => {}
+                None => mine.push((cycle, vec![a])),
             }
         }
         Ok(pairs)
@@ -682,9 +686,11 @@ impl ByClass {
 
     /// Forgets the cycles atom `x` was found taking (it is about to be followed again).
     fn forget_loops(&mut self, x: usize) {
-        for cycle in self.atom_loops.remove(&x).unwrap_or_default() {
+        for (cycle, sources) in self.atom_loops.remove(&x).unwrap_or_default() {
             if let Some(takers) = self.loops.get_mut(&cycle) {
-                takers.retain(|&(_, atom)| atom != x);
+                for a in sources {
+                    takers.remove(&(a, x));
+                }
                 self.loop_clock += 1;
                 if takers.is_empty() {
                     self.loops.remove(&cycle);

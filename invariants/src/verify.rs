@@ -152,12 +152,13 @@ pub fn run(
             }
             let checked = t.elapsed();
             times.push((applied, checked));
-            let now: BTreeSet<(String, Vec<String>)> = report.violations.iter().map(key).collect();
-            for v in &report.violations {
-                if !present.contains(&key(v)) {
+            let keys: Vec<(String, Vec<String>)> = report.violations.iter().map(key).collect();
+            for (v, k) in report.violations.iter().zip(&keys) {
+                if !present.contains(k) {
                     appeared.push(Appeared { update: i, violation: v.clone() });
                 }
             }
+            let now: BTreeSet<(String, Vec<String>)> = keys.into_iter().collect();
             if !now.is_empty() {
                 violated_after += 1;
             }

@@ -1631,6 +1631,41 @@ mod tests {
         assert_eq!(kept.len(), 6, "nothing can go");
     }
 
+    #[test]
+    fn the_rounds_that_may_follow_are_those_the_known_verdicts_allow() {
+        // Eight units at granularity 4: four chunks and their complements.
+        let mut d = Ddmin::new(8);
+        d.advance(&[false, false]);
+        let n = d.candidates().len();
+        assert_eq!(n, 8);
+        // Each outcome's round, from the verdicts that make it.
+        let after = |verdicts: Vec<bool>| {
+            let mut next = d.clone();
+            next.advance(&verdicts);
+            next.candidates().to_vec()
+        };
+        let first = |i: usize| after((0..n).map(|j| j == i).collect());
+        let none = after(vec![false; n]);
+        let rounds = |known: &[Option<bool>]| -> Vec<Vec<Vec<usize>>> {
+            d.next_rounds_given(known).iter().map(|r| r.candidates().to_vec()).collect()
+        };
+        assert_eq!(rounds(&[]).len(), n + 1, "nothing known: every outcome");
+        assert_eq!(rounds(&[]), d.next_rounds().iter().map(|r| r.candidates().to_vec()).collect::<Vec<_>>());
+        // The first candidate failed: it cannot be the first success.
+        let known = [Some(false)];
+        let expected: Vec<_> = (1..n).map(first).chain([none.clone()]).collect();
+        assert_eq!(rounds(&known), expected);
+        // The third succeeded, the second is not known: the second or the third is first.
+        let known = [Some(false), None, Some(true)];
+        assert_eq!(rounds(&known), vec![first(1), first(2)]);
+        // Every verdict known: the one outcome they make.
+        let mut known = vec![Some(false); n];
+        assert_eq!(rounds(&known), vec![none]);
+        known[5] = Some(true);
+        known[6] = Some(true);
+        assert_eq!(rounds(&known), vec![first(5)]);
+    }
+
     /// [`Ddmin::by_groups`] driven by a synchronous test; the kept units and
     /// how many candidates were tested.
     fn ddmin_by_groups(n: usize, groups: Vec<Vec<usize>>, holds: impl Fn(&[usize]) -> bool) -> (Vec<usize>, usize) {
