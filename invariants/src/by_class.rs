@@ -42,6 +42,9 @@ const NONE: u32 = u32::MAX;
 /// The memo key of a fate that holds for any ingress port.
 const ANY_PORT: u32 = u32::MAX;
 
+/// A cycle (its switches) and the sources an atom was found taking it from.
+type CycleSources = (Vec<u64>, Vec<usize>);
+
 /// Why the fast path cannot answer; the caller uses the exact walk instead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Irregular {
@@ -434,7 +437,7 @@ pub(crate) struct ByClass {
     /// Per looping atom: the cycles it takes, each with the sources it was
     /// found taking it from (to forget them when the atom is followed again
     /// after an update, without scanning every taker of the cycle).
-    atom_loops: HashMap<usize, Vec<(Vec<u64>, Vec<usize>)>>,
+    atom_loops: HashMap<usize, Vec<CycleSources>>,
     /// Per cycle: when its takers last changed (a tick of `loop_clock`), so
     /// that what is derived from them can be kept while they stay.
     loop_stamp: HashMap<Vec<u64>, u64>,
