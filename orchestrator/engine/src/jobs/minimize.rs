@@ -1004,14 +1004,8 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
 fn speculation(dd: &Ddmin, jobs: usize, known: &[Option<bool>]) -> Vec<Vec<usize>> {
     let room = jobs.saturating_sub(dd.candidates().len());
     let mut out: Vec<Vec<usize>> = Vec::new();
-    let mut level = vec![dd.clone()];
-    let mut first = true;
-    while out.len() < room && !level.is_empty() {
-        let next: Vec<Ddmin> = match first {
-            true => dd.next_rounds_given(known),
-            false => level.iter().flat_map(Ddmin::next_rounds).collect(),
-        };
-        first = false;
+    let mut next = dd.next_rounds_given(known);
+    while out.len() < room && !next.is_empty() {
         // Breadth first, and across outcomes: each next round's first
         // candidate, then each one's second, ...
         let widest = next.iter().map(|d| d.candidates().len()).max().unwrap_or(0);
@@ -1024,10 +1018,10 @@ fn speculation(dd: &Ddmin, jobs: usize, known: &[Option<bool>]) -> Vec<Vec<usize
                 }
             }
         }
-        level = next;
-        if level.len() > 64 {
+        if next.len() > 64 {
             break;
         }
+        next = next.iter().flat_map(Ddmin::next_rounds).collect();
     }
     out.truncate(room);
     out
