@@ -86,7 +86,7 @@ impl std::fmt::Display for Irregular {
 
 /// Hosts a set of copies is delivered to: none, one, or a set interned in
 /// [`DestSets`] (floods).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 enum Dests {
     #[default]
     None,
@@ -366,11 +366,39 @@ struct Caches {
     forwards: Vec<(u32, u32)>,
     outputs: Vec<u32>,
     dests: DestSets,
+    /// Per step: the first step that does the same (local fate, forwards,
+    /// outputs, whether the port matters), whichever rule it was made for.
+    /// Atoms whose rules differ but do the same everywhere share one walk.
+    same_as: Vec<u32>,
+    by_content: HashMap<StepContent, u32>,
 }
+
+/// What a step does, as a key: local punt, drop and destinations, forwards,
+/// outputs, and whether it holds for any port.
+type StepContent = (bool, bool, Dests, Box<[(u32, u32)]>, Box<[u32]>, bool);
 
 impl Caches {
     fn new(ix: &Index) -> Caches {
         Caches { single: vec![NONE; ix.single_len()], ..Caches::default() }
+    }
+
+    /// Adds a step whose forwards and outputs were just appended; its id.
+    fn push(&mut self, step: Step) -> u32 {
+        let id = self.steps.len() as u32;
+        let (f0, f1) = step.forwards;
+        let (o0, o1) = step.outputs;
+        let content: StepContent = (
+            step.local.punt,
+            step.local.drop,
+            step.local.dests,
+            self.forwards[f0 as usize..f1 as usize].into(),
+            self.outputs[o0 as usize..o1 as usize].into(),
+            step.any_port,
+        );
+        let same = *self.by_content.entry(content).or_insert(id);
+        self.same_as.push(same);
+        self.steps.push(step);
+        id
     }
 
     /// Adds the steps of `other` this cache lacks.
@@ -385,12 +413,7 @@ impl Caches {
             self.outputs.extend_from_slice(&other.outputs[o0 as usize..o1 as usize]);
             let mut local = st.local;
             local.dests = self.dests.intern(other.dests.slice(&st.local.dests).to_vec());
-            self.steps.push(Step {
-                local,
-                forwards: (fb, fb + f1 - f0),
-                outputs: (ob, ob + o1 - o0),
-                any_port: st.any_port,
-            });
+            self.push(Step { local, forwards: (fb, fb + f1 - f0), outputs: (ob, ob + o1 - o0), any_port: st.any_port });
         }
         for (mine, theirs) in self.single.iter_mut().zip(&other.single) {
             if *mine == NONE && *theirs != NONE {
@@ -452,6 +475,14 @@ const INDEX_LIMIT: usize = 1 << 28;
 
 /// Switches whose table-0 arrays are built before being copied atom-major.
 const TRANSPOSE_BLOCK: usize = 16;
+
+/// What [`ByClass::update`] returns: the pairs a change may concern, the
+/// atoms followed again, and how many of them took another's walk.
+pub(crate) type Update = (BTreeSet<(usize, usize)>, usize, usize);
+
+/// Per ingress group: the fate its members share (if the switch ignores
+/// the ingress port), and the members with a fate of their own.
+type Fates = (Vec<Option<Fate>>, Vec<Vec<(u32, Fate)>>);
 
 /// What one thread found: per atom, the pairs it blackholes; or the first
 /// atom it could not follow and why.
@@ -600,6 +631,16 @@ impl ByClass {
     /// per-switch fates depend on the path), but a switch at a time from the
     /// cached steps instead of scanning flow tables; notes the cycles found.
     fn judge_exactly(&mut self, model: &Model, x: usize) -> Result<Vec<(u32, u32)>, Irregular> {
+        let (found, components) = self.paths_exactly(model, x)?;
+        Ok(self.note_exactly(x, &found, components))
+    }
+
+    /// Every path of atom `x` from every source (host, ingress group, what
+    /// its paths come to), and whether they were judged by strongly
+    /// connected sets; the same for every atom that does the same at every
+    /// switch.
+    #[allow(clippy::type_complexity)]
+    fn paths_exactly(&mut self, model: &Model, x: usize) -> Result<(Vec<(u32, usize, Paths)>, bool), Irregular> {
         let h = &self.hosts;
         let mut sources: Vec<(u32, usize, Option<u32>)> = h
             .ingress
@@ -635,12 +676,17 @@ impl ByClass {
             found =
                 t.components(x, sources.iter().map(|&(a, gi, port)| (a, gi, port.map(|p| (h.ingress[gi].switch, p)))))?;
         }
-        drop(t);
+        Ok((found, components))
+    }
+
+    /// Notes what atom `x`'s paths from every source (`found`, by
+    /// [`ByClass::paths_exactly`]) come to: the cycles it takes, from which
+    /// sources; returns the pairs it blackholes.
+    fn note_exactly(&mut self, x: usize, found: &[(u32, usize, Paths)], components: bool) -> Vec<(u32, u32)> {
+        let h = &self.hosts;
         let src_ok = h.source_filter(&self.ix, x);
         let mut pairs = Vec::new();
-        let mut cycles: Vec<(Vec<u64>, u32)> = Vec::new();
-        for (a, gi, paths) in &found {
-            cycles.extend(paths.cycles.iter().map(|c| (c.clone(), *a)));
+        for (a, gi, paths) in found {
             if paths.good {
                 continue;
             }
@@ -660,20 +706,31 @@ impl ByClass {
         } else {
             self.by_components.remove(&x);
         }
-        for (cycle, a) in cycles {
-            if self.loops.entry(cycle.clone()).or_default().insert((a as usize, x)) {
-                self.loop_clock += 1;
-                self.loop_stamp.insert(cycle.clone(), self.loop_clock);
-            }
-            let a = a as usize;
-            let mine = self.atom_loops.entry(x).or_default();
-            match mine.iter_mut().find(|(c, _)| *c == cycle) {
-                Some((_, sources)) if !sources.contains(&a) => sources.push(a),
-                Some(_) => {}
-                None => mine.push((cycle, vec![a])),
+        for (a, _, paths) in found {
+            let a = *a as usize;
+            for cycle in &paths.cycles {
+                let takers = match self.loops.get_mut(cycle) {
+                    Some(t) => t,
+                    None => self.loops.entry(cycle.clone()).or_default(),
+                };
+                if takers.insert((a, x)) {
+                    self.loop_clock += 1;
+                    match self.loop_stamp.get_mut(cycle) {
+                        Some(st) => *st = self.loop_clock,
+                        None => {
+                            self.loop_stamp.insert(cycle.clone(), self.loop_clock);
+                        }
+                    }
+                }
+                let mine = self.atom_loops.entry(x).or_default();
+                match mine.iter_mut().find(|(c, _)| c == cycle) {
+                    Some((_, sources)) if !sources.contains(&a) => sources.push(a),
+                    Some(_) => {}
+                    None => mine.push((cycle.clone(), vec![a])),
+                }
             }
         }
-        Ok(pairs)
+        pairs
     }
 
     /// The cycles some atom takes, each with the first (source, atom) found
@@ -724,9 +781,11 @@ impl ByClass {
     /// Brings the engine up to date after the flow tables of `changed`
     /// switches changed (and nothing else: ports, links, groups and hosts
     /// are as they were). Returns the pairs the change may concern: those
-    /// the re-followed atoms blackholed before or blackhole now. An error
-    /// says the engine cannot absorb the change; it must then be rebuilt.
-    pub(crate) fn update(&mut self, model: &Model, changed: &[u64]) -> Result<BTreeSet<(usize, usize)>, Irregular> {
+    /// the re-followed atoms blackholed before or blackhole now; and how
+    /// many atoms were followed again, and how many of them took another
+    /// atom's walk ([`Traversal::alike`]). An error says the engine cannot
+    /// absorb the change; it must then be rebuilt.
+    pub(crate) fn update(&mut self, model: &Model, changed: &[u64]) -> Result<Update, Irregular> {
         if !self.keep {
             return Err(Irregular::Unexpected("an engine built without update data"));
         }
@@ -763,8 +822,7 @@ impl ByClass {
         }
         let mut touched = BTreeSet::new();
         let mut t = Traversal::new(&self.ix, &mut self.cache, model);
-        let mut judged = Vec::with_capacity(affected.len());
-        let mut buffers = (Vec::new(), Vec::new());
+        let mut follow = Vec::with_capacity(affected.len());
         for &x in &affected {
             // A changed switch that still does exactly what it did with the
             // atom (the same outputs, forwards and local fate, for any
@@ -781,30 +839,43 @@ impl ByClass {
                     continue;
                 }
             }
-            // An atom that loops now is judged the exact way below.
-            match self.hosts.judge(&mut t, x, &mut buffers) {
-                Ok(pairs) => judged.push((x, Some(pairs))),
-                Err(Irregular::Loop) => judged.push((x, None)),
+            follow.push(x);
+        }
+        // Atoms that do the same at every switch are followed once.
+        let groups = t.alike(&follow);
+        let shared = follow.len() - groups.len();
+        let mut judged = Vec::with_capacity(follow.len());
+        let mut looping = Vec::new();
+        let mut buffers = (Vec::new(), Vec::new());
+        for group in groups {
+            // A group that loops now is judged the exact way below.
+            match self.hosts.follow(&mut t, group[0], &mut buffers) {
+                Ok(()) => {
+                    judged.extend(group.iter().map(|&x| (x, self.hosts.pairs(t.ix, &t.cache.dests, x, &buffers))))
+                }
+                Err(Irregular::Loop) => looping.push(group),
                 Err(e) => return Err(e),
             }
         }
         drop(t);
-        let mut judged_all = Vec::with_capacity(judged.len());
-        for (x, pairs) in judged {
+        for &(x, _) in &judged {
             self.forget_loops(x);
-            let pairs = match pairs {
-                Some(p) => p,
-                None => self.judge_exactly(model, x)?,
-            };
-            judged_all.push((x, pairs));
         }
-        for (x, pairs) in judged_all {
+        for group in looping {
+            let (found, components) = self.paths_exactly(model, group[0])?;
+            for x in group {
+                self.forget_loops(x);
+                let pairs = self.note_exactly(x, &found, components);
+                judged.push((x, pairs));
+            }
+        }
+        for (x, pairs) in judged {
             touched.extend(
                 self.atom_pairs.get(&x).into_iter().flatten().chain(&pairs).map(|&(a, b)| (a as usize, b as usize)),
             );
             self.record(x, pairs);
         }
-        Ok(touched)
+        Ok((touched, follow.len(), shared))
     }
 
     /// Gives every switch room for its rule ids again, moving the cached
@@ -921,16 +992,24 @@ impl Index {
         let mut removed0: HashMap<u32, usize> = HashMap::new();
         for (t, (table, ft)) in self.switches[s].tables.iter_mut().zip(flow_tables).enumerate() {
             let serials = ft.serials();
-            if table.serials.as_slice() == serials {
+            // Entries that stay keep their serials and order: only the span
+            // between the common beginning and end changed (one entry, for
+            // one update), and the index is patched there in place.
+            let pre = table.serials.iter().zip(serials).take_while(|(a, b)| a == b).count();
+            if pre == serials.len() && pre == table.serials.len() {
                 continue;
             }
+            let room = table.serials.len().min(serials.len()) - pre;
+            let suf =
+                table.serials.iter().rev().zip(serials.iter().rev()).take(room).take_while(|(a, b)| a == b).count();
+            let (old_end, new_end) = (table.serials.len() - suf, serials.len() - suf);
             let entries = ft.entries();
-            let mut old =
-                std::mem::take(&mut table.rules).into_iter().zip(std::mem::take(&mut table.serials)).peekable();
-            let mut metas = Vec::with_capacity(entries.len());
+            let old_rules: Vec<RuleMeta> = table.rules.drain(pre..old_end).collect();
+            let mut old = old_rules.into_iter().zip(table.serials[pre..old_end].iter().copied());
+            let mut metas = Vec::new();
             let mut next = table.position.len() as u32;
-            let mut new_rules = Vec::new();
-            for (j, (&serial, entry)) in serials.iter().zip(entries).enumerate() {
+            let mut conditional_went = false;
+            for (j, (&serial, entry)) in serials.iter().zip(entries).enumerate().take(new_end).skip(pre) {
                 if serial <= table.max_serial {
                     // An entry indexed before: the old ones before it went.
                     loop {
@@ -943,6 +1022,8 @@ impl Index {
                                 classes.for_each_atom(&meta.header, &[], |x| {
                                     mine.insert(x);
                                 });
+                                conditional_went |= meta.in_port.is_some() || meta.metadata.is_some();
+                                table.position[meta.id as usize] = NONE;
                                 if t == 0 {
                                     removed0.insert(meta.id, j);
                                 }
@@ -970,26 +1051,31 @@ impl Index {
                 if t == 0 {
                     added0.push(next);
                 }
-                new_rules.push(metas.len());
-                metas.push(RuleMeta::of(&rule, next, true, true));
+                let meta = RuleMeta::of(&rule, next, true, true);
+                table.conditional |= meta.in_port.is_some() || meta.metadata.is_some();
+                metas.push(meta);
                 next += 1;
             }
             for (meta, _) in old {
                 classes.for_each_atom(&meta.header, &[], |x| {
                     mine.insert(x);
                 });
+                conditional_went |= meta.in_port.is_some() || meta.metadata.is_some();
+                table.position[meta.id as usize] = NONE;
                 if t == 0 {
-                    removed0.insert(meta.id, metas.len());
+                    removed0.insert(meta.id, pre + metas.len());
                 }
             }
-            table.conditional = metas.iter().any(|m| m.in_port.is_some() || m.metadata.is_some());
-            table.position = vec![NONE; next as usize];
-            for (i, m) in metas.iter().enumerate() {
+            table.max_serial = table.max_serial.max(serials[pre..new_end].iter().copied().max().unwrap_or(0));
+            table.rules.splice(pre..pre, metas);
+            table.serials.splice(pre..old_end, serials[pre..new_end].iter().copied());
+            if conditional_went {
+                table.conditional = table.rules.iter().any(|m| m.in_port.is_some() || m.metadata.is_some());
+            }
+            table.position.resize(next as usize, NONE);
+            for (i, m) in table.rules.iter().enumerate().skip(pre) {
                 table.position[m.id as usize] = i as u32;
             }
-            table.rules = metas;
-            table.serials = serials.to_vec();
-            table.max_serial = table.max_serial.max(serials.iter().copied().max().unwrap_or(0));
             changed_tables.push(t);
         }
         let n = self.switches.len();
@@ -1116,14 +1202,15 @@ impl Hosts {
 
     /// Follows atom `x` from every source and returns the pairs it
     /// blackholes. `buffers` are reused from atom to atom.
-    #[allow(clippy::type_complexity)]
-    fn judge(
-        &self,
-        t: &mut Traversal,
-        x: usize,
-        buffers: &mut (Vec<Option<Fate>>, Vec<Vec<(u32, Fate)>>),
-    ) -> Result<Vec<(u32, u32)>, Irregular> {
-        let ix = t.ix;
+    fn judge(&self, t: &mut Traversal, x: usize, buffers: &mut Fates) -> Result<Vec<(u32, u32)>, Irregular> {
+        self.follow(t, x, buffers)?;
+        Ok(self.pairs(t.ix, &t.cache.dests, x, buffers))
+    }
+
+    /// Follows atom `x` from every source: into `buffers`, per ingress
+    /// group, the fate its members share and the members with one of their
+    /// own (the same for every atom that does the same at every switch).
+    fn follow(&self, t: &mut Traversal, x: usize, buffers: &mut Fates) -> Result<(), Irregular> {
         t.next_atom();
         // Per ingress group: the fate shared by its members, and the members
         // whose own port changes it.
@@ -1135,9 +1222,15 @@ impl Hosts {
             shared.push(common);
             own.push(mine);
         }
+        Ok(())
+    }
+
+    /// The pairs atom `x` blackholes, given its fates from every source
+    /// ([`Hosts::follow`]).
+    fn pairs(&self, ix: &Index, dest_sets: &DestSets, x: usize, (shared, own): &Fates) -> Vec<(u32, u32)> {
         let mut blackholed = Vec::new();
         if self.dests_of[x].is_empty() {
-            return Ok(blackholed);
+            return blackholed;
         }
         let src_ok = self.source_filter(ix, x);
         for &b in &self.dests_of[x] {
@@ -1147,14 +1240,14 @@ impl Hosts {
                     continue;
                 }
                 let mut judge = |a: u32, f: &Fate| {
-                    if a != b && t.cache.dests.blackholes(f, b) && src_ok(a as usize) {
+                    if a != b && dest_sets.blackholes(f, b) && src_ok(a as usize) {
                         blackholed.push((a, b));
                     }
                 };
                 for (a, f) in &own[gi] {
                     judge(*a, f);
                 }
-                if let Some(f) = shared[gi].as_ref().filter(|f| t.cache.dests.blackholes(f, b)) {
+                if let Some(f) = shared[gi].as_ref().filter(|f| dest_sets.blackholes(f, b)) {
                     for &(_, a) in g.live.iter().filter(|(_, a)| !own[gi].iter().any(|(x, _)| x == a)) {
                         judge(a, f);
                     }
@@ -1163,7 +1256,7 @@ impl Hosts {
         }
         blackholed.sort_unstable();
         blackholed.dedup();
-        Ok(blackholed)
+        blackholed
     }
 }
 
@@ -1288,6 +1381,44 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         consulted
     }
 
+    /// Sorts `atoms` into groups that do the same at every switch: there,
+    /// the same rule or steps of the same content (see [`Caches::same_as`]),
+    /// so one walk of the first atom of a group stands for all of them.
+    /// Only where no switch has rules beyond table 0 nor in-port or metadata
+    /// matches (one rule decides what a switch does with an atom, whatever
+    /// the port); elsewhere every atom is a group of its own. Groups in
+    /// the order of their first atom, atoms in the order given.
+    fn alike(&self, atoms: &[usize]) -> Vec<Vec<usize>> {
+        let ix = self.ix;
+        let n = ix.switches.len();
+        let plain = ix.plain0.iter().all(|&p| p)
+            && ix.switches.iter().all(|sw| sw.tables.iter().skip(1).all(|t| t.rules.is_empty()));
+        if !plain || atoms.len() < 2 {
+            return atoms.iter().map(|&x| vec![x]).collect();
+        }
+        let mut index: HashMap<Box<[u64]>, usize> = HashMap::with_capacity(atoms.len());
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut key: Vec<u64> = Vec::with_capacity(n);
+        for &x in atoms {
+            key.clear();
+            key.extend(ix.table0[x * n..(x + 1) * n].iter().enumerate().map(|(s, &rule)| {
+                match self.cache.single[ix.single_slot(s, rule)] {
+                    // No step known for the rule yet: the rule itself.
+                    NONE => 1 << 32 | rule as u64,
+                    id => self.cache.same_as[id as usize] as u64,
+                }
+            }));
+            match index.get(key.as_slice()) {
+                Some(&g) => groups[g].push(x),
+                None => {
+                    index.insert(key.as_slice().into(), groups.len());
+                    groups.push(vec![x]);
+                }
+            }
+        }
+        groups
+    }
+
     /// True if step `id` sends a copy out of `port`.
     fn outputs_to(&self, id: u32, port: u32) -> bool {
         let (a, b) = self.cache.steps[id as usize].outputs;
@@ -1369,9 +1500,8 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         let o0 = c.outputs.len() as u32;
         c.outputs.extend(&hop.outputs);
         let any_port = !consulted && !hop.consulted_in_port;
-        let id = c.steps.len() as u32;
         let (forwards, outputs) = ((f0, c.forwards.len() as u32), (o0, c.outputs.len() as u32));
-        c.steps.push(Step { local, forwards, outputs, any_port });
+        let id = c.push(Step { local, forwards, outputs, any_port });
         if !any_port {
             c.chains.insert(key, id);
         } else if single {
@@ -1722,7 +1852,7 @@ mod tests {
                 delete(&mut net, dpid, ip);
             }
             let model = Model::new(&net);
-            let touched = engine.update(&model, &[dpid]).expect("absorbed");
+            let (touched, _, _) = engine.update(&model, &[dpid]).expect("absorbed");
             assert!(!touched.is_empty());
             let fresh: Vec<(usize, usize)> =
                 ByClass::new(&model, &shapes(&model), &[], 1 << 20, |_| Some(0), false, |_| 1)

@@ -298,6 +298,9 @@ pub struct Incremental {
     /// Re-checks that ran a full check instead, by reason (for reports and
     /// benchmarks: how incremental a stream of changes was).
     pub fallbacks: BTreeMap<String, usize>,
+    /// Header classes re-checks followed again, and how many of those took
+    /// the walk of another class that does the same at every switch.
+    pub followed: (u64, u64),
     /// Match values to cut header classes for beyond the current rules'
     /// (see [`Incremental::cut_for`]).
     values: Vec<(usize, Ternary)>,
@@ -319,6 +322,7 @@ impl Incremental {
             full_checks: 0,
             state: None,
             fallbacks: BTreeMap::new(),
+            followed: (0, 0),
             values: Vec::new(),
             refresh_loop_witnesses: true,
         }
@@ -385,7 +389,11 @@ impl Incremental {
         };
         let model = Model::with_switches(net, st.switches.clone());
         let mut touched = match st.engine.update(&model, changed) {
-            Ok(t) => t,
+            Ok((t, followed, shared)) => {
+                self.followed.0 += followed as u64;
+                self.followed.1 += shared as u64;
+                t
+            }
             Err(why) => {
                 *self.fallbacks.entry(why.to_string()).or_default() += 1;
                 return self.check(net, facts);

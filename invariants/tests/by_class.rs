@@ -291,3 +291,93 @@ fn a_removed_rule_hands_its_headers_to_the_rule_right_after_it() {
     assert_eq!(comparable(&again), comparable(&checker.check(&net, &Facts::default())));
     assert!(!again.violations.is_empty(), "the priority-10 drop is first now");
 }
+
+/// Prefixes the router test draws from: a default route, prefixes holding
+/// several hosts (10.0.0.1-4 on s1-s4), single hosts, and prefixes no host
+/// is in.
+const ROUTER_PREFIXES: [(u32, u32); 9] = [
+    (0, 0),
+    (0x0a00_0000, 8),
+    (0x0a00_0000, 29),
+    (0x0a00_0000, 30),
+    (0x0a00_0004, 30),
+    (0x0a00_0001, 32),
+    (0x0a00_0003, 32),
+    (0x0a00_0100, 24),
+    (0xac10_0000, 12),
+];
+
+/// A route to `prefix` at `dpid`, its priority the prefix length (as a
+/// router's longest-prefix match), to `port` (none: a drop); `delete`
+/// removes the route of that prefix instead.
+fn route(net: &mut Network, dpid: u64, (addr, len): (u32, u32), port: Option<u32>, delete: bool) {
+    let actions = port
+        .map(|p| vec![Instruction::ApplyActions(vec![v13::Action::Output { port: p, max_len: 0xffff }])])
+        .unwrap_or_default();
+    let mut fm = v13::FlowMod::add(0, 100 + len as u16, v13::Match::new(ipv4_dst(addr, len)), actions);
+    if delete {
+        fm.command = v13::flow_mod_command::DELETE_STRICT;
+    }
+    let msg = Message::new(0, Body::V13(v13::Msg::FlowMod(fm)));
+    net.handle_controller(dpid, &msg.emit().expect("encodes"), &msg, 0);
+}
+
+#[test]
+fn a_recheck_on_routers_with_default_routes_reports_what_a_full_check_does() {
+    // Many classes go the same way at every router (default routes, wide
+    // prefixes): a re-check follows one of each such set and gives its
+    // fate to the others, which must change no verdict (loops, blackholes).
+    use sts_invariants::header::{s, Ternary};
+    let checker = Checker {
+        enabled: [Invariant::Loop, Invariant::Blackhole, Invariant::Reachability].into_iter().collect(),
+        ..Checker::default()
+    };
+    let values: Vec<(usize, Ternary)> = ROUTER_PREFIXES
+        .iter()
+        .map(|&(a, l)| {
+            let mask = if l == 0 { 0 } else { u32::MAX << (32 - l) };
+            (s::IPV4_DST, Ternary::present((a & mask) as u64, mask as u64))
+        })
+        .collect();
+    let (mut rechecks, mut looping, mut blackholing, mut followed, mut shared) = (0, 0, 0, 0, 0);
+    for seed in 0..30u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(4400 + seed);
+        let mut net = Network::new(&sts_mocknet::Topology::mesh(4), sts_proxy::wire::OFP13);
+        let dpids: Vec<u64> = net.switches.keys().copied().collect();
+        let random_route = |net: &mut Network, rng: &mut ChaCha8Rng| {
+            let d = *dpids.choose(rng).expect("switches");
+            let prefix = *ROUTER_PREFIXES.choose(rng).expect("prefixes");
+            let ports: Vec<u32> = net.switches[&d].ports.keys().copied().collect();
+            let port = if rng.gen_bool(0.1) { None } else { ports.choose(rng).copied() };
+            route(net, d, prefix, port, rng.gen_bool(0.2));
+            d
+        };
+        // Few routes (classes share more) or many (more loops).
+        for _ in 0..if seed % 2 == 0 { 10 } else { 24 } {
+            random_route(&mut net, &mut rng);
+        }
+        let mut inc = Incremental::new(checker.clone());
+        inc.cut_for(values.clone());
+        inc.check(&net, &Facts::default());
+        for step in 0..10 {
+            let mut changed = vec![random_route(&mut net, &mut rng)];
+            if rng.gen_bool(0.3) {
+                changed.push(random_route(&mut net, &mut rng));
+            }
+            let fresh = checker.check(&net, &Facts::default());
+            let before = inc.followed;
+            let re = inc.recheck(&net, &Facts::default(), &changed);
+            assert_eq!(comparable(&re), comparable(&fresh), "seed {seed} step {step} (changed {changed:?})");
+            assert!(re.classes > 0, "seed {seed} step {step}: checked by class");
+            rechecks += 1;
+            looping += re.violations.iter().any(|v| v.invariant == Invariant::Loop) as u32;
+            blackholing += re.violations.iter().any(|v| v.invariant == Invariant::Blackhole) as u32;
+            followed += inc.followed.0 - before.0;
+            shared += inc.followed.1 - before.1;
+        }
+        assert!(inc.fallbacks.is_empty(), "seed {seed}: {:?}", inc.fallbacks);
+    }
+    eprintln!("{rechecks} rechecks, {looping} with loops, {blackholing} with blackholes; {shared} of {followed} classes took another's walk");
+    assert!(looping > rechecks / 8 && blackholing > rechecks / 4, "{looping} and {blackholing} of {rechecks}");
+    assert!(shared > followed / 10, "{shared} of {followed} classes took another's walk");
+}

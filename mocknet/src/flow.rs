@@ -481,19 +481,16 @@ impl FlowTable {
 
     /// Removes and returns the selected entries.
     pub fn delete(&mut self, sel: &Selector) -> Vec<FlowEntry> {
-        let mut gone = Vec::new();
-        let (mut entries, mut serials) =
-            (Vec::with_capacity(self.entries.len()), Vec::with_capacity(self.serials.len()));
-        for (e, serial) in std::mem::take(&mut self.entries).into_iter().zip(std::mem::take(&mut self.serials)) {
-            if sel.selects(&e) {
-                gone.push(e);
-            } else {
-                entries.push(e);
-                serials.push(serial);
-            }
+        // In place: a strict delete of one entry among thousands moves the
+        // entries after it, and allocates nothing.
+        let selected: Vec<bool> = self.entries.iter().map(|e| sel.selects(e)).collect();
+        if !selected.contains(&true) {
+            return Vec::new();
         }
-        (self.entries, self.serials) = (entries, serials);
-        gone
+        let mut flags = selected.iter();
+        self.serials.retain(|_| !flags.next().copied().unwrap_or(false));
+        let mut flags = selected.iter();
+        self.entries.extract_if(.., |_| flags.next().copied().unwrap_or(false)).collect()
     }
 
     /// The selected entries (statistics requests).
