@@ -587,6 +587,11 @@ impl ByClass {
         self.pair_count.keys().copied()
     }
 
+    /// Whether the (source, destination) pair is blackholed.
+    pub(crate) fn blackholed(&self, pair: (usize, usize)) -> bool {
+        self.pair_count.contains_key(&pair)
+    }
+
     /// Notes that atom `x` blackholes `pairs`, replacing what it did before.
     fn record(&mut self, x: usize, pairs: Vec<(u32, u32)>) {
         for (a, b) in self.atom_pairs.remove(&x).unwrap_or_default() {

@@ -379,13 +379,44 @@ impl Incremental {
         report
     }
 
+    /// A full check whose report leaves out what [`Incremental::standing`]
+    /// holds (a full check's report begins with exactly those).
+    fn check_lean(&mut self, net: &Network, facts: &Facts) -> Report {
+        let mut report = self.check(net, facts);
+        let kept = self.standing().count().min(report.violations.len());
+        report.violations.drain(..kept);
+        report
+    }
+
     /// A check after only the flow tables of the `changed` switches changed
     /// since the last check or recheck (rules added, modified or removed; no
     /// port, link, group or host change: for those call [`Incremental::check`]).
     pub fn recheck(&mut self, net: &Network, facts: &Facts, changed: &[u64]) -> Report {
+        let mut report = self.recheck_lean(net, facts, changed);
+        let mut all: Vec<Violation> = self.standing().cloned().collect();
+        all.append(&mut report.violations);
+        report.violations = all;
+        report
+    }
+
+    /// The violations found in the flow tables that the class engine keeps
+    /// between checks (pairs explained, then loops), as the last check or
+    /// re-check reports them; none when its state is gone (a per-source check).
+    pub fn standing(&self) -> impl Iterator<Item = &Violation> + '_ {
+        self.state.iter().flat_map(|st| st.found.explained.values().flatten().chain(st.loops.values().map(|(_, v)| v)))
+    }
+
+    /// [`Incremental::recheck`] without copying what the engine keeps: the
+    /// report's violations are only those of the checks that read no flow
+    /// table (liveness, controller errors, loops the dataplane saw,
+    /// reachability over live links); the others are
+    /// [`Incremental::standing`]. For a caller re-checking thousands of
+    /// times that looks at what changed (`sts verify`): a network with many
+    /// standing loops would copy every one of them at every update.
+    pub fn recheck_lean(&mut self, net: &Network, facts: &Facts, changed: &[u64]) -> Report {
         let Some(mut st) = self.state.take() else {
             *self.fallbacks.entry("no class engine state".into()).or_default() += 1;
-            return self.check(net, facts);
+            return self.check_lean(net, facts);
         };
         let model = Model::with_switches(net, st.switches.clone());
         let mut touched = match st.engine.update(&model, changed) {
@@ -396,7 +427,7 @@ impl Incremental {
             }
             Err(why) => {
                 *self.fallbacks.entry(why.to_string()).or_default() += 1;
-                return self.check(net, facts);
+                return self.check_lean(net, facts);
             }
         };
         for d in changed {
@@ -422,7 +453,6 @@ impl Incremental {
             terminals: st.found.terminals,
             ..Report::default()
         };
-        report.violations.extend(st.found.explained.values().flatten().cloned());
         if self.checker.enabled.contains(&Invariant::Loop) {
             // Loops: explained again when new, when their explaining (source,
             // atom) changed, or when their witness crosses a changed switch.
@@ -445,9 +475,7 @@ impl Incremental {
                     }
                 }
             }
-            let loops: BTreeMap<Vec<u64>, ((usize, usize), Violation)> = loops.into_iter().collect();
-            report.violations.extend(loops.values().map(|(_, v)| v.clone()));
-            st.loops = loops;
+            st.loops = loops.into_iter().collect();
         }
         self.checker.tail(net, facts, &st.ctx, &mut report);
         report.notes = st.found.notes.iter().cloned().collect();
@@ -855,11 +883,11 @@ impl Checker {
     ) {
         let on = |i| self.enabled.contains(&i);
         let holes = on(Invariant::Blackhole) || on(Invariant::Reachability);
-        let blackholed: BTreeSet<(usize, usize)> = engine.blackholes().collect();
+        let blackholed = |p: &(usize, usize)| engine.blackholed(*p);
         // Pairs no longer blackholed have nothing left to explain.
         let mut todo = BTreeSet::new();
         for p in pairs {
-            if holes && blackholed.contains(&p) {
+            if holes && blackholed(&p) {
                 todo.insert(p);
             } else {
                 found.explained.remove(&p);
@@ -889,7 +917,7 @@ impl Checker {
             let hole_found =
                 violations.iter().any(|v| matches!(v.invariant, Invariant::Blackhole | Invariant::Reachability));
             let isolated = self.isolation.iter().any(|r| r.from == net.hosts[a].name && r.to == net.hosts[b].name);
-            if holes && blackholed.contains(&(a, b)) && !hole_found && !w.truncated && !isolated {
+            if holes && blackholed(&(a, b)) && !hole_found && !w.truncated && !isolated {
                 debug_assert!(false, "class engine and per-source walk disagree on {a} -> {b}");
                 found.notes.insert(format!(
                     "internal: the class engine reports {} -> {} blackholed, the per-source walk does not",

@@ -137,7 +137,8 @@ pub fn run(
                 Rule::Acl { .. } if filtered => &[],
                 _ => &changed,
             };
-            let mut report = inc.recheck(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts, unfiltered_changed);
+            // What the engine keeps is read in place (`standing`), not copied.
+            let mut report = inc.recheck_lean(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts, unfiltered_changed);
             if filtered {
                 // A forwarding rule matters to a candidate only if it matches
                 // some header of the classes taking it.
@@ -152,10 +153,15 @@ pub fn run(
             }
             let checked = t.elapsed();
             times.push((applied, checked));
-            let keys: Vec<(String, Vec<String>)> = report.violations.iter().map(key).collect();
-            for (v, k) in report.violations.iter().zip(&keys) {
+            let current: Vec<&Violation> = if filtered {
+                report.violations.iter().collect()
+            } else {
+                inc.standing().chain(&report.violations).collect()
+            };
+            let keys: Vec<(String, Vec<String>)> = current.iter().map(|v| key(v)).collect();
+            for (v, k) in current.iter().zip(&keys) {
                 if !present.contains(k) {
-                    appeared.push(Appeared { update: i, violation: v.clone() });
+                    appeared.push(Appeared { update: i, violation: (*v).clone() });
                 }
             }
             let now: BTreeSet<(String, Vec<String>)> = keys.into_iter().collect();
@@ -173,6 +179,11 @@ pub fn run(
     })();
     rn.updates = updates;
     result?;
+    if !filtered && n > 0 {
+        // The last report in full, as `recheck` gives it.
+        let tail = std::mem::take(&mut last.violations);
+        last.violations = inc.standing().cloned().chain(tail).collect();
+    }
     Ok(Outcome { times, appeared, initial, last, violated_after, fallbacks: inc.fallbacks, peak })
 }
 
