@@ -173,6 +173,10 @@ struct Paths {
     dests: Vec<u32>,
     /// The switches of each cycle found (sorted), each once.
     cycles: Vec<Vec<u64>>,
+    /// With at most 64 switches: each cycle's switches as a bit set by
+    /// switch index, at the same index as `cycles` (a cycle met again is
+    /// recognised without building it).
+    masks: Vec<u64>,
     /// Switches visited, against [`crate::walk::STEP_BUDGET`].
     steps: usize,
 }
@@ -476,6 +480,16 @@ const INDEX_LIMIT: usize = 1 << 28;
 /// Switches whose table-0 arrays are built before being copied atom-major.
 const TRANSPOSE_BLOCK: usize = 16;
 
+/// What the exact judgement of a looping atom found (the same for every
+/// atom that does the same at every switch): per source (host, ingress
+/// group) what its paths come to; whether by strongly connected sets; each
+/// cycle taken, with the sources taking it.
+struct Exact {
+    found: Vec<(u32, usize, Paths)>,
+    components: bool,
+    taken: Vec<CycleSources>,
+}
+
 /// What [`ByClass::update`] returns: the pairs a change may concern, the
 /// atoms followed again, and how many of them took another's walk.
 pub(crate) type Update = (BTreeSet<(usize, usize)>, usize, usize);
@@ -636,16 +650,15 @@ impl ByClass {
     /// per-switch fates depend on the path), but a switch at a time from the
     /// cached steps instead of scanning flow tables; notes the cycles found.
     fn judge_exactly(&mut self, model: &Model, x: usize) -> Result<Vec<(u32, u32)>, Irregular> {
-        let (found, components) = self.paths_exactly(model, x)?;
-        Ok(self.note_exactly(x, &found, components))
+        let exact = self.paths_exactly(model, x)?;
+        Ok(self.note_exactly(x, &exact))
     }
 
     /// Every path of atom `x` from every source (host, ingress group, what
     /// its paths come to), and whether they were judged by strongly
     /// connected sets; the same for every atom that does the same at every
     /// switch.
-    #[allow(clippy::type_complexity)]
-    fn paths_exactly(&mut self, model: &Model, x: usize) -> Result<(Vec<(u32, usize, Paths)>, bool), Irregular> {
+    fn paths_exactly(&mut self, model: &Model, x: usize) -> Result<Exact, Irregular> {
         let h = &self.hosts;
         let mut sources: Vec<(u32, usize, Option<u32>)> = h
             .ingress
@@ -681,13 +694,24 @@ impl ByClass {
             found =
                 t.components(x, sources.iter().map(|&(a, gi, port)| (a, gi, port.map(|p| (h.ingress[gi].switch, p)))))?;
         }
-        Ok((found, components))
+        // Each cycle once, with the sources taking it (in source order).
+        let mut taken: Vec<CycleSources> = Vec::new();
+        for (a, _, paths) in &found {
+            for c in &paths.cycles {
+                match taken.iter_mut().find(|(t, _)| t == c) {
+                    Some((_, sources)) => sources.push(*a as usize),
+                    None => taken.push((c.clone(), vec![*a as usize])),
+                }
+            }
+        }
+        Ok(Exact { found, components, taken })
     }
 
     /// Notes what atom `x`'s paths from every source (`found`, by
     /// [`ByClass::paths_exactly`]) come to: the cycles it takes, from which
     /// sources; returns the pairs it blackholes.
-    fn note_exactly(&mut self, x: usize, found: &[(u32, usize, Paths)], components: bool) -> Vec<(u32, u32)> {
+    fn note_exactly(&mut self, x: usize, exact: &Exact) -> Vec<(u32, u32)> {
+        let Exact { found, components, taken } = exact;
         let h = &self.hosts;
         let src_ok = h.source_filter(&self.ix, x);
         let mut pairs = Vec::new();
@@ -706,34 +730,33 @@ impl ByClass {
             }
         }
         drop(src_ok);
-        if components {
+        if *components {
             self.by_components.insert(x);
         } else {
             self.by_components.remove(&x);
         }
-        for (a, _, paths) in found {
-            let a = *a as usize;
-            for cycle in &paths.cycles {
-                let takers = match self.loops.get_mut(cycle) {
-                    Some(t) => t,
-                    None => self.loops.entry(cycle.clone()).or_default(),
-                };
-                if takers.insert((a, x)) {
-                    self.loop_clock += 1;
-                    match self.loop_stamp.get_mut(cycle) {
-                        Some(st) => *st = self.loop_clock,
-                        None => {
-                            self.loop_stamp.insert(cycle.clone(), self.loop_clock);
-                        }
+        for (cycle, sources) in taken {
+            let takers = match self.loops.get_mut(cycle) {
+                Some(t) => t,
+                None => self.loops.entry(cycle.clone()).or_default(),
+            };
+            let mut grew = false;
+            for &a in sources {
+                grew |= takers.insert((a, x));
+            }
+            if grew {
+                self.loop_clock += 1;
+                match self.loop_stamp.get_mut(cycle) {
+                    Some(st) => *st = self.loop_clock,
+                    None => {
+                        self.loop_stamp.insert(cycle.clone(), self.loop_clock);
                     }
                 }
-                let mine = self.atom_loops.entry(x).or_default();
-                match mine.iter_mut().find(|(c, _)| c == cycle) {
-                    Some((_, sources)) if !sources.contains(&a) => sources.push(a),
-                    Some(_) => {}
-                    None => mine.push((cycle.clone(), vec![a])),
-                }
             }
+        }
+        // Followed again, an atom's cycles were forgotten first.
+        if !taken.is_empty() {
+            self.atom_loops.insert(x, taken.clone());
         }
         pairs
     }
@@ -867,10 +890,10 @@ impl ByClass {
             self.forget_loops(x);
         }
         for group in looping {
-            let (found, components) = self.paths_exactly(model, group[0])?;
+            let exact = self.paths_exactly(model, group[0])?;
             for x in group {
                 self.forget_loops(x);
-                let pairs = self.note_exactly(x, &found, components);
+                let pairs = self.note_exactly(x, &exact);
                 judged.push((x, pairs));
             }
         }
@@ -1534,27 +1557,14 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         if out.steps > PATH_BUDGET {
             return Err(Irregular::TooManyPaths);
         }
-        let dpid = |t: &Self, s: u32| t.ix.switches[s as usize].dpid;
-        let cycle_from = |t: &Self, path: &[(u32, u32)]| {
-            let mut c: Vec<u64> = path.iter().map(|&(q, _)| dpid(t, q)).chain([dpid(t, s as u32)]).collect();
-            c.sort_unstable();
-            c.dedup();
-            c
-        };
         if let Some(i) = path.iter().position(|&(q, p)| q == s as u32 && p == in_port) {
-            let c = cycle_from(self, &path[i..]);
             out.good = true;
-            if !out.cycles.contains(&c) {
-                out.cycles.push(c);
-            }
+            self.note_cycle(&path[i..], s, out);
             return Ok(());
         }
         if path.len() as u32 >= HOP_LIMIT {
-            let c = cycle_from(self, path);
             out.good = true;
-            if !out.cycles.contains(&c) {
-                out.cycles.push(c);
-            }
+            self.note_cycle(path, s, out);
             return Ok(());
         }
         if !self.ix.receives(s, in_port) {
@@ -1576,6 +1586,25 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         }
         path.pop();
         Ok(())
+    }
+
+    /// Notes the cycle through the switches of `path` and switch `s`, once.
+    fn note_cycle(&self, path: &[(u32, u32)], s: usize, out: &mut Paths) {
+        let n = self.ix.switches.len();
+        if n <= 64 {
+            let mask = path.iter().fold(1u64 << s, |m, &(q, _)| m | 1 << q);
+            if out.masks.contains(&mask) {
+                return;
+            }
+            out.masks.push(mask);
+        }
+        let dpid = |s: u32| self.ix.switches[s as usize].dpid;
+        let mut c: Vec<u64> = path.iter().map(|&(q, _)| dpid(q)).chain([dpid(s as u32)]).collect();
+        c.sort_unstable();
+        c.dedup();
+        if n <= 64 || !out.cycles.contains(&c) {
+            out.cycles.push(c);
+        }
     }
 
     /// Judges atom `x` by the strongly connected sets of the (switch,
