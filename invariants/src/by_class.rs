@@ -584,9 +584,13 @@ impl ByClass {
             engine.record(x, pairs);
         }
         looping.sort_unstable();
-        for x in looping {
-            let pairs = engine.judge_exactly(model, x)?;
-            engine.record(x, pairs);
+        // Looping atoms that do the same at every switch: their paths listed once.
+        for group in alike(&engine.ix, &engine.cache, &looping) {
+            let exact = engine.paths_exactly(model, group[0])?;
+            for x in group {
+                let pairs = engine.note_exactly(x, &exact);
+                engine.record(x, pairs);
+            }
         }
         Ok(engine)
     }
@@ -648,16 +652,10 @@ impl ByClass {
     /// Judges a looping atom the exact way: follows it from every source
     /// along every path, as the per-source walker does (a loop makes
     /// per-switch fates depend on the path), but a switch at a time from the
-    /// cached steps instead of scanning flow tables; notes the cycles found.
-    fn judge_exactly(&mut self, model: &Model, x: usize) -> Result<Vec<(u32, u32)>, Irregular> {
-        let exact = self.paths_exactly(model, x)?;
-        Ok(self.note_exactly(x, &exact))
-    }
-
-    /// Every path of atom `x` from every source (host, ingress group, what
-    /// its paths come to), and whether they were judged by strongly
-    /// connected sets; the same for every atom that does the same at every
-    /// switch.
+    /// cached steps instead of scanning flow tables. Returns what every path
+    /// from every source comes to, and the cycles taken: the same for every
+    /// atom that does the same at every switch ([`alike`]); each atom's own
+    /// verdict is then noted by [`ByClass::note_exactly`].
     fn paths_exactly(&mut self, model: &Model, x: usize) -> Result<Exact, Irregular> {
         let h = &self.hosts;
         let mut sources: Vec<(u32, usize, Option<u32>)> = h
@@ -811,7 +809,7 @@ impl ByClass {
     /// are as they were). Returns the pairs the change may concern: those
     /// the re-followed atoms blackholed before or blackhole now; and how
     /// many atoms were followed again, and how many of them took another
-    /// atom's walk ([`Traversal::alike`]). An error says the engine cannot
+    /// atom's walk ([`alike`]). An error says the engine cannot
     /// absorb the change; it must then be rebuilt.
     pub(crate) fn update(&mut self, model: &Model, changed: &[u64]) -> Result<Update, Irregular> {
         if !self.keep {
@@ -870,7 +868,7 @@ impl ByClass {
             follow.push(x);
         }
         // Atoms that do the same at every switch are followed once.
-        let groups = t.alike(&follow);
+        let groups = alike(t.ix, t.cache, &follow);
         let shared = follow.len() - groups.len();
         let mut judged = Vec::with_capacity(follow.len());
         let mut looping = Vec::new();
@@ -1288,6 +1286,43 @@ impl Hosts {
     }
 }
 
+/// Sorts `atoms` into groups that do the same at every switch: there,
+/// the same rule or steps of the same content (see [`Caches::same_as`]),
+/// so one walk of the first atom of a group stands for all of them.
+/// Only where no switch has rules beyond table 0 nor in-port or metadata
+/// matches (one rule decides what a switch does with an atom, whatever
+/// the port); elsewhere every atom is a group of its own. Groups in
+/// the order of their first atom, atoms in the order given.
+fn alike(ix: &Index, cache: &Caches, atoms: &[usize]) -> Vec<Vec<usize>> {
+    let n = ix.switches.len();
+    let plain = ix.plain0.iter().all(|&p| p)
+        && ix.switches.iter().all(|sw| sw.tables.iter().skip(1).all(|t| t.rules.is_empty()));
+    if !plain || atoms.len() < 2 {
+        return atoms.iter().map(|&x| vec![x]).collect();
+    }
+    let mut index: HashMap<Box<[u64]>, usize> = HashMap::with_capacity(atoms.len());
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut key: Vec<u64> = Vec::with_capacity(n);
+    for &x in atoms {
+        key.clear();
+        key.extend(ix.table0[x * n..(x + 1) * n].iter().enumerate().map(|(s, &rule)| {
+            match cache.single[ix.single_slot(s, rule)] {
+                // No step known for the rule yet: the rule itself.
+                NONE => 1 << 32 | rule as u64,
+                id => cache.same_as[id as usize] as u64,
+            }
+        }));
+        match index.get(key.as_slice()) {
+            Some(&g) => groups[g].push(x),
+            None => {
+                index.insert(key.as_slice().into(), groups.len());
+                groups.push(vec![x]);
+            }
+        }
+    }
+    groups
+}
+
 /// One walk through the atoms: the index, a cache of steps, and the
 /// current atom's memo.
 struct Traversal<'a, 'm, 'n> {
@@ -1407,44 +1442,6 @@ impl<'a, 'm, 'n> Traversal<'a, 'm, 'n> {
         // A goto to a table the switch does not have.
         self.chain.push(NONE);
         consulted
-    }
-
-    /// Sorts `atoms` into groups that do the same at every switch: there,
-    /// the same rule or steps of the same content (see [`Caches::same_as`]),
-    /// so one walk of the first atom of a group stands for all of them.
-    /// Only where no switch has rules beyond table 0 nor in-port or metadata
-    /// matches (one rule decides what a switch does with an atom, whatever
-    /// the port); elsewhere every atom is a group of its own. Groups in
-    /// the order of their first atom, atoms in the order given.
-    fn alike(&self, atoms: &[usize]) -> Vec<Vec<usize>> {
-        let ix = self.ix;
-        let n = ix.switches.len();
-        let plain = ix.plain0.iter().all(|&p| p)
-            && ix.switches.iter().all(|sw| sw.tables.iter().skip(1).all(|t| t.rules.is_empty()));
-        if !plain || atoms.len() < 2 {
-            return atoms.iter().map(|&x| vec![x]).collect();
-        }
-        let mut index: HashMap<Box<[u64]>, usize> = HashMap::with_capacity(atoms.len());
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        let mut key: Vec<u64> = Vec::with_capacity(n);
-        for &x in atoms {
-            key.clear();
-            key.extend(ix.table0[x * n..(x + 1) * n].iter().enumerate().map(|(s, &rule)| {
-                match self.cache.single[ix.single_slot(s, rule)] {
-                    // No step known for the rule yet: the rule itself.
-                    NONE => 1 << 32 | rule as u64,
-                    id => self.cache.same_as[id as usize] as u64,
-                }
-            }));
-            match index.get(key.as_slice()) {
-                Some(&g) => groups[g].push(x),
-                None => {
-                    index.insert(key.as_slice().into(), groups.len());
-                    groups.push(vec![x]);
-                }
-            }
-        }
-        groups
     }
 
     /// True if step `id` sends a copy out of `port`.
