@@ -883,11 +883,10 @@ impl Checker {
     ) {
         let on = |i| self.enabled.contains(&i);
         let holes = on(Invariant::Blackhole) || on(Invariant::Reachability);
-        let blackholed = |p: &(usize, usize)| engine.blackholed(*p);
         // Pairs no longer blackholed have nothing left to explain.
         let mut todo = BTreeSet::new();
         for p in pairs {
-            if holes && blackholed(&p) {
+            if holes && engine.blackholed(p) {
                 todo.insert(p);
             } else {
                 found.explained.remove(&p);
@@ -917,7 +916,7 @@ impl Checker {
             let hole_found =
                 violations.iter().any(|v| matches!(v.invariant, Invariant::Blackhole | Invariant::Reachability));
             let isolated = self.isolation.iter().any(|r| r.from == net.hosts[a].name && r.to == net.hosts[b].name);
-            if holes && blackholed(&(a, b)) && !hole_found && !w.truncated && !isolated {
+            if holes && engine.blackholed((a, b)) && !hole_found && !w.truncated && !isolated {
                 debug_assert!(false, "class engine and per-source walk disagree on {a} -> {b}");
                 found.notes.insert(format!(
                     "internal: the class engine reports {} -> {} blackholed, the per-source walk does not",
