@@ -491,8 +491,8 @@ struct Exact {
 }
 
 /// What [`ByClass::update`] returns: the pairs a change may concern, the
-/// atoms followed again, and how many of them took another's walk.
-pub(crate) type Update = (BTreeSet<(usize, usize)>, usize, usize);
+/// atoms followed again (sorted), and how many of them took another's walk.
+pub(crate) type Update = (BTreeSet<(usize, usize)>, Vec<usize>, usize);
 
 /// Per ingress group: the fate its members share (if the switch ignores
 /// the ingress port), and the members with a fate of their own.
@@ -807,9 +807,9 @@ impl ByClass {
     /// Brings the engine up to date after the flow tables of `changed`
     /// switches changed (and nothing else: ports, links, groups and hosts
     /// are as they were). Returns the pairs the change may concern: those
-    /// the re-followed atoms blackholed before or blackhole now; and how
-    /// many atoms were followed again, and how many of them took another
-    /// atom's walk ([`alike`]). An error says the engine cannot
+    /// the re-followed atoms blackholed before or blackhole now; the atoms
+    /// followed again (every atom whose treatment at some changed switch
+    /// changed), and how many of them took another atom's walk ([`alike`]). An error says the engine cannot
     /// absorb the change; it must then be rebuilt.
     pub(crate) fn update(&mut self, model: &Model, changed: &[u64]) -> Result<Update, Irregular> {
         if !self.keep {
@@ -901,7 +901,7 @@ impl ByClass {
             );
             self.record(x, pairs);
         }
-        Ok((touched, follow.len(), shared))
+        Ok((touched, follow, shared))
     }
 
     /// Gives every switch room for its rule ids again, moving the cached

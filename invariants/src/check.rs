@@ -312,6 +312,9 @@ pub struct Incremental {
     pub refresh_loop_witnesses: bool,
     /// Full checks so far: each starts the class engine's state anew.
     full_checks: u64,
+    /// The header classes the last re-check followed again, sorted; `None`
+    /// after a full check (any class may have changed).
+    last_followed: Option<Vec<usize>>,
 }
 
 impl Incremental {
@@ -325,6 +328,7 @@ impl Incremental {
             followed: (0, 0),
             values: Vec::new(),
             refresh_loop_witnesses: true,
+            last_followed: None,
         }
     }
 
@@ -364,11 +368,16 @@ impl Incremental {
         Some((self.full_checks, st.engine.loop_stamp(cycle)))
     }
 
-    /// A cube of each header class taking the loop through `cycle` (as
-    /// [`Incremental::loop_cycles`] names it), in class order.
-    pub fn loop_class_cubes(&self, cycle: &[u64]) -> Vec<Cube> {
-        let Some(st) = &self.state else { return Vec::new() };
-        self.loop_classes_of(cycle).into_iter().filter_map(|x| st.engine.atom_cube(x)).collect()
+    /// Whether the last check may have changed how the network treats header
+    /// class `x`: the last re-check followed it again, or the last check was
+    /// a full one.
+    pub fn may_have_changed(&self, x: usize) -> bool {
+        self.last_followed.as_ref().is_none_or(|f| f.binary_search(&x).is_ok())
+    }
+
+    /// A cube of headers of class `x` (all of the class behaves like it).
+    pub fn class_cube(&self, x: usize) -> Option<Cube> {
+        self.state.as_ref()?.engine.atom_cube(x)
     }
 
     /// A full check, keeping what later rechecks need.
@@ -376,6 +385,7 @@ impl Incremental {
         let (report, state) = self.checker.full_with(net, facts, true, &self.values);
         self.state = state;
         self.full_checks += 1;
+        self.last_followed = None;
         report
     }
 
@@ -421,8 +431,9 @@ impl Incremental {
         let model = Model::with_switches(net, st.switches.clone());
         let mut touched = match st.engine.update(&model, changed) {
             Ok((t, followed, shared)) => {
-                self.followed.0 += followed as u64;
+                self.followed.0 += followed.len() as u64;
                 self.followed.1 += shared as u64;
+                self.last_followed = Some(followed);
                 t
             }
             Err(why) => {
@@ -1071,8 +1082,12 @@ fn pair_cubes(net: &Network, shapes: &[Cube], a: usize, b: usize) -> Vec<Cube> {
 /// Looks on `net` for a forwarding loop among some of `switches` taken by
 /// a header of `cube`, sent by the hosts attached to those switches (in host
 /// order): the first copy found looping, as a loop violation with its
-/// witness. Used to confirm, on a network with filters, a loop found on the
-/// same network without them (filters only take paths away).
+/// witness. Copies that leave those switches are not followed: a loop among
+/// them is reached from the host of one of its own routers without leaving
+/// (true of router networks, where forwarding ignores the ingress port;
+/// see `verify::Confirmed`). Used to confirm, on a network with filters, a
+/// loop found on the same network without them (filters only take paths
+/// away).
 pub fn loop_within(net: &Network, switches: &[u64], cube: &Cube) -> Option<Violation> {
     let model = Model::new(net);
     let mut sorted = switches.to_vec();
@@ -1081,7 +1096,7 @@ pub fn loop_within(net: &Network, switches: &[u64], cube: &Cube) -> Option<Viola
         Some(Endpoint::Switch { dpid, .. }) if sorted.binary_search(&dpid).is_ok() => Some((i, dpid)),
         _ => None,
     }) {
-        let mut w = Walker::until_loop(&model, sorted.clone(), true).pruned();
+        let mut w = Walker::until_loop(&model, sorted.clone(), true).pruned().confined();
         w.from_host(a, std::slice::from_ref(cube));
         let found = w.terminals.iter().find_map(|t| match &t.outcome {
             Outcome::Looped { cycle } if w.awaited(cycle) => Some((t, cycle.clone())),

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use sts_mocknet::network::Network;
 
 use crate::check::{loop_within, Checker, Facts, Incremental, Report, Violation};
-use crate::header::{s, Cube, Ternary};
-use crate::stanford::{RouterNet, Rule};
+use crate::header::{s, Ternary};
+use crate::stanford::{RouterNet, Rule, Update};
 
 /// A violation that an update made appear (absent after the one before).
 #[derive(Debug, Clone)]
@@ -55,7 +55,7 @@ pub fn full_check_at(rn: &mut RouterNet, checker: Checker, upto: usize) -> Resul
     let mut inc = Incremental::new(checker);
     let mut report = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &Facts::default());
     if rn.unfiltered.is_some() {
-        report.violations = Confirmed::default().update(&inc, &rn.net, &[], None);
+        report.violations = Confirmed::default().update(&inc, &rn.net, &[], Touch::ANY);
     }
     Ok((t.elapsed(), report))
 }
@@ -116,7 +116,8 @@ pub fn run(
     let mut confirmed = Confirmed::default();
     let t = Instant::now();
     let first = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts);
-    let first_violations = if filtered { confirmed.update(&inc, &rn.net, &[], None) } else { first.violations.clone() };
+    let first_violations =
+        if filtered { confirmed.update(&inc, &rn.net, &[], Touch::ANY) } else { first.violations.clone() };
     let initial = t.elapsed();
     let mut present: BTreeSet<(String, Vec<String>)> = first_violations.iter().map(key).collect();
     let mut appeared: Vec<Appeared> =
@@ -140,16 +141,8 @@ pub fn run(
             // What the engine keeps is read in place (`standing`), not copied.
             let mut report = inc.recheck_lean(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts, unfiltered_changed);
             if filtered {
-                // A forwarding rule matters to a candidate only if it matches
-                // some header of the classes taking it.
-                let dst = match u.rule {
-                    Rule::Forward { prefix, len, .. } => {
-                        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len as u32) };
-                        Some(Ternary::present((prefix & mask) as u64, mask as u64))
-                    }
-                    Rule::Acl { .. } => None,
-                };
-                report.violations = confirmed.update(&inc, &rn.net, &changed, dst);
+                let touch = Touch::of(u);
+                report.violations = confirmed.update(&inc, &rn.net, &changed, touch);
             }
             let checked = t.elapsed();
             times.push((applied, checked));
@@ -193,10 +186,14 @@ pub fn run(
 /// some header of a class looping through them on the unfiltered one loops
 /// among them there too: filters only take edges away, and every router on
 /// a loop has a host of its own (its `self`), whose traffic enters the loop
-/// there. Whether a class loops among those switches depends only on their
-/// tables, so what was found for a class stands until an update on one of
-/// the switches matches it (any ACL update there, a forwarding rule whose
-/// destinations meet the class).
+/// there without leaving those switches (so the search stays among them:
+/// [`loop_within`]). Whether a class loops among those switches depends
+/// only on their tables, so what was found for a class stands until an
+/// update on one of the switches may change it ([`Touch`]): a forwarding
+/// rule that moved the class (the class engine followed it again), an ACL
+/// line whose destinations meet it, and then only in the line's direction
+/// (a loop found stays while only more is permitted, a class found clear
+/// stays while only less is).
 #[derive(Default)]
 struct Confirmed {
     by_cycle: BTreeMap<Vec<u64>, Candidate>,
@@ -214,49 +211,103 @@ struct Candidate {
     clear: BTreeSet<usize>,
 }
 
+/// What an update may change on the filtered network, for [`Confirmed`].
+#[derive(Clone, Copy)]
+struct Touch {
+    /// The destinations whose treatment may change (`None`: any).
+    dst: Option<Ternary>,
+    /// Whether headers may be newly permitted (a forwarding rule, an ACL
+    /// permit line added or a deny line removed).
+    permits: bool,
+    /// Whether headers may be newly denied or sent elsewhere (a forwarding
+    /// rule, an ACL deny line added or a permit line removed).
+    denies: bool,
+    /// A forwarding rule: it changes only the classes the class engine
+    /// followed again.
+    forwarding: bool,
+}
+
+impl Touch {
+    /// Anything may change.
+    const ANY: Touch = Touch { dst: None, permits: true, denies: true, forwarding: false };
+
+    /// What update `u` may change. A forwarding rule matches only its
+    /// prefix; an ACL line only its destinations, and under first-match
+    /// semantics adding a permit line (or removing a deny line) only lets
+    /// more through, adding a deny line (or removing a permit line) less.
+    fn of(u: &Update) -> Touch {
+        let ternary = |addr: u32, mask: u32| Some(Ternary::present((addr & mask) as u64, mask as u64));
+        match &u.rule {
+            Rule::Forward { prefix, len, .. } => {
+                let mask = if *len == 0 { 0 } else { u32::MAX << (32 - *len as u32) };
+                Touch { dst: ternary(*prefix, mask), forwarding: true, ..Touch::ANY }
+            }
+            Rule::Acl { line, .. } => {
+                let permits = u.insert == line.permit;
+                Touch {
+                    dst: line.dst.and_then(|w| ternary(w.addr, !w.wildcard)),
+                    permits,
+                    denies: !permits,
+                    forwarding: false,
+                }
+            }
+        }
+    }
+}
+
 impl Confirmed {
     /// Brings the confirmations up to date after a check of the unfiltered
-    /// network and a change of `changed` switches (`dst`: the destinations
-    /// a forwarding update matched; `None` for an ACL update); returns the
+    /// network and a change (`touch`) of `changed` switches; returns the
     /// confirmed loops.
-    fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], dst: Option<Ternary>) -> Vec<Violation> {
+    fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], touch: Touch) -> Vec<Violation> {
         let mut next = BTreeMap::new();
         for cycle in inc.loop_cycles() {
             let mut c = self.by_cycle.remove(&cycle).unwrap_or_default();
             let stamp = inc.loop_stamp(&cycle);
-            let touched = changed.iter().any(|d| cycle.contains(d));
-            // The same classes and no update on its switches: what was found
-            // stands (it was brought up to date when they last changed).
-            if stamp.is_some() && c.stamp == stamp && !touched {
+            let same_classes = stamp.is_some() && c.stamp == stamp;
+            let mut forgot = false;
+            // Forget what an update on one of the switches may have changed:
+            // a loop found if less may pass, a class clear if more may.
+            if changed.iter().any(|d| cycle.contains(d)) {
+                // A forwarding update changes the classes the engine followed
+                // again; an ACL update those its destinations meet.
+                let meets = |x: usize| {
+                    (!touch.forwarding || inc.may_have_changed(x))
+                        && touch.dst.is_none_or(|t| inc.class_cube(x).is_none_or(|cube| cube.pos[s::IPV4_DST].meets(t)))
+                };
+                if touch.denies && c.found.as_ref().is_some_and(|(x, _)| meets(*x)) {
+                    c.found = None;
+                    forgot = true;
+                }
+                if touch.permits {
+                    let before = c.clear.len();
+                    c.clear.retain(|&x| !meets(x));
+                    forgot |= c.clear.len() < before;
+                }
+            }
+            // The same classes and nothing forgotten: what was found stands.
+            if same_classes && !forgot {
                 next.insert(cycle, c);
                 continue;
             }
-            // Sorted class numbers; their cubes only when a class must be
-            // looked at (most updates touch no candidate).
-            let classes = inc.loop_classes_of(&cycle);
-            let mut cubes: Option<Vec<Cube>> = None;
-            // Forget what an update on one of the switches may have changed.
-            if touched {
-                let cubes = cubes.get_or_insert_with(|| inc.loop_class_cubes(&cycle));
-                let meets = |x: usize| {
-                    dst.is_none_or(|t| classes.binary_search(&x).is_ok_and(|i| cubes[i].pos[s::IPV4_DST].meets(t)))
-                };
-                c.clear.retain(|&x| !meets(x));
-                if c.found.as_ref().is_some_and(|(x, _)| meets(*x)) {
+            // Sorted class numbers, only when they may have changed or must
+            // be looked at (most updates touch no candidate).
+            let mut classes: Option<Vec<usize>> = None;
+            if !same_classes {
+                let classes = classes.get_or_insert_with(|| inc.loop_classes_of(&cycle));
+                if c.found.as_ref().is_some_and(|(x, _)| classes.binary_search(x).is_err()) {
                     c.found = None;
                 }
+                c.clear.retain(|x| classes.binary_search(x).is_ok());
             }
-            if c.found.as_ref().is_some_and(|(x, _)| classes.binary_search(x).is_err()) {
-                c.found = None;
-            }
-            c.clear.retain(|x| classes.binary_search(x).is_ok());
             if c.found.is_none() {
-                let cubes = cubes.get_or_insert_with(|| inc.loop_class_cubes(&cycle));
-                for (&x, cube) in classes.iter().zip(cubes.iter()) {
+                let classes = classes.get_or_insert_with(|| inc.loop_classes_of(&cycle));
+                for &x in classes.iter() {
                     if c.clear.contains(&x) {
                         continue;
                     }
-                    match loop_within(net, &cycle, cube) {
+                    let Some(cube) = inc.class_cube(x) else { continue };
+                    match loop_within(net, &cycle, &cube) {
                         Some(v) => {
                             c.found = Some((x, v));
                             break;

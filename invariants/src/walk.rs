@@ -430,6 +430,9 @@ pub struct Walker<'m, 'n> {
     /// path, not all of them).
     stop_at: Option<(Vec<u64>, bool)>,
     stopped: bool,
+    /// With [`Walker::confined`]: copies leaving the switches of `stop_at`
+    /// are not followed.
+    confined: bool,
     /// With [`Walker::pruned`]: per (switch, ingress port), the headers
     /// (with their rewrites) already followed from there to every end.
     explored: Option<Explored>,
@@ -478,8 +481,19 @@ impl<'m, 'n> Walker<'m, 'n> {
             marks: Vec::new(),
             stop_at: None,
             stopped: false,
+            confined: false,
             explored: None,
         }
+    }
+
+    /// Follows copies only while they stay among the switches
+    /// [`Walker::until_loop`] waits on: a copy sent to any other switch is
+    /// handed away unfollowed. For asking whether a loop exists among those
+    /// switches when every loop there has an entry from inside (the walk
+    /// starts on one of them and a copy reaches the loop without leaving).
+    pub fn confined(mut self) -> Walker<'m, 'n> {
+        self.confined = true;
+        self
     }
 
     /// Follows headers arriving where the same or more headers were already
@@ -575,6 +589,9 @@ impl<'m, 'n> Walker<'m, 'n> {
                         h.forwards.push((dpid, port));
                         self.ends += 1;
                     }
+                }
+                _ if self.confined && self.stop_at.as_ref().is_none_or(|(s, _)| s.binary_search(&dpid).is_err()) => {
+                    self.ends += 1;
                 }
                 _ => self.arrive(pkt, dpid, port, path, depth),
             },
