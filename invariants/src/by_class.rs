@@ -466,8 +466,9 @@ pub(crate) struct ByClass {
     /// after an update, without scanning every taker of the cycle).
     atom_loops: HashMap<usize, Vec<CycleSources>>,
     /// Per cycle: when its takers last changed (a tick of `loop_clock`), so
-    /// that what is derived from them can be kept while they stay.
-    loop_stamp: HashMap<Vec<u64>, u64>,
+    /// that what is derived from them can be kept while they stay; and its
+    /// atoms, each with how many sources take the cycle.
+    cycle_atoms: HashMap<Vec<u64>, (u64, BTreeMap<usize, u32>)>,
     loop_clock: u64,
     /// Per atom judged by strongly connected sets (see [`PATH_BUDGET`]).
     by_components: BTreeSet<usize>,
@@ -537,7 +538,7 @@ impl ByClass {
             keep,
             loops: BTreeMap::new(),
             atom_loops: HashMap::new(),
-            loop_stamp: HashMap::new(),
+            cycle_atoms: HashMap::new(),
             loop_clock: 0,
             by_components: BTreeSet::new(),
         };
@@ -588,7 +589,7 @@ impl ByClass {
         for group in alike(&engine.ix, &engine.cache, &looping) {
             let exact = engine.paths_exactly(model, group[0])?;
             for x in group {
-                let pairs = engine.note_exactly(x, &exact);
+                let pairs = engine.note_exactly(x, &exact, true);
                 engine.record(x, pairs);
             }
         }
@@ -707,8 +708,9 @@ impl ByClass {
 
     /// Notes what atom `x`'s paths from every source (`found`, by
     /// [`ByClass::paths_exactly`]) come to: the cycles it takes, from which
-    /// sources; returns the pairs it blackholes.
-    fn note_exactly(&mut self, x: usize, exact: &Exact) -> Vec<(u32, u32)> {
+    /// sources (unless `note_loops` is false: they are as noted before);
+    /// returns the pairs it blackholes.
+    fn note_exactly(&mut self, x: usize, exact: &Exact, note_loops: bool) -> Vec<(u32, u32)> {
         let Exact { found, components, taken } = exact;
         let h = &self.hosts;
         let src_ok = h.source_filter(&self.ix, x);
@@ -733,27 +735,27 @@ impl ByClass {
         } else {
             self.by_components.remove(&x);
         }
-        for (cycle, sources) in taken {
+        for (cycle, sources) in taken.iter().filter(|_| note_loops) {
             let takers = match self.loops.get_mut(cycle) {
                 Some(t) => t,
                 None => self.loops.entry(cycle.clone()).or_default(),
             };
-            let mut grew = false;
+            let mut grew = 0;
             for &a in sources {
-                grew |= takers.insert((a, x));
+                grew += takers.insert((a, x)) as u32;
             }
-            if grew {
+            if grew > 0 {
                 self.loop_clock += 1;
-                match self.loop_stamp.get_mut(cycle) {
-                    Some(st) => *st = self.loop_clock,
-                    None => {
-                        self.loop_stamp.insert(cycle.clone(), self.loop_clock);
-                    }
-                }
+                let (stamp, atoms) = match self.cycle_atoms.get_mut(cycle) {
+                    Some(e) => e,
+                    None => self.cycle_atoms.entry(cycle.clone()).or_default(),
+                };
+                *stamp = self.loop_clock;
+                *atoms.entry(x).or_default() += grew;
             }
         }
         // Followed again, an atom's cycles were forgotten first.
-        if !taken.is_empty() {
+        if note_loops && !taken.is_empty() {
             self.atom_loops.insert(x, taken.clone());
         }
         pairs
@@ -774,15 +776,22 @@ impl ByClass {
     fn forget_loops(&mut self, x: usize) {
         for (cycle, sources) in self.atom_loops.remove(&x).unwrap_or_default() {
             if let Some(takers) = self.loops.get_mut(&cycle) {
+                let mut gone = 0;
                 for a in sources {
-                    takers.remove(&(a, x));
+                    gone += takers.remove(&(a, x)) as u32;
                 }
                 self.loop_clock += 1;
                 if takers.is_empty() {
                     self.loops.remove(&cycle);
-                    self.loop_stamp.remove(&cycle);
-                } else {
-                    self.loop_stamp.insert(cycle, self.loop_clock);
+                    self.cycle_atoms.remove(&cycle);
+                } else if let Some((stamp, atoms)) = self.cycle_atoms.get_mut(&cycle) {
+                    *stamp = self.loop_clock;
+                    if let Some(n) = atoms.get_mut(&x) {
+                        *n = n.saturating_sub(gone);
+                        if *n == 0 {
+                            atoms.remove(&x);
+                        }
+                    }
                 }
             }
         }
@@ -790,7 +799,12 @@ impl ByClass {
 
     /// When the takers of `cycle` last changed: equal stamps, same takers.
     pub(crate) fn loop_stamp(&self, cycle: &[u64]) -> u64 {
-        self.loop_stamp.get(cycle).copied().unwrap_or(0)
+        self.cycle_atoms.get(cycle).map_or(0, |e| e.0)
+    }
+
+    /// The atoms taking `cycle`, in order.
+    pub(crate) fn cycle_atoms(&self, cycle: &[u64]) -> impl Iterator<Item = usize> + '_ {
+        self.cycle_atoms.get(cycle).into_iter().flat_map(|e| e.1.keys().copied())
     }
 
     /// Whether atom `x`'s loops are strongly connected sets of switches
@@ -890,8 +904,13 @@ impl ByClass {
         for group in looping {
             let exact = self.paths_exactly(model, group[0])?;
             for x in group {
-                self.forget_loops(x);
-                let pairs = self.note_exactly(x, &exact);
+                // The same cycles from the same sources: what is noted of
+                // them stays (and so does their stamp).
+                let same = self.atom_loops.get(&x) == Some(&exact.taken);
+                if !same {
+                    self.forget_loops(x);
+                }
+                let pairs = self.note_exactly(x, &exact, !same);
                 judged.push((x, pairs));
             }
         }

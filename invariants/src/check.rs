@@ -353,11 +353,7 @@ impl Incremental {
     /// The header classes (by number, stable while the classes are not cut
     /// again) taking the loop through `cycle`, in order.
     pub fn loop_classes_of(&self, cycle: &[u64]) -> Vec<usize> {
-        let Some(st) = &self.state else { return Vec::new() };
-        let mut atoms: Vec<usize> = st.engine.loop_takers().get(cycle).into_iter().flatten().map(|&(_, x)| x).collect();
-        atoms.sort_unstable();
-        atoms.dedup();
-        atoms
+        self.state.as_ref().map_or_else(Vec::new, |st| st.engine.cycle_atoms(cycle).collect())
     }
 
     /// Changes whenever the classes taking the loop through `cycle` may have

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use sts_mocknet::network::Network;
 
-use crate::check::{loop_within, Checker, Facts, Incremental, Report, Violation};
+use crate::check::{loop_within, Checker, Facts, Incremental, Invariant, Report, Violation};
 use crate::header::{s, Ternary};
 use crate::stanford::{RouterNet, Rule, Update};
 
@@ -55,7 +55,9 @@ pub fn full_check_at(rn: &mut RouterNet, checker: Checker, upto: usize) -> Resul
     let mut inc = Incremental::new(checker);
     let mut report = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &Facts::default());
     if rn.unfiltered.is_some() {
-        report.violations = Confirmed::default().update(&inc, &rn.net, &[], Touch::ANY);
+        let mut confirmed = Confirmed::default();
+        confirmed.update(&inc, &rn.net, &[], Touch::ANY);
+        report.violations = confirmed.loops().into_iter().cloned().collect();
     }
     Ok((t.elapsed(), report))
 }
@@ -92,11 +94,6 @@ impl Stats {
     }
 }
 
-/// A violation's identity across checks: its invariant and elements.
-fn key(v: &Violation) -> (String, Vec<String>) {
-    (v.invariant.to_string(), v.elements.clone())
-}
-
 /// Applies `rn`'s updates in order (the first `limit` when given), checking
 /// after each; `progress` is called with the number of updates done.
 pub fn run(
@@ -116,10 +113,19 @@ pub fn run(
     let mut confirmed = Confirmed::default();
     let t = Instant::now();
     let first = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts);
-    let first_violations =
-        if filtered { confirmed.update(&inc, &rn.net, &[], Touch::ANY) } else { first.violations.clone() };
+    let first_violations: Vec<Violation> = if filtered {
+        confirmed.update(&inc, &rn.net, &[], Touch::ANY);
+        confirmed.loops().into_iter().cloned().collect()
+    } else {
+        first.violations.clone()
+    };
     let initial = t.elapsed();
-    let mut present: BTreeSet<(String, Vec<String>)> = first_violations.iter().map(key).collect();
+    // What stands, by identity across checks (invariant, elements), sorted:
+    // a violation is new when its key was not there after the update before.
+    let mut present: Vec<(Invariant, Vec<String>)> =
+        first_violations.iter().map(|v| (v.invariant, v.elements.clone())).collect();
+    present.sort_unstable();
+    present.dedup();
     let mut appeared: Vec<Appeared> =
         first_violations.iter().map(|v| Appeared { update: 0, violation: v.clone() }).collect();
     let updates = std::mem::take(&mut rn.updates);
@@ -139,32 +145,38 @@ pub fn run(
                 _ => &changed,
             };
             // What the engine keeps is read in place (`standing`), not copied.
-            let mut report = inc.recheck_lean(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts, unfiltered_changed);
+            let report = inc.recheck_lean(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts, unfiltered_changed);
             if filtered {
-                let touch = Touch::of(u);
-                report.violations = confirmed.update(&inc, &rn.net, &changed, touch);
+                confirmed.update(&inc, &rn.net, &changed, Touch::of(u));
             }
             let checked = t.elapsed();
             times.push((applied, checked));
+            // Read in place; only what is new is copied.
             let current: Vec<&Violation> = if filtered {
-                report.violations.iter().collect()
+                report.violations.iter().chain(confirmed.loops()).collect()
             } else {
                 inc.standing().chain(&report.violations).collect()
             };
-            let keys: Vec<(String, Vec<String>)> = current.iter().map(|v| key(v)).collect();
-            for (v, k) in current.iter().zip(&keys) {
-                if !present.contains(k) {
-                    appeared.push(Appeared { update: i, violation: (*v).clone() });
+            let mut now: Vec<(Invariant, &[String])> = current.iter().map(|v| (v.invariant, &v.elements[..])).collect();
+            now.sort_unstable();
+            now.dedup();
+            let unchanged =
+                now.len() == present.len() && now.iter().zip(&present).all(|(a, b)| a.0 == b.0 && a.1 == b.1);
+            if !unchanged {
+                for v in &current {
+                    let known = present.binary_search_by(|k| (k.0, &k.1[..]).cmp(&(v.invariant, &v.elements[..])));
+                    if known.is_err() {
+                        appeared.push(Appeared { update: i, violation: (*v).clone() });
+                    }
                 }
+                present = now.iter().map(|&(inv, elements)| (inv, elements.to_vec())).collect();
             }
-            let now: BTreeSet<(String, Vec<String>)> = keys.into_iter().collect();
             if !now.is_empty() {
                 violated_after += 1;
             }
             if report.rules > peak.1 {
                 peak = (i, report.rules);
             }
-            present = now;
             last = report;
             progress(i + 1);
         }
@@ -172,7 +184,12 @@ pub fn run(
     })();
     rn.updates = updates;
     result?;
-    if !filtered && n > 0 {
+    if filtered {
+        // The last report with the loops confirmed on the filtered network
+        // (after no update, the full check's report holds the unfiltered ones).
+        let kept = if n == 0 { Vec::new() } else { std::mem::take(&mut last.violations) };
+        last.violations = kept.into_iter().chain(confirmed.loops().into_iter().cloned()).collect();
+    } else if n > 0 {
         // The last report in full, as `recheck` gives it.
         let tail = std::mem::take(&mut last.violations);
         last.violations = inc.standing().cloned().chain(tail).collect();
@@ -257,9 +274,8 @@ impl Touch {
 
 impl Confirmed {
     /// Brings the confirmations up to date after a check of the unfiltered
-    /// network and a change (`touch`) of `changed` switches; returns the
-    /// confirmed loops.
-    fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], touch: Touch) -> Vec<Violation> {
+    /// network and a change (`touch`) of `changed` switches.
+    fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], touch: Touch) {
         let mut next = BTreeMap::new();
         for cycle in inc.loop_cycles() {
             let mut c = self.by_cycle.remove(&cycle).unwrap_or_default();
@@ -322,8 +338,11 @@ impl Confirmed {
             next.insert(cycle, c);
         }
         self.by_cycle = next;
-        let mut out: Vec<Violation> =
-            self.by_cycle.values().filter_map(|c| c.found.as_ref().map(|f| f.1.clone())).collect();
+    }
+
+    /// The confirmed loops, by their switches, each once.
+    fn loops(&self) -> Vec<&Violation> {
+        let mut out: Vec<&Violation> = self.by_cycle.values().filter_map(|c| c.found.as_ref().map(|f| &f.1)).collect();
         out.sort_by(|a, b| a.elements.cmp(&b.elements));
         out.dedup_by(|a, b| a.elements == b.elements);
         out
