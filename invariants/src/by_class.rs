@@ -589,7 +589,8 @@ impl ByClass {
         for group in alike(&engine.ix, &engine.cache, &looping) {
             let exact = engine.paths_exactly(model, group[0])?;
             for x in group {
-                let pairs = engine.note_exactly(x, &exact, true);
+                let pairs = engine.note_exactly(x, &exact);
+                engine.note_cycles(x, &exact.taken);
                 engine.record(x, pairs);
             }
         }
@@ -707,11 +708,10 @@ impl ByClass {
     }
 
     /// Notes what atom `x`'s paths from every source (`found`, by
-    /// [`ByClass::paths_exactly`]) come to: the cycles it takes, from which
-    /// sources (unless `note_loops` is false: they are as noted before);
-    /// returns the pairs it blackholes.
-    fn note_exactly(&mut self, x: usize, exact: &Exact, note_loops: bool) -> Vec<(u32, u32)> {
-        let Exact { found, components, taken } = exact;
+    /// [`ByClass::paths_exactly`]) come to; returns the pairs it blackholes.
+    /// The cycles it takes are noted by [`ByClass::note_cycles`].
+    fn note_exactly(&mut self, x: usize, exact: &Exact) -> Vec<(u32, u32)> {
+        let Exact { found, components, .. } = exact;
         let h = &self.hosts;
         let src_ok = h.source_filter(&self.ix, x);
         let mut pairs = Vec::new();
@@ -735,7 +735,13 @@ impl ByClass {
         } else {
             self.by_components.remove(&x);
         }
-        for (cycle, sources) in taken.iter().filter(|_| note_loops) {
+        pairs
+    }
+
+    /// Notes the cycles atom `x` takes, each with the sources taking it
+    /// (its earlier ones forgotten first: [`ByClass::forget_loops`]).
+    fn note_cycles(&mut self, x: usize, taken: &[CycleSources]) {
+        for (cycle, sources) in taken {
             let takers = match self.loops.get_mut(cycle) {
                 Some(t) => t,
                 None => self.loops.entry(cycle.clone()).or_default(),
@@ -754,11 +760,9 @@ impl ByClass {
                 *atoms.entry(x).or_default() += grew;
             }
         }
-        // Followed again, an atom's cycles were forgotten first.
-        if note_loops && !taken.is_empty() {
-            self.atom_loops.insert(x, taken.clone());
+        if !taken.is_empty() {
+            self.atom_loops.insert(x, taken.to_vec());
         }
-        pairs
     }
 
     /// The cycles some atom takes, each with the first (source, atom) found
@@ -823,8 +827,9 @@ impl ByClass {
     /// are as they were). Returns the pairs the change may concern: those
     /// the re-followed atoms blackholed before or blackhole now; the atoms
     /// followed again (every atom whose treatment at some changed switch
-    /// changed), and how many of them took another atom's walk ([`alike`]). An error says the engine cannot
-    /// absorb the change; it must then be rebuilt.
+    /// changed), and how many of them took another atom's walk ([`alike`]).
+    /// An error says the engine cannot absorb the change; it must then be
+    /// rebuilt.
     pub(crate) fn update(&mut self, model: &Model, changed: &[u64]) -> Result<Update, Irregular> {
         if !self.keep {
             return Err(Irregular::Unexpected("an engine built without update data"));
@@ -906,11 +911,11 @@ impl ByClass {
             for x in group {
                 // The same cycles from the same sources: what is noted of
                 // them stays (and so does their stamp).
-                let same = self.atom_loops.get(&x) == Some(&exact.taken);
-                if !same {
+                if self.atom_loops.get(&x) != Some(&exact.taken) {
                     self.forget_loops(x);
+                    self.note_cycles(x, &exact.taken);
                 }
-                let pairs = self.note_exactly(x, &exact, !same);
+                let pairs = self.note_exactly(x, &exact);
                 judged.push((x, pairs));
             }
         }

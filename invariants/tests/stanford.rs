@@ -4,7 +4,7 @@
 //! loops reported against the real switch pipeline (`Network::probe`).
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -22,6 +22,28 @@ fn loops(r: &Report) -> BTreeSet<Vec<String>> {
 
 fn loop_checker() -> Checker {
     Checker { enabled: [Invariant::Loop].into_iter().collect(), ..Checker::default() }
+}
+
+/// A data set of the given `topo.txt` and `updates` in a fresh scratch
+/// directory named after `name` (removed by the caller).
+fn scratch_data_set(name: &str, topo: &str, updates: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sts-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch");
+    std::fs::write(dir.join("topo.txt"), topo).expect("topo");
+    std::fs::write(dir.join("updates"), updates).expect("updates");
+    dir
+}
+
+/// The last report of `sts verify` over the first `upto` updates of `dir`,
+/// and a check from scratch of the network they leave (both loading `dir`
+/// afresh).
+fn verified_and_from_scratch(dir: &Path, upto: usize) -> (Report, Report) {
+    let mut rn = RouterNet::load(dir).expect("loads");
+    let out = sts_invariants::verify::run(&mut rn, loop_checker(), Some(upto), |_| {}).expect("verifies");
+    let mut fresh = RouterNet::load(dir).expect("loads");
+    let (_, full) = sts_invariants::verify::full_check_at(&mut fresh, loop_checker(), upto).expect("checks");
+    (out.last, full)
 }
 
 #[test]
@@ -137,11 +159,8 @@ fn loops_confirmed_through_acls_loop_in_the_filtered_dataplane() {
 #[test]
 fn loops_confirmed_update_by_update_are_those_confirmed_from_scratch() {
     for upto in [800, 2600, 4526, 6300] {
-        let mut rn = RouterNet::load(&data("stanford")).expect("loads");
-        let out = sts_invariants::verify::run(&mut rn, loop_checker(), Some(upto), |_| {}).expect("verifies");
-        let mut fresh = RouterNet::load(&data("stanford")).expect("loads");
-        let (_, full) = sts_invariants::verify::full_check_at(&mut fresh, loop_checker(), upto).expect("checks");
-        assert_eq!(loops(&out.last), loops(&full), "after update {upto}");
+        let (last, full) = verified_and_from_scratch(&data("stanford"), upto);
+        assert_eq!(loops(&last), loops(&full), "after update {upto}");
         if upto == 4526 {
             assert!(!loops(&full).is_empty(), "loops stand through the ACLs after update {upto}");
         }
@@ -154,12 +173,8 @@ fn loops_confirmed_update_by_update_are_those_confirmed_from_scratch() {
 /// loops kept are those a confirmation from scratch finds.
 #[test]
 fn acl_lines_open_and_close_a_loop_update_by_update() {
-    let dir = std::env::temp_dir().join(format!("sts-acl-lines-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch");
     // a → b through b's inbound ACL `1` on te1; b → a directly.
     let topo = "a te1 b_1_te1_in inport\nb_1_te1_in permit b te1\nb te1 a te1\n";
-    std::fs::write(dir.join("topo.txt"), topo).expect("topo");
     let permit = "acl b_1 access-list 1 permit 0 255 any null null null any null null null 100";
     let deny = "acl b_1 access-list 1 deny 0 255 any null null null 10.0.0.0 0.255.255.255 null null 200";
     let updates = [
@@ -170,15 +185,12 @@ fn acl_lines_open_and_close_a_loop_update_by_update() {
         format!("- {deny}"),
         format!("- {permit}"),
     ];
-    std::fs::write(dir.join("updates"), updates.join("\n") + "\n").expect("updates");
+    let dir = scratch_data_set("acl-lines", topo, &(updates.join("\n") + "\n"));
     // The ACL without lines denies everything (Cisco's implicit deny).
     let expected = [false, false, true, false, true, false];
     for (k, &looping) in expected.iter().enumerate() {
-        let mut rn = RouterNet::load(&dir).expect("loads");
-        let out = sts_invariants::verify::run(&mut rn, loop_checker(), Some(k + 1), |_| {}).expect("verifies");
-        let mut fresh = RouterNet::load(&dir).expect("loads");
-        let (_, full) = sts_invariants::verify::full_check_at(&mut fresh, loop_checker(), k + 1).expect("checks");
-        assert_eq!(loops(&out.last), loops(&full), "after update {}: {}", k + 1, updates[k]);
+        let (last, full) = verified_and_from_scratch(&dir, k + 1);
+        assert_eq!(loops(&last), loops(&full), "after update {}: {}", k + 1, updates[k]);
         assert_eq!(!loops(&full).is_empty(), looping, "after update {}: {}", k + 1, updates[k]);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -188,15 +200,11 @@ fn acl_lines_open_and_close_a_loop_update_by_update() {
 /// came in on; a loop between two routers does, at both.
 #[test]
 fn a_loop_turns_back_where_a_router_sends_a_packet_out_of_its_ingress_interface() {
-    let dir = std::env::temp_dir().join(format!("sts-turns-back-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch");
     let topo = "a te1 b te1\nb te1 a te1\nb te2 c te1\nc te1 b te2\nc te2 a te2\na te2 c te2\n";
-    std::fs::write(dir.join("topo.txt"), topo).expect("topo");
     // 10/8 around the triangle a → b → c → a; 11/8 between a and b.
     let updates = "+ fwd a 167772160 8 te1 8\n+ fwd b 167772160 8 te2 8\n+ fwd c 167772160 8 te2 8\n\
                    + fwd a 184549376 8 te1 8\n+ fwd b 184549376 8 te1 8\n";
-    std::fs::write(dir.join("updates"), updates).expect("updates");
+    let dir = scratch_data_set("turns-back", topo, updates);
     let mut rn = RouterNet::load(&dir).expect("loads");
     for u in rn.updates.clone() {
         rn.apply(&u).expect("applies");
