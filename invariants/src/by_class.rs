@@ -29,6 +29,7 @@
 //! hold. Steps are keyed by rule ids, so every other cached step stays valid.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use sts_mocknet::network::{Endpoint, HOP_LIMIT};
 use sts_mocknet::packet::mac_int;
@@ -472,7 +473,17 @@ pub(crate) struct ByClass {
     loop_clock: u64,
     /// Per atom judged by strongly connected sets (see [`PATH_BUDGET`]).
     by_components: BTreeSet<usize>,
+    /// Exact judgements of looping atoms, by what every switch does with
+    /// the atom ([`walk_key`]): an atom that comes back to a walk judged
+    /// before (a route removed restores what an earlier update changed)
+    /// reuses it instead of listing its paths again. At most
+    /// [`EXACT_KEPT`] are kept.
+    exact_by_walk: HashMap<Box<[u64]>, Arc<Exact>>,
 }
+
+/// Exact judgements [`ByClass`] keeps for reuse; past it they are
+/// forgotten all at once (each is a few kilobytes).
+const EXACT_KEPT: usize = 4096;
 
 /// Atoms × switches the table-0 index may hold (1 GiB of rule ids); beyond,
 /// the check falls back to per-source walks.
@@ -541,6 +552,7 @@ impl ByClass {
             cycle_atoms: HashMap::new(),
             loop_clock: 0,
             by_components: BTreeSet::new(),
+            exact_by_walk: HashMap::new(),
         };
         let threads =
             threads(engine.ix.classes.count * engine.ix.switches.len()).clamp(1, engine.ix.classes.count.max(1));
@@ -705,6 +717,25 @@ impl ByClass {
             }
         }
         Ok(Exact { found, components, taken })
+    }
+
+    /// [`ByClass::paths_exactly`] for atom `x`, or the judgement of the same
+    /// walk made before (see `exact_by_walk`).
+    fn judged_exactly(&mut self, model: &Model, x: usize) -> Result<Arc<Exact>, Irregular> {
+        if !plain_walks(&self.ix) {
+            return self.paths_exactly(model, x).map(Arc::new);
+        }
+        let mut key = Vec::with_capacity(self.ix.switches.len());
+        walk_key(&self.ix, &self.cache, x, &mut key);
+        if let Some(exact) = self.exact_by_walk.get(key.as_slice()) {
+            return Ok(exact.clone());
+        }
+        let exact = Arc::new(self.paths_exactly(model, x)?);
+        if self.exact_by_walk.len() >= EXACT_KEPT {
+            self.exact_by_walk.clear();
+        }
+        self.exact_by_walk.insert(key.into(), exact.clone());
+        Ok(exact)
     }
 
     /// Notes what atom `x`'s paths from every source (`found`, by
@@ -907,7 +938,7 @@ impl ByClass {
             self.forget_loops(x);
         }
         for group in looping {
-            let exact = self.paths_exactly(model, group[0])?;
+            let exact = self.judged_exactly(model, group[0])?;
             for x in group {
                 // The same cycles from the same sources: what is noted of
                 // them stays (and so does their stamp).
@@ -920,10 +951,12 @@ impl ByClass {
             }
         }
         for (x, pairs) in judged {
-            touched.extend(
-                self.atom_pairs.get(&x).into_iter().flatten().chain(&pairs).map(|&(a, b)| (a as usize, b as usize)),
-            );
-            self.record(x, pairs);
+            let before = self.atom_pairs.get(&x);
+            touched.extend(before.into_iter().flatten().chain(&pairs).map(|&(a, b)| (a as usize, b as usize)));
+            // The same pairs as before: nothing to count again.
+            if before.map_or(!pairs.is_empty(), |before| *before != pairs) {
+                self.record(x, pairs);
+            }
         }
         Ok((touched, follow, shared))
     }
@@ -1165,7 +1198,17 @@ impl Index {
                 table.first = first_holding(classes, table.rules.iter().map(|r| (r.id, r.never, r.header.as_slice())));
             }
         }
+        let plain_before = self.plain0[s];
         self.plain0[s] = !self.switches[s].tables.first().is_some_and(|t| t.conditional);
+        if let Some(olds) = olds.as_mut().filter(|_| plain_before && self.plain0[s]) {
+            // Only table 0 changed and it reads no ingress port or metadata:
+            // an atom still held first by the same rule is treated as before
+            // (rule ids name unchanged rules), so only atoms whose first
+            // rule moved are the change's.
+            let table0 = &self.table0;
+            olds.retain(|&(x, old)| table0[x * n + s] != old);
+            mine = olds.iter().map(|&(x, _)| x).collect();
+        }
         affected.extend(mine);
         Ok(olds)
     }
@@ -1318,24 +1361,14 @@ impl Hosts {
 /// the port); elsewhere every atom is a group of its own. Groups in
 /// the order of their first atom, atoms in the order given.
 fn alike(ix: &Index, cache: &Caches, atoms: &[usize]) -> Vec<Vec<usize>> {
-    let n = ix.switches.len();
-    let plain = ix.plain0.iter().all(|&p| p)
-        && ix.switches.iter().all(|sw| sw.tables.iter().skip(1).all(|t| t.rules.is_empty()));
-    if !plain || atoms.len() < 2 {
+    if !plain_walks(ix) || atoms.len() < 2 {
         return atoms.iter().map(|&x| vec![x]).collect();
     }
     let mut index: HashMap<Box<[u64]>, usize> = HashMap::with_capacity(atoms.len());
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut key: Vec<u64> = Vec::with_capacity(n);
+    let mut key: Vec<u64> = Vec::with_capacity(ix.switches.len());
     for &x in atoms {
-        key.clear();
-        key.extend(ix.table0[x * n..(x + 1) * n].iter().enumerate().map(|(s, &rule)| {
-            match cache.single[ix.single_slot(s, rule)] {
-                // No step known for the rule yet: the rule itself.
-                NONE => 1 << 32 | rule as u64,
-                id => cache.same_as[id as usize] as u64,
-            }
-        }));
+        walk_key(ix, cache, x, &mut key);
         match index.get(key.as_slice()) {
             Some(&g) => groups[g].push(x),
             None => {
@@ -1345,6 +1378,28 @@ fn alike(ix: &Index, cache: &Caches, atoms: &[usize]) -> Vec<Vec<usize>> {
         }
     }
     groups
+}
+
+/// Every switch has one plain table (no ingress port or metadata matched,
+/// no later tables): what a switch does with an atom is its first rule's
+/// step, and [`walk_key`] names an atom's whole walk.
+fn plain_walks(ix: &Index) -> bool {
+    ix.plain0.iter().all(|&p| p) && ix.switches.iter().all(|sw| sw.tables.iter().skip(1).all(|t| t.rules.is_empty()))
+}
+
+/// What every switch does with atom `x`, as `key` (only where
+/// [`plain_walks`]): per switch, its first rule's step (the first step
+/// doing the same), or the rule itself where no step is known for it yet.
+/// Equal keys, equal walks.
+fn walk_key(ix: &Index, cache: &Caches, x: usize, key: &mut Vec<u64>) {
+    let n = ix.switches.len();
+    key.clear();
+    key.extend(ix.table0[x * n..(x + 1) * n].iter().enumerate().map(|(s, &rule)| {
+        match cache.single[ix.single_slot(s, rule)] {
+            NONE => 1 << 32 | rule as u64,
+            id => cache.same_as[id as usize] as u64,
+        }
+    }));
 }
 
 /// One walk through the atoms: the index, a cache of steps, and the
