@@ -415,7 +415,9 @@ in a persistent violation, written as \
 DIR/explore/finds/N (config, trace, violation, logs: `sts minimize`, `replay`, `console` and `report` \
 work on it), or --all of them are tried, or --budget runs out. DIR/explore/frontier.json keeps the \
 candidates and how many were tried, rewritten after every variant: `--resume` goes on from there \
-(after the budget ran out, Ctrl-C, a crash) without replaying the base again. Exit 0 when nothing was \
+(after the budget ran out, Ctrl-C, a crash) without replaying the base again. With --depth 2, once every \
+one-fault variant is tried without a find (or with --all), each one's own run is analysed in turn and its \
+flips after its fault become two-fault variants (docs/races.md). Exit 0 when nothing was \
 found, 1 when something was (or the run itself already violates), 2 for a malformed directory or \
 nothing to resume, 3 when a controller cannot run.")]
     Explore {
@@ -470,6 +472,13 @@ nothing to resume, 3 when a controller cannot run.")]
         /// options it started with (--random, --drops).
         #[arg(long)]
         resume: bool,
+        /// The most faults in one variant (a delay bound): 1, or 2 to go on, once every
+        /// one-fault variant is tried without a find (or with --all), with each one's own run:
+        /// its flips armed after its fault, less those armed where an earlier variant left the
+        /// same state (every process's history so far) with the same fault.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u64).range(1..=sts_engine::explore::MAX_DEPTH as u64))]
+        depth: u64,
         /// Print the result as one JSON object instead of text.
         #[arg(long)]
         json: bool,

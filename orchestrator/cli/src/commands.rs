@@ -106,6 +106,7 @@ pub fn run(cli: Cli) -> u8 {
             drops,
             out,
             resume,
+            depth,
             json,
         } => {
             let opts = sts_engine::explore::Options {
@@ -121,6 +122,7 @@ pub fn run(cli: Cli) -> u8 {
                 random: *random,
                 drops: *drops,
                 resume: *resume,
+                depth: *depth as usize,
             };
             match (dir, config, out) {
                 (_, Some(config), Some(out)) => match fuzz_to_explore(&engine, config, out, *seed, *json) {
@@ -1033,8 +1035,13 @@ fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::
             "resumed": outcome.resumed,
             "left": outcome.left,
             "repeated": outcome.repeated,
+            "depth": opts.depth,
+            "two_faults": outcome.deeper,
             "finds": outcome.finds.iter().map(|f| {
                 let mut doc = flip_json(&f.flip);
+                if let Some(e) = &f.earlier {
+                    doc["earlier"] = flip_json(e);
+                }
                 doc["dir"] = f.dir.display().to_string().into();
                 doc["execution"] = f.execution.into();
                 doc["violation"] = f.violation.clone().into();
@@ -1056,7 +1063,10 @@ fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::
             outln!("{:>4}. {}{}", k + 1, if f.drop { "" } else { "hold " }, flip_line(f));
         }
     } else {
-        let all = outcome.resumed + outcome.executions + outcome.left;
+        // The one-fault level's own counts (the two-fault one has its line).
+        let (deeper_tried, deeper_left) = outcome.deeper.map_or((0, 0), |d| (d.tried, d.left));
+        let executions = outcome.executions - deeper_tried;
+        let all = outcome.resumed + executions + outcome.left - deeper_left;
         let offered = match (opts.random, opts.drops) {
             (Some(seed), false) => format!("{all} random holds (seed {seed})"),
             (Some(seed), true) => format!("{all} random losses (seed {seed})"),
@@ -1064,11 +1074,11 @@ fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::
             (None, true) => format!("{all} FLOW_MODs to lose"),
         } + &repeated_words(outcome.repeated);
         let before = if outcome.resumed > 0 { format!(", {} before", outcome.resumed) } else { String::new() };
+        // The time is the whole sitting's (with two faults, on that line).
+        let timing = format!(" in {:.1} s ({:.1} per second)", outcome.seconds, outcome.per_second());
         outln!(
-            "{offered}; {} tried in {:.1} s ({:.1} per second){before}{}",
-            outcome.executions,
-            outcome.seconds,
-            outcome.per_second(),
+            "{offered}; {executions} tried{}{before}{}",
+            if outcome.deeper.is_some() { "" } else { timing.as_str() },
             match (&outcome.branches_refused, &outcome.warm) {
                 (_, Some(w)) if w.fresh_because.is_some() =>
                     format!("; every replay fresh: {}", w.fresh_because.as_deref().unwrap_or_default()),
@@ -1079,8 +1089,29 @@ fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::
                 },
             }
         );
+        if let Some(d) = &outcome.deeper {
+            outln!(
+                "two faults at a time: {} variants extending the ones above{}; {} tried (from {} of their runs); \
+                 {} variants in all{timing}",
+                d.offered,
+                if d.same_state > 0 {
+                    format!(
+                        " ({} more left out: an earlier variant left the same state with the same fault)",
+                        d.same_state
+                    )
+                } else {
+                    String::new()
+                },
+                d.tried,
+                d.bases,
+                outcome.executions,
+            );
+        }
         for f in &outcome.finds {
             outln!("found, variant {}: {}", f.execution, f.violation);
+            if let Some(e) = &f.earlier {
+                outln!("  first {}: {}", if e.drop { "lost" } else { "held" }, flip_line(e));
+            }
             outln!("  {}: {}", if f.flip.drop { "lost" } else { "held" }, flip_line(&f.flip));
             outln!("  written to {} (sts minimize {} shrinks it)", f.dir.display(), f.dir.display());
         }
@@ -1100,6 +1131,9 @@ fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::
             }
             if opts.all {
                 again += " --all";
+            }
+            if opts.depth > 1 {
+                again += &format!(" --depth {}", opts.depth);
             }
             outln!(
                 "{} {} left untried: `{again}` goes on",

@@ -414,6 +414,75 @@ fn an_exploration_resumes_where_its_budget_stopped_it() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
+/// `--depth 2`: once every one-fault variant of a clean run is tried
+/// without a find, each one's own run is explored in turn (its flips armed
+/// after its fault), within the same budget, and an exploration stopped in
+/// the two-fault level resumes there; only with the depth it started with.
+#[test]
+fn explore_two_faults_at_a_time_after_the_one_fault_variants() {
+    let tmp = std::env::temp_dir().join(format!("sts-explore-depth-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::copy(workspace().join("examples/fuzz-osken13-lost-flowmod.toml"), tmp.join("config.toml")).unwrap();
+    inputs(
+        &tmp,
+        &[
+            (0, r#"{"type":"ping","src":"h1","dst":"h3"}"#),
+            (300, r#"{"type":"switch_down","switch":2}"#),
+            (300, r#"{"type":"switch_up","switch":2}"#),
+            (300, r#"{"type":"ping","src":"h3","dst":"h1"}"#),
+            (300, r#"{"type":"ping","src":"h2","dst":"h1"}"#),
+            (300, r#"{"type":"ping","src":"h1","dst":"h2"}"#),
+        ],
+    );
+    let explore = |args: &[&str]| -> serde_json::Value {
+        let out = sts().arg("explore").arg(&tmp).args(args).arg("--json").output().unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+        assert_eq!(out.status.code(), Some(0), "no find: {doc:#}\n{}", text(&out));
+        doc
+    };
+    let first = explore(&["--depth", "2", "--budget", "4"]);
+    let one = first["flips"].as_array().unwrap().len();
+    assert!((1..4).contains(&one), "a few one-fault variants: {first:#}");
+    assert_eq!(first["executions"], 4, "{first:#}");
+    let level = &first["two_faults"];
+    let offered = level["offered"].as_u64().unwrap() as usize;
+    assert!(offered > 4 - one, "{first:#}");
+    assert_eq!(level["tried"].as_u64().unwrap() as usize, 4 - one, "{first:#}");
+    assert_eq!(level["left"].as_u64().unwrap() as usize, offered - (4 - one), "{first:#}");
+    assert!(level["bases"].as_u64().unwrap() >= 1, "{first:#}");
+    assert_eq!(first["left"], level["left"], "{first:#}");
+    // Each one-fault variant's run was kept, and every two-fault candidate
+    // extends one of them after its fault.
+    let frontier: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.join("explore/frontier.json")).unwrap()).unwrap();
+    for k in 1..=one {
+        assert!(tmp.join(format!("explore/variants/{k}.jsonl")).is_file());
+    }
+    for d in frontier["deeper"].as_array().unwrap() {
+        let parent = d["parent"].as_u64().unwrap() as usize;
+        assert!(parent < one, "{d:#}");
+        let run = std::fs::read_to_string(tmp.join(format!("explore/variants/{}.jsonl", parent + 1))).unwrap();
+        let fault_seq = run
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|r| r["external"]["type"] == "control_delay_next")
+            .map(|r| r["seq"].as_u64().unwrap())
+            .expect("the variant's fault is in its run");
+        assert!(d["flip"]["message"].as_u64().unwrap() > fault_seq, "{d:#}");
+    }
+    // Resumed with another depth: refused; with the same, the rest.
+    let out = sts().arg("explore").arg(&tmp).arg("--resume").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let rest = explore(&["--resume", "--depth", "2"]);
+    assert_eq!(rest["resumed"].as_u64().unwrap() as usize, one, "{rest:#}");
+    assert_eq!(rest["executions"].as_u64().unwrap() as usize, offered - (4 - one), "{rest:#}");
+    assert_eq!(rest["two_faults"]["left"], 0, "{rest:#}");
+    assert_eq!(rest["left"], 0, "{rest:#}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
 /// `sts explore --config FILE --out OUT`: an input sequence fuzzed from the
 /// config into OUT (traffic only: a clean run of the suite's unbarriered
 /// path app), then the orders around it explored into OUT/explore, where

@@ -67,6 +67,13 @@ pub struct Summary {
     pub rewinds: u32,
 }
 
+impl Summary {
+    /// Both counts of `self` and `other` together (several bases).
+    pub fn plus(self, other: Summary) -> Summary {
+        Summary { marks: self.marks + other.marks, rewinds: self.rewinds + other.rewinds }
+    }
+}
+
 impl<'t> Branches<'t> {
     /// Starts the base run `base` (an exploration's recorded base) on fresh
     /// controllers, in `dir`; marks will be taken where `departures` say.
@@ -98,6 +105,15 @@ impl<'t> Branches<'t> {
         self.replayer.run_until(|_, _| false).await?;
         self.replayer.settle().await?;
         Ok(self.replayer.violation().cloned())
+    }
+
+    /// Copies the run of the variant just replayed (the base's records up
+    /// to where it left, then its own) to the trace file `to`.
+    pub fn keep_trace(&mut self, to: &Path) -> Result<(), RunError> {
+        self.replayer.flush()?;
+        std::fs::copy(self.replayer.trace_path(), to)
+            .map(|_| ())
+            .map_err(|e| RunError::Environment(format!("{}: {e}", to.display())))
     }
 
     /// Writes the variant just replayed as an experiment directory `dir`

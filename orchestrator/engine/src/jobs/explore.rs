@@ -16,6 +16,16 @@
 //! taken where it leaves it ([`crate::branches`]); [`Start`] chooses
 //! checkpoints after the handshakes or fresh controllers instead (what
 //! `scripts/evaluate-explore` compares).
+//!
+//! Two faults at a time (`depth` 2, a delay bound of two): once every
+//! one-fault variant is tried, each one's own recorded run is analysed as
+//! the base was, and its flips armed at or after its fault become two-fault
+//! variants, replayed from checkpoints of that run. A two-fault variant
+//! whose run, where its second fault is armed, is in a state an earlier
+//! variant already left from with the same fault is not tried again
+//! ([`state_key`]: every process's history so far, so orders that differ
+//! only in how independent messages interleave count once, FlyMC's state
+//! symmetry on what sts can see).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -55,7 +65,13 @@ pub struct Options {
     /// directory stopped ([`Frontier`]): its base run and candidates, the
     /// untried ones next.
     pub resume: bool,
+    /// The most faults in one variant: 1, or 2 (each one-fault variant's
+    /// run explored in turn; orders only, not with `random` or `drops`).
+    pub depth: usize,
 }
+
+/// The deepest exploration `Options::depth` allows.
+pub const MAX_DEPTH: usize = 2;
 
 /// Where a variant's replay starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -93,6 +109,7 @@ impl Default for Options {
             random: None,
             drops: false,
             resume: false,
+            depth: 1,
         }
     }
 }
@@ -105,6 +122,10 @@ pub struct Find {
     /// Which variant (from 1) and the flip it tried.
     pub execution: usize,
     pub flip: Flip,
+    /// In a two-fault variant, the fault armed before `flip` (the one-fault
+    /// variant it extends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier: Option<Flip>,
     /// The violation's one-line summary.
     pub violation: String,
 }
@@ -134,6 +155,32 @@ pub struct Outcome {
     /// Candidates the analysis offered that were the very variant of an
     /// earlier one, not tried again.
     pub repeated: usize,
+    /// With depth 2: the two-fault candidates (none until every one-fault
+    /// variant was tried), those left out because an earlier variant left
+    /// the same state with the same fault, and those tried in this sitting.
+    pub deeper: Option<DeeperSummary>,
+}
+
+/// What the two-fault level of an exploration offered and did.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
+pub struct DeeperSummary {
+    pub offered: usize,
+    pub same_state: usize,
+    pub tried: usize,
+    /// Not tried yet (the budget ran out, or a find stopped it).
+    pub left: usize,
+    /// The one-fault variants whose runs were explored (each replayed once
+    /// as a base for its own checkpoints).
+    pub bases: usize,
+}
+
+/// A two-fault candidate: one-fault candidate `parent`'s variant (its index
+/// in [`Frontier::flips`]) with `flip`, found in that variant's own run,
+/// armed after its fault.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Deeper {
+    pub parent: usize,
+    pub flip: Flip,
 }
 
 /// An exploration's candidates and how far it got, written as
@@ -157,6 +204,15 @@ pub struct Frontier {
     /// How many of them have been tried: the first ones.
     pub tried: usize,
     pub finds: Vec<Find>,
+    /// Two-fault candidates, listed once every one-fault one was tried
+    /// (with depth 2), how many of them were tried, and how many were left
+    /// out for a state already left from with the same fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deeper: Option<Vec<Deeper>>,
+    #[serde(default)]
+    pub deeper_tried: usize,
+    #[serde(default)]
+    pub same_state: usize,
 }
 
 const FRONTIER_FORMAT: &str = "sts-explore-frontier";
@@ -202,6 +258,7 @@ impl Frontier {
 /// What the candidates of an exploration with `opts` are, in words.
 pub fn candidates(opts: &Options) -> String {
     match (opts.random, opts.drops) {
+        (None, false) if opts.depth >= 2 => "orders timing alone decided, two at a time".into(),
         (None, false) => "orders timing alone decided".into(),
         (None, true) => "FLOW_MODs lost".into(),
         (Some(seed), false) => format!("random holds, seed {seed}"),
@@ -278,6 +335,125 @@ fn fault(flip: &Flip) -> External {
     }
 }
 
+/// Where a variant keeps its own run for the two-fault level: one-fault
+/// candidate `k` (from 0) of the exploration written under `out`.
+fn variant_trace(out: &Path, k: usize) -> PathBuf {
+    out.join("variants").join(format!("{}.jsonl", k + 1))
+}
+
+/// Whether `e` is a fault a variant arms (not one of the run's inputs).
+fn is_fault(e: &External) -> bool {
+    matches!(e, External::ControlDelayNext { .. } | External::ControlDrop { .. })
+}
+
+/// A key for the state `trace`'s run is in just before its record `at`,
+/// with `fault` about to be armed there: per process (every controller and
+/// every switch), the messages delivered to it in order and how many inputs
+/// came before each; the messages on their way (held by the proxy); the
+/// faults armed and not yet met; the inputs given. Two runs with the same
+/// key gave every process the same history, however messages to different
+/// processes interleaved, so (as far as sts can see) they are in the same
+/// state, and the same fault armed with the same inputs to come makes the
+/// same variant. Times are left out: orders, not delays.
+pub fn state_key(trace: &Trace, at: usize, fault: &External) -> u64 {
+    use std::collections::BTreeMap;
+    use std::hash::{Hash, Hasher};
+    use sts_trace::{Direction, Internal, ProxyDecision};
+    let mut inputs: Vec<String> = Vec::new();
+    let mut histories: BTreeMap<String, Vec<(usize, &str)>> = BTreeMap::new();
+    let mut on_the_way: BTreeMap<u64, (String, &str)> = BTreeMap::new();
+    let mut armed: Vec<&External> = Vec::new();
+    for r in &trace.records[..at.min(trace.records.len())] {
+        match &r.event {
+            Event::External(e) if is_fault(e) => armed.push(e),
+            Event::External(e) => inputs.push(e.describe()),
+            Event::Internal(Internal::Openflow { dpid, controller, dir, msg, fp, proxy, .. }) => {
+                let to = match dir {
+                    Direction::ToSwitch => format!("s{dpid}"),
+                    Direction::ToController => format!("c{controller}"),
+                };
+                // A fault met by its message is spent.
+                if proxy.is_some() {
+                    if let Some(i) = armed.iter().position(|e| match e {
+                        External::ControlDelayNext { switch, msg_type, .. }
+                        | External::ControlDrop { switch, msg_type } => switch == dpid && msg_type == msg,
+                        _ => false,
+                    }) {
+                        armed.remove(i);
+                    }
+                }
+                match proxy {
+                    None => histories.entry(to).or_default().push((inputs.len(), fp.0.as_str())),
+                    Some(ProxyDecision::Queued) => {
+                        on_the_way.insert(r.seq, (to, fp.0.as_str()));
+                    }
+                    Some(ProxyDecision::Dropped) => {}
+                }
+            }
+            Event::Internal(Internal::Delivered { of }) => {
+                if let Some((to, fp)) = on_the_way.remove(of) {
+                    histories.entry(to).or_default().push((inputs.len(), fp));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    inputs.hash(&mut h);
+    histories.hash(&mut h);
+    on_the_way.values().collect::<Vec<_>>().hash(&mut h);
+    armed.iter().map(|e| e.describe()).collect::<Vec<_>>().hash(&mut h);
+    fault.describe().hash(&mut h);
+    h.finish()
+}
+
+/// The two-fault candidates of an exploration written under `out` whose
+/// one-fault candidates are `flips` around `base`: for each one-fault
+/// variant whose run was kept and is not among `found` (a find needs no
+/// second fault), the flips of that run (in the analysis's
+/// order) whose message came after its fault was armed, less those armed
+/// in a state an earlier variant (one-fault ones first) already left from
+/// with the same fault ([`state_key`]). Returns them and how many were
+/// left out so.
+pub fn two_fault_candidates(
+    base: &Trace,
+    flips: &[Flip],
+    out: &Path,
+    found: &std::collections::BTreeSet<usize>,
+    places: &races::Places,
+    opts: &races::Options,
+) -> (Vec<Deeper>, usize) {
+    let mut seen = std::collections::HashSet::new();
+    for f in flips {
+        if let Some((message, input)) = armed_at(base, f) {
+            seen.insert(state_key(base, input.unwrap_or(message), &fault(f)));
+        }
+    }
+    let mut deeper = Vec::new();
+    let mut same_state = 0;
+    for (k, first) in flips.iter().enumerate().filter(|(k, _)| !found.contains(k)) {
+        let Ok(run) = Trace::load(&variant_trace(out, k)) else { continue };
+        let first_fault = fault(first);
+        let Some(armed) = run.records.iter().position(|r| r.external() == Some(&first_fault)) else { continue };
+        let (offered, _) = distinct_variants(&run, races::flips(&run, places, opts));
+        for flip in offered {
+            let Some((message, input)) = armed_at(&run, &flip) else { continue };
+            if message <= armed {
+                continue;
+            }
+            // Armed together with the first fault (after the same input):
+            // the state includes it.
+            let at = input.unwrap_or(message).max(armed + 1);
+            if seen.insert(state_key(&run, at, &fault(&flip))) {
+                deeper.push(Deeper { parent: k, flip });
+            } else {
+                same_state += 1;
+            }
+        }
+    }
+    (deeper, same_state)
+}
+
 /// `n` random flips of `base`: each a message picked at random (HELLOs and
 /// echoes aside, and among those a variant can hold: the first of their
 /// type and switch after an input) held a random 50–1,000 ms, or dropped.
@@ -325,6 +501,14 @@ pub async fn run(
     out: &Path,
     opts: &Options,
 ) -> Result<Outcome, RunError> {
+    if opts.depth == 0 || opts.depth > MAX_DEPTH {
+        return Err(RunError::BadInput(format!("--depth {}: 1 or 2 faults per variant", opts.depth)));
+    }
+    if opts.depth > 1 && (opts.random.is_some() || opts.drops) {
+        return Err(RunError::BadInput(
+            "--depth 2 explores orders the analysis offers, not --random or --drops".into(),
+        ));
+    }
     // One exploration of `out` at a time (a resume beside the run it
     // resumes would rewind the same checkpoints); the lock outlives the
     // clearing of `out` below.
@@ -368,6 +552,7 @@ pub async fn run(
                 resumed: 0,
                 left: 0,
                 repeated: 0,
+                deeper: None,
             });
         }
         let network = races::places(config);
@@ -385,6 +570,9 @@ pub async fn run(
             repeated,
             tried: 0,
             finds: Vec::new(),
+            deeper: None,
+            deeper_tried: 0,
+            same_state: 0,
         };
         frontier.save(out)?;
         (recorded, frontier)
@@ -394,11 +582,25 @@ pub async fn run(
     let flips: Vec<Flip> = frontier.flips[resumed..].iter().take(opts.budget).cloned().collect();
     let total = if opts.list || (!opts.all && !frontier.finds.is_empty()) { 0 } else { flips.len() };
     let places = (opts.start != Start::Fresh).then(|| crate::warm::Places::new(out.join("warm")));
+    let keep = opts.depth > 1;
+    if keep {
+        std::fs::create_dir_all(out.join("variants"))
+            .map_err(|e| RunError::Environment(format!("{}: {e}", out.join("variants").display())))?;
+    }
     let started = Instant::now();
-    let mut executions = 0;
+    let mut sitting = Sitting {
+        engine,
+        config,
+        config_text,
+        out,
+        places: &places,
+        opts,
+        executions: 0,
+        branches_closed: crate::branches::Summary::default(),
+        branch_summary: None,
+        branches_refused: None,
+    };
     let mut branches: Option<Branches> = None;
-    let mut branch_summary = None;
-    let mut branches_refused = None;
     if opts.start == Start::Branch && total > 0 {
         let departures = flips.iter().filter_map(|f| departure(&recorded, f)).collect();
         branches = Some(Branches::start(engine, config, &recorded, &out.join("branches"), departures).await?);
@@ -408,30 +610,11 @@ pub async fn run(
         let k = resumed + i;
         engine.progress(Progress::Explore { done: k as u32, total: goal, finds: frontier.finds.len() as u32 });
         let find = out.join("finds").join((frontier.finds.len() + 1).to_string());
-        let found =
-            try_variant(engine, config, config_text, &recorded, flip, k, out, &find, &places, &mut branches).await;
-        let found = match found {
-            Ok(found) => found,
-            Err(VariantError::Run(e)) => return Err(e),
-            Err(VariantError::Refused(why)) => {
-                tracing::info!("variants cannot start where they leave the run ({why}); replaying them whole");
-                branches_refused = Some(why);
-                branches = None;
-                try_variant(engine, config, config_text, &recorded, flip, k, out, &find, &places, &mut branches)
-                    .await
-                    .map_err(|e| match e {
-                    VariantError::Run(e) => e,
-                    VariantError::Refused(why) => RunError::Environment(why),
-                })?
-            }
-        };
-        executions += 1;
-        if let Some(b) = &branches {
-            branch_summary = Some(b.summary());
-        }
+        let kept = keep.then(|| variant_trace(out, k));
+        let found = sitting.try_variant(&recorded, flip, k, &find, kept.as_deref(), &mut branches).await?;
         let stop = found.is_some() && !opts.all;
         if let Some((dir, violation)) = found {
-            frontier.finds.push(Find { dir, execution: k + 1, flip: flip.clone(), violation });
+            frontier.finds.push(Find { dir, execution: k + 1, flip: flip.clone(), earlier: None, violation });
         }
         frontier.tried = k + 1;
         frontier.save(out)?;
@@ -439,25 +622,178 @@ pub async fn run(
             break;
         }
     }
+    sitting.close(&mut branches);
+    let deeper = if keep
+        && !opts.list
+        && frontier.tried == frontier.flips.len()
+        && (opts.all || frontier.finds.is_empty())
+        && sitting.executions < opts.budget
+    {
+        Some(two_faults(&mut sitting, &recorded, &mut frontier).await?)
+    } else {
+        frontier.deeper.as_ref().map(|d| DeeperSummary {
+            offered: d.len(),
+            same_state: frontier.same_state,
+            ..DeeperSummary::default()
+        })
+    };
+    let deeper = deeper.map(|d| DeeperSummary {
+        left: frontier.deeper.as_ref().map_or(0, |all| all.len() - frontier.deeper_tried),
+        ..d
+    });
     let seconds = started.elapsed().as_secs_f64();
-    drop(branches);
     engine.progress(Progress::Done);
     let _ = std::fs::remove_dir_all(out.join("runs"));
     let warm = places.as_ref().filter(|p| p.summary().places > 0).map(|p| p.summary());
-    let left = frontier.flips.len() - frontier.tried;
+    let left =
+        frontier.flips.len() - frontier.tried + frontier.deeper.as_ref().map_or(0, |d| d.len() - frontier.deeper_tried);
     Ok(Outcome {
         base_violation: None,
         flips,
-        executions,
+        executions: sitting.executions,
         finds: frontier.finds.clone(),
         seconds,
         warm,
-        branches: branch_summary,
-        branches_refused,
+        branches: sitting.branch_summary,
+        branches_refused: sitting.branches_refused,
         resumed,
         left,
         repeated: frontier.repeated,
+        deeper,
     })
+}
+
+/// The two-fault level (see the module's words): lists its candidates
+/// once, then tries the untried ones, the variants extending one one-fault
+/// variant replayed from checkpoints of that variant's own run.
+async fn two_faults(
+    sitting: &mut Sitting<'_>,
+    base: &Trace,
+    frontier: &mut Frontier,
+) -> Result<DeeperSummary, RunError> {
+    let (engine, out, opts) = (sitting.engine, sitting.out, sitting.opts);
+    if frontier.deeper.is_none() {
+        let places = races::places(sitting.config);
+        // One-fault variants that found (numbered from 1 as candidates are).
+        let found = frontier.finds.iter().filter(|f| f.earlier.is_none()).map(|f| f.execution - 1).collect();
+        let (deeper, same_state) = two_fault_candidates(base, &frontier.flips, out, &found, &places, &opts.races);
+        frontier.deeper = Some(deeper);
+        frontier.same_state = same_state;
+        frontier.save(out)?;
+    }
+    let deeper = frontier.deeper.clone().unwrap_or_default();
+    let mut summary =
+        DeeperSummary { offered: deeper.len(), same_state: frontier.same_state, ..DeeperSummary::default() };
+    let room = opts.budget - sitting.executions;
+    let todo: Vec<(usize, Deeper)> = deeper.into_iter().enumerate().skip(frontier.deeper_tried).take(room).collect();
+    // The runs they extend, read once (checkpoints of each borrow it).
+    let mut bases: std::collections::BTreeMap<usize, Trace> = std::collections::BTreeMap::new();
+    for (_, d) in &todo {
+        if let std::collections::btree_map::Entry::Vacant(e) = bases.entry(d.parent) {
+            let path = variant_trace(out, d.parent);
+            let run = Trace::load(&path)
+                .map_err(|e| RunError::Environment(format!("a variant's run ({}): {e}", path.display())))?;
+            e.insert(run);
+        }
+    }
+    let first_number = frontier.flips.len();
+    let goal = (first_number + frontier.deeper_tried + todo.len()) as u32;
+    let mut at = 0;
+    while at < todo.len() {
+        let parent = todo[at].1.parent;
+        let group_end = todo[at..].iter().position(|(_, d)| d.parent != parent).map_or(todo.len(), |n| at + n);
+        let run = &bases[&parent];
+        let mut branches = None;
+        if opts.start == Start::Branch && sitting.branches_refused.is_none() {
+            let departures = todo[at..group_end].iter().filter_map(|(_, d)| departure(run, &d.flip)).collect();
+            branches = Some(Branches::start(engine, sitting.config, run, &out.join("branches"), departures).await?);
+            summary.bases += 1;
+        }
+        for (j, d) in &todo[at..group_end] {
+            let k = first_number + j;
+            engine.progress(Progress::Explore { done: k as u32, total: goal, finds: frontier.finds.len() as u32 });
+            let find = out.join("finds").join((frontier.finds.len() + 1).to_string());
+            let found = sitting.try_variant(run, &d.flip, k, &find, None, &mut branches).await?;
+            summary.tried += 1;
+            let stop = found.is_some() && !opts.all;
+            if let Some((dir, violation)) = found {
+                let earlier = Some(frontier.flips[parent].clone());
+                frontier.finds.push(Find { dir, execution: k + 1, flip: d.flip.clone(), earlier, violation });
+            }
+            frontier.deeper_tried = j + 1;
+            frontier.save(out)?;
+            if stop {
+                sitting.close(&mut branches);
+                return Ok(summary);
+            }
+        }
+        sitting.close(&mut branches);
+        at = group_end;
+    }
+    Ok(summary)
+}
+
+/// What one sitting of an exploration replays with, and what it counted.
+struct Sitting<'a> {
+    engine: &'a Engine,
+    config: &'a Config,
+    config_text: &'a str,
+    out: &'a Path,
+    places: &'a Option<crate::warm::Places>,
+    opts: &'a Options,
+    executions: usize,
+    /// Checkpoints and rewinds of every base so far (the closed ones, and
+    /// with the open one).
+    branches_closed: crate::branches::Summary,
+    branch_summary: Option<crate::branches::Summary>,
+    branches_refused: Option<String>,
+}
+
+impl Sitting<'_> {
+    /// Replays `flip`'s variant of `recorded` (candidate `k`, from 0) as
+    /// [`try_variant`] does, falling back to whole replays for good when
+    /// checkpoints are refused; keeps the variant's run as `keep`, if
+    /// given. A find's directory and violation.
+    async fn try_variant(
+        &mut self,
+        recorded: &Trace,
+        flip: &Flip,
+        k: usize,
+        find: &Path,
+        keep: Option<&Path>,
+        branches: &mut Option<Branches<'_>>,
+    ) -> Result<Option<(PathBuf, String)>, RunError> {
+        let (engine, config, text, out, places) = (self.engine, self.config, self.config_text, self.out, self.places);
+        let found = try_variant(engine, config, text, recorded, flip, k, out, find, places, keep, branches).await;
+        let found = match found {
+            Ok(found) => found,
+            Err(VariantError::Run(e)) => return Err(e),
+            Err(VariantError::Refused(why)) => {
+                tracing::info!("variants cannot start where they leave the run ({why}); replaying them whole");
+                self.branches_refused = Some(why);
+                *branches = None;
+                try_variant(engine, config, text, recorded, flip, k, out, find, places, keep, branches).await.map_err(
+                    |e| match e {
+                        VariantError::Run(e) => e,
+                        VariantError::Refused(why) => RunError::Environment(why),
+                    },
+                )?
+            }
+        };
+        self.executions += 1;
+        if let Some(b) = branches.as_ref() {
+            self.branch_summary = Some(self.branches_closed.plus(b.summary()));
+        }
+        Ok(found)
+    }
+
+    /// Lets `branches` go (its controllers with it), its checkpoints and
+    /// rewinds counted with those of the bases before it.
+    fn close(&mut self, branches: &mut Option<Branches<'_>>) {
+        if let Some(b) = branches.take() {
+            self.branches_closed = self.branches_closed.plus(b.summary());
+        }
+    }
 }
 
 /// Empties `out` of an earlier exploration, its lock aside.
@@ -479,7 +815,8 @@ enum VariantError {
 
 /// Replays the variant of `flip` (candidate `k`, from 0), from a branch of
 /// the base run where it leaves it when `branches` has one, otherwise whole;
-/// a find is written as `find`: its directory and violation.
+/// a find is written as `find`: its directory and violation. With `keep`,
+/// the variant's recorded run is copied there.
 #[allow(clippy::too_many_arguments)]
 async fn try_variant(
     engine: &Engine,
@@ -491,10 +828,15 @@ async fn try_variant(
     out: &Path,
     find: &Path,
     places: &Option<crate::warm::Places>,
+    keep: Option<&Path>,
     branches: &mut Option<Branches<'_>>,
 ) -> Result<Option<(PathBuf, String)>, VariantError> {
     if let (Some(b), Some(p)) = (branches.as_mut(), departure(recorded, flip)) {
-        return match b.variant(p, &fault(flip)).await {
+        let found = b.variant(p, &fault(flip)).await;
+        if let (Some(to), Ok(_)) = (keep, &found) {
+            b.keep_trace(to).map_err(VariantError::Run)?;
+        }
+        return match found {
             Ok(Some(v)) => {
                 b.save(find, config_text).map_err(VariantError::Run)?;
                 Ok(Some((find.to_owned(), v.summary.clone())))
@@ -512,6 +854,10 @@ async fn try_variant(
         Some(p) => p.replay(engine, config, &cand, &dir, n, None).await.map_err(VariantError::Run)?,
         None => Some(replay::replay_once(engine, config, &cand, &dir, n).await.map_err(VariantError::Run)?),
     };
+    if let (Some(to), Some(r)) = (keep, result.as_ref()) {
+        std::fs::copy(&r.trace, to)
+            .map_err(|e| VariantError::Run(RunError::Environment(format!("{}: {e}", to.display()))))?;
+    }
     match result.as_ref().and_then(|r| r.violation.as_ref().map(|v| (r, v))) {
         Some((r, v)) => {
             keep_find(config, config_text, r, v, &dir, find).map_err(VariantError::Run)?;
@@ -573,6 +919,75 @@ mod tests {
 
     fn ping(t_ms: u64) -> Record {
         record(t_ms, Event::External(External::Ping { src: "h1".into(), dst: "h2".into() }))
+    }
+
+    fn of(dpid: u64, dir: Direction, msg: &str, body: &str, proxy: Option<sts_trace::ProxyDecision>) -> Record {
+        record(
+            0,
+            Event::Internal(Internal::Openflow {
+                dpid,
+                controller: 0,
+                dir,
+                msg: MsgType::from_name(msg).unwrap(),
+                fp: sts_proxy::wire::Fingerprint(format!("of4/{msg} {body}")),
+                raw: None,
+                proxy,
+            }),
+        )
+    }
+
+    #[test]
+    fn a_state_is_every_process_history_whatever_the_interleaving() {
+        use sts_trace::ProxyDecision::Queued;
+        let up = |d: u64, body: &str| of(d, Direction::ToController, "packet_in", body, None);
+        let down = |d: u64, body: &str| of(d, Direction::ToSwitch, "flow_mod", body, None);
+        let key = |mut records: Vec<Record>| {
+            for (i, r) in records.iter_mut().enumerate() {
+                r.seq = i as u64 + 1;
+            }
+            let t = Trace { header: Header::new(Some(1)), records };
+            let at = t.records.len();
+            state_key(&t, at, &fault(&Flip { drop: true, ..flip_of(1) }))
+        };
+        let base = key(vec![ping(0), up(1, "a"), down(2, "x"), up(2, "b")]);
+        // A rule to s2 and a packet-in from s1 reach different processes:
+        // either order is the same state.
+        assert_eq!(key(vec![ping(0), down(2, "x"), up(1, "a"), up(2, "b")]), base);
+        // Two packet-ins read by the controller in the other order: not.
+        assert_ne!(key(vec![ping(0), down(2, "x"), up(2, "b"), up(1, "a")]), base);
+        // A message before or after an input: not.
+        assert_ne!(key(vec![up(1, "a"), ping(0), down(2, "x"), up(2, "b")]), base);
+        // A message still held by the proxy, then delivered in its place.
+        let held = vec![ping(0), of(1, Direction::ToController, "packet_in", "a", Some(Queued)), down(2, "x")];
+        assert_ne!(key(held.clone()), base);
+        let mut delivered = held.clone();
+        delivered.push(record(0, Event::Internal(Internal::Delivered { of: 2 })));
+        delivered.push(up(2, "b"));
+        assert_eq!(key(delivered), base);
+        // A fault armed and not yet met is part of the state; met, it is spent.
+        let armed = record(0, Event::External(fault(&Flip { drop: true, ..flip_of(1) })));
+        let mut pending = vec![armed.clone(), ping(0), up(1, "a"), down(2, "x"), up(2, "b")];
+        assert_ne!(key(pending.clone()), base);
+        pending.push(of(1, Direction::ToController, "packet_in", "c", Some(sts_trace::ProxyDecision::Dropped)));
+        assert_eq!(key(pending), base);
+        // And the fault about to be armed is part of the key.
+        let t = Trace { header: Header::new(Some(1)), records: vec![ping(0), up(1, "a")] }.renumbered();
+        assert_ne!(state_key(&t, 2, &fault(&flip_of(1))), state_key(&t, 2, &fault(&Flip { drop: true, ..flip_of(1) })));
+    }
+
+    fn flip_of(message: u64) -> Flip {
+        Flip {
+            message,
+            dpid: 1,
+            msg_type: MsgType::from_name("packet_in").unwrap(),
+            past: 5,
+            at: "c0".into(),
+            conflict: String::new(),
+            delay_ms: 400,
+            drop: false,
+            first: races::Event { seq: message, t_ms: 0, what: String::new(), delivered: None, behind: None },
+            second: races::Event { seq: 5, t_ms: 0, what: String::new(), delivered: None, behind: None },
+        }
     }
 
     #[test]
