@@ -1107,6 +1107,9 @@ fn explore(engine: &Engine, dir: &Path, out: &Path, opts: &sts_engine::explore::
                 outcome.executions,
             );
         }
+        if outcome.deeper.is_none() && opts.depth > 1 && !outcome.finds.is_empty() && !opts.all {
+            outln!("two faults at a time: not tried, a one-fault variant found (--all goes on)");
+        }
         for f in &outcome.finds {
             outln!("found, variant {}: {}", f.execution, f.violation);
             if let Some(e) = &f.earlier {

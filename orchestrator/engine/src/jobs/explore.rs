@@ -230,7 +230,13 @@ impl Frontier {
         })?;
         let frontier: Frontier =
             serde_json::from_str(&text).map_err(|e| RunError::BadInput(format!("{}: {e}", path.display())))?;
-        if frontier.format != FRONTIER_FORMAT || frontier.version != 1 || frontier.tried > frontier.flips.len() {
+        let deeper_past = frontier.deeper.as_ref().map_or(frontier.deeper_tried > 0, |d| frontier.deeper_tried > d.len());
+        if frontier.format != FRONTIER_FORMAT
+            || frontier.version != 1
+            || frontier.tried > frontier.flips.len()
+            || deeper_past
+            || frontier.deeper.as_ref().is_some_and(|d| d.iter().any(|c| c.parent >= frontier.flips.len()))
+        {
             return Err(RunError::BadInput(format!(
                 "{}: not a frontier sts can resume (format {:?} version {}, {} of {} tried)",
                 path.display(),
