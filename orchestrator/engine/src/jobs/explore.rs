@@ -19,8 +19,8 @@
 //!
 //! Two faults at a time (`depth` 2, a delay bound of two): once every
 //! one-fault variant is tried, each one's own recorded run is analysed as
-//! the base was, and its flips armed at or after its fault become two-fault
-//! variants, replayed from checkpoints of that run. A two-fault variant
+//! the base was, and its flips whose message came after its fault was
+//! armed become two-fault variants, replayed from checkpoints of that run. A two-fault variant
 //! whose run, where its second fault is armed, is in a state an earlier
 //! variant already left from with the same fault is not tried again
 //! ([`state_key`]: every process's history so far, so orders that differ
@@ -230,7 +230,8 @@ impl Frontier {
         })?;
         let frontier: Frontier =
             serde_json::from_str(&text).map_err(|e| RunError::BadInput(format!("{}: {e}", path.display())))?;
-        let deeper_past = frontier.deeper.as_ref().map_or(frontier.deeper_tried > 0, |d| frontier.deeper_tried > d.len());
+        let deeper_past =
+            frontier.deeper.as_ref().map_or(frontier.deeper_tried > 0, |d| frontier.deeper_tried > d.len());
         if frontier.format != FRONTIER_FORMAT
             || frontier.version != 1
             || frontier.tried > frontier.flips.len()
