@@ -323,6 +323,22 @@ fn explore_from_branches_finds_what_fresh_replays_find() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
+/// A fresh `dir` with os-ken's simple_switch_13 (the lost table-miss
+/// config) and a clean run of traffic around s2's reconnection, then `more`.
+fn lost_flowmod_run(dir: &Path, more: &[(u64, &str)]) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::copy(workspace().join("examples/fuzz-osken13-lost-flowmod.toml"), dir.join("config.toml")).unwrap();
+    let mut events = vec![
+        (0, r#"{"type":"ping","src":"h1","dst":"h3"}"#),
+        (300, r#"{"type":"switch_down","switch":2}"#),
+        (300, r#"{"type":"switch_up","switch":2}"#),
+        (300, r#"{"type":"ping","src":"h3","dst":"h1"}"#),
+    ];
+    events.extend_from_slice(more);
+    inputs(dir, &events);
+}
+
 /// os-ken's simple_switch_13 loses a reconnecting switch's table-miss
 /// FLOW_MOD for good: `sts explore --drops` loses that one first (a rule to
 /// the controller) and finds the blackhole; `sts races` says a lost message
@@ -330,18 +346,7 @@ fn explore_from_branches_finds_what_fresh_replays_find() {
 #[test]
 fn explore_drops_finds_the_lost_table_miss_first() {
     let tmp = std::env::temp_dir().join(format!("sts-explore-drops-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).unwrap();
-    std::fs::copy(workspace().join("examples/fuzz-osken13-lost-flowmod.toml"), tmp.join("config.toml")).unwrap();
-    inputs(
-        &tmp,
-        &[
-            (0, r#"{"type":"ping","src":"h1","dst":"h3"}"#),
-            (300, r#"{"type":"switch_down","switch":2}"#),
-            (300, r#"{"type":"switch_up","switch":2}"#),
-            (300, r#"{"type":"ping","src":"h3","dst":"h1"}"#),
-        ],
-    );
+    lost_flowmod_run(&tmp, &[]);
     let find = explore_first(&tmp, &["--drops"]);
     assert_eq!(find["dropped"], true, "{find:#}");
     assert_eq!(find["held"]["switch"], 2, "{find:#}");
@@ -421,19 +426,9 @@ fn an_exploration_resumes_where_its_budget_stopped_it() {
 #[test]
 fn explore_two_faults_at_a_time_after_the_one_fault_variants() {
     let tmp = std::env::temp_dir().join(format!("sts-explore-depth-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).unwrap();
-    std::fs::copy(workspace().join("examples/fuzz-osken13-lost-flowmod.toml"), tmp.join("config.toml")).unwrap();
-    inputs(
+    lost_flowmod_run(
         &tmp,
-        &[
-            (0, r#"{"type":"ping","src":"h1","dst":"h3"}"#),
-            (300, r#"{"type":"switch_down","switch":2}"#),
-            (300, r#"{"type":"switch_up","switch":2}"#),
-            (300, r#"{"type":"ping","src":"h3","dst":"h1"}"#),
-            (300, r#"{"type":"ping","src":"h2","dst":"h1"}"#),
-            (300, r#"{"type":"ping","src":"h1","dst":"h2"}"#),
-        ],
+        &[(300, r#"{"type":"ping","src":"h2","dst":"h1"}"#), (300, r#"{"type":"ping","src":"h1","dst":"h2"}"#)],
     );
     let explore = |args: &[&str]| -> serde_json::Value {
         let out = sts().arg("explore").arg(&tmp).args(args).arg("--json").output().unwrap();

@@ -982,6 +982,7 @@ mod tests {
         assert_ne!(state_key(&t, 2, &fault(&flip_of(1))), state_key(&t, 2, &fault(&Flip { drop: true, ..flip_of(1) })));
     }
 
+    /// A hold of s1's next PACKET_IN (the message `message`) for 400 ms.
     fn flip_of(message: u64) -> Flip {
         Flip {
             message,
@@ -1011,18 +1012,7 @@ mod tests {
             ],
         }
         .renumbered();
-        let flip = |message: u64| Flip {
-            message,
-            dpid: 1,
-            msg_type: MsgType::from_name("packet_in").unwrap(),
-            past: 5,
-            at: "c0".into(),
-            conflict: String::new(),
-            delay_ms: 400,
-            drop: false,
-            first: races::Event { seq: message, t_ms: 0, what: String::new(), delivered: None, behind: None },
-            second: races::Event { seq: 5, t_ms: 0, what: String::new(), delivered: None, behind: None },
-        };
+        let flip = flip_of;
         let v = variant(&base, &flip(4)).unwrap();
         let kinds: Vec<String> = v
             .records
