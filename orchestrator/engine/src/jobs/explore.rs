@@ -758,7 +758,7 @@ struct Sitting<'a> {
 
 impl Sitting<'_> {
     /// Replays `flip`'s variant of `recorded` (candidate `k`, from 0) as
-    /// [`try_variant`] does, falling back to whole replays for good when
+    /// [`Sitting::replay_variant`] does, falling back to whole replays for good when
     /// checkpoints are refused; keeps the variant's run as `keep`, if
     /// given. A find's directory and violation.
     async fn try_variant(
@@ -770,8 +770,7 @@ impl Sitting<'_> {
         keep: Option<&Path>,
         branches: &mut Option<Branches<'_>>,
     ) -> Result<Option<(PathBuf, String)>, RunError> {
-        let (engine, config, text, out, places) = (self.engine, self.config, self.config_text, self.out, self.places);
-        let found = try_variant(engine, config, text, recorded, flip, k, out, find, places, keep, branches).await;
+        let found = self.replay_variant(recorded, flip, k, find, keep, branches).await;
         let found = match found {
             Ok(found) => found,
             Err(VariantError::Run(e)) => return Err(e),
@@ -779,12 +778,10 @@ impl Sitting<'_> {
                 tracing::info!("variants cannot start where they leave the run ({why}); replaying them whole");
                 self.branches_refused = Some(why);
                 *branches = None;
-                try_variant(engine, config, text, recorded, flip, k, out, find, places, keep, branches).await.map_err(
-                    |e| match e {
-                        VariantError::Run(e) => e,
-                        VariantError::Refused(why) => RunError::Environment(why),
-                    },
-                )?
+                self.replay_variant(recorded, flip, k, find, keep, branches).await.map_err(|e| match e {
+                    VariantError::Run(e) => e,
+                    VariantError::Refused(why) => RunError::Environment(why),
+                })?
             }
         };
         self.executions += 1;
@@ -792,6 +789,60 @@ impl Sitting<'_> {
             self.branch_summary = Some(self.branches_closed.plus(b.summary()));
         }
         Ok(found)
+    }
+
+    /// Replays the variant of `flip` (candidate `k`, from 0), from a branch of
+    /// the base run where it leaves it when `branches` has one, otherwise whole;
+    /// a find is written as `find`: its directory and violation. With `keep`,
+    /// the variant's recorded run is copied there.
+    async fn replay_variant(
+        &self,
+        recorded: &Trace,
+        flip: &Flip,
+        k: usize,
+        find: &Path,
+        keep: Option<&Path>,
+        branches: &mut Option<Branches<'_>>,
+    ) -> Result<Option<(PathBuf, String)>, VariantError> {
+        let (engine, config, config_text, out, places) =
+            (self.engine, self.config, self.config_text, self.out, self.places);
+        if let (Some(b), Some(p)) = (branches.as_mut(), departure(recorded, flip)) {
+            let found = b.variant(p, &fault(flip)).await;
+            if let (Some(to), Ok(_)) = (keep, &found) {
+                b.keep_trace(to).map_err(VariantError::Run)?;
+            }
+            return match found {
+                Ok(Some(v)) => {
+                    b.save(find, config_text).map_err(VariantError::Run)?;
+                    Ok(Some((find.to_owned(), v.summary.clone())))
+                }
+                Ok(None) => Ok(None),
+                Err(PeekError::Run(e)) => Err(VariantError::Run(e)),
+                Err(PeekError::Refused(why)) => Err(VariantError::Refused(why)),
+            };
+        }
+        let Some(cand) = variant(recorded, flip) else { return Ok(None) };
+        let n = k as u32 + 1;
+        let dir = out.join("runs").join(n.to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        let result: Option<ReplayResult> = match places {
+            Some(p) => p.replay(engine, config, &cand, &dir, n, None).await.map_err(VariantError::Run)?,
+            None => Some(replay::replay_once(engine, config, &cand, &dir, n).await.map_err(VariantError::Run)?),
+        };
+        if let (Some(to), Some(r)) = (keep, result.as_ref()) {
+            std::fs::copy(&r.trace, to)
+                .map_err(|e| VariantError::Run(RunError::Environment(format!("{}: {e}", to.display()))))?;
+        }
+        match result.as_ref().and_then(|r| r.violation.as_ref().map(|v| (r, v))) {
+            Some((r, v)) => {
+                keep_find(config, config_text, r, v, &dir, find).map_err(VariantError::Run)?;
+                Ok(Some((find.to_owned(), v.summary.clone())))
+            }
+            None => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Ok(None)
+            }
+        }
     }
 
     /// Lets `branches` go (its controllers with it), its checkpoints and
@@ -818,63 +869,6 @@ enum VariantError {
     Run(RunError),
     /// It cannot start where it leaves the run: replay it whole.
     Refused(String),
-}
-
-/// Replays the variant of `flip` (candidate `k`, from 0), from a branch of
-/// the base run where it leaves it when `branches` has one, otherwise whole;
-/// a find is written as `find`: its directory and violation. With `keep`,
-/// the variant's recorded run is copied there.
-#[allow(clippy::too_many_arguments)]
-async fn try_variant(
-    engine: &Engine,
-    config: &Config,
-    config_text: &str,
-    recorded: &Trace,
-    flip: &Flip,
-    k: usize,
-    out: &Path,
-    find: &Path,
-    places: &Option<crate::warm::Places>,
-    keep: Option<&Path>,
-    branches: &mut Option<Branches<'_>>,
-) -> Result<Option<(PathBuf, String)>, VariantError> {
-    if let (Some(b), Some(p)) = (branches.as_mut(), departure(recorded, flip)) {
-        let found = b.variant(p, &fault(flip)).await;
-        if let (Some(to), Ok(_)) = (keep, &found) {
-            b.keep_trace(to).map_err(VariantError::Run)?;
-        }
-        return match found {
-            Ok(Some(v)) => {
-                b.save(find, config_text).map_err(VariantError::Run)?;
-                Ok(Some((find.to_owned(), v.summary.clone())))
-            }
-            Ok(None) => Ok(None),
-            Err(PeekError::Run(e)) => Err(VariantError::Run(e)),
-            Err(PeekError::Refused(why)) => Err(VariantError::Refused(why)),
-        };
-    }
-    let Some(cand) = variant(recorded, flip) else { return Ok(None) };
-    let n = k as u32 + 1;
-    let dir = out.join("runs").join(n.to_string());
-    let _ = std::fs::remove_dir_all(&dir);
-    let result: Option<ReplayResult> = match places {
-        Some(p) => p.replay(engine, config, &cand, &dir, n, None).await.map_err(VariantError::Run)?,
-        None => Some(replay::replay_once(engine, config, &cand, &dir, n).await.map_err(VariantError::Run)?),
-    };
-    if let (Some(to), Some(r)) = (keep, result.as_ref()) {
-        std::fs::copy(&r.trace, to)
-            .map_err(|e| VariantError::Run(RunError::Environment(format!("{}: {e}", to.display()))))?;
-    }
-    match result.as_ref().and_then(|r| r.violation.as_ref().map(|v| (r, v))) {
-        Some((r, v)) => {
-            keep_find(config, config_text, r, v, &dir, find).map_err(VariantError::Run)?;
-            Ok(Some((find.to_owned(), v.summary.clone())))
-        }
-        None => {
-            let _ = std::fs::remove_dir_all(&dir);
-            Ok(None)
-        }
-    }
 }
 
 /// A find as an experiment directory, as `sts fuzz` writes one: the config
