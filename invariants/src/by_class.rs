@@ -39,6 +39,10 @@ use crate::header::{s, Cube, Ternary, PRESENT};
 use crate::walk::{Model, Outcome, Rule, Table, Walker};
 use sts_proxy::wire::v13::port_config;
 
+/// A hash map whose order never shows (looked up, not iterated), with a
+/// fast hash instead of the DoS-resistant default (keys are the engine's own).
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 const NONE: u32 = u32::MAX;
 /// The memo key of a fate that holds for any ingress port.
 const ANY_PORT: u32 = u32::MAX;
@@ -282,9 +286,10 @@ impl TableIndex {
 
     /// The first rule at or after position `from` holding atom `x`, by scanning.
     fn first_by_scan_from(&self, classes: &Classes, x: usize, from: usize) -> u32 {
+        let reps = classes.reps(x);
         self.rules[from.min(self.rules.len())..]
             .iter()
-            .find(|r| !r.never && classes.atom_within(x, &r.header))
+            .find(|r| !r.never && reps.within(&r.header))
             .map_or(NONE, |r| r.id)
     }
 }
@@ -459,17 +464,14 @@ pub(crate) struct ByClass {
     pair_count: BTreeMap<(usize, usize), u32>,
     /// Rules keep what updates need (headers, fingerprints).
     keep: bool,
-    /// The cycles looping atoms take: per cycle (its switches), every
-    /// (source, atom) found taking it (the first one explains it).
-    loops: BTreeMap<Vec<u64>, BTreeSet<(usize, usize)>>,
-    /// Per looping atom: the cycles it takes, each with the sources it was
-    /// found taking it from (to forget them when the atom is followed again
-    /// after an update, without scanning every taker of the cycle).
-    atom_loops: HashMap<usize, Vec<CycleSources>>,
-    /// Per cycle: when its takers last changed (a tick of `loop_clock`), so
-    /// that what is derived from them can be kept while they stay; and its
-    /// atoms, each with how many sources take the cycle.
-    cycle_atoms: HashMap<Vec<u64>, (u64, BTreeMap<usize, u32>)>,
+    /// The cycles looping atoms take: per cycle (its switches), the atoms
+    /// taking it and when they last changed.
+    loops: BTreeMap<Vec<u64>, Takers>,
+    /// Per looping atom: the judgement it was noted from, whose `taken` are
+    /// the cycles it takes (to forget them when the atom is followed again
+    /// after an update, and to see that a new judgement takes the same).
+    atom_loops: HashMap<usize, Arc<Exact>>,
+    /// Ticks whenever some cycle's takers change (see [`Takers::stamp`]).
     loop_clock: u64,
     /// Per atom judged by strongly connected sets (see [`PATH_BUDGET`]).
     by_components: BTreeSet<usize>,
@@ -478,7 +480,20 @@ pub(crate) struct ByClass {
     /// before (a route removed restores what an earlier update changed)
     /// reuses it instead of listing its paths again. At most
     /// [`EXACT_KEPT`] are kept.
-    exact_by_walk: HashMap<Box<[u64]>, Arc<Exact>>,
+    exact_by_walk: FastMap<Box<[u64]>, Arc<Exact>>,
+}
+
+/// The atoms taking one cycle.
+#[derive(Default)]
+struct Takers {
+    /// When they last changed (a tick of `loop_clock`), so that what is
+    /// derived from them can be kept while they stay.
+    stamp: u64,
+    /// Per atom, the first source found taking the cycle with it.
+    atoms: BTreeMap<usize, usize>,
+    /// The same pairs as (source, atom): the first is the loop's explaining
+    /// (source, atom), the least of every (source, atom) taking the cycle.
+    firsts: BTreeSet<(usize, usize)>,
 }
 
 /// Exact judgements [`ByClass`] keeps for reuse; past it they are
@@ -549,10 +564,9 @@ impl ByClass {
             keep,
             loops: BTreeMap::new(),
             atom_loops: HashMap::new(),
-            cycle_atoms: HashMap::new(),
             loop_clock: 0,
             by_components: BTreeSet::new(),
-            exact_by_walk: HashMap::new(),
+            exact_by_walk: FastMap::default(),
         };
         let threads =
             threads(engine.ix.classes.count * engine.ix.switches.len()).clamp(1, engine.ix.classes.count.max(1));
@@ -599,10 +613,10 @@ impl ByClass {
         looping.sort_unstable();
         // Looping atoms that do the same at every switch: their paths listed once.
         for group in alike(&engine.ix, &engine.cache, &looping) {
-            let exact = engine.paths_exactly(model, group[0])?;
+            let exact = Arc::new(engine.paths_exactly(model, group[0])?);
             for x in group {
                 let pairs = engine.note_exactly(x, &exact);
-                engine.note_cycles(x, &exact.taken);
+                engine.note_cycles(x, &exact);
                 engine.record(x, pairs);
             }
         }
@@ -769,77 +783,84 @@ impl ByClass {
         pairs
     }
 
-    /// Notes the cycles atom `x` takes, each with the sources taking it
-    /// (its earlier ones forgotten first: [`ByClass::forget_loops`]).
-    fn note_cycles(&mut self, x: usize, taken: &[CycleSources]) {
-        for (cycle, sources) in taken {
+    /// Notes the cycles atom `x` takes (those of `exact`), each with the
+    /// first source taking it (its earlier ones forgotten first:
+    /// [`ByClass::forget_loops`]).
+    fn note_cycles(&mut self, x: usize, exact: &Arc<Exact>) {
+        for (cycle, sources) in &exact.taken {
+            let Some(&first) = sources.iter().min() else { continue };
             let takers = match self.loops.get_mut(cycle) {
                 Some(t) => t,
                 None => self.loops.entry(cycle.clone()).or_default(),
             };
-            let mut grew = 0;
-            for &a in sources {
-                grew += takers.insert((a, x)) as u32;
+            if let Some(was) = takers.atoms.insert(x, first) {
+                takers.firsts.remove(&(was, x));
             }
-            if grew > 0 {
-                self.loop_clock += 1;
-                let (stamp, atoms) = match self.cycle_atoms.get_mut(cycle) {
-                    Some(e) => e,
-                    None => self.cycle_atoms.entry(cycle.clone()).or_default(),
-                };
-                *stamp = self.loop_clock;
-                *atoms.entry(x).or_default() += grew;
-            }
+            takers.firsts.insert((first, x));
+            self.loop_clock += 1;
+            takers.stamp = self.loop_clock;
         }
-        if !taken.is_empty() {
-            self.atom_loops.insert(x, taken.to_vec());
+        if !exact.taken.is_empty() {
+            self.atom_loops.insert(x, exact.clone());
+        }
+    }
+
+    /// Whether atom `x` was noted taking exactly the cycles of `exact`, from
+    /// the same sources.
+    fn takes_as(&self, x: usize, exact: &Arc<Exact>) -> bool {
+        match self.atom_loops.get(&x) {
+            Some(noted) => Arc::ptr_eq(noted, exact) || noted.taken == exact.taken,
+            None => exact.taken.is_empty(),
         }
     }
 
     /// The cycles some atom takes, each with the first (source, atom) found
     /// taking it.
     pub(crate) fn loops(&self) -> impl Iterator<Item = (&Vec<u64>, (usize, usize))> + '_ {
-        self.loops.iter().filter_map(|(c, takers)| takers.first().map(|&first| (c, first)))
+        self.loops.iter().filter_map(|(c, takers)| takers.firsts.first().map(|&first| (c, first)))
     }
 
-    /// Every (source, atom) found taking each cycle.
-    pub(crate) fn loop_takers(&self) -> &BTreeMap<Vec<u64>, BTreeSet<(usize, usize)>> {
-        &self.loops
+    /// The cycles some atom takes, in order.
+    pub(crate) fn loop_cycles(&self) -> impl Iterator<Item = &Vec<u64>> + '_ {
+        self.loops.keys()
+    }
+
+    /// How many cycles some atom takes.
+    pub(crate) fn loop_count(&self) -> usize {
+        self.loops.len()
+    }
+
+    /// Ticks whenever the cycles taken, or the atoms taking one, change:
+    /// while it stays, so does [`ByClass::loops`].
+    pub(crate) fn loop_clock(&self) -> u64 {
+        self.loop_clock
     }
 
     /// Forgets the cycles atom `x` was found taking (it is about to be followed again).
     fn forget_loops(&mut self, x: usize) {
-        for (cycle, sources) in self.atom_loops.remove(&x).unwrap_or_default() {
-            if let Some(takers) = self.loops.get_mut(&cycle) {
-                let mut gone = 0;
-                for a in sources {
-                    gone += takers.remove(&(a, x)) as u32;
-                }
-                self.loop_clock += 1;
-                if takers.is_empty() {
-                    self.loops.remove(&cycle);
-                    self.cycle_atoms.remove(&cycle);
-                } else if let Some((stamp, atoms)) = self.cycle_atoms.get_mut(&cycle) {
-                    *stamp = self.loop_clock;
-                    if let Some(n) = atoms.get_mut(&x) {
-                        *n = n.saturating_sub(gone);
-                        if *n == 0 {
-                            atoms.remove(&x);
-                        }
-                    }
-                }
+        let Some(exact) = self.atom_loops.remove(&x) else { return };
+        for (cycle, _) in &exact.taken {
+            let Some(takers) = self.loops.get_mut(cycle) else { continue };
+            if let Some(first) = takers.atoms.remove(&x) {
+                takers.firsts.remove(&(first, x));
+            }
+            self.loop_clock += 1;
+            if takers.atoms.is_empty() {
+                self.loops.remove(cycle);
+            } else {
+                takers.stamp = self.loop_clock;
             }
         }
     }
 
     /// When the takers of `cycle` last changed: equal stamps, same takers.
     pub(crate) fn loop_stamp(&self, cycle: &[u64]) -> u64 {
-        self.cycle_atoms.get(cycle).map_or(0, |e| e.0)
+        self.loops.get(cycle).map_or(0, |t| t.stamp)
     }
 
     /// The atoms taking `cycle`, in order.
     pub(crate) fn cycle_atoms(&self, cycle: &[u64]) -> impl Iterator<Item = usize> + '_ {
-        self.cycle_atoms.get(cycle).into_iter().flat_map(|e| e.1.keys().copied())
+        self.loops.get(cycle).into_iter().flat_map(|t| t.atoms.keys().copied())
     }
 
     /// Whether atom `x`'s loops are strongly connected sets of switches
@@ -869,7 +890,7 @@ impl ByClass {
         // Per atom, the (switch, old table-0 rule) pairs a change may have
         // left forwarding it as before; atoms also changed in a way that
         // cannot be compared so are in `must`.
-        let mut before: BTreeMap<usize, Vec<(usize, u32)>> = BTreeMap::new();
+        let mut before: Vec<(usize, usize, u32)> = Vec::new();
         let mut must = BTreeSet::new();
         for &dpid in changed {
             let Some(&s) = self.ix.by_dpid.get(&dpid) else {
@@ -885,9 +906,7 @@ impl ByClass {
             let olds = self.ix.reindex(model, s, &mut mine)?;
             match olds.filter(|_| plain_before && self.ix.plain0[s]) {
                 Some(olds) => {
-                    for (x, old) in olds {
-                        before.entry(x).or_default().push((s, old));
-                    }
+                    before.extend(olds.into_iter().map(|(x, old)| (x, s, old)));
                 }
                 None => must.extend(mine.iter().copied()),
             }
@@ -899,13 +918,23 @@ impl ByClass {
         let mut touched = BTreeSet::new();
         let mut t = Traversal::new(&self.ix, &mut self.cache, model);
         let mut follow = Vec::with_capacity(affected.len());
+        // By atom (then switch), read alongside the atoms in order.
+        before.sort_unstable();
+        let mut at = 0;
         for &x in &affected {
+            while before.get(at).is_some_and(|b| b.0 < x) {
+                at += 1;
+            }
+            let from = at;
+            while before.get(at).is_some_and(|b| b.0 == x) {
+                at += 1;
+            }
             // A changed switch that still does exactly what it did with the
             // atom (the same outputs, forwards and local fate, for any
             // ingress port) changes no fate anywhere: nothing to follow.
             if !must.contains(&x) {
                 let mut same = true;
-                for &(s, old) in before.get(&x).into_iter().flatten() {
+                for &(_, s, old) in &before[from..at] {
                     if !t.same_step_as(s, x, old)? {
                         same = false;
                         break;
@@ -942,9 +971,9 @@ impl ByClass {
             for x in group {
                 // The same cycles from the same sources: what is noted of
                 // them stays (and so does their stamp).
-                if self.atom_loops.get(&x) != Some(&exact.taken) {
+                if !self.takes_as(x, &exact) {
                     self.forget_loops(x);
-                    self.note_cycles(x, &exact.taken);
+                    self.note_cycles(x, &exact);
                 }
                 let pairs = self.note_exactly(x, &exact);
                 judged.push((x, pairs));
@@ -1364,7 +1393,8 @@ fn alike(ix: &Index, cache: &Caches, atoms: &[usize]) -> Vec<Vec<usize>> {
     if !plain_walks(ix) || atoms.len() < 2 {
         return atoms.iter().map(|&x| vec![x]).collect();
     }
-    let mut index: HashMap<Box<[u64]>, usize> = HashMap::with_capacity(atoms.len());
+    // Keys are looked up only, never iterated: a fast hash.
+    let mut index: FastMap<Box<[u64]>, usize> = FastMap::with_capacity_and_hasher(atoms.len(), Default::default());
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut key: Vec<u64> = Vec::with_capacity(ix.switches.len());
     for &x in atoms {

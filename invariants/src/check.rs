@@ -266,6 +266,9 @@ struct ClassState {
     /// The loops reported, per cycle: the (source, atom) that explains it
     /// and its violation (see [`explain_loop`]).
     loops: BTreeMap<Vec<u64>, ((usize, usize), Violation)>,
+    /// The engine's [`ByClass::loop_clock`] when `loops` was made from its
+    /// loops: while it stays, they are the engine's loops still.
+    loops_at: u64,
 }
 
 /// A loop the class engine found, explained by walking its first (source,
@@ -347,7 +350,7 @@ impl Incremental {
     /// The loops (their switches) the class engine found in the last check
     /// (none when it did not run).
     pub fn loop_cycles(&self) -> Vec<Vec<u64>> {
-        self.state.as_ref().map_or_else(Vec::new, |st| st.engine.loop_takers().keys().cloned().collect())
+        self.state.as_ref().map_or_else(Vec::new, |st| st.engine.loop_cycles().cloned().collect())
     }
 
     /// The header classes (by number, stable while the classes are not cut
@@ -362,6 +365,15 @@ impl Incremental {
     pub fn loop_stamp(&self, cycle: &[u64]) -> Option<(u64, u64)> {
         let st = self.state.as_ref()?;
         Some((self.full_checks, st.engine.loop_stamp(cycle)))
+    }
+
+    /// Changes whenever the loops the class engine found, or the classes
+    /// taking one, may have changed: while it stays, so do
+    /// [`Incremental::loop_cycles`] and every [`Incremental::loop_stamp`].
+    /// `None` without class state.
+    pub fn loop_clock(&self) -> Option<(u64, u64)> {
+        let st = self.state.as_ref()?;
+        Some((self.full_checks, st.engine.loop_clock()))
     }
 
     /// Whether the last check may have changed how the network treats header
@@ -460,7 +472,12 @@ impl Incremental {
             terminals: st.found.terminals,
             ..Report::default()
         };
-        if self.checker.enabled.contains(&Invariant::Loop) {
+        // The engine's loops as they were when last explained (each one
+        // explained), and witnesses kept as they are: nothing to do.
+        let loops_stand = !self.refresh_loop_witnesses
+            && st.loops_at == st.engine.loop_clock()
+            && st.loops.len() == st.engine.loop_count();
+        if self.checker.enabled.contains(&Invariant::Loop) && !loops_stand {
             // Loops: explained again when new, when their explaining (source,
             // atom) changed, or when their witness crosses a changed switch.
             // Both sorted by cycle: one merge, moving what stays.
@@ -483,6 +500,7 @@ impl Incremental {
                 }
             }
             st.loops = loops.into_iter().collect();
+            st.loops_at = st.engine.loop_clock();
         }
         self.checker.tail(net, facts, &st.ctx, &mut report);
         report.notes = st.found.notes.iter().cloned().collect();
@@ -777,7 +795,17 @@ impl Checker {
         let state = by_class.filter(|_| keep).map(|(engine, found)| {
             let rules_at: HashMap<u64, usize> =
                 net.switches.iter().map(|(&d, s)| (d, s.tables.iter().map(|t| t.len()).sum())).collect();
-            ClassState { engine, switches: model.switches(), ctx, found, rules: report.rules, rules_at, loops }
+            let loops_at = engine.loop_clock();
+            ClassState {
+                engine,
+                switches: model.switches(),
+                ctx,
+                found,
+                rules: report.rules,
+                rules_at,
+                loops,
+                loops_at,
+            }
         });
         (report, state)
     }

@@ -224,6 +224,18 @@ pub struct ShapeAtoms {
 }
 
 /// Every atom of the header space, numbered densely shape by shape.
+/// One atom's representative per slot ([`Classes::reps`]; `None` on slots
+/// no rule constrains).
+pub struct AtomReps([Option<Ternary>; N]);
+
+impl AtomReps {
+    /// True if every header of the atom satisfies the constraint (as
+    /// [`Classes::atom_within`]).
+    pub fn within(&self, c: &[(usize, Ternary)]) -> bool {
+        c.iter().all(|&(slot, t)| self.0[slot].is_some_and(|r| r.within(t)))
+    }
+}
+
 pub struct Classes {
     /// The fields some rule constrains, with their partitions.
     pub fields: Vec<FieldClasses>,
@@ -333,6 +345,18 @@ impl Classes {
             Some(f) => self.fields[f].rep(self.class(atom, f)).within(t),
             None => false,
         })
+    }
+
+    /// The atom's representative on every atom field, by slot: for testing
+    /// one atom against many constraints ([`AtomReps::within`], what
+    /// [`Classes::atom_within`] answers) without looking its classes up for
+    /// each.
+    pub fn reps(&self, atom: usize) -> AtomReps {
+        let mut reps = [None; N];
+        for (f, fc) in self.fields.iter().enumerate() {
+            reps[fc.slot] = Some(fc.rep(self.class(atom, f)));
+        }
+        AtomReps(reps)
     }
 
     /// A cube holding exactly the headers of one piece of the atom (all of

@@ -57,7 +57,7 @@ pub fn full_check_at(rn: &mut RouterNet, checker: Checker, upto: usize) -> Resul
     if rn.unfiltered.is_some() {
         let mut confirmed = Confirmed::default();
         confirmed.update(&inc, &rn.net, &[], Touch::ANY);
-        report.violations = confirmed.loops().into_iter().cloned().collect();
+        report.violations = confirmed.loops().to_vec();
     }
     Ok((t.elapsed(), report))
 }
@@ -115,7 +115,7 @@ pub fn run(
     let first = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts);
     let first_violations: Vec<Violation> = if filtered {
         confirmed.update(&inc, &rn.net, &[], Touch::ANY);
-        confirmed.loops().into_iter().cloned().collect()
+        confirmed.loops().to_vec()
     } else {
         first.violations.clone()
     };
@@ -188,7 +188,7 @@ pub fn run(
         // The last report with the loops confirmed on the filtered network
         // (after no update, the full check's report holds the unfiltered ones).
         let kept = if n == 0 { Vec::new() } else { std::mem::take(&mut last.violations) };
-        last.violations = kept.into_iter().chain(confirmed.loops().into_iter().cloned()).collect();
+        last.violations = kept.into_iter().chain(confirmed.loops().iter().cloned()).collect();
     } else if n > 0 {
         // The last report in full, as `recheck` gives it.
         let tail = std::mem::take(&mut last.violations);
@@ -214,6 +214,12 @@ pub fn run(
 #[derive(Default)]
 struct Confirmed {
     by_cycle: BTreeMap<Vec<u64>, Candidate>,
+    /// The class engine's [`Incremental::loop_clock`] at the last update.
+    clock: Option<(u64, u64)>,
+    /// The loops found, each once, sorted by their switches
+    /// ([`Confirmed::loops`]), made again when `dirty`.
+    shown: Vec<Violation>,
+    dirty: bool,
 }
 
 /// What is known of one candidate loop on the filtered network.
@@ -226,6 +232,73 @@ struct Candidate {
     found: Option<(usize, Violation)>,
     /// Classes whose headers were followed and found not to loop there.
     clear: BTreeSet<usize>,
+}
+
+impl Candidate {
+    /// Brings what is known of the candidate loop through `cycle` up to
+    /// date (see [`Confirmed`]); returns whether the loop found changed.
+    fn refresh(&mut self, inc: &Incremental, net: &Network, cycle: &[u64], changed: &[u64], touch: Touch) -> bool {
+        let was = self.found.as_ref().map(|f| f.0);
+        let stamp = inc.loop_stamp(cycle);
+        let same_classes = stamp.is_some() && self.stamp == stamp;
+        let mut forgot = false;
+        // Forget what an update on one of the switches may have changed:
+        // a loop found if less may pass, a class clear if more may.
+        if changed.iter().any(|d| cycle.contains(d)) {
+            // A forwarding update changes the classes the engine followed
+            // again; an ACL update those its destinations meet.
+            let meets = |x: usize| {
+                (!touch.forwarding || inc.may_have_changed(x))
+                    && touch.dst.is_none_or(|t| inc.class_cube(x).is_none_or(|cube| cube.pos[s::IPV4_DST].meets(t)))
+            };
+            if touch.denies && self.found.as_ref().is_some_and(|(x, _)| meets(*x)) {
+                self.found = None;
+                forgot = true;
+            }
+            if touch.permits {
+                let before = self.clear.len();
+                self.clear.retain(|&x| !meets(x));
+                forgot |= self.clear.len() < before;
+            }
+        }
+        // The same classes and nothing forgotten: what was found stands.
+        if same_classes && !forgot {
+            return self.found.as_ref().map(|f| f.0) != was;
+        }
+        // Sorted class numbers, only when they may have changed or must be
+        // looked at (most updates touch no candidate).
+        let mut classes: Option<Vec<usize>> = None;
+        if !same_classes {
+            let classes = classes.get_or_insert_with(|| inc.loop_classes_of(cycle));
+            if self.found.as_ref().is_some_and(|(x, _)| classes.binary_search(x).is_err()) {
+                self.found = None;
+            }
+            self.clear.retain(|x| classes.binary_search(x).is_ok());
+        }
+        let mut renewed = false;
+        if self.found.is_none() {
+            let classes = classes.get_or_insert_with(|| inc.loop_classes_of(cycle));
+            for &x in classes.iter() {
+                if self.clear.contains(&x) {
+                    continue;
+                }
+                let Some(cube) = inc.class_cube(x) else { continue };
+                match loop_within(net, cycle, &cube) {
+                    Some(v) => {
+                        self.found = Some((x, v));
+                        renewed = true;
+                        break;
+                    }
+                    None => {
+                        self.clear.insert(x);
+                    }
+                }
+            }
+        }
+        self.stamp = stamp;
+        // A loop found again (even by the same class) may have another witness.
+        renewed || self.found.as_ref().map(|f| f.0) != was
+    }
 }
 
 /// What an update may change on the filtered network, for [`Confirmed`].
@@ -276,75 +349,41 @@ impl Confirmed {
     /// Brings the confirmations up to date after a check of the unfiltered
     /// network and a change (`touch`) of `changed` switches.
     fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], touch: Touch) {
-        let mut next = BTreeMap::new();
-        for cycle in inc.loop_cycles() {
-            let mut c = self.by_cycle.remove(&cycle).unwrap_or_default();
-            let stamp = inc.loop_stamp(&cycle);
-            let same_classes = stamp.is_some() && c.stamp == stamp;
-            let mut forgot = false;
-            // Forget what an update on one of the switches may have changed:
-            // a loop found if less may pass, a class clear if more may.
-            if changed.iter().any(|d| cycle.contains(d)) {
-                // A forwarding update changes the classes the engine followed
-                // again; an ACL update those its destinations meet.
-                let meets = |x: usize| {
-                    (!touch.forwarding || inc.may_have_changed(x))
-                        && touch.dst.is_none_or(|t| inc.class_cube(x).is_none_or(|cube| cube.pos[s::IPV4_DST].meets(t)))
+        let clock = inc.loop_clock();
+        if clock.is_some() && clock == self.clock {
+            // The same cycles taken by the same classes as at the last
+            // update: only candidates through a changed switch may change.
+            for (cycle, c) in self.by_cycle.iter_mut() {
+                if changed.iter().any(|d| cycle.contains(d)) {
+                    self.dirty |= c.refresh(inc, net, cycle, changed, touch);
+                }
+            }
+        } else {
+            let cycles = inc.loop_cycles();
+            let before = self.by_cycle.len();
+            self.by_cycle.retain(|c, _| cycles.binary_search(c).is_ok());
+            self.dirty |= self.by_cycle.len() < before;
+            for cycle in cycles {
+                let c = match self.by_cycle.get_mut(&cycle) {
+                    Some(c) => c,
+                    None => self.by_cycle.entry(cycle.clone()).or_default(),
                 };
-                if touch.denies && c.found.as_ref().is_some_and(|(x, _)| meets(*x)) {
-                    c.found = None;
-                    forgot = true;
-                }
-                if touch.permits {
-                    let before = c.clear.len();
-                    c.clear.retain(|&x| !meets(x));
-                    forgot |= c.clear.len() < before;
-                }
+                self.dirty |= c.refresh(inc, net, &cycle, changed, touch);
             }
-            // The same classes and nothing forgotten: what was found stands.
-            if same_classes && !forgot {
-                next.insert(cycle, c);
-                continue;
-            }
-            // Sorted class numbers, only when they may have changed or must
-            // be looked at (most updates touch no candidate).
-            let mut classes: Option<Vec<usize>> = None;
-            if !same_classes {
-                let classes = classes.get_or_insert_with(|| inc.loop_classes_of(&cycle));
-                if c.found.as_ref().is_some_and(|(x, _)| classes.binary_search(x).is_err()) {
-                    c.found = None;
-                }
-                c.clear.retain(|x| classes.binary_search(x).is_ok());
-            }
-            if c.found.is_none() {
-                let classes = classes.get_or_insert_with(|| inc.loop_classes_of(&cycle));
-                for &x in classes.iter() {
-                    if c.clear.contains(&x) {
-                        continue;
-                    }
-                    let Some(cube) = inc.class_cube(x) else { continue };
-                    match loop_within(net, &cycle, &cube) {
-                        Some(v) => {
-                            c.found = Some((x, v));
-                            break;
-                        }
-                        None => {
-                            c.clear.insert(x);
-                        }
-                    }
-                }
-            }
-            c.stamp = stamp;
-            next.insert(cycle, c);
         }
-        self.by_cycle = next;
+        self.clock = clock;
+        if self.dirty {
+            let mut shown: Vec<&Violation> =
+                self.by_cycle.values().filter_map(|c| c.found.as_ref().map(|f| &f.1)).collect();
+            shown.sort_by(|a, b| a.elements.cmp(&b.elements));
+            shown.dedup_by(|a, b| a.elements == b.elements);
+            self.shown = shown.into_iter().cloned().collect();
+            self.dirty = false;
+        }
     }
 
     /// The confirmed loops, by their switches, each once.
-    fn loops(&self) -> Vec<&Violation> {
-        let mut out: Vec<&Violation> = self.by_cycle.values().filter_map(|c| c.found.as_ref().map(|f| &f.1)).collect();
-        out.sort_by(|a, b| a.elements.cmp(&b.elements));
-        out.dedup_by(|a, b| a.elements == b.elements);
-        out
+    fn loops(&self) -> &[Violation] {
+        &self.shown
     }
 }

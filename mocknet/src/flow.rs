@@ -428,12 +428,12 @@ impl FlowTable {
     /// added"), so the new one ranks as the latest among equal priorities.
     /// Fails with `Err(true)` on overlap (when checked), `Err(false)` when full.
     pub fn add(&mut self, entry: FlowEntry, check_overlap: bool, capacity: usize) -> Result<(), bool> {
-        if let Some(i) = self.entries.iter().position(|e| e.priority == entry.priority && e.r#match == entry.r#match) {
-            self.entries.remove(i);
-            self.serials.remove(i);
-        } else if check_overlap
-            && self.entries.iter().any(|e| e.priority == entry.priority && e.r#match.overlaps(&entry.r#match))
-        {
+        let band = self.band(entry.priority);
+        let same = &self.entries[band.clone()];
+        if let Some(i) = same.iter().position(|e| e.r#match == entry.r#match) {
+            self.entries.remove(band.start + i);
+            self.serials.remove(band.start + i);
+        } else if check_overlap && same.iter().any(|e| e.r#match.overlaps(&entry.r#match)) {
             return Err(true);
         } else if self.entries.len() >= capacity {
             return Err(false);
@@ -443,6 +443,13 @@ impl FlowTable {
         let serial = self.take_serial();
         self.serials.insert(at, serial);
         Ok(())
+    }
+
+    /// Where the entries of one priority are (entries are kept sorted by
+    /// priority, highest first, and a priority and match name at most one).
+    fn band(&self, priority: u16) -> std::ops::Range<usize> {
+        self.entries.partition_point(|e| e.priority > priority)
+            ..self.entries.partition_point(|e| e.priority >= priority)
     }
 
     /// Replaces the instructions of the selected entries; returns how many.
@@ -481,6 +488,16 @@ impl FlowTable {
 
     /// Removes and returns the selected entries.
     pub fn delete(&mut self, sel: &Selector) -> Vec<FlowEntry> {
+        if sel.strict {
+            // At most one entry has the priority and match: looked for
+            // among the entries of that priority only.
+            let band = self.band(sel.priority);
+            let Some(i) = self.entries[band.clone()].iter().position(|e| sel.selects(e)) else {
+                return Vec::new();
+            };
+            self.serials.remove(band.start + i);
+            return vec![self.entries.remove(band.start + i)];
+        }
         // In place: a strict delete of one entry among thousands moves the
         // entries after it, and allocates nothing.
         let selected: Vec<bool> = self.entries.iter().map(|e| sel.selects(e)).collect();
