@@ -39,6 +39,9 @@ use crate::header::{s, Cube, Ternary, PRESENT};
 use crate::walk::{Model, Outcome, Rule, Table, Walker};
 use sts_proxy::wire::v13::port_config;
 
+/// What every switch does with an atom ([`walk_key`]).
+type WalkKey = Box<[u64]>;
+
 /// A hash map whose order never shows (looked up, not iterated), with a
 /// fast hash instead of the DoS-resistant default (keys are the engine's own).
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -480,8 +483,16 @@ pub(crate) struct ByClass {
     /// before (a route removed restores what an earlier update changed)
     /// reuses it instead of listing its paths again. At most
     /// [`EXACT_KEPT`] are kept.
-    exact_by_walk: FastMap<Box<[u64]>, Arc<Exact>>,
+    exact_by_walk: FastMap<WalkKey, Arc<Exact>>,
+    /// Threads the whole check was given: also those of an update's exact
+    /// judgements, when there are [`PARALLEL_GROUPS`] of them.
+    threads: usize,
 }
+
+/// Looping groups an update must judge exactly before they are shared out
+/// to threads (each judgement takes some 50–100 µs on the Stanford
+/// backbone; a thread some 20 µs to start).
+const PARALLEL_GROUPS: usize = 8;
 
 /// The atoms taking one cycle.
 #[derive(Default)]
@@ -567,9 +578,11 @@ impl ByClass {
             loop_clock: 0,
             by_components: BTreeSet::new(),
             exact_by_walk: FastMap::default(),
+            threads: 1,
         };
         let threads =
             threads(engine.ix.classes.count * engine.ix.switches.len()).clamp(1, engine.ix.classes.count.max(1));
+        engine.threads = threads;
         let shares: Vec<Share> = if threads == 1 {
             vec![engine.judge_share(model, 0, 1)]
         } else {
@@ -612,8 +625,11 @@ impl ByClass {
         }
         looping.sort_unstable();
         // Looping atoms that do the same at every switch: their paths listed once.
-        for group in alike(&engine.ix, &engine.cache, &looping) {
-            let exact = Arc::new(engine.paths_exactly(model, group[0])?);
+        let groups = alike(&engine.ix, &engine.cache, &looping);
+        let firsts: Vec<usize> = groups.iter().map(|g| g[0]).collect();
+        let exacts = engine.groups_exactly(model, &firsts, threads)?;
+        for (group, exact) in groups.into_iter().zip(exacts) {
+            let exact = Arc::new(exact);
             for x in group {
                 let pairs = engine.note_exactly(x, &exact);
                 engine.note_cycles(x, &exact);
@@ -685,71 +701,82 @@ impl ByClass {
     /// atom that does the same at every switch ([`alike`]); each atom's own
     /// verdict is then noted by [`ByClass::note_exactly`].
     fn paths_exactly(&mut self, model: &Model, x: usize) -> Result<Exact, Irregular> {
-        let h = &self.hosts;
-        let mut sources: Vec<(u32, usize, Option<u32>)> = h
-            .ingress
-            .iter()
-            .enumerate()
-            .flat_map(|(gi, g)| {
-                g.live.iter().map(move |&(p, a)| (a, gi, Some(p))).chain(g.dead.iter().map(move |&a| (a, gi, None)))
-            })
-            .collect();
-        sources.sort_unstable();
-        let mut t = Traversal::new(&self.ix, &mut self.cache, model);
-        let mut found: Vec<(u32, usize, Paths)> = Vec::with_capacity(sources.len());
-        let mut steps = 0;
-        for &(a, gi, port) in &sources {
-            let mut paths = Paths { steps, ..Paths::default() };
-            if let Some(p) = port {
-                let s = h.ingress[gi].switch as usize;
-                match t.paths(x, s, p, &mut Vec::new(), &mut paths) {
-                    Ok(()) => {}
-                    Err(Irregular::TooManyPaths) => {
-                        found.clear();
-                        break;
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-            steps = paths.steps;
-            found.push((a, gi, paths));
-        }
-        let components = found.len() < sources.len();
-        if components {
-            // Too many paths to list: the strongly connected sets instead.
-            found =
-                t.components(x, sources.iter().map(|&(a, gi, port)| (a, gi, port.map(|p| (h.ingress[gi].switch, p)))))?;
-        }
-        // Each cycle once, with the sources taking it (in source order).
-        let mut taken: Vec<CycleSources> = Vec::new();
-        for (a, _, paths) in &found {
-            for c in &paths.cycles {
-                match taken.iter_mut().find(|(t, _)| t == c) {
-                    Some((_, sources)) => sources.push(*a as usize),
-                    None => taken.push((c.clone(), vec![*a as usize])),
-                }
-            }
-        }
-        Ok(Exact { found, components, taken })
+        exact_paths(&self.ix, &self.hosts, &mut self.cache, model, x)
     }
 
-    /// [`ByClass::paths_exactly`] for atom `x`, or the judgement of the same
-    /// walk made before (see `exact_by_walk`).
-    fn judged_exactly(&mut self, model: &Model, x: usize) -> Result<Arc<Exact>, Irregular> {
-        if !plain_walks(&self.ix) {
-            return self.paths_exactly(model, x).map(Arc::new);
+    /// [`ByClass::paths_exactly`] for each of `atoms`, on `threads` threads (each but the first on a copy of the steps known
+    /// so far; what they add to it is not kept). The judgements in group
+    /// order, or the first group's error.
+    fn groups_exactly(&mut self, model: &Model, atoms: &[usize], threads: usize) -> Result<Vec<Exact>, Irregular> {
+        let threads = threads.min(atoms.len()).max(1);
+        if threads == 1 {
+            return atoms.iter().map(|&x| self.paths_exactly(model, x)).collect();
         }
+        let mut copies: Vec<Caches> = (1..threads).map(|_| self.cache.clone()).collect();
+        let (ix, hosts) = (&self.ix, &self.hosts);
+        let caches: Vec<&mut Caches> = std::iter::once(&mut self.cache).chain(copies.iter_mut()).collect();
+        // Groups are taken one at a time by whichever thread is free.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let next = &next;
+        let shares: Vec<Vec<(usize, Result<Exact, Irregular>)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = caches
+                .into_iter()
+                .map(|cache| {
+                    scope.spawn(move || {
+                        let mut done = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&x) = atoms.get(i) else { break };
+                            done.push((i, exact_paths(ix, hosts, cache, model, x)));
+                        }
+                        done
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        });
+        let mut judged: Vec<Option<Result<Exact, Irregular>>> = (0..atoms.len()).map(|_| None).collect();
+        for (i, r) in shares.into_iter().flatten() {
+            judged[i] = Some(r);
+        }
+        judged.into_iter().flatten().collect()
+    }
+
+    /// The exact judgement of each group's walk ([`ByClass::paths_exactly`]
+    /// of its first atom): one made before for the same walk where kept
+    /// (see `exact_by_walk`), the others made at once, on the engine's
+    /// threads when there are enough of them to pay for the threads.
+    fn groups_judged(&mut self, model: &Model, groups: &[Vec<usize>]) -> Result<Vec<Arc<Exact>>, Irregular> {
+        let plain = plain_walks(&self.ix);
+        let mut judged: Vec<Option<Arc<Exact>>> = Vec::with_capacity(groups.len());
+        // The groups not judged before: where they go, their first atom, their key.
+        let mut missing: Vec<(usize, usize, Option<WalkKey>)> = Vec::new();
         let mut key = Vec::with_capacity(self.ix.switches.len());
-        walk_key(&self.ix, &self.cache, x, &mut key);
-        if let Some(exact) = self.exact_by_walk.get(key.as_slice()) {
-            return Ok(exact.clone());
+        for (i, g) in groups.iter().enumerate() {
+            if plain {
+                walk_key(&self.ix, &self.cache, g[0], &mut key);
+                if let Some(exact) = self.exact_by_walk.get(key.as_slice()) {
+                    judged.push(Some(exact.clone()));
+                    continue;
+                }
+            }
+            judged.push(None);
+            missing.push((i, g[0], plain.then(|| key.as_slice().into())));
         }
-        let exact = Arc::new(self.paths_exactly(model, x)?);
-        if self.exact_by_walk.len() >= EXACT_KEPT {
-            self.exact_by_walk.clear();
+        let firsts: Vec<usize> = missing.iter().map(|m| m.1).collect();
+        let threads = if firsts.len() >= PARALLEL_GROUPS { self.threads } else { 1 };
+        let made = self.groups_exactly(model, &firsts, threads)?;
+        for ((i, _, key), exact) in missing.into_iter().zip(made) {
+            let exact = Arc::new(exact);
+            if let Some(key) = key {
+                if self.exact_by_walk.len() >= EXACT_KEPT {
+                    self.exact_by_walk.clear();
+                }
+                self.exact_by_walk.insert(key, exact.clone());
+            }
+            judged[i] = Some(exact);
         }
-        self.exact_by_walk.insert(key.into(), exact.clone());
-        Ok(exact)
+        Ok(judged.into_iter().flatten().collect())
     }
 
     /// Notes what atom `x`'s paths from every source (`found`, by
@@ -886,7 +913,7 @@ impl ByClass {
         if !self.keep {
             return Err(Irregular::Unexpected("an engine built without update data"));
         }
-        let mut affected = BTreeSet::new();
+        let mut affected = Vec::new();
         // Per atom, the (switch, old table-0 rule) pairs a change may have
         // left forwarding it as before; atoms also changed in a way that
         // cannot be compared so are in `must`.
@@ -902,7 +929,7 @@ impl ByClass {
             }
             let s = s as usize;
             let plain_before = self.ix.plain0[s];
-            let mut mine = BTreeSet::new();
+            let mut mine = Vec::new();
             let olds = self.ix.reindex(model, s, &mut mine)?;
             match olds.filter(|_| plain_before && self.ix.plain0[s]) {
                 Some(olds) => {
@@ -915,6 +942,8 @@ impl ByClass {
                 self.relayout();
             }
         }
+        affected.sort_unstable();
+        affected.dedup();
         let mut touched = BTreeSet::new();
         let mut t = Traversal::new(&self.ix, &mut self.cache, model);
         let mut follow = Vec::with_capacity(affected.len());
@@ -966,8 +995,8 @@ impl ByClass {
         for &(x, _) in &judged {
             self.forget_loops(x);
         }
-        for group in looping {
-            let exact = self.judged_exactly(model, group[0])?;
+        let exacts = self.groups_judged(model, &looping)?;
+        for (group, exact) in looping.into_iter().zip(exacts) {
             for x in group {
                 // The same cycles from the same sources: what is noted of
                 // them stays (and so does their stamp).
@@ -1086,7 +1115,7 @@ impl Index {
         &mut self,
         model: &Model,
         s: usize,
-        affected: &mut BTreeSet<usize>,
+        affected: &mut Vec<usize>,
     ) -> Result<Option<Vec<(usize, u32)>>, Irregular> {
         let classes = &self.classes;
         let dpid = self.switches[s].dpid;
@@ -1096,7 +1125,8 @@ impl Index {
         if flow_tables.len() != self.switches[s].tables.len() {
             return Err(Irregular::Unexpected("a change in the number of tables"));
         }
-        let mut mine = BTreeSet::new();
+        // Atoms the added and removed rules hold (sorted once, below).
+        let mut mine = Vec::new();
         let mut changed_tables = Vec::new();
         // Table 0's change: the new rules' ids, and per removed rule id the
         // position in the new table where its successors begin.
@@ -1131,9 +1161,7 @@ impl Index {
                                 break;
                             }
                             Some((meta, _)) => {
-                                classes.for_each_atom(&meta.header, &[], |x| {
-                                    mine.insert(x);
-                                });
+                                classes.for_each_atom(&meta.header, &[], |x| mine.push(x));
                                 conditional_went |= meta.in_port.is_some() || meta.metadata.is_some();
                                 table.position[meta.id as usize] = NONE;
                                 if t == 0 {
@@ -1157,9 +1185,7 @@ impl Index {
                         }
                     }
                 }
-                classes.for_each_atom(&rule.header, &[], |x| {
-                    mine.insert(x);
-                });
+                classes.for_each_atom(&rule.header, &[], |x| mine.push(x));
                 if t == 0 {
                     added0.push(next);
                 }
@@ -1169,9 +1195,7 @@ impl Index {
                 next += 1;
             }
             for (meta, _) in old {
-                classes.for_each_atom(&meta.header, &[], |x| {
-                    mine.insert(x);
-                });
+                classes.for_each_atom(&meta.header, &[], |x| mine.push(x));
                 conditional_went |= meta.in_port.is_some() || meta.metadata.is_some();
                 table.position[meta.id as usize] = NONE;
                 if t == 0 {
@@ -1190,6 +1214,8 @@ impl Index {
             }
             changed_tables.push(t);
         }
+        mine.sort_unstable();
+        mine.dedup();
         let n = self.switches.len();
         let mut olds = changed_tables.iter().all(|&t| t == 0).then(Vec::new);
         for &t in &changed_tables {
@@ -1380,6 +1406,55 @@ impl Hosts {
         blackholed.dedup();
         blackholed
     }
+}
+
+/// The work of [`ByClass::paths_exactly`], on any cache of steps.
+fn exact_paths(ix: &Index, h: &Hosts, cache: &mut Caches, model: &Model, x: usize) -> Result<Exact, Irregular> {
+    let mut sources: Vec<(u32, usize, Option<u32>)> = h
+        .ingress
+        .iter()
+        .enumerate()
+        .flat_map(|(gi, g)| {
+            g.live.iter().map(move |&(p, a)| (a, gi, Some(p))).chain(g.dead.iter().map(move |&a| (a, gi, None)))
+        })
+        .collect();
+    sources.sort_unstable();
+    let mut t = Traversal::new(ix, cache, model);
+    let mut found: Vec<(u32, usize, Paths)> = Vec::with_capacity(sources.len());
+    let mut steps = 0;
+    for &(a, gi, port) in &sources {
+        let mut paths = Paths { steps, ..Paths::default() };
+        if let Some(p) = port {
+            let s = h.ingress[gi].switch as usize;
+            match t.paths(x, s, p, &mut Vec::new(), &mut paths) {
+                Ok(()) => {}
+                Err(Irregular::TooManyPaths) => {
+                    found.clear();
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        steps = paths.steps;
+        found.push((a, gi, paths));
+    }
+    let components = found.len() < sources.len();
+    if components {
+        // Too many paths to list: the strongly connected sets instead.
+        found =
+            t.components(x, sources.iter().map(|&(a, gi, port)| (a, gi, port.map(|p| (h.ingress[gi].switch, p)))))?;
+    }
+    // Each cycle once, with the sources taking it (in source order).
+    let mut taken: Vec<CycleSources> = Vec::new();
+    for (a, _, paths) in &found {
+        for c in &paths.cycles {
+            match taken.iter_mut().find(|(t, _)| t == c) {
+                Some((_, sources)) => sources.push(*a as usize),
+                None => taken.push((c.clone(), vec![*a as usize])),
+            }
+        }
+    }
+    Ok(Exact { found, components, taken })
 }
 
 /// Sorts `atoms` into groups that do the same at every switch: there,
@@ -1962,6 +2037,47 @@ mod tests {
         assert!(!one.is_empty());
         for threads in [2, 3, 7] {
             assert_eq!(run(threads), one, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn looping_groups_judged_on_threads_give_what_one_thread_gives() {
+        use crate::testnet::routing_loop;
+        let k = 8;
+        let loops_of =
+            |e: &ByClass| -> Vec<(Vec<u64>, (usize, usize))> { e.loops().map(|(c, f)| (c.clone(), f)).collect() };
+        let mut net = routed_fat_tree(k, false);
+        let mut engine = {
+            let model = Model::new(&net);
+            ByClass::new(&model, &shapes(&model), &[], 1 << 20, |_| Some(0), true, |_| 2).expect("no loop")
+        };
+        assert_eq!(engine.loops().count(), 0);
+        // Twelve hosts of pod 0 sent round loops through different pods:
+        // as many looping groups, more than an update judges on one thread.
+        let mut changed = BTreeSet::new();
+        for host in 0..12 {
+            let other_pod = 1 + host as u64 % (k - 1);
+            routing_loop(&mut net, k, host, other_pod);
+        }
+        for d in net.switches.keys() {
+            changed.insert(*d);
+        }
+        let model = Model::new(&net);
+        let changed: Vec<u64> = changed.into_iter().collect();
+        let (_, followed, _) = engine.update(&model, &changed).expect("absorbed");
+        assert!(!followed.is_empty());
+        let fresh = |threads: usize| {
+            ByClass::new(&model, &shapes(&model), &[], 1 << 20, |_| Some(0), true, move |_| threads).expect("judged")
+        };
+        let one = fresh(1);
+        let expected = loops_of(&one);
+        assert!(expected.len() >= PARALLEL_GROUPS, "{} cycles", expected.len());
+        assert_eq!(loops_of(&engine), expected, "updated on two threads");
+        assert_eq!(engine.blackholes().collect::<Vec<_>>(), one.blackholes().collect::<Vec<_>>());
+        for threads in [2, 3] {
+            let many = fresh(threads);
+            assert_eq!(loops_of(&many), expected, "{threads} threads");
+            assert_eq!(many.blackholes().collect::<Vec<_>>(), one.blackholes().collect::<Vec<_>>());
         }
     }
 

@@ -249,6 +249,8 @@ struct Explained {
     explained: BTreeMap<(usize, usize), Vec<Violation>>,
     notes: BTreeSet<String>,
     terminals: usize,
+    /// Ticks whenever `explained` changes.
+    generation: u64,
 }
 
 /// What the class engine keeps between checks (see [`Incremental`]).
@@ -269,6 +271,8 @@ struct ClassState {
     /// The engine's [`ByClass::loop_clock`] when `loops` was made from its
     /// loops: while it stays, they are the engine's loops still.
     loops_at: u64,
+    /// Ticks whenever `loops` is made again.
+    loops_generation: u64,
 }
 
 /// A loop the class engine found, explained by walking its first (source,
@@ -417,6 +421,13 @@ impl Incremental {
         report
     }
 
+    /// Changes whenever what [`Incremental::standing`] yields may have
+    /// changed; `None` when nothing stands kept (no class engine state).
+    pub fn standing_version(&self) -> Option<(u64, u64, u64)> {
+        let st = self.state.as_ref()?;
+        Some((self.full_checks, st.found.generation, st.loops_generation))
+    }
+
     /// The violations found in the flow tables that the class engine keeps
     /// between checks (pairs explained, then loops), as the last check or
     /// re-check reports them; none when its state is gone (a per-source check).
@@ -501,6 +512,7 @@ impl Incremental {
             }
             st.loops = loops.into_iter().collect();
             st.loops_at = st.engine.loop_clock();
+            st.loops_generation += 1;
         }
         self.checker.tail(net, facts, &st.ctx, &mut report);
         report.notes = st.found.notes.iter().cloned().collect();
@@ -805,6 +817,7 @@ impl Checker {
                 rules_at,
                 loops,
                 loops_at,
+                loops_generation: 0,
             }
         });
         (report, state)
@@ -923,14 +936,15 @@ impl Checker {
         for p in pairs {
             if holes && engine.blackholed(p) {
                 todo.insert(p);
-            } else {
-                found.explained.remove(&p);
+            } else if found.explained.remove(&p).is_some() {
+                found.generation += 1;
             }
         }
         if on(Invariant::Isolation) {
             let index = |name: &str| net.hosts.iter().position(|h| h.name == name);
             todo.extend(self.isolation.iter().filter_map(|r| Some((index(&r.from)?, index(&r.to)?))));
         }
+        found.generation += !todo.is_empty() as u64;
         for (a, b) in todo {
             found.explained.remove(&(a, b));
             let (Some(a_sw), Some(b_sw)) = (ctx.switch_of[a], ctx.switch_of[b]) else { continue };

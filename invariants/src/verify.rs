@@ -134,6 +134,8 @@ pub fn run(
     let mut violated_after = 0;
     let mut last = first;
     let mut peak = (0, 0);
+    // What stood after the last update whose violations were compared.
+    let mut last_stands = None;
     let result: Result<(), String> = (|| {
         for (i, u) in updates.iter().take(n).enumerate() {
             let t = Instant::now();
@@ -151,6 +153,20 @@ pub fn run(
             }
             let checked = t.elapsed();
             times.push((applied, checked));
+            if report.rules > peak.1 {
+                peak = (i, report.rules);
+            }
+            // Nothing new reported and what stands as it was: the same
+            // violations as after the update before.
+            let stands = if filtered { Some((0, 0, confirmed.generation)) } else { inc.standing_version() };
+            if report.violations.is_empty() && stands.is_some() && stands == last_stands {
+                violated_after += !present.is_empty() as usize;
+                last = report;
+                progress(i + 1);
+                continue;
+            }
+            // (Only valid as long as the report itself adds nothing.)
+            last_stands = stands.filter(|_| report.violations.is_empty());
             // Read in place; only what is new is copied.
             let current: Vec<&Violation> = if filtered {
                 report.violations.iter().chain(confirmed.loops()).collect()
@@ -173,9 +189,6 @@ pub fn run(
             }
             if !now.is_empty() {
                 violated_after += 1;
-            }
-            if report.rules > peak.1 {
-                peak = (i, report.rules);
             }
             last = report;
             progress(i + 1);
@@ -220,6 +233,8 @@ struct Confirmed {
     /// ([`Confirmed::loops`]), made again when `dirty`.
     shown: Vec<Violation>,
     dirty: bool,
+    /// Ticks whenever `shown` is made again.
+    generation: u64,
 }
 
 /// What is known of one candidate loop on the filtered network.
@@ -379,6 +394,7 @@ impl Confirmed {
             shown.dedup_by(|a, b| a.elements == b.elements);
             self.shown = shown.into_iter().cloned().collect();
             self.dirty = false;
+            self.generation += 1;
         }
     }
 
