@@ -1127,14 +1127,21 @@ fn pair_cubes(net: &Network, shapes: &[Cube], a: usize, b: usize) -> Vec<Cube> {
 /// loop found on the same network without them (filters only take paths
 /// away).
 pub fn loop_within(net: &Network, switches: &[u64], cube: &Cube) -> Option<Violation> {
-    let model = Model::new(net);
+    loop_within_in(&Model::new(net), switches, cube)
+}
+
+/// [`loop_within`] on a model of the network made before: the flow
+/// entries it compiled on the way are reused (a model lives while its
+/// network does not change; several confirmations after one update share one).
+pub fn loop_within_in(model: &Model, switches: &[u64], cube: &Cube) -> Option<Violation> {
+    let net = model.net;
     let mut sorted = switches.to_vec();
     sorted.sort_unstable();
     for (a, _) in (0..net.hosts.len()).filter_map(|i| match net.live_peer(Endpoint::Host(i)) {
         Some(Endpoint::Switch { dpid, .. }) if sorted.binary_search(&dpid).is_ok() => Some((i, dpid)),
         _ => None,
     }) {
-        let mut w = Walker::until_loop(&model, sorted.clone(), true).pruned().confined();
+        let mut w = Walker::until_loop(model, sorted.clone(), true).pruned().confined();
         w.from_host(a, std::slice::from_ref(cube));
         let found = w.terminals.iter().find_map(|t| match &t.outcome {
             Outcome::Looped { cycle } if w.awaited(cycle) => Some((t, cycle.clone())),

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use sts_mocknet::network::Network;
 
-use crate::check::{loop_within, Checker, Facts, Incremental, Invariant, Report, Violation};
+use crate::check::{loop_within_in, Checker, Facts, Incremental, Invariant, Report, Violation};
 use crate::header::{s, Ternary};
 use crate::stanford::{RouterNet, Rule, Update};
+use crate::walk::Model;
 
 /// A violation that an update made appear (absent after the one before).
 #[derive(Debug, Clone)]
@@ -247,16 +248,21 @@ struct Candidate {
     found: Option<(usize, Violation)>,
     /// Classes whose headers were followed and found not to loop there.
     clear: BTreeSet<usize>,
+    /// No loop found and every class of the cycle in `clear`: a class
+    /// forgotten from `clear` is then the only one to follow again.
+    complete: bool,
 }
 
 impl Candidate {
     /// Brings what is known of the candidate loop through `cycle` up to
     /// date (see [`Confirmed`]); returns whether the loop found changed.
-    fn refresh(&mut self, inc: &Incremental, net: &Network, cycle: &[u64], changed: &[u64], touch: Touch) -> bool {
+    fn refresh(&mut self, inc: &Incremental, model: &Model, cycle: &[u64], changed: &[u64], touch: Touch) -> bool {
         let was = self.found.as_ref().map(|f| f.0);
         let stamp = inc.loop_stamp(cycle);
         let same_classes = stamp.is_some() && self.stamp == stamp;
         let mut forgot = false;
+        // Classes known clear before, forgotten now (in order).
+        let mut cleared = Vec::new();
         // Forget what an update on one of the switches may have changed:
         // a loop found if less may pass, a class clear if more may.
         if changed.iter().any(|d| cycle.contains(d)) {
@@ -271,9 +277,14 @@ impl Candidate {
                 forgot = true;
             }
             if touch.permits {
-                let before = self.clear.len();
-                self.clear.retain(|&x| !meets(x));
-                forgot |= self.clear.len() < before;
+                self.clear.retain(|&x| {
+                    let stays = !meets(x);
+                    if !stays {
+                        cleared.push(x);
+                    }
+                    stays
+                });
+                forgot |= !cleared.is_empty();
             }
         }
         // The same classes and nothing forgotten: what was found stands.
@@ -292,13 +303,22 @@ impl Candidate {
         }
         let mut renewed = false;
         if self.found.is_none() {
-            let classes = classes.get_or_insert_with(|| inc.loop_classes_of(cycle));
-            for &x in classes.iter() {
-                if self.clear.contains(&x) {
+            // The same classes, all known clear but those just forgotten:
+            // only those are followed again (a default route's cycle has
+            // a thousand classes, and a backbone router is on most cycles).
+            let only_cleared = same_classes && self.complete;
+            let classes: &[usize] =
+                if only_cleared { &cleared } else { classes.get_or_insert_with(|| inc.loop_classes_of(cycle)) };
+            let mut complete = true;
+            for &x in classes {
+                if !only_cleared && self.clear.contains(&x) {
                     continue;
                 }
-                let Some(cube) = inc.class_cube(x) else { continue };
-                match loop_within(net, cycle, &cube) {
+                let Some(cube) = inc.class_cube(x) else {
+                    complete = false;
+                    continue;
+                };
+                match loop_within_in(model, cycle, &cube) {
                     Some(v) => {
                         self.found = Some((x, v));
                         renewed = true;
@@ -309,6 +329,9 @@ impl Candidate {
                     }
                 }
             }
+            self.complete = complete && self.found.is_none();
+        } else {
+            self.complete = false;
         }
         self.stamp = stamp;
         // A loop found again (even by the same class) may have another witness.
@@ -364,13 +387,16 @@ impl Confirmed {
     /// Brings the confirmations up to date after a check of the unfiltered
     /// network and a change (`touch`) of `changed` switches.
     fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], touch: Touch) {
+        // One model for every confirmation walk of this update: the flow
+        // entries compiled by one walk serve the next.
+        let model = Model::new(net);
         let clock = inc.loop_clock();
         if clock.is_some() && clock == self.clock {
             // The same cycles taken by the same classes as at the last
             // update: only candidates through a changed switch may change.
             for (cycle, c) in self.by_cycle.iter_mut() {
                 if changed.iter().any(|d| cycle.contains(d)) {
-                    self.dirty |= c.refresh(inc, net, cycle, changed, touch);
+                    self.dirty |= c.refresh(inc, &model, cycle, changed, touch);
                 }
             }
         } else {
@@ -383,7 +409,7 @@ impl Confirmed {
                     Some(c) => c,
                     None => self.by_cycle.entry(cycle.clone()).or_default(),
                 };
-                self.dirty |= c.refresh(inc, net, &cycle, changed, touch);
+                self.dirty |= c.refresh(inc, &model, &cycle, changed, touch);
             }
         }
         self.clock = clock;
