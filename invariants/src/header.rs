@@ -313,6 +313,10 @@ impl Cube {
 
     /// True if no header satisfies the cube.
     pub fn is_empty(&self) -> bool {
+        // Ternaries alone are never empty: only exclusions can empty a field.
+        if self.neg.is_empty() {
+            return false;
+        }
         let mut slots: Vec<u8> = self.neg.iter().map(|(s, _)| *s).collect();
         slots.sort_unstable();
         slots.dedup();

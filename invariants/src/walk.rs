@@ -308,6 +308,11 @@ impl Pkt {
                 None => origin_part.push((sl, t)),
             }
         }
+        // All of it matches (a header class's cube against the rules it
+        // was cut by, mostly): no piece to cut off.
+        if origin_part.iter().all(|&(sl, t)| self.origin.pos[sl].within(t)) {
+            return (Some(self.clone()), Vec::new());
+        }
         let hit = self.origin.and(&origin_part).map(|origin| Pkt { origin, over: self.over });
         if hit.is_none() {
             return (None, vec![self.clone()]);
