@@ -317,10 +317,25 @@ impl Cube {
         if self.neg.is_empty() {
             return false;
         }
-        let mut slots: Vec<u8> = self.neg.iter().map(|(s, _)| *s).collect();
-        slots.sort_unstable();
-        slots.dedup();
-        slots.iter().any(|&s| self.slot_empty(s as usize))
+        // Each field with exclusions once (at its first), its exclusions
+        // gathered on the stack: this runs for every piece a walk cuts.
+        let mut excluded = [Ternary { value: 0, mask: 0 }; 16];
+        self.neg.iter().enumerate().any(|(i, &(slot, _))| {
+            if self.neg[..i].iter().any(|&(s, _)| s == slot) {
+                return false;
+            }
+            let mut k = 0;
+            for &(s, t) in &self.neg[i..] {
+                if s == slot {
+                    if k == excluded.len() {
+                        return self.slot_empty(slot as usize);
+                    }
+                    excluded[k] = t;
+                    k += 1;
+                }
+            }
+            point(self.pos[slot as usize], &excluded[..k]).is_none()
+        })
     }
 
     /// One concrete header in the cube (`None` if it is empty). Fields the
@@ -562,6 +577,35 @@ mod tests {
         let half = Ternary { value: 0b10, mask: !0b01 }; // {2, 3}
         assert_eq!(point(pos, &[half, ex(0), ex(1)]), None);
         assert!(point(pos, &[half, ex(1)]).is_some_and(|v| v == 0));
+    }
+
+    proptest::proptest! {
+        /// Emptiness against enumeration: two fields of eight values each,
+        /// some excluded by ternaries (more than the stack holds, at times).
+        #[test]
+        fn a_cube_is_empty_exactly_when_no_header_is_left(
+            neg in proptest::collection::vec((0..2usize, 0u64..8, 0u64..8), 0..40)
+        ) {
+            let slots = [s::IP_DSCP, s::IP_ECN];
+            let eight = Ternary { value: PRESENT, mask: !0b111 };
+            let mut cube = Cube { pos: [Ternary::exact(0); N], neg: Vec::new() };
+            for sl in slots {
+                cube.pos[sl] = eight;
+            }
+            // (field, value, bits left free): values v with v & !free == value & !free.
+            let ex: Vec<(usize, Ternary)> = neg
+                .iter()
+                .map(|&(f, v, free)| (slots[f], Ternary { value: PRESENT | (v & !free), mask: !free }))
+                .collect();
+            cube.neg = ex.iter().map(|&(sl, t)| (sl as u8, t)).collect();
+            let left = (0..8u64).any(|a| {
+                (0..8u64).any(|b| {
+                    let (a, b) = (PRESENT | a, PRESENT | b);
+                    !ex.iter().any(|&(sl, t)| t.contains(if sl == slots[0] { a } else { b }))
+                })
+            });
+            proptest::prop_assert_eq!(cube.is_empty(), !left);
+        }
     }
 
     #[test]
