@@ -324,6 +324,10 @@ struct Index {
     table0: Vec<u32>,
     /// Per switch: table 0 has no in-port or metadata matches.
     plain0: Vec<bool>,
+    /// Switches that are not plain ([`Index::plain_switch`]): while none
+    /// is, [`plain_walks`] holds (kept up to date by [`Index::reindex`],
+    /// so that no update looks at every switch to know it).
+    not_plain: usize,
     /// Each switch's slots in [`Caches::single`]: `capacity` slots by
     /// table-0 rule id from `base`, then one for no match.
     single_base: Vec<usize>,
@@ -338,6 +342,12 @@ fn single_capacity(rules: usize) -> usize {
 }
 
 impl Index {
+    /// Switch `s` has one plain table: no ingress port or metadata matched
+    /// in table 0, no rules in later tables.
+    fn plain_switch(&self, s: usize) -> bool {
+        self.plain0[s] && self.switches[s].tables.iter().skip(1).all(|t| t.rules.is_empty())
+    }
+
     fn single_slot(&self, s: usize, id: u32) -> usize {
         if id == NONE {
             self.single_base[s] + self.single_capacity[s]
@@ -704,9 +714,10 @@ impl ByClass {
         exact_paths(&self.ix, &self.hosts, &mut self.cache, model, x)
     }
 
-    /// [`ByClass::paths_exactly`] for each of `atoms`, on `threads` threads (each but the first on a copy of the steps known
-    /// so far; what they add to it is not kept). The judgements in group
-    /// order, or the first group's error.
+    /// [`ByClass::paths_exactly`] for each of `atoms`, on `threads` threads
+    /// (each but the first on a copy of the steps known so far; what the
+    /// copies gain is not kept). The judgements in the atoms' order, or the
+    /// error of the first atom that has one.
     fn groups_exactly(&mut self, model: &Model, atoms: &[usize], threads: usize) -> Result<Vec<Exact>, Irregular> {
         let threads = threads.min(atoms.len()).max(1);
         if threads == 1 {
@@ -1095,7 +1106,19 @@ impl Index {
             by_dpid.insert(dpid, switches.len() as u32);
             switches.push(SwitchIndex { dpid, tables, receiving });
         }
-        Index { classes, switches, by_dpid, table0, plain0, single_base, single_capacity: single_cap, receive_mask }
+        let mut ix = Index {
+            classes,
+            switches,
+            by_dpid,
+            table0,
+            plain0,
+            not_plain: 0,
+            single_base,
+            single_capacity: single_cap,
+            receive_mask,
+        };
+        ix.not_plain = (0..ix.switches.len()).filter(|&s| !ix.plain_switch(s)).count();
+        ix
     }
 
     /// Re-reads switch `s`'s tables from `model`, keeping the ids of rules
@@ -1117,6 +1140,7 @@ impl Index {
         s: usize,
         affected: &mut Vec<usize>,
     ) -> Result<Option<Vec<(usize, u32)>>, Irregular> {
+        let switch_plain_before = self.plain_switch(s);
         let classes = &self.classes;
         let dpid = self.switches[s].dpid;
         let Some(flow_tables) = model.net.switches.get(&dpid).map(|sw| &sw.tables) else {
@@ -1255,6 +1279,11 @@ impl Index {
         }
         let plain_before = self.plain0[s];
         self.plain0[s] = !self.switches[s].tables.first().is_some_and(|t| t.conditional);
+        match (switch_plain_before, self.plain_switch(s)) {
+            (true, false) => self.not_plain += 1,
+            (false, true) => self.not_plain -= 1,
+            _ => {}
+        }
         if let Some(olds) = olds.as_mut().filter(|_| plain_before && self.plain0[s]) {
             // Only table 0 changed and it reads no ingress port or metadata:
             // an atom still held first by the same rule is treated as before
@@ -1489,7 +1518,7 @@ fn alike(ix: &Index, cache: &Caches, atoms: &[usize]) -> Vec<Vec<usize>> {
 /// no later tables): what a switch does with an atom is its first rule's
 /// step, and [`walk_key`] names an atom's whole walk.
 fn plain_walks(ix: &Index) -> bool {
-    ix.plain0.iter().all(|&p| p) && ix.switches.iter().all(|sw| sw.tables.iter().skip(1).all(|t| t.rules.is_empty()))
+    ix.not_plain == 0
 }
 
 /// What every switch does with atom `x`, as `key` (only where
