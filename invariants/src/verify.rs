@@ -231,9 +231,8 @@ struct Confirmed {
     /// The class engine's [`Incremental::loop_clock`] at the last update.
     clock: Option<(u64, u64)>,
     /// The loops found, each once, sorted by their switches
-    /// ([`Confirmed::loops`]), made again when `dirty`.
+    /// ([`Confirmed::loops`]), made again when some candidate's loop changed.
     shown: Vec<Violation>,
-    dirty: bool,
     /// Ticks whenever `shown` is made again.
     generation: u64,
 }
@@ -391,35 +390,36 @@ impl Confirmed {
         // entries compiled by one walk serve the next.
         let model = Model::new(net);
         let clock = inc.loop_clock();
+        // Whether some candidate's loop changed (or went).
+        let mut changed_loops = false;
         if clock.is_some() && clock == self.clock {
             // The same cycles taken by the same classes as at the last
             // update: only candidates through a changed switch may change.
             for (cycle, c) in self.by_cycle.iter_mut() {
                 if changed.iter().any(|d| cycle.contains(d)) {
-                    self.dirty |= c.refresh(inc, &model, cycle, changed, touch);
+                    changed_loops |= c.refresh(inc, &model, cycle, changed, touch);
                 }
             }
         } else {
             let cycles = inc.loop_cycles();
             let before = self.by_cycle.len();
             self.by_cycle.retain(|c, _| cycles.binary_search(c).is_ok());
-            self.dirty |= self.by_cycle.len() < before;
+            changed_loops |= self.by_cycle.len() < before;
             for cycle in cycles {
                 let c = match self.by_cycle.get_mut(&cycle) {
                     Some(c) => c,
                     None => self.by_cycle.entry(cycle.clone()).or_default(),
                 };
-                self.dirty |= c.refresh(inc, &model, &cycle, changed, touch);
+                changed_loops |= c.refresh(inc, &model, &cycle, changed, touch);
             }
         }
         self.clock = clock;
-        if self.dirty {
+        if changed_loops {
             let mut shown: Vec<&Violation> =
                 self.by_cycle.values().filter_map(|c| c.found.as_ref().map(|f| &f.1)).collect();
             shown.sort_by(|a, b| a.elements.cmp(&b.elements));
             shown.dedup_by(|a, b| a.elements == b.elements);
             self.shown = shown.into_iter().cloned().collect();
-            self.dirty = false;
             self.generation += 1;
         }
     }
