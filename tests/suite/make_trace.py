@@ -4,8 +4,9 @@ and a trace whose external events are the case's known minimal causal
 sequence (MCS) hidden among EXTRA extraneous inputs, with the violation the
 MCS causes as the trace's last record: its victim and its culprit (what
 causes it, as sts names it: the same bug is the same culprit). The race
-cases (unbarriered_path, first_sighting) write a clean run instead, with no
-violation: their bug needs an order of messages, which `sts explore` finds.
+cases (unbarriered_path, first_sighting, spoof_guard) write a clean run instead,
+with no violation: their bug needs an order of messages, which `sts explore`
+finds.
 
     tests/suite/make_trace.py CASE EXTRA SEED OUTDIR
 
@@ -253,6 +254,21 @@ def case_events(case, extra, rng):
                     for a, b in [(port(n, 2 if n == 1 else 3), port(n + 1, 2)) for n in range(1, 5)]]
             events = slow + events
         return events, None, 1
+    if case == "spoof_guard":
+        # A race: a clean run of pings among the line's five hosts, one of
+        # which (heard from before) moves to another switch halfway and
+        # pings 300 ms later; its old switch reports the unplugged port at
+        # once. Optimal: its earlier ping, the move and its ping after.
+        hosts = [1, 2, 3, 4, 5]
+        events = [ping(*rng.sample(hosts, 2)) for _ in range(max(extra, 1))]
+        moved = rng.choice(hosts)
+        to = rng.choice([s for s in hosts if s != moved])
+        others = [h for h in hosts if h != moved]
+        at = len(events) // 2
+        events.insert(rng.randrange(at + 1), ping(moved, rng.choice(others)))
+        events[at + 1:at + 1] = [{"type": "host_migrate", "host": "h%d" % moved, "from": moved, "to": to},
+                                 (ping(moved, rng.choice(others)), 300)]
+        return events, None, 3
     raise SystemExit("unknown case %r" % case)
 
 

@@ -279,6 +279,50 @@ fn explore_finds_the_suite_races_first_and_races_names_the_flipped_pair() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
+/// A PORT_STATUS and a PACKET_IN of two switches: the suite's spoof_guard
+/// takes a moved host for a spoofer when its old switch's report of the
+/// unplugged port comes after the host's first frame at the new one.
+/// `sts explore` finds it from a clean run (holding the old switch's
+/// connection past the move, its PORT_STATUS queued behind), the same
+/// variant every time, and `sts races` on the find pairs the host's new
+/// sighting with the held message first and with the late PORT_STATUS.
+#[test]
+fn explore_finds_a_move_taken_for_a_spoof_and_races_names_the_late_port_status() {
+    let tmp = std::env::temp_dir().join(format!("sts-explore-spoof-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let dir = tmp.join("spoof_guard");
+    suite_case("spoof_guard", "10", &dir);
+    let explore = || {
+        let out = sts().arg("explore").arg(&dir).arg("--json").output().unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+        assert_eq!(out.status.code(), Some(1), "{doc:#}\n{}", text(&out));
+        assert!(doc["base_violation"].is_null(), "the run is clean: {doc:#}");
+        doc["finds"][0].clone()
+    };
+    let find = explore();
+    assert_eq!(explore()["execution"], find["execution"], "seeded: the same variant finds it again");
+    assert!(find["execution"].as_u64().unwrap() <= 8, "{find:#}");
+    // h3 moved from s3 to s1 (the case's seed 1) and was blocked there.
+    let violation = find["violation"].as_str().unwrap();
+    assert!(violation.starts_with("h3 -> ") && violation.contains("dropped at s1"), "{find:#}");
+    assert!(find["held"]["what"].as_str().unwrap().starts_with("packet_in s3 "), "{find:#}");
+    let (code, doc, said) = races_json(Path::new(find["dir"].as_str().unwrap()));
+    assert_eq!(code, Some(1), "a harmful race\n{said}");
+    let harmful: Vec<&serde_json::Value> =
+        doc["races"].as_array().unwrap().iter().filter(|r| !r["harm"].is_null()).collect();
+    let sighting = |e: &serde_json::Value| e["what"].as_str().unwrap().starts_with("packet_in s1 → c0 (in_port=3");
+    let first = harmful[0];
+    assert!(sighting(&first["first"]) && first["second"]["what"] == find["held"]["what"], "{doc:#}");
+    assert!(
+        harmful.iter().any(|r| sighting(&r["first"])
+            && r["second"]["what"].as_str().unwrap().starts_with("port_status s3")
+            && !r["second"]["delivered"]["behind"].is_null()),
+        "the late PORT_STATUS, queued behind the held message: {doc:#}"
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
 /// Variants replayed from checkpoints where they leave the base run find
 /// what fresh replays of the whole variant find: the same orders offered,
 /// the first found by the first, and its directory reproduces the bug.

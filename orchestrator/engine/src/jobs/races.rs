@@ -270,6 +270,13 @@ fn input_keys(e: &External, places: &Places) -> Vec<Key> {
     }
 }
 
+/// A PORT_STATUS's keys: its port, and the addresses the port has sent up
+/// (what a controller tracking hosts by port forgets or moves on it).
+fn port_status_keys(keys: &mut Vec<Key>, heard: &BTreeMap<(u64, u32), BTreeSet<[u8; 6]>>, dpid: u64, port: u32) {
+    keys.push(Key::Port(dpid, port));
+    keys.extend(heard.get(&(dpid, port)).into_iter().flatten().map(|mac| Key::Mac(Mac(*mac))));
+}
+
 /// Where the records analysed end: at the violation, or the trace's end.
 fn violation_at(trace: &Trace) -> usize {
     trace.records.iter().position(|r| r.violation().is_some()).unwrap_or(trace.records.len())
@@ -296,6 +303,10 @@ fn nodes(
         })
         .collect();
     let mut out = Vec::new();
+    // The addresses each port has sent up: a PORT_STATUS of that port and
+    // a later sighting of one of them elsewhere do not commute (a
+    // controller that tracks hosts by port reads both).
+    let mut heard: BTreeMap<(u64, u32), BTreeSet<[u8; 6]>> = BTreeMap::new();
     for (i, r) in trace.records.iter().enumerate().take(end).skip(start) {
         if let Some(e) = r.external() {
             let policy_of = match e {
@@ -394,11 +405,11 @@ fn nodes(
                             Some((0, sts_mocknet::flow::port10(p.in_port), p.data.clone()))
                         }
                         Body::V13(v13::Msg::PortStatus(s)) => {
-                            keys.push(Key::Port(dpid, s.desc.port_no));
+                            port_status_keys(&mut keys, &heard, dpid, s.desc.port_no);
                             None
                         }
                         Body::V10(v10::Msg::PortStatus(s)) => {
-                            keys.push(Key::Port(dpid, sts_mocknet::flow::port10(s.desc.port_no)));
+                            port_status_keys(&mut keys, &heard, dpid, sts_mocknet::flow::port10(s.desc.port_no));
                             None
                         }
                         _ => None,
@@ -407,6 +418,9 @@ fn nodes(
                         keys.push(Key::Port(dpid, port));
                         if data.len() >= 14 {
                             keys.push(mac_key(&data[6..12]));
+                            let mut src = [0u8; 6];
+                            src.copy_from_slice(&data[6..12]);
+                            heard.entry((dpid, port)).or_default().insert(src);
                         }
                         let _ = write!(what, " (in_port={port}: {})", sts_trace::frame_summary(&data));
                         packet_in = Some(Box::new(PacketInView {
@@ -712,12 +726,17 @@ fn conflicts(
     for ((ctl, key), members) in &by_key {
         for (x, &a) in members.iter().enumerate() {
             for &b in &members[x + 1..] {
-                let (Kind::ToController { dpid: da, .. }, Kind::ToController { dpid: db, .. }) =
-                    (&nodes[a].kind, &nodes[b].kind)
+                let (
+                    Kind::ToController { dpid: da, packet_in: pa, .. },
+                    Kind::ToController { dpid: db, packet_in: pb, .. },
+                ) = (&nodes[a].kind, &nodes[b].kind)
                 else {
                     continue;
                 };
-                if da != db && paired.insert((a, b)) {
+                // Two ports' reports of an address they heard commute: a
+                // controller forgets it either way.
+                let reports = pa.is_none() && pb.is_none() && matches!(key, Key::Mac(_));
+                if da != db && !reports && paired.insert((a, b)) {
                     let (f, s) = seen_order(a, b);
                     out.push((format!("c{ctl}"), f, s, key.describe(hosts)));
                 }
