@@ -132,10 +132,14 @@ fn explore_finds_the_vlan_move_race_from_a_clean_run_first() {
     let listed = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(listed.contains("   1. hold seq ") && listed.contains("past seq"), "{listed}");
 
-    let out = sts().arg("explore").arg(&dir).arg("--json").output().unwrap();
+    let out = sts().arg("explore").arg(&dir).arg("--json").env("RUST_LOG", "info").output().unwrap();
     assert_eq!(out.status.code(), Some(1), "a find: exit 1\n{}", text(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["base_violation"].is_null(), "{doc:#}");
+    // The branches' controllers are forked from the base run's faucet
+    // zygote: faucet starts once (its config file names the base's directory).
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said.matches("zygote parked").count(), 1, "{said}");
     let find = &doc["finds"][0];
     assert_eq!(find["execution"], 1, "the first order tried: {doc:#}");
     assert_eq!(find["held"]["msg_type"], "packet_in", "{find:#}");

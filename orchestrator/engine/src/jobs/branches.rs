@@ -77,15 +77,20 @@ impl Summary {
 impl<'t> Branches<'t> {
     /// Starts the base run `base` (an exploration's recorded base) on fresh
     /// controllers, in `dir`; marks will be taken where `departures` say.
+    /// With `files_dir` (the directory of the run that recorded `base`, over
+    /// by now), the controllers' files are written there again and the
+    /// controllers forked from that run's zygotes: faucet's name their
+    /// directory, and a new one costs a whole start.
     pub async fn start(
         engine: &Engine,
         config: &Config,
         base: &'t Trace,
         dir: &Path,
+        files_dir: Option<&Path>,
         departures: BTreeSet<usize>,
     ) -> Result<Branches<'t>, RunError> {
         let _ = std::fs::remove_dir_all(dir);
-        let replayer = Replayer::start(engine, config, base, dir, 0).await?;
+        let replayer = Replayer::start_in(engine, config, base, dir, files_dir, 0).await?;
         Ok(Branches { replayer, marks: BTreeMap::new(), departures, spine: Some(0), dir: dir.to_owned(), rewinds: 0 })
     }
 

@@ -610,7 +610,10 @@ pub async fn run(
     let mut branches: Option<Branches> = None;
     if opts.start == Start::Branch && total > 0 {
         let departures = flips.iter().filter_map(|f| departure(&recorded, f)).collect();
-        branches = Some(Branches::start(engine, config, &recorded, &out.join("branches"), departures).await?);
+        // The base's own directory: its controllers' zygotes serve again.
+        let files = out.join("base").join("logs");
+        branches =
+            Some(Branches::start(engine, config, &recorded, &out.join("branches"), Some(&files), departures).await?);
     }
     let goal = (resumed + total) as u32;
     for (i, flip) in flips.iter().take(total).enumerate() {
@@ -713,7 +716,8 @@ async fn two_faults(
         let mut branches = None;
         if opts.start == Start::Branch && sitting.branches_refused.is_none() {
             let departures = todo[at..group_end].iter().filter_map(|(_, d)| departure(run, &d.flip)).collect();
-            branches = Some(Branches::start(engine, sitting.config, run, &out.join("branches"), departures).await?);
+            branches =
+                Some(Branches::start(engine, sitting.config, run, &out.join("branches"), None, departures).await?);
             summary.bases += 1;
         }
         for (j, d) in &todo[at..group_end] {

@@ -313,8 +313,22 @@ impl<'t> Replayer<'t> {
         out: &Path,
         run: u32,
     ) -> Result<Replayer<'t>, RunError> {
+        Replayer::start_in(engine, config, trace, out, None, run).await
+    }
+
+    /// [`Replayer::start`], the controllers' files in `files_dir` when given
+    /// (an earlier run's, to fork from its zygotes: [`session::start_in`]).
+    pub async fn start_in(
+        engine: &Engine,
+        config: &Config,
+        trace: &'t Trace,
+        out: &Path,
+        files_dir: Option<&Path>,
+        run: u32,
+    ) -> Result<Replayer<'t>, RunError> {
         let config = replay_config(config, trace);
-        let session = session::start(engine, &config, &out.join("logs")).await?;
+        let logs = out.join("logs");
+        let session = session::start_in(engine, &config, &logs, files_dir.unwrap_or(&logs), config.settle()).await?;
         Replayer::on_session(config, trace, session, None, out, run)
     }
 

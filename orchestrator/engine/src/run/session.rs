@@ -22,7 +22,12 @@ pub use crate::error::{own_dir, RunError};
 pub struct Session {
     pub runner: NetRunner,
     pub controllers: Vec<Controller>,
+    /// Where the run's logs go.
     pub run_dir: PathBuf,
+    /// Where the controllers' files are (faucet.yaml ...): what policies
+    /// edit (`{dir}`). The run's own directory, unless it shares another
+    /// run's (see [`start_in`]).
+    pub files_dir: PathBuf,
     specs: Vec<ControllerSpec>,
     logs: Vec<PathBuf>,
     /// Controllers crashed on purpose (a fuzzer input), not yet restarted.
@@ -262,9 +267,26 @@ pub async fn start_with(
     run_dir: &Path,
     settle: Settle,
 ) -> Result<Session, RunError> {
-    std::fs::create_dir_all(run_dir)
-        .map_err(|e| RunError::Environment(format!("cannot create {}: {e}", run_dir.display())))?;
-    let mut specs = crate::presets::specs(config, run_dir)
+    start_in(engine, config, run_dir, run_dir, settle).await
+}
+
+/// [`start_with`], the controllers' files (rewritten as the config makes
+/// them) in `files_dir` rather than beside the logs: a run that follows
+/// another, never beside it, can take the earlier run's `files_dir`, and
+/// with it the earlier run's zygotes (a controller whose command names its
+/// files, as faucet's does, gets a zygote per directory).
+pub async fn start_in(
+    engine: &crate::Engine,
+    config: &Config,
+    run_dir: &Path,
+    files_dir: &Path,
+    settle: Settle,
+) -> Result<Session, RunError> {
+    for dir in [run_dir, files_dir] {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| RunError::Environment(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let mut specs = crate::presets::specs(config, files_dir)
         .map_err(|e| RunError::Environment(format!("cannot write controller files: {e}")))?;
     // Relays first: controllers name their addresses ({relay:NAME}).
     let mut relays = BTreeMap::new();
@@ -385,6 +407,7 @@ pub async fn start_with(
         runner,
         controllers,
         run_dir: run_dir.to_owned(),
+        files_dir: files_dir.to_owned(),
         specs,
         logs,
         crashed: BTreeSet::new(),
@@ -426,7 +449,7 @@ impl Session {
             port: c.addr().port(),
             aux_port: c.aux_port(),
             pid: c.pid(),
-            dir: self.run_dir.display().to_string(),
+            dir: self.files_dir.display().to_string(),
         };
         let (step, timeout) = (step.clone(), step.timeout());
         let what = step.describe();
