@@ -1,8 +1,8 @@
 //! `sts races` on runs of real controllers: faucet's VLAN-move race (a
 //! PACKET_IN held across a policy change) names the policy and the held
 //! PACKET_IN as the harmful pair; two bugs that are not races (os-ken's
-//! forgotten migration, a suite app's stale routes) have none; a trace of
-//! inputs only reads its replay, or says how to get one.
+//! forgotten migration, a suite app's stale routes) and a clean pingall have
+//! none; a trace of inputs only reads its replay, or says how to get one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -106,6 +106,30 @@ fn bugs_that_are_not_races_have_no_harmful_race() {
         assert_eq!(doc["harmful"], 0, "{doc:#}");
         assert!(doc["judged_by"].is_string(), "harm was judged (by the culprit rule): {doc:#}");
     }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// A clean pingall (os-ken's simple_switch_13 on a line of three, every
+/// host pinging every other): races there are, but no violation, and so no
+/// harmful race.
+#[test]
+fn a_clean_pingall_has_no_harmful_race() {
+    let tmp = std::env::temp_dir().join(format!("sts-races-pingall-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let dir = tmp.join("pingall");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(workspace().join("examples/fuzz-osken13-lost-flowmod.toml"), dir.join("config.toml")).unwrap();
+    let pings: Vec<String> = [(1, 2), (1, 3), (2, 1), (2, 3), (3, 1), (3, 2)]
+        .iter()
+        .map(|(a, b)| format!(r#"{{"type":"ping","src":"h{a}","dst":"h{b}"}}"#))
+        .collect();
+    inputs(&dir, &pings.iter().map(|p| (300, p.as_str())).collect::<Vec<_>>());
+    let out = sts().arg("replay").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "clean: {}", text(&out));
+    let (code, doc, said) = races_json(&dir);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(doc["violation"].is_null() && doc["events"].as_u64().unwrap() > 50, "{doc:#}");
+    assert_eq!(doc["harmful"], 0, "{doc:#}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
