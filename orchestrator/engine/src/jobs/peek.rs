@@ -379,6 +379,8 @@ pub(crate) async fn roll_back(
         streams.insert((dpid, conn), ours);
         sockets[k].push((fd, theirs));
     }
+    // Files back before any copy runs: none may read a later edit.
+    s.restore_files(session_state).map_err(env)?;
     // Time goes back before any copy runs: none may read the later time.
     vt.rewind_to(state.time_ns());
     let mut moved = BTreeMap::new();

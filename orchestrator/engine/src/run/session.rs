@@ -55,6 +55,10 @@ pub struct Session {
 pub struct SessionState {
     pub run: crate::netrun::RunState,
     applied_policies: Vec<String>,
+    /// The controllers' files as they were (faucet.yaml ...): a policy
+    /// applied after the checkpoint edited them, and the copies resumed
+    /// from it must read them as they were then (on a reload, or a restart).
+    files: Vec<(PathBuf, Vec<u8>)>,
 }
 
 impl Session {
@@ -103,7 +107,24 @@ impl Session {
 
     /// Where the run stands, for a rollback ([`Session::restore_state`]).
     pub fn state(&self) -> SessionState {
-        SessionState { run: self.runner.state(), applied_policies: self.applied_policies.clone() }
+        let files = self
+            .specs
+            .iter()
+            .filter_map(|spec| spec.config.as_ref())
+            .filter_map(|path| std::fs::read(path).ok().map(|content| (path.clone(), content)))
+            .collect();
+        SessionState { run: self.runner.state(), applied_policies: self.applied_policies.clone(), files }
+    }
+
+    /// Puts the controllers' files back as they were in `state` (before the
+    /// controllers resume from it). Only the files that changed are written.
+    pub fn restore_files(&self, state: &SessionState) -> std::io::Result<()> {
+        for (path, content) in &state.files {
+            if std::fs::read(path).ok().as_ref() != Some(content) {
+                std::fs::write(path, content)?;
+            }
+        }
+        Ok(())
     }
 
     /// Takes back the session's own part of `state` (the network's is
