@@ -232,13 +232,18 @@ fn inputs(dir: &Path, events: &[(u64, &str)]) {
 
 /// `sts explore DIR ARGS --json`: exit 1 and its first find, at variant 1.
 fn explore_first(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let find = explore_find(dir, args);
+    assert_eq!(find["execution"], 1, "found by the first variant: {find:#}");
+    find
+}
+
+/// `sts explore DIR ARGS --json` on a clean run: exit 1 and its first find.
+fn explore_find(dir: &Path, args: &[&str]) -> serde_json::Value {
     let out = sts().arg("explore").arg(dir).args(args).arg("--json").output().unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
     assert_eq!(out.status.code(), Some(1), "{doc:#}\n{}", text(&out));
     assert!(doc["base_violation"].is_null(), "the run is clean: {doc:#}");
-    let find = doc["finds"][0].clone();
-    assert_eq!(find["execution"], 1, "found by the first variant: {doc:#}");
-    find
+    doc["finds"][0].clone()
 }
 
 /// The suite's race apps and its handshake race, each from a clean run:
@@ -320,16 +325,8 @@ fn explore_finds_a_move_taken_for_a_spoof_and_races_names_the_late_port_status()
     let _ = std::fs::remove_dir_all(&tmp);
     let dir = tmp.join("spoof_guard");
     suite_case("spoof_guard", "10", &dir);
-    let explore = || {
-        let out = sts().arg("explore").arg(&dir).arg("--json").output().unwrap();
-        let doc: serde_json::Value =
-            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
-        assert_eq!(out.status.code(), Some(1), "{doc:#}\n{}", text(&out));
-        assert!(doc["base_violation"].is_null(), "the run is clean: {doc:#}");
-        doc["finds"][0].clone()
-    };
-    let find = explore();
-    assert_eq!(explore()["execution"], find["execution"], "seeded: the same variant finds it again");
+    let find = explore_find(&dir, &[]);
+    assert_eq!(explore_find(&dir, &[])["execution"], find["execution"], "seeded: the same variant finds it again");
     assert!(find["execution"].as_u64().unwrap() <= 8, "{find:#}");
     // h3 moved from s3 to s1 (the case's seed 1) and was blocked there.
     let violation = find["violation"].as_str().unwrap();
