@@ -53,6 +53,13 @@ impl Persistence {
         out
     }
 
+    /// The earliest time after `after` at which a violation present at the
+    /// last observation will have lasted the threshold, if one will: until
+    /// then, observing the same violations again returns nothing new.
+    pub fn next_persistent_at(&self, after: u64) -> Option<u64> {
+        self.since.values().map(|&first| first + self.threshold_ms).filter(|&t| t > after).min()
+    }
+
     /// When the bug with this identity (at the level given to
     /// [`Persistence::new`]) was first seen in its current unbroken run, if
     /// it is present.
@@ -86,6 +93,8 @@ mod tests {
         assert!(p.observe(1200, &[v("h2")]).is_empty(), "the clock starts again");
         assert_eq!(p.since("blackhole:h2"), Some(1200));
         assert_eq!(p.observe(2200, &[v("h2"), v("h3")]).len(), 1, "h3 is new");
+        assert_eq!(p.next_persistent_at(2200), Some(3200), "h3 lasts the threshold at 3200");
+        assert_eq!(p.next_persistent_at(3200), None, "nothing present persists later than that");
     }
 
     #[test]

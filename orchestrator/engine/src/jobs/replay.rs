@@ -445,6 +445,7 @@ impl<'t> Replayer<'t> {
         };
         let seq = self.writer.external(now, e.clone()).map_err(self.env())?;
         inputs::apply(&mut self.session, e).await.map_err(RunError::from)?;
+        self.place.monitor.disturbed();
         self.place.injected += 1;
         Ok(seq)
     }
@@ -544,6 +545,7 @@ impl<'t> Replayer<'t> {
 
     /// The running system, to act on by hand between steps.
     pub fn session_mut(&mut self) -> &mut Session {
+        self.place.monitor.disturbed();
         &mut self.session
     }
 
@@ -646,22 +648,42 @@ impl<'t> Replayer<'t> {
         self.wanted.as_ref().is_none_or(|w| w.same_bug(v, self.same))
     }
 
-    /// Runs for `ms` and observes: true when the wanted violation (or,
-    /// without one, any persistent violation) has been found.
+    /// True when slices may run past [`SLICE_MS`]: on virtual time, with
+    /// nothing to pause the run at a finer grain than a slice (a person's
+    /// breakpoint on a message).
+    fn long_slices(&self) -> bool {
+        (self.pause.is_none() || self.coarse_pause) && self.session.runner.clock.virtual_time().is_some()
+    }
+
     /// How long the next slice runs, ending by `end` (run time, ms). On
     /// virtual time with nothing to pause the run, it runs to the next
     /// invariant check: between checks observing only records events, which
     /// carry their own times, so a slice end would buy nothing but a clock
-    /// jump (a replay of a long trace made about a thousand of them). Waiting
-    /// for a due event's predecessors, on real time, or when a pause is set
-    /// (a breakpoint on a message), slices stay [`SLICE_MS`] long.
+    /// jump (a replay of a long trace made about a thousand of them); and
+    /// past checks that cannot find anything new ([`Monitor::until_news`]).
+    /// On real time, or when a pause is set (a breakpoint on a message),
+    /// slices stay [`SLICE_MS`] long.
     fn slice_len(&self, end: u64) -> u64 {
         let now = self.session.runner.clock.now();
-        let long = (self.pause.is_none() || self.coarse_pause) && self.session.runner.clock.virtual_time().is_some();
-        let end = if long { end.min(self.place.monitor.next_check_ms().max(now + 1)) } else { end.min(now + SLICE_MS) };
+        let end = if self.long_slices() {
+            let monitor = &self.place.monitor;
+            let mut check = monitor.next_check_ms();
+            // A run at rest after a steady check stays as it is until its
+            // next timer: the checks before then would find the same.
+            if end > check && monitor.steady_now(now) {
+                if let Some(still) = self.session.runner.still_until() {
+                    check = monitor.until_news(now, still);
+                }
+            }
+            end.min(check.max(now + 1))
+        } else {
+            end.min(now + SLICE_MS)
+        };
         end.saturating_sub(now).max(1)
     }
 
+    /// Runs for `ms` and observes: true when the wanted violation (or,
+    /// without one, any persistent violation) has been found.
     async fn slice(&mut self, ms: u64) -> Result<bool, RunError> {
         self.session.runner.run_for(Duration::from_millis(ms)).await;
         self.flush()?;
@@ -721,6 +743,7 @@ impl<'t> Replayer<'t> {
         let e = inputs::as_now(&self.session.runner.net, r.external().expect("an external record"));
         self.writer.external(now, e.clone()).map_err(self.env())?;
         inputs::apply(&mut self.session, &e).await.map_err(RunError::from)?;
+        self.place.monitor.disturbed();
         // What the input's place held goes on after it, in order.
         self.release_place();
         self.last_input = Some(e);
@@ -764,7 +787,7 @@ impl<'t> Replayer<'t> {
             }
             // Before the event's time only its predecessors' arrival counts,
             // and they are looked for once it is due.
-            let end = if now < target { target } else { (target + epsilon).min(now + SLICE_MS) };
+            let end = if now < target { target } else { self.look_again_at(target + epsilon, now) };
             if keeping_since.elapsed() < PLACE_KEPT_AT_MOST {
                 self.keep_place();
             } else {
@@ -781,6 +804,23 @@ impl<'t> Replayer<'t> {
             }
         }
         Ok(None)
+    }
+
+    /// When a wait for a due input's predecessors looks again (it gives up
+    /// at `give_up`): every [`SLICE_MS`] while they may arrive; on a run
+    /// that stays as it is until its next timer ([`NetRunner::still_until`]),
+    /// nothing can arrive before then, and the wait goes straight there.
+    ///
+    /// [`NetRunner::still_until`]: crate::netrun::NetRunner::still_until
+    fn look_again_at(&self, give_up: u64, now: u64) -> u64 {
+        let soon = give_up.min(now + SLICE_MS);
+        if !self.long_slices() || soon == give_up {
+            return soon;
+        }
+        match self.session.runner.still_until() {
+            Some(still) if still > soon => give_up.min(still),
+            _ => soon,
+        }
     }
 
     /// From here on the trace's inputs go in at their recorded spacing

@@ -173,6 +173,11 @@ pub struct Monitor {
     /// The trace `seq` of each queued message not yet delivered, by the
     /// proxy's sequence number (for its `delivered` record).
     queued_at: std::collections::BTreeMap<u64, u64>,
+    /// The time of the last check when it was steady: nothing in its facts
+    /// (no dataplane event, no controller log line, none held back for the
+    /// next check) and nothing recorded or done to the run since. Until the
+    /// run changes, every later check finds what that one found.
+    steady_at: Option<u64>,
     /// What happened before this monitor's run was handed over (a run
     /// resumed from a checkpoint taken after the handshakes: their messages
     /// and log lines), recorded first by the next [`Monitor::record`].
@@ -191,6 +196,7 @@ impl Monitor {
             current: Vec::new(),
             held_from: BTreeSet::new(),
             queued_at: std::collections::BTreeMap::new(),
+            steady_at: None,
             prologue: None,
         }
     }
@@ -218,6 +224,9 @@ impl Monitor {
             first.dataplane.append(&mut drained.dataplane);
             first.log_lines.append(&mut drained.log_lines);
             drained = first;
+        }
+        if !(drained.internal.is_empty() && drained.dataplane.is_empty() && drained.log_lines.is_empty()) {
+            self.steady_at = None;
         }
         let mut out = Vec::with_capacity(drained.internal.len());
         for ((t, e), queued) in drained.internal.into_iter().zip(drained.queued) {
@@ -286,6 +295,42 @@ impl Monitor {
         self.next_ms
     }
 
+    /// Says the run was acted on from outside (an input given, the session
+    /// handed out to change by hand): the next check may find something new.
+    pub fn disturbed(&mut self) {
+        self.steady_at = None;
+    }
+
+    /// True when the last check, made at `now`, was steady (see
+    /// [`Monitor::until_news`]).
+    pub fn steady_now(&self, now: u64) -> bool {
+        self.steady_at == Some(now)
+    }
+
+    /// The last check that can be left to itself when the run stays as it
+    /// is until `still_until` (exclusive, run ms; [`NetRunner::still_until`]):
+    /// after a steady check at `now`, every check on the schedule before
+    /// then finds the same violations, and only the one where a violation
+    /// present will have lasted the persistence threshold can say something
+    /// new. Returns the latest check time on the schedule before
+    /// `still_until` and no later than that one (the caller runs up to it
+    /// and checks there, as if every check between had been made), or
+    /// [`Monitor::next_check_ms`] when nothing can be skipped.
+    ///
+    /// [`NetRunner::still_until`]: crate::netrun::NetRunner::still_until
+    pub fn until_news(&self, now: u64, still_until: u64) -> u64 {
+        let next = self.next_ms;
+        if !self.steady_now(now) || self.every_ms == 0 {
+            return next;
+        }
+        let every = self.every_ms;
+        let mut last = still_until.saturating_sub(1);
+        if let Some(p) = self.persistence.next_persistent_at(now) {
+            last = last.min(now + p.saturating_sub(now).div_ceil(every) * every);
+        }
+        (now + last.saturating_sub(now) / every * every).max(next)
+    }
+
     /// Records, then checks the invariants if a check is due. Returns the
     /// persistent violations, most fundamental first
     /// ([`Persistence::observe`]).
@@ -298,6 +343,7 @@ impl Monitor {
         }
         self.next_ms = now + self.every_ms;
         let log_lines = self.hold_open_tracebacks(session);
+        let steady = self.dataplane.is_empty() && log_lines.is_empty() && self.log_lines.is_empty();
         let facts = facts(session, std::mem::take(&mut self.dataplane), log_lines);
         if !session.policies.is_empty() {
             // Policies move the pairs that must not communicate.
@@ -305,6 +351,71 @@ impl Monitor {
         }
         let report = self.checker.check(&session.runner.net, &facts);
         self.current = report.violations.iter().map(Violation::fingerprint).collect();
+        self.steady_at = steady.then_some(now);
         Ok(self.persistence.observe(now, &report.violations))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sts_invariants::check::Invariant;
+
+    fn monitor(now: u64) -> Monitor {
+        let config = Config::from_toml(
+            "[network]\ntopology = \"linear\"\nsize = 2\n[[controllers]]\nkind = \"os-ken\"\napps = [\"x\"]\n\
+             [invariants]\npersist_ms = 1000\ncheck_every_ms = 10\n",
+            std::path::Path::new("config.toml"),
+        )
+        .unwrap();
+        Monitor::new(&config, now)
+    }
+
+    fn blackhole() -> Violation {
+        Violation {
+            invariant: Invariant::Blackhole,
+            elements: vec!["h1".into(), "h2".into()],
+            summary: String::new(),
+            witness: None,
+            culprit: None,
+        }
+    }
+
+    /// A steady check at `now` with `violations` present, as `observe` makes it.
+    fn steady_check(m: &mut Monitor, now: u64, violations: &[Violation]) {
+        m.persistence.observe(now, violations);
+        m.next_ms = now + m.every_ms;
+        m.steady_at = Some(now);
+    }
+
+    #[test]
+    fn a_steady_run_skips_to_the_last_check_before_its_next_timer() {
+        let mut m = monitor(0);
+        steady_check(&mut m, 100, &[]);
+        assert_eq!(m.until_news(100, 2_505), 2_500, "the last check on the schedule before 2,505 ms");
+        assert_eq!(m.until_news(100, 2_500), 2_490, "a timer due at a check's time is not skipped over");
+        assert_eq!(m.until_news(100, 105), 110, "nothing to skip: the next check as usual");
+        let far = m.until_news(100, u64::MAX);
+        assert!(far > 1 << 60 && (far - 100).is_multiple_of(10), "no timer at all: {far}");
+    }
+
+    #[test]
+    fn a_violation_present_is_checked_where_it_would_start_to_persist() {
+        let mut m = monitor(0);
+        steady_check(&mut m, 95, &[blackhole()]);
+        steady_check(&mut m, 100, &[blackhole()]);
+        // First seen at 95: persistent from 1,095 on, so the check at 1,100
+        // (checks come at 100 + 10 k), not one later.
+        assert_eq!(m.until_news(100, 5_000), 1_100);
+        assert_eq!(m.until_news(100, 700), 690, "a timer first");
+    }
+
+    #[test]
+    fn an_unsteady_check_or_a_disturbance_skips_nothing() {
+        let mut m = monitor(0);
+        steady_check(&mut m, 100, &[]);
+        assert_eq!(m.until_news(101, 5_000), 110, "not right after the check");
+        m.disturbed();
+        assert_eq!(m.until_news(100, 5_000), 110, "an input was given since");
     }
 }

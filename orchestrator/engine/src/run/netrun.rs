@@ -671,6 +671,23 @@ impl NetRunner {
             && self.conns.values().flatten().all(|c| c.meter.quiet())
     }
 
+    /// How long the run stays as it is, when it is quiescent now: the time
+    /// (run ms) of the first thing due in it, whichever comes first of a
+    /// controller's timer, a delayed frame or message, a flow's expiry;
+    /// `Millis::MAX` when nothing is. Before then nothing changes in the
+    /// network or the controllers unless sts is told to act (an input).
+    /// `None` when the run is not quiescent (a controller busy, something in
+    /// flight), and always on real time.
+    pub fn still_until(&self) -> Option<Millis> {
+        if !self.rx.is_empty() {
+            return None;
+        }
+        let activity = self.messages_from_controllers + self.messages_to_controllers;
+        let timers = self.clock.idle_until(activity, &|| self.sts_quiet())?;
+        let sts_due = [self.net.next_due(), self.interposer.next_due(), self.net.next_expiry()];
+        Some(sts_due.into_iter().flatten().fold(timers, Millis::min))
+    }
+
     /// True when nothing can happen in the run before `until` (run time, ms)
     /// unless something from outside it arrives: every controller process
     /// waits with its next timer later than that, and sts has no frame,

@@ -159,6 +159,19 @@ impl Clock {
     pub fn is_idle(&self, activity: u64, sts_quiet: &dyn Fn() -> bool) -> bool {
         self.virt.as_ref().is_some_and(|v| v.is_idle(activity, sts_quiet))
     }
+
+    /// When the run is quiescent ([`Clock::is_idle`]): the time (ms on this
+    /// clock, rounded up) of the earliest controller timer, `Millis::MAX`
+    /// when no controller waits with a timeout. No controller can act before
+    /// then unless sts gives it something. `None` when the run is not
+    /// quiescent, and always on real time.
+    pub fn idle_until(&self, activity: u64, sts_quiet: &dyn Fn() -> bool) -> Option<Millis> {
+        let (earliest, _) = self.virt.as_ref()?.idle_until(u64::MAX, activity, sts_quiet)?;
+        Some(match earliest {
+            u64::MAX => Millis::MAX,
+            ns => ns.saturating_sub(self.start_ns).div_ceil(NS_PER_MS),
+        })
+    }
 }
 
 /// What the idle detector saw last, to tell "still idle" from "idle again"
