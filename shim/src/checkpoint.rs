@@ -29,6 +29,14 @@
 //!   copy-on-write faults that follow one, since the copy that ran on from
 //!   the checkpoint is killed and its pages become the holder's alone again.
 //!
+//! - `spare PORT` (to a holder), with the descriptors of `resume` but no
+//!   sockets: the holder forks a copy ahead of the resume that will use it,
+//!   which gets its fresh listener, reports, and waits outside the run's time
+//!   for `go FD...` with the fresh sockets on its own control socket. It
+//!   then does the rest of a resume and answers `went`. The holder replies
+//!   `spare PID`. The fork and the copy's first steps are then off the path
+//!   of the rollback that uses it (a minimization's warm place).
+//!
 //! A holder exits when its control socket closes (sts dropped the checkpoint
 //! or died); copies it resumed die with it (PDEATHSIG). A holder that took
 //! over has no parent of sts's to die with, so it exits as soon as it sees
@@ -185,7 +193,7 @@ pub fn listening() -> bool {
     CONTROL.load(Ordering::Acquire) >= 0
 }
 
-fn reply(fd: RawFd, line: &str) {
+pub(crate) fn reply(fd: RawFd, line: &str) {
     let line = format!("{line}\n");
     // SAFETY: writing a valid buffer to a descriptor we own.
     unsafe { libc::send(fd, line.as_ptr().cast(), line.len(), libc::MSG_NOSIGNAL) };
@@ -341,12 +349,17 @@ unsafe fn hold(control: RawFd) {
             close_all(&fds);
             reply(
                 control,
-                &format!("error expected `resume PORT FD...` or `take PORT FD...`, got {:?}", command.trim()),
+                &format!(
+                    "error expected `resume PORT FD...`, `take PORT FD...` or `spare PORT`, got {:?}",
+                    command.trim()
+                ),
             );
             continue;
         };
         let take = words[0] == "take";
-        if !(take || words[0] == "resume") || fds.len() != 5 + targets.len() {
+        let spare = words[0] == "spare";
+        if !(take || spare || words[0] == "resume") || fds.len() != 5 + targets.len() || (spare && !targets.is_empty())
+        {
             close_all(&fds);
             reply(
                 control,
@@ -389,12 +402,17 @@ unsafe fn hold(control: RawFd) {
                 // A holder was single-threaded and listening: nothing to await.
                 await_port: None,
             };
-            // SAFETY: a freshly forked copy, or the single-threaded holder
-            // itself (this function's contract), resumed on the sockets sts sent.
-            unsafe { crate::become_child(child, &sockets, dies) };
+            if spare {
+                // SAFETY: a copy just forked by this single-threaded holder.
+                unsafe { crate::become_spare(child) };
+            } else {
+                // SAFETY: a freshly forked copy, or the single-threaded holder
+                // itself (this function's contract), resumed on the sockets sts sent.
+                unsafe { crate::become_child(child, &sockets, dies) };
+            }
             return;
         }
-        reply(control, &crate::parent_after_fork(pid, &fds, "resumed"));
+        reply(control, &crate::parent_after_fork(pid, &fds, if spare { "spare" } else { "resumed" }));
     }
 }
 
@@ -405,7 +423,7 @@ unsafe fn hold(control: RawFd) {
 ///
 /// `target` must be a connection of this process's to replace (a copy being
 /// resumed), and `fresh` a socket sts sent for it.
-pub unsafe fn replace_socket(target: RawFd, fresh: RawFd, report: &mut std::fs::File) {
+pub unsafe fn replace_socket(target: RawFd, fresh: RawFd, report: &mut dyn Write) {
     // SAFETY: descriptor calls on `target` (ours to replace: this function's
     // contract) and `fresh` (ours), with pointers to our own values.
     unsafe {

@@ -842,6 +842,98 @@ enum Parent {
 /// standard output, and replaces listeners, epoll instances and (with
 /// `sockets`) connections under the controller's descriptor numbers.
 unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)], parent: Parent) {
+    // SAFETY: a new copy (this function's contract).
+    let mut report = unsafe { leave_parent(&child, parent) };
+    attach_clock(child.clock, &mut report);
+    checkpoint::set_control(child.control.unwrap_or(-1));
+    checkpoint::exit_when_released(parent == Parent::None);
+    for &(target, fresh) in sockets {
+        // SAFETY: a resumed copy (this function's contract) replacing a
+        // connection sts listed, with the fresh socket it sent for it.
+        unsafe { checkpoint::replace_socket(target, fresh, &mut report) };
+    }
+    // SAFETY: a new copy (this function's contract).
+    let awaited_found = unsafe { replace_listeners(&child, &mut report) };
+    // SAFETY: as above; after the listeners and connections were replaced.
+    unsafe { rebuild_waits(&mut report) };
+    match child.await_port {
+        Some(port) if !awaited_found => deferred::start(report, port),
+        _ => {
+            let _ = writeln!(report, "ok");
+        }
+    }
+}
+
+/// A *spare* copy of a checkpoint holder (`spare PORT`): forked ahead of the
+/// resume that will use it, so that the fork and the copy's first steps are
+/// not on that resume's path. It does what a resumed copy does up to its
+/// report (a process group of its own, its output, a fresh listener), then
+/// waits on its control socket, outside the run's time (no clock slot yet),
+/// for `go FD...` with one fresh socket per descriptor. Then it attaches the
+/// clock, puts the sockets in place, rebuilds its epoll instances, answers
+/// `went` (or `error ...`) on the control socket, and returns into the
+/// controller's wait. sts letting go of the control socket ends it.
+///
+/// # Safety
+///
+/// Only in a copy just forked by a single-threaded checkpoint holder.
+unsafe fn become_spare(child: Child) {
+    // SAFETY: a new copy (this function's contract).
+    let mut report = unsafe { leave_parent(&child, Parent::DieWith) };
+    let control = child.control.unwrap_or(-1);
+    checkpoint::set_control(control);
+    checkpoint::exit_when_released(false);
+    // SAFETY: a new copy (this function's contract).
+    unsafe { replace_listeners(&child, &mut report) };
+    let _ = writeln!(report, "ok");
+    drop(report);
+    let (targets, fds) = loop {
+        match receive(control, 0) {
+            Received::Command(command, fds) => {
+                let targets: Option<Vec<RawFd>> = match command.split_whitespace().collect::<Vec<_>>().as_slice() {
+                    ["go", rest @ ..] => rest.iter().map(|w| w.parse().ok()).collect(),
+                    _ => None,
+                };
+                match targets {
+                    Some(t) if t.len() == fds.len() => break (t, fds),
+                    _ => {
+                        close_ours(&fds);
+                        checkpoint::reply(
+                            control,
+                            &format!("error expected `go FD...` with a socket each, got {:?}", command.trim()),
+                        );
+                    }
+                }
+            }
+            Received::Nothing => {}
+            // SAFETY: sts let go of the spare before using it: nothing to flush.
+            Received::Closed => unsafe { libc::_exit(0) },
+        }
+    };
+    let mut errors: Vec<u8> = Vec::new();
+    attach_clock(child.clock, &mut errors);
+    for (&target, &fresh) in targets.iter().zip(&fds) {
+        // SAFETY: a spare copy (this function's contract) replacing a
+        // connection sts listed, with the fresh socket it sent for it.
+        unsafe { checkpoint::replace_socket(target, fresh, &mut errors) };
+    }
+    // SAFETY: as above; after the listeners and connections were replaced.
+    unsafe { rebuild_waits(&mut errors) };
+    let errors = String::from_utf8_lossy(&errors);
+    match errors.lines().next() {
+        Some(first) => checkpoint::reply(control, first),
+        None => checkpoint::reply(control, "went"),
+    }
+}
+
+/// A new copy's first steps: a process group of its own, dying with its
+/// parent (unless `parent` says otherwise), its own standard output and
+/// error. Returns its report pipe.
+///
+/// # Safety
+///
+/// Only in a freshly forked copy, or a holder taking over.
+unsafe fn leave_parent(child: &Child, parent: Parent) -> std::fs::File {
     // SAFETY: process-level calls with plain arguments; the descriptors in
     // `child` came with the command and are this copy's to use and close.
     unsafe {
@@ -856,22 +948,28 @@ unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)], parent: Parent)
         libc::dup2(child.stderr, 2);
         libc::close(child.stdout);
         libc::close(child.stderr);
+        // The report pipe came with the command: this File owns it.
+        std::fs::File::from_raw_fd(child.report)
     }
-    // SAFETY: the report pipe came with the command: this File owns it.
-    let mut report = unsafe { std::fs::File::from_raw_fd(child.report) };
-    if let Some(clock) = child.clock {
+}
+
+/// Attaches the copy to the run's clock page, if it was given one.
+fn attach_clock(clock: Option<RawFd>, report: &mut dyn Write) {
+    if let Some(clock) = clock {
         if let Err(e) = vtime::attach_fd(clock) {
             let _ = writeln!(report, "error clock page: {e}");
         }
         close_ours(&[clock]);
     }
-    checkpoint::set_control(child.control.unwrap_or(-1));
-    checkpoint::exit_when_released(parent == Parent::None);
-    for &(target, fresh) in sockets {
-        // SAFETY: a resumed copy (this function's contract) replacing a
-        // connection sts listed, with the fresh socket it sent for it.
-        unsafe { checkpoint::replace_socket(target, fresh, &mut report) };
-    }
+}
+
+/// Replaces the copy's listeners by fresh ones on new ports (reported as
+/// `port OLD NEW`). Returns whether the port `child` awaits was among them.
+///
+/// # Safety
+///
+/// Only in a new copy, on its own listeners.
+unsafe fn replace_listeners(child: &Child, report: &mut dyn Write) -> bool {
     let listening = tracked().listening.clone();
     let mut awaited_found = child.await_port.is_none();
     for fd in listening {
@@ -888,6 +986,16 @@ unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)], parent: Parent)
             }
         }
     }
+    awaited_found
+}
+
+/// Gives the copy epoll instances of its own (a fork shares its parent's)
+/// and brings back the threads parked with it.
+///
+/// # Safety
+///
+/// Only in a new copy, once its descriptors are all in place.
+unsafe fn rebuild_waits(report: &mut dyn Write) {
     let epolls: Vec<(RawFd, Vec<(RawFd, libc::epoll_event)>)> =
         tracked().epolls.iter().map(|(&e, l)| (e, l.iter().map(|(&f, &ev)| (f, ev)).collect())).collect();
     for (epfd, list) in epolls {
@@ -904,12 +1012,6 @@ unsafe fn become_child(child: Child, sockets: &[(RawFd, RawFd)], parent: Parent)
         // SAFETY: a fresh copy (this function's contract), once.
         if let Err(e) = unsafe { park::bring_back() } {
             let _ = writeln!(report, "error {e}");
-        }
-    }
-    match child.await_port {
-        Some(port) if !awaited_found => deferred::start(report, port),
-        _ => {
-            let _ = writeln!(report, "ok");
         }
     }
 }

@@ -107,6 +107,60 @@ fn os_ken_resumes_from_a_checkpoint_with_the_state_it_had() {
     assert!(live.is_alive());
 }
 
+/// The children of process `pid` (its main thread's).
+fn children(pid: u32) -> Vec<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    text.split_whitespace().filter_map(|p| p.parse().ok()).collect()
+}
+
+/// The child `pid` forks next, once it exists (within ten seconds).
+fn new_child(pid: u32, before: &[u32]) -> u32 {
+    for _ in 0..1000 {
+        if let Some(&c) = children(pid).iter().find(|c| !before.contains(c)) {
+            return c;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("process {pid} forked no child");
+}
+
+#[test]
+fn a_spare_forked_ahead_is_the_copy_the_next_resume_hands_out() {
+    let d = dir("spare");
+    let mut z =
+        Zygote::start(&presets::os_ken_with(&[], &["os_ken.app.simple_switch_13"]), &d.join("zygote.log")).unwrap();
+    let vt = VirtualTime::create().unwrap();
+    let mut live = z.fork(&d.join("live.log"), Some(&vt)).unwrap();
+    let mut sw = ScriptedSwitch::connect(live.addr(), OFP13, 1, 3).unwrap();
+    sw.serve(Duration::from_millis(300), Duration::from_secs(20)).unwrap();
+    assert_eq!(ping(&mut sw, 1, 2), [FLOOD]);
+    let mut cp = checkpoint::checkpoint(&mut live).unwrap_or_else(|e| panic!("{e}"));
+    let our_port = sw.local_addr().unwrap().port();
+    let held = cp.connections.iter().find(|c| c.peer_port == our_port).copied().expect("the switch connection");
+
+    // The spare is forked now, while the live copy goes on and learns h2.
+    let holder = cp.holder_pid();
+    cp.prepare_spare(&vt).unwrap_or_else(|e| panic!("{e}"));
+    let spare = new_child(holder, &[]);
+    assert_eq!(ping(&mut sw, 2, 1), [1], "the live copy forgot h1");
+    let (ours, theirs) = socket_pair();
+    let mut sw2 = sw.reconnected(ours).unwrap();
+    let mut resumed = cp.resume(&d.join("resumed.log"), &vt, vec![(held.fd, OwnedFd::from(theirs))]).unwrap();
+    assert_eq!(resumed.pid(), spare, "the resume did not hand out the spare");
+    // The checkpoint's state: h1 known, h2 (learned after it) not.
+    assert_eq!(ping(&mut sw2, 3, 1), [1], "the spare lost what the checkpoint knew:\n{}", resumed.log_tail(20));
+    assert_eq!(ping(&mut sw2, 3, 2), [FLOOD], "the spare knows what only the live copy learned");
+
+    // A spare never used dies with its checkpoint, as resumed copies do.
+    cp.prepare_spare(&vt).unwrap();
+    let unused = new_child(holder, &[spare]);
+    drop(cp);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(gone_or_zombie(unused), "an unused spare outlived its checkpoint");
+    assert!(gone_or_zombie(spare) && !resumed.is_alive(), "the resumed spare outlived its checkpoint");
+    assert!(live.is_alive());
+}
+
 #[test]
 fn a_controller_not_on_virtual_time_cannot_be_checkpointed() {
     let d = dir("refused");

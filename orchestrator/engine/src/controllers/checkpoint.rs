@@ -55,6 +55,20 @@ pub struct Checkpoint {
     aux_port: u16,
     /// The connections to hand fresh sockets for on resume.
     pub connections: Vec<HeldConnection>,
+    /// A copy forked ahead for the next resume, if one was asked for.
+    spare: Option<Spare>,
+}
+
+/// A copy the holder forked ahead ([`Checkpoint::prepare_spare`]): listening
+/// on a port of its own, outside the run's time, waiting for the sockets of
+/// the resume that will use it. The holder's `spare PID` reply is read when
+/// it is used or given up.
+struct Spare {
+    output: CopyOutput,
+    /// sts's end of the spare's control socket.
+    shim: UnixStream,
+    /// The clock page it was given (a resume on another clock forks anew).
+    clock_fd: std::os::fd::RawFd,
 }
 
 fn err(name: &str, what: &str, e: &dyn std::fmt::Display) -> SnapshotError {
@@ -105,7 +119,15 @@ pub fn checkpoint(controller: &mut Controller) -> Result<Checkpoint, SnapshotErr
         connections.push(parsed.ok_or_else(|| err(&name, "a connection in the reply", &w))?);
     }
     ours.set_read_timeout(Some(ANSWER_WITHIN)).map_err(|e| err(&name, "socket", &e))?;
-    Ok(Checkpoint { name, holder: Pid::from_raw(pid), control: BufReader::new(ours), listen, aux_port, connections })
+    Ok(Checkpoint {
+        name,
+        holder: Pid::from_raw(pid),
+        control: BufReader::new(ours),
+        listen,
+        aux_port,
+        connections,
+        spare: None,
+    })
 }
 
 impl Checkpoint {
@@ -151,6 +173,89 @@ impl Checkpoint {
         copy
     }
 
+    /// Has the holder fork a copy now for the next [`Checkpoint::resume`]
+    /// on `clock`, which then only hands it its sockets: the fork (a
+    /// page-table copy of the whole controller) and the copy's first steps
+    /// happen beside whatever runs now instead of on the resume's path.
+    /// Returns without waiting for the holder. Does nothing if a spare is
+    /// ready already.
+    pub fn prepare_spare(&mut self, clock: &VirtualTime) -> Result<(), SnapshotError> {
+        if self.spare.is_some() {
+            return Ok(());
+        }
+        let name = self.name.clone();
+        let e = |what: &str, x: &dyn std::fmt::Display| err(&name, what, x);
+        let output = CopyOutput::new().map_err(|x| e("pipe", &x))?;
+        let (shim, theirs) = UnixStream::pair().map_err(|x| e("socketpair", &x))?;
+        let mut fds = output.theirs().to_vec();
+        fds.extend([clock.fd(), theirs.as_raw_fd()]);
+        send(self.control.get_mut(), "spare 0\n", &fds).map_err(|x| e("sending the command", &x))?;
+        self.spare = Some(Spare { output, shim, clock_fd: clock.fd() });
+        Ok(())
+    }
+
+    /// The holder's answer to the `spare` command, and the spare's pid.
+    fn spare_pid(&mut self) -> Result<u32, SnapshotError> {
+        let mut line = String::new();
+        self.control.read_line(&mut line).map_err(|x| err(&self.name, "reading the reply", &x))?;
+        match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["spare", pid] => pid.parse().map_err(|x| err(&self.name, "the reply", &x)),
+            _ => Err(err(&self.name, "the holder said", &line.trim())),
+        }
+    }
+
+    /// Gives the spare up, if there is one: it exits when its control
+    /// socket closes (and dies with the holder anyway).
+    fn drop_spare(&mut self) {
+        if let Some(spare) = self.spare.take() {
+            let pid = self.spare_pid();
+            drop(spare);
+            if let Ok(pid) = pid {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            }
+        }
+    }
+
+    /// The spare as a copy resumed on `sockets`: `Ok(Err(sockets))` when it
+    /// cannot be used before they were handed over (resume the usual way).
+    fn go(
+        &mut self,
+        spare: Spare,
+        log_path: &Path,
+        sockets: Vec<(i32, OwnedFd)>,
+    ) -> Result<Result<Controller, Vec<(i32, OwnedFd)>>, SnapshotError> {
+        let name = self.name.clone();
+        let pid = match self.spare_pid() {
+            Ok(pid) => pid,
+            Err(x) => {
+                tracing::debug!("{name}: no spare copy ({x}); forking one");
+                return Ok(Err(sockets));
+            }
+        };
+        let Spare { output, shim, .. } = spare;
+        let mut copy = match output.adopt(&name, pid, self.listen, self.aux_port, log_path, Some(shim)) {
+            Ok(copy) => copy,
+            Err(x) => {
+                tracing::debug!("{name}: the spare copy {pid} cannot be used ({x}); forking one");
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                return Ok(Err(sockets));
+            }
+        };
+        let targets: Vec<String> = sockets.iter().map(|(t, _)| t.to_string()).collect();
+        let fds: Vec<i32> = sockets.iter().map(|(_, s)| s.as_raw_fd()).collect();
+        let control = copy.shim_control().expect("adopted with its control socket");
+        if let Err(x) = send(control, &format!("go {}\n", targets.join(" ")), &fds) {
+            tracing::debug!("{name}: the spare copy {pid} took no sockets ({x}); forking one");
+            return Ok(Err(sockets));
+        }
+        drop(sockets);
+        let line = read_line(control).map_err(|x| err(&name, "the spare copy's answer", &x))?;
+        if line.trim() != "went" {
+            return Err(err(&name, "the spare copy said", &line.trim()));
+        }
+        Ok(Ok(copy))
+    }
+
     /// Sends `verb` (`resume` or `take`) and adopts the copy the holder
     /// answers `answer PID` for.
     fn copy(
@@ -161,6 +266,18 @@ impl Checkpoint {
         clock: &VirtualTime,
         sockets: Vec<(i32, OwnedFd)>,
     ) -> Result<Controller, SnapshotError> {
+        let mut sockets = sockets;
+        let ready = self.spare.as_ref().is_some_and(|s| s.clock_fd == clock.fd());
+        if verb == "resume" && ready {
+            let spare = self.spare.take().expect("a spare ready");
+            match self.go(spare, log_path, sockets)? {
+                Ok(copy) => return Ok(copy),
+                Err(back) => sockets = back,
+            }
+        } else {
+            // The holder answers in order: its reply to `spare` first.
+            self.drop_spare();
+        }
         let name = self.name.clone();
         let e = |what: &str, x: &dyn std::fmt::Display| err(&name, what, x);
         let output = CopyOutput::new().map_err(|x| e("pipe", &x))?;

@@ -375,7 +375,7 @@ pub(crate) async fn roll_back(
                 "switch {dpid}'s connection {conn} is not held by any controller checkpoint"
             )));
         };
-        let (ours, theirs) = socket_pair().await.map_err(env)?;
+        let (ours, theirs) = socket_pair().map_err(env)?;
         streams.insert((dpid, conn), ours);
         sockets[k].push((fd, theirs));
     }
@@ -416,9 +416,14 @@ pub(crate) async fn roll_back(
 }
 
 /// A connected pair of loopback sockets: (sts's end, the controller's end).
-async fn socket_pair() -> std::io::Result<(tokio::net::TcpStream, OwnedFd)> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (ours, theirs) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
-    Ok((ours?, OwnedFd::from(theirs?.0.into_std()?)))
+///
+/// Made with blocking calls, which return at once on loopback (the
+/// handshake completes inside `connect`): no turn of the runtime's reactor,
+/// which another place's replay may be keeping busy, is on a rollback's path.
+fn socket_pair() -> std::io::Result<(tokio::net::TcpStream, OwnedFd)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let ours = std::net::TcpStream::connect(listener.local_addr()?)?;
+    let (theirs, _) = listener.accept()?;
+    ours.set_nonblocking(true)?;
+    Ok((tokio::net::TcpStream::from_std(ours)?, OwnedFd::from(theirs)))
 }

@@ -217,6 +217,14 @@ impl Places {
             }
         }
         place.running = Some(label.to_string());
+        // The next rollback's copies, forked now beside this replay.
+        if let Some(vt) = place.session.runner.clock.virtual_time().cloned() {
+            for cp in &mut place.checkpoints {
+                if let Err(e) = cp.prepare_spare(&vt) {
+                    tracing::debug!("no spare copy for the next rollback: {e}");
+                }
+            }
+        }
         Ok(())
     }
 
