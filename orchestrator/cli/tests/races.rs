@@ -183,6 +183,22 @@ fn explore_finds_the_vlan_move_race_from_a_clean_run_first() {
     assert!(!dir.join("explore/runs").exists() && !dir.join("explore/branches").exists());
     // The find is an experiment a replay reproduces.
     replay(&found);
+
+    // Two faults at a time: every base's branches fork from that one
+    // zygote too (they write their files into the base run's directory).
+    let deeper = tmp.join("deeper");
+    let out = sts()
+        .arg("explore")
+        .arg(&dir)
+        .args(["--depth", "2", "--all", "--budget", "12", "--out"])
+        .arg(&deeper)
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("two faults at a time"), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said.matches("zygote parked").count(), 1, "{said}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
 

@@ -716,8 +716,13 @@ async fn two_faults(
         let mut branches = None;
         if opts.start == Start::Branch && sitting.branches_refused.is_none() {
             let departures = todo[at..group_end].iter().filter_map(|(_, d)| departure(run, &d.flip)).collect();
-            branches =
-                Some(Branches::start(engine, sitting.config, run, &out.join("branches"), None, departures).await?);
+            // The base run's directory, as for the first level: its
+            // controllers' zygotes (faucet's are keyed by the files' paths)
+            // serve every base's branches.
+            let files = out.join("base").join("logs");
+            branches = Some(
+                Branches::start(engine, sitting.config, run, &out.join("branches"), Some(&files), departures).await?,
+            );
             summary.bases += 1;
         }
         for (j, d) in &todo[at..group_end] {
