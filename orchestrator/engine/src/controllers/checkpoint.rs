@@ -243,7 +243,9 @@ impl Checkpoint {
         };
         let targets: Vec<String> = sockets.iter().map(|(t, _)| t.to_string()).collect();
         let fds: Vec<i32> = sockets.iter().map(|(_, s)| s.as_raw_fd()).collect();
-        let control = copy.shim_control().expect("adopted with its control socket");
+        let Some(control) = copy.shim_control() else {
+            return Ok(Err(sockets));
+        };
         if let Err(x) = send(control, &format!("go {}\n", targets.join(" ")), &fds) {
             tracing::debug!("{name}: the spare copy {pid} took no sockets ({x}); forking one");
             return Ok(Err(sockets));
