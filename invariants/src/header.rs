@@ -277,8 +277,11 @@ impl Cube {
             if inside.pos[slot].within(t) {
                 continue;
             }
-            let mut piece = inside.clone();
-            piece.neg.push((slot as u8, t));
+            // Built at its size: a clone and a push would allocate twice.
+            let mut neg = Vec::with_capacity(inside.neg.len() + 1);
+            neg.extend_from_slice(&inside.neg);
+            neg.push((slot as u8, t));
+            let piece = Cube { pos: inside.pos, neg };
             if !piece.is_empty() {
                 out.push(piece);
             }

@@ -298,27 +298,49 @@ impl Pkt {
         c.iter().any(|&(sl, t)| !self.cur(sl).meets(t))
     }
 
-    /// Splits by a rule's header constraint: (headers it matches, the rest).
-    fn split(&self, c: &[(usize, Ternary)]) -> (Option<Pkt>, Vec<Pkt>) {
-        let mut origin_part = Vec::with_capacity(c.len());
+    /// Splits by a rule's header constraint: returns the headers it
+    /// matches and puts the rest into `rest` (the copy itself, not a clone of
+    /// it, when the rule misses it whole: the common case of a rule scan).
+    fn split_into(self, c: &[(usize, Ternary)], rest: &mut Vec<Pkt>) -> Option<Pkt> {
+        let mut part = [(0, Ternary { value: 0, mask: 0 }); crate::header::N];
+        let mut k = 0;
         for &(sl, t) in c {
             match self.over.get(sl) {
-                Some(v) if !t.contains(v) => return (None, vec![self.clone()]),
+                Some(v) if !t.contains(v) => {
+                    rest.push(self);
+                    return None;
+                }
                 Some(_) => {}
-                None => origin_part.push((sl, t)),
+                None if k < part.len() => {
+                    part[k] = (sl, t);
+                    k += 1;
+                }
+                // More constraints than fields: not a rule's header.
+                None => {
+                    let all: Vec<(usize, Ternary)> =
+                        c.iter().copied().filter(|&(sl, _)| self.over.get(sl).is_none()).collect();
+                    return self.split_by(&all, rest);
+                }
             }
         }
+        self.split_by(&part[..k], rest)
+    }
+
+    /// [`Pkt::split_into`] by the constraints on the fields the copy has not
+    /// rewritten.
+    fn split_by(self, origin_part: &[(usize, Ternary)], rest: &mut Vec<Pkt>) -> Option<Pkt> {
         // All of it matches (a header class's cube against the rules it
         // was cut by, mostly): no piece to cut off.
         if origin_part.iter().all(|&(sl, t)| self.origin.pos[sl].within(t)) {
-            return (Some(self.clone()), Vec::new());
+            return Some(self);
         }
-        let hit = self.origin.and(&origin_part).map(|origin| Pkt { origin, over: self.over });
-        if hit.is_none() {
-            return (None, vec![self.clone()]);
-        }
-        let rest = self.origin.minus(&origin_part).into_iter().map(|origin| Pkt { origin, over: self.over }).collect();
-        (hit, rest)
+        let Some(origin) = self.origin.and(origin_part) else {
+            rest.push(self);
+            return None;
+        };
+        let over = self.over;
+        rest.extend(self.origin.minus(origin_part).into_iter().map(|origin| Pkt { origin, over }));
+        Some(Pkt { origin, over })
     }
 }
 
@@ -689,9 +711,7 @@ impl<'m, 'n> Walker<'m, 'n> {
             }
             let mut next = Vec::with_capacity(rest.len());
             for p in rest {
-                let (hit, miss) = p.split(&rule.header);
-                next.extend(miss);
-                if let Some(h) = hit {
+                if let Some(h) = p.split_into(&rule.header, &mut next) {
                     let mut r = rules.clone();
                     let table_miss = rule.entry.priority == 0 && rule.entry.r#match.fields.is_empty();
                     r.push(RuleRef {
