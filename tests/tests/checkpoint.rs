@@ -12,6 +12,7 @@ use std::time::Duration;
 use sts_e2e::{frames, Injection, ScriptedSwitch};
 use sts_engine::checkpoint;
 use sts_engine::clock::VirtualTime;
+use sts_engine::controller::Controller;
 use sts_engine::presets;
 use sts_engine::snapshot::Zygote;
 use sts_proxy::wire::{v13, OFP13};
@@ -48,16 +49,24 @@ fn gone_or_zombie(pid: u32) -> bool {
     matches!(state, Err(_) | Ok('Z'))
 }
 
-#[test]
-fn os_ken_resumes_from_a_checkpoint_with_the_state_it_had() {
-    let d = dir("osken");
+/// os-ken's simple_switch_13 forked from a zygote (kept alive by the caller)
+/// onto a new virtual time, with one switch of three ports through its
+/// handshake.
+fn os_ken_on_virtual_time(d: &std::path::Path) -> (Zygote, std::sync::Arc<VirtualTime>, Controller, ScriptedSwitch) {
     let mut z =
         Zygote::start(&presets::os_ken_with(&[], &["os_ken.app.simple_switch_13"]), &d.join("zygote.log")).unwrap();
     let vt = VirtualTime::create().unwrap();
-    let mut live = z.fork(&d.join("live.log"), Some(&vt)).unwrap();
+    let live = z.fork(&d.join("live.log"), Some(&vt)).unwrap();
     let mut sw = ScriptedSwitch::connect(live.addr(), OFP13, 1, 3).unwrap();
     sw.serve(Duration::from_millis(300), Duration::from_secs(20)).unwrap();
     assert!(sw.log.len() > 2, "no handshake with os-ken");
+    (z, vt, live, sw)
+}
+
+#[test]
+fn os_ken_resumes_from_a_checkpoint_with_the_state_it_had() {
+    let d = dir("osken");
+    let (_z, vt, mut live, mut sw) = os_ken_on_virtual_time(&d);
 
     // h1 (port 1) pings h2: os-ken learns h1 and floods.
     assert_eq!(ping(&mut sw, 1, 2), [FLOOD]);
@@ -127,12 +136,7 @@ fn new_child(pid: u32, before: &[u32]) -> u32 {
 #[test]
 fn a_spare_forked_ahead_is_the_copy_the_next_resume_hands_out() {
     let d = dir("spare");
-    let mut z =
-        Zygote::start(&presets::os_ken_with(&[], &["os_ken.app.simple_switch_13"]), &d.join("zygote.log")).unwrap();
-    let vt = VirtualTime::create().unwrap();
-    let mut live = z.fork(&d.join("live.log"), Some(&vt)).unwrap();
-    let mut sw = ScriptedSwitch::connect(live.addr(), OFP13, 1, 3).unwrap();
-    sw.serve(Duration::from_millis(300), Duration::from_secs(20)).unwrap();
+    let (_z, vt, mut live, mut sw) = os_ken_on_virtual_time(&d);
     assert_eq!(ping(&mut sw, 1, 2), [FLOOD]);
     let mut cp = checkpoint::checkpoint(&mut live).unwrap_or_else(|e| panic!("{e}"));
     let our_port = sw.local_addr().unwrap().port();

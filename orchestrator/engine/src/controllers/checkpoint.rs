@@ -183,23 +183,38 @@ impl Checkpoint {
         if self.spare.is_some() {
             return Ok(());
         }
-        let name = self.name.clone();
-        let e = |what: &str, x: &dyn std::fmt::Display| err(&name, what, x);
-        let output = CopyOutput::new().map_err(|x| e("pipe", &x))?;
-        let (shim, theirs) = UnixStream::pair().map_err(|x| e("socketpair", &x))?;
-        let mut fds = output.theirs().to_vec();
-        fds.extend([clock.fd(), theirs.as_raw_fd()]);
-        send(self.control.get_mut(), "spare 0\n", &fds).map_err(|x| e("sending the command", &x))?;
+        let (output, shim) = self.command_copy("spare 0\n", clock, &[])?;
         self.spare = Some(Spare { output, shim, clock_fd: clock.fd() });
         Ok(())
     }
 
-    /// The holder's answer to the `spare` command, and the spare's pid.
-    fn spare_pid(&mut self) -> Result<u32, SnapshotError> {
+    /// Sends the holder `command` with a new copy's descriptors (its output
+    /// pipes, `clock`'s page, its control socket, then `sockets`), without
+    /// waiting for the answer. Returns sts's ends: the output and the
+    /// copy's control socket.
+    fn command_copy(
+        &mut self,
+        command: &str,
+        clock: &VirtualTime,
+        sockets: &[std::os::fd::RawFd],
+    ) -> Result<(CopyOutput, UnixStream), SnapshotError> {
+        let e = |what: &str, x: &dyn std::fmt::Display| err(&self.name, what, x);
+        let output = CopyOutput::new().map_err(|x| e("pipe", &x))?;
+        let (shim, theirs) = UnixStream::pair().map_err(|x| e("socketpair", &x))?;
+        let mut fds = output.theirs().to_vec();
+        fds.extend([clock.fd(), theirs.as_raw_fd()]);
+        fds.extend_from_slice(sockets);
+        send(self.control.get_mut(), command, &fds).map_err(|x| err(&self.name, "sending the command", &x))?;
+        Ok((output, shim))
+    }
+
+    /// The holder's answer `ANSWER PID` to a command (`spare`, `resumed`,
+    /// `took`): the new copy's pid.
+    fn holder_answer(&mut self, answer: &str) -> Result<u32, SnapshotError> {
         let mut line = String::new();
         self.control.read_line(&mut line).map_err(|x| err(&self.name, "reading the reply", &x))?;
         match line.split_whitespace().collect::<Vec<_>>().as_slice() {
-            ["spare", pid] => pid.parse().map_err(|x| err(&self.name, "the reply", &x)),
+            [word, pid] if *word == answer => pid.parse().map_err(|x| err(&self.name, "the reply", &x)),
             _ => Err(err(&self.name, "the holder said", &line.trim())),
         }
     }
@@ -208,7 +223,7 @@ impl Checkpoint {
     /// socket closes (and dies with the holder anyway).
     fn drop_spare(&mut self) {
         if let Some(spare) = self.spare.take() {
-            let pid = self.spare_pid();
+            let pid = self.holder_answer("spare");
             drop(spare);
             if let Ok(pid) = pid {
                 let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
@@ -225,7 +240,7 @@ impl Checkpoint {
         sockets: Vec<(i32, OwnedFd)>,
     ) -> Result<Result<Controller, Vec<(i32, OwnedFd)>>, SnapshotError> {
         let name = self.name.clone();
-        let pid = match self.spare_pid() {
+        let pid = match self.holder_answer("spare") {
             Ok(pid) => pid,
             Err(x) => {
                 tracing::debug!("{name}: no spare copy ({x}); forking one");
@@ -280,27 +295,16 @@ impl Checkpoint {
             // The holder answers in order: its reply to `spare` first.
             self.drop_spare();
         }
-        let name = self.name.clone();
-        let e = |what: &str, x: &dyn std::fmt::Display| err(&name, what, x);
-        let output = CopyOutput::new().map_err(|x| e("pipe", &x))?;
-        let (shim, theirs) = UnixStream::pair().map_err(|x| e("socketpair", &x))?;
-        let mut fds = output.theirs().to_vec();
-        fds.extend([clock.fd(), theirs.as_raw_fd()]);
-        fds.extend(sockets.iter().map(|(_, s)| s.as_raw_fd()));
         let targets: Vec<String> = sockets.iter().map(|(t, _)| t.to_string()).collect();
+        let fds: Vec<i32> = sockets.iter().map(|(_, s)| s.as_raw_fd()).collect();
         // Port 0: every listener moves, as in a fork.
         let command = format!("{verb} 0 {}\n", targets.join(" "));
-        send(self.control.get_mut(), &command, &fds).map_err(|x| e("sending the command", &x))?;
-        drop((theirs, sockets));
-        let mut line = String::new();
-        self.control.read_line(&mut line).map_err(|x| e("reading the reply", &x))?;
-        let pid: u32 = match line.split_whitespace().collect::<Vec<_>>().as_slice() {
-            [word, pid] if *word == answer => pid.parse().map_err(|x| e("the reply", &x))?,
-            _ => return Err(e("the holder said", &line.trim())),
-        };
+        let (output, shim) = self.command_copy(&command, clock, &fds)?;
+        drop(sockets);
+        let pid = self.holder_answer(answer)?;
         output
             .adopt(&self.name, pid, self.listen, self.aux_port, log_path, Some(shim))
-            .map_err(|x| e("the resumed copy", &x))
+            .map_err(|x| err(&self.name, "the resumed copy", &x))
     }
 }
 
