@@ -1116,7 +1116,6 @@ fn pair_cubes(net: &Network, shapes: &[Cube], a: usize, b: usize) -> Vec<Cube> {
     shapes.iter().flat_map(|c| [c.and(&ipv4), c.and(&arp)]).flatten().collect()
 }
 
-/// The loop violation a looping terminal from host `a` shows.
 /// Looks on `net` for a forwarding loop among some of `switches` taken by
 /// a header of `cube`, sent by the hosts attached to those switches (in host
 /// order): the first copy found looping, as a loop violation with its
@@ -1137,11 +1136,23 @@ pub fn loop_within_in(model: &Model, switches: &[u64], cube: &Cube) -> Option<Vi
     let net = model.net;
     let mut sorted = switches.to_vec();
     sorted.sort_unstable();
+    // One walk for every host: what one host's headers were followed to
+    // every end without a loop holds none for the next host's either (a
+    // depth-first search from several roots that skips finished nodes
+    // still finds a cycle iff one is reachable), so each host after the
+    // first follows only what the earlier ones did not reach. A walk cut
+    // short by its step budget proves nothing: the next host starts afresh.
+    let fresh = || Walker::until_loop(model, sorted.clone(), true).pruned().confined();
+    let mut w = fresh();
     for (a, _) in (0..net.hosts.len()).filter_map(|i| match net.live_peer(Endpoint::Host(i)) {
         Some(Endpoint::Switch { dpid, .. }) if sorted.binary_search(&dpid).is_ok() => Some((i, dpid)),
         _ => None,
     }) {
-        let mut w = Walker::until_loop(model, sorted.clone(), true).pruned().confined();
+        if w.truncated {
+            w = fresh();
+        }
+        w.restart_budget();
+        w.terminals.clear();
         w.from_host(a, std::slice::from_ref(cube));
         let found = w.terminals.iter().find_map(|t| match &t.outcome {
             Outcome::Looped { cycle } if w.awaited(cycle) => Some((t, cycle.clone())),
@@ -1154,6 +1165,7 @@ pub fn loop_within_in(model: &Model, switches: &[u64], cube: &Cube) -> Option<Vi
     None
 }
 
+/// The loop violation a looping terminal from host `a` shows.
 fn loop_violation(net: &Network, a: usize, t: &Terminal, cycle: &[u64]) -> Option<Violation> {
     let h = t.origin.witness()?;
     let names: Vec<String> = cycle.iter().map(|&d| sw(d)).collect();

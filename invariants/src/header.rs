@@ -292,23 +292,29 @@ impl Cube {
             return vec![self.clone()];
         }
         let mut out = Vec::new();
-        let mut inside = self.clone();
+        self.clone().cut_outside(c, |piece| out.push(piece));
+        out
+    }
+
+    /// [`Cube::minus`] for a cube `c` meets, consuming it: each piece is
+    /// handed to `piece` (a walk's rule scan cuts pieces from the copy it
+    /// holds, without a clone of it).
+    pub(crate) fn cut_outside(mut self, c: &Constraint, mut piece: impl FnMut(Cube)) {
         for &(slot, t) in c {
-            if inside.pos[slot].within(t) {
+            if self.pos[slot].within(t) {
                 continue;
             }
             // Built at its size: a clone and a push would allocate twice.
-            let mut neg = Vec::with_capacity(inside.neg.len() + 1);
-            neg.extend_from_slice(&inside.neg);
+            let mut neg = Vec::with_capacity(self.neg.len() + 1);
+            neg.extend_from_slice(&self.neg);
             neg.push((slot as u8, t));
-            let piece = Cube { pos: inside.pos, neg };
-            if !piece.is_empty() {
-                out.push(piece);
+            let outside = Cube { pos: self.pos, neg };
+            if !outside.is_empty() {
+                piece(outside);
             }
-            inside.pos[slot] = inside.pos[slot].and(t);
-            inside.prune();
+            self.pos[slot] = self.pos[slot].and(t);
+            self.prune();
         }
-        out
     }
 
     /// The headers of `self` outside the cube `g` (possibly overlapping cubes).

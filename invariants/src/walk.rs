@@ -60,7 +60,8 @@ impl<'n> Rule<'n> {
 
     /// `entry`, the `index`-th of its table, compiled.
     pub(crate) fn compile(entry: &'n FlowEntry, index: usize) -> Rule<'n> {
-        let mut r = Rule { header: Vec::new(), in_port: None, metadata: None, never: false, entry, index };
+        let header = Vec::with_capacity(entry.r#match.fields.len());
+        let mut r = Rule { header, in_port: None, metadata: None, never: false, entry, index };
         for f in &entry.r#match.fields {
             match f.field {
                 Field::InPort | Field::InPhyPort => {
@@ -327,20 +328,21 @@ impl Pkt {
     }
 
     /// [`Pkt::split_into`] by the constraints on the fields the copy has not
-    /// rewritten.
+    /// rewritten: what [`Cube::and`] and [`Cube::minus`] give, the pieces
+    /// cut from the copy itself rather than from a clone of it.
     fn split_by(self, origin_part: &[(usize, Ternary)], rest: &mut Vec<Pkt>) -> Option<Pkt> {
         // All of it matches (a header class's cube against the rules it
         // was cut by, mostly): no piece to cut off.
         if origin_part.iter().all(|&(sl, t)| self.origin.pos[sl].within(t)) {
             return Some(self);
         }
-        let Some(origin) = self.origin.and(origin_part) else {
+        let Some(hit) = self.origin.and(origin_part) else {
             rest.push(self);
             return None;
         };
         let over = self.over;
-        rest.extend(self.origin.minus(origin_part).into_iter().map(|origin| Pkt { origin, over }));
-        Some(Pkt { origin, over })
+        self.origin.cut_outside(origin_part, |origin| rest.push(Pkt { origin, over }));
+        Some(Pkt { origin: hit, over })
     }
 }
 
@@ -574,6 +576,12 @@ impl<'m, 'n> Walker<'m, 'n> {
         }
     }
 
+    /// Gives the walk a fresh [`STEP_BUDGET`] for what follows (a walk from
+    /// several hosts in turn, each with its own budget).
+    pub fn restart_budget(&mut self) {
+        self.steps = 0;
+    }
+
     /// Injects `cubes` as frames host `host` sends.
     pub fn from_host(&mut self, host: usize, cubes: &[Cube]) {
         for c in cubes {
@@ -692,6 +700,9 @@ impl<'m, 'n> Walker<'m, 'n> {
             );
         };
         let mut rest = vec![pkt];
+        // The copies left for the next rule, swapped with `rest` (one
+        // allocation per table, not per rule that cuts).
+        let mut next = Vec::new();
         let start = self.hop.as_ref().and_then(|h| h.start.get(table as usize).copied()).unwrap_or(0);
         for rule in compiled.iter_from(start) {
             if rest.is_empty() {
@@ -709,8 +720,7 @@ impl<'m, 'n> Walker<'m, 'n> {
             if rest.iter().all(|p| p.plainly_misses(&rule.header)) {
                 continue;
             }
-            let mut next = Vec::with_capacity(rest.len());
-            for p in rest {
+            for p in rest.drain(..) {
                 if let Some(h) = p.split_into(&rule.header, &mut next) {
                     let mut r = rules.clone();
                     let table_miss = rule.entry.priority == 0 && rule.entry.r#match.fields.is_empty();
@@ -724,7 +734,7 @@ impl<'m, 'n> Walker<'m, 'n> {
                     self.instructions(at, h, table, metadata, set.clone(), r, rule.entry);
                 }
             }
-            rest = next;
+            std::mem::swap(&mut rest, &mut next);
         }
         for p in rest {
             let node = Self::node(at, &rules);
