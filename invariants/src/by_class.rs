@@ -912,6 +912,23 @@ impl ByClass {
         self.ix.classes.cube(x)
     }
 
+    /// Where table 0 of switch `dpid` begins to matter for atom `x`: the
+    /// position of the first rule holding it (the table's length if none
+    /// does), and the table's length. The rules before it hold no header of
+    /// the atom. `None` where in-port or metadata matches make a rule's
+    /// hold depend on more than the headers.
+    pub(crate) fn table0_start(&self, x: usize, dpid: u64) -> Option<(usize, usize)> {
+        let ix = &self.ix;
+        let s = *ix.by_dpid.get(&dpid)? as usize;
+        let table = ix.switches[s].tables.first()?;
+        if !ix.plain0[s] || x >= ix.table0.len() / ix.switches.len().max(1) {
+            return None;
+        }
+        let id = ix.table0[x * ix.switches.len() + s];
+        let at = if id == NONE { table.rules.len() } else { table.position[id as usize] as usize };
+        Some((at, table.rules.len()))
+    }
+
     /// Brings the engine up to date after the flow tables of `changed`
     /// switches changed (and nothing else: ports, links, groups and hosts
     /// are as they were). Returns the pairs the change may concern: those

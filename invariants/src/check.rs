@@ -392,6 +392,14 @@ impl Incremental {
         self.state.as_ref()?.engine.atom_cube(x)
     }
 
+    /// Where table 0 of switch `dpid` begins to matter for class `x` on the
+    /// network last checked: the position of the first rule holding the
+    /// class (the table's length if none does) and the table's length;
+    /// the rules before it hold none of its headers.
+    pub fn class_table0_start(&self, x: usize, dpid: u64) -> Option<(usize, usize)> {
+        self.state.as_ref()?.engine.table0_start(x, dpid)
+    }
+
     /// A full check, keeping what later rechecks need.
     pub fn check(&mut self, net: &Network, facts: &Facts) -> Report {
         let (report, state) = self.checker.full_with(net, facts, true, &self.values);
@@ -1126,13 +1134,15 @@ fn pair_cubes(net: &Network, shapes: &[Cube], a: usize, b: usize) -> Vec<Cube> {
 /// loop found on the same network without them (filters only take paths
 /// away).
 pub fn loop_within(net: &Network, switches: &[u64], cube: &Cube) -> Option<Violation> {
-    loop_within_in(&Model::new(net), switches, cube)
+    loop_within_in(&Model::new(net), switches, cube, &[])
 }
 
 /// [`loop_within`] on a model of the network made before: the flow
 /// entries it compiled on the way are reused (a model lives while its
 /// network does not change; several confirmations after one update share one).
-pub fn loop_within_in(model: &Model, switches: &[u64], cube: &Cube) -> Option<Violation> {
+/// `starts` may say, per switch, where table 0's rules begin to hold some
+/// header of `cube` (see [`Walker::starting_at`]).
+pub fn loop_within_in(model: &Model, switches: &[u64], cube: &Cube, starts: &[(u64, usize)]) -> Option<Violation> {
     let net = model.net;
     let mut sorted = switches.to_vec();
     sorted.sort_unstable();
@@ -1142,7 +1152,7 @@ pub fn loop_within_in(model: &Model, switches: &[u64], cube: &Cube) -> Option<Vi
     // still finds a cycle iff one is reachable), so each host after the
     // first follows only what the earlier ones did not reach. A walk cut
     // short by its step budget proves nothing: the next host starts afresh.
-    let fresh = || Walker::until_loop(model, sorted.clone(), true).pruned().confined();
+    let fresh = || Walker::until_loop(model, sorted.clone(), true).pruned().confined().starting_at(starts.to_vec());
     let mut w = fresh();
     for (a, _) in (0..net.hosts.len()).filter_map(|i| match net.live_peer(Endpoint::Host(i)) {
         Some(Endpoint::Switch { dpid, .. }) if sorted.binary_search(&dpid).is_ok() => Some((i, dpid)),

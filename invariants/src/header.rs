@@ -211,6 +211,9 @@ pub struct Cube {
     pub neg: Vec<(u8, Ternary)>,
 }
 
+/// Every slot, as a bit set.
+const ALL_SLOTS: u32 = u32::MAX;
+
 /// A rule's match restricted to header fields: (slot, ternary) pairs.
 pub type Constraint = [(usize, Ternary)];
 
@@ -275,15 +278,28 @@ impl Cube {
 
     /// The headers of `self` that also satisfy `c`, or `None` if none can.
     pub fn and(&self, c: &Constraint) -> Option<Cube> {
+        self.and_asking(c, ALL_SLOTS)
+    }
+
+    /// [`Cube::and`] of a cube that holds some header: only the fields `c`
+    /// constrains can be left without a value, so only they are asked.
+    pub(crate) fn and_of_nonempty(&self, c: &Constraint) -> Option<Cube> {
+        self.and_asking(c, 0)
+    }
+
+    /// [`Cube::and`], asking whether the fields in `ask` and those `c`
+    /// constrains still hold a value.
+    fn and_asking(&self, c: &Constraint, mut ask: u32) -> Option<Cube> {
         let mut out = self.clone();
         for &(slot, t) in c {
             if !out.pos[slot].meets(t) {
                 return None;
             }
             out.pos[slot] = out.pos[slot].and(t);
+            ask |= 1 << slot;
         }
         out.prune();
-        (!out.is_empty()).then_some(out)
+        (!out.empty_on(ask)).then_some(out)
     }
 
     /// The headers of `self` outside `c`, as disjoint non-empty cubes.
@@ -292,15 +308,18 @@ impl Cube {
             return vec![self.clone()];
         }
         let mut out = Vec::new();
-        self.clone().cut_outside(c, |piece| out.push(piece));
+        self.clone().cut_outside(c, ALL_SLOTS, |piece| out.push(piece));
         out
     }
 
     /// [`Cube::minus`] for a cube `c` meets, consuming it: each piece is
     /// handed to `piece` (a walk's rule scan cuts pieces from the copy it
-    /// holds, without a clone of it).
-    pub(crate) fn cut_outside(mut self, c: &Constraint, mut piece: impl FnMut(Cube)) {
+    /// holds, without a clone of it). Whether a piece holds a header is
+    /// asked of the fields in `ask` and those `c` constrains: with `ask`
+    /// 0, for a cube that holds some header (no other field can be emptied).
+    pub(crate) fn cut_outside(mut self, c: &Constraint, mut ask: u32, mut piece: impl FnMut(Cube)) {
         for &(slot, t) in c {
+            ask |= 1 << slot;
             if self.pos[slot].within(t) {
                 continue;
             }
@@ -309,7 +328,7 @@ impl Cube {
             neg.extend_from_slice(&self.neg);
             neg.push((slot as u8, t));
             let outside = Cube { pos: self.pos, neg };
-            if !outside.is_empty() {
+            if !outside.empty_on(ask) {
                 piece(outside);
             }
             self.pos[slot] = self.pos[slot].and(t);
@@ -353,17 +372,27 @@ impl Cube {
 
     /// True if no header satisfies the cube.
     pub fn is_empty(&self) -> bool {
+        self.empty_on(ALL_SLOTS)
+    }
+
+    /// Whether some field among `slots` (a bit per slot) is left without a
+    /// value: [`Cube::is_empty`] asked of those fields only, for a cube
+    /// whose other fields are known to hold one.
+    fn empty_on(&self, slots: u32) -> bool {
         // Ternaries alone are never empty: only exclusions can empty a field.
         if self.neg.is_empty() {
             return false;
         }
-        // Each field with exclusions once (at its first); this runs for
+        // Each field asked once (at its first exclusion); this runs for
         // every piece a walk cuts.
+        let mut done = !slots;
         with_scratch(|buf| {
             self.neg.iter().enumerate().any(|(i, &(slot, _))| {
-                if self.neg[..i].iter().any(|&(s, _)| s == slot) {
+                let bit = 1u32 << slot;
+                if done & bit != 0 {
                     return false;
                 }
+                done |= bit;
                 let pos = self.pos[slot as usize];
                 let base = buf.len();
                 buf.extend(self.neg[i..].iter().filter(|&&(s, t)| s == slot && t.meets(pos)).map(|&(_, t)| t));
@@ -372,6 +401,30 @@ impl Cube {
                 empty
             })
         })
+    }
+
+    /// Whether every header of `self` is in `g`: [`Cube::subtract`] is
+    /// empty, found without making its pieces (the first that holds a
+    /// header answers).
+    pub fn within_cube(&self, g: &Cube) -> bool {
+        if self.pos.iter().zip(&g.pos).any(|(a, b)| !a.meets(*b)) {
+            return false;
+        }
+        let mut inside = self.clone();
+        for (slot, &t) in g.pos.iter().enumerate() {
+            if inside.pos[slot].within(t) {
+                continue;
+            }
+            let mut neg = Vec::with_capacity(inside.neg.len() + 1);
+            neg.extend_from_slice(&inside.neg);
+            neg.push((slot as u8, t));
+            if !(Cube { pos: inside.pos, neg }).is_empty() {
+                return false;
+            }
+            inside.pos[slot] = inside.pos[slot].and(t);
+            inside.prune();
+        }
+        inside.is_empty() || g.neg.iter().all(|&(slot, t)| inside.with(slot as usize, t).is_none())
     }
 
     /// One concrete header in the cube (`None` if it is empty). Fields the
@@ -641,6 +694,76 @@ mod tests {
                 })
             });
             proptest::prop_assert_eq!(cube.is_empty(), !left);
+        }
+    }
+
+    /// Three fields of eight values each: a cube from ternaries per field
+    /// ((value, bits left free)) and exclusions ((field, value, free)), and
+    /// every header of those fields (the others absent).
+    fn small_cube(pos: &[(u64, u64); 3], neg: &[(usize, u64, u64)]) -> Cube {
+        const SLOTS3: [usize; 3] = [s::IP_DSCP, s::IP_ECN, s::IP_PROTO];
+        let t = |v: u64, free: u64| Ternary { value: PRESENT | (v & !free), mask: !free };
+        let mut cube = Cube { pos: [Ternary::exact(0); N], neg: Vec::new() };
+        for (sl, &(v, free)) in SLOTS3.iter().zip(pos) {
+            cube.pos[*sl] = t(v, free);
+        }
+        cube.neg = neg.iter().map(|&(f, v, free)| (SLOTS3[f] as u8, t(v, free))).collect();
+        cube
+    }
+
+    fn small_headers() -> impl Iterator<Item = Header> {
+        (0..512u64).map(|i| {
+            let mut h = Header { values: [0; N] };
+            h.values[s::IP_DSCP] = PRESENT | (i & 7);
+            h.values[s::IP_ECN] = PRESENT | ((i >> 3) & 7);
+            h.values[s::IP_PROTO] = PRESENT | (i >> 6);
+            h
+        })
+    }
+
+    fn ternary3() -> impl proptest::strategy::Strategy<Value = (u64, u64)> {
+        (0u64..8, 0u64..8)
+    }
+
+    proptest::proptest! {
+        /// `within_cube` against enumeration (for a cube that holds a
+        /// header), and against `subtract` (always).
+        #[test]
+        fn within_cube_is_containment(
+            a in [ternary3(), ternary3(), ternary3()],
+            a_neg in proptest::collection::vec((0..3usize, 0u64..8, 0u64..8), 0..8),
+            b in [ternary3(), ternary3(), ternary3()],
+            b_neg in proptest::collection::vec((0..3usize, 0u64..8, 0u64..8), 0..8),
+        ) {
+            let (a, b) = (small_cube(&a, &a_neg), small_cube(&b, &b_neg));
+            let within = small_headers().all(|h| !a.contains(&h) || b.contains(&h));
+            if !a.is_empty() {
+                proptest::prop_assert_eq!(a.within_cube(&b), within);
+            }
+            proptest::prop_assert_eq!(a.within_cube(&b), a.subtract(&b).is_empty());
+        }
+
+        /// For a cube that holds a header, the walk's cuts (asking only the
+        /// fields cut) give what `and` and `minus` give.
+        #[test]
+        fn cuts_of_a_nonempty_cube_ask_only_the_fields_cut(
+            a in [ternary3(), ternary3(), ternary3()],
+            a_neg in proptest::collection::vec((0..3usize, 0u64..8, 0u64..8), 0..8),
+            c in proptest::collection::vec((0..3usize, ternary3()), 1..3),
+        ) {
+            let a = small_cube(&a, &a_neg);
+            proptest::prop_assume!(!a.is_empty());
+            let slots3 = [s::IP_DSCP, s::IP_ECN, s::IP_PROTO];
+            let c: Vec<(usize, Ternary)> = c
+                .iter()
+                .map(|&(f, (v, free))| (slots3[f], Ternary { value: PRESENT | (v & !free), mask: !free }))
+                .collect();
+            proptest::prop_assert_eq!(a.and_of_nonempty(&c), a.and(&c));
+            if c.iter().all(|&(sl, t)| a.pos[sl].meets(t)) {
+                let mut pieces = Vec::new();
+                a.clone().cut_outside(&c, 0, |p| pieces.push(p));
+                proptest::prop_assert_eq!(pieces, a.minus(&c));
+            }
         }
     }
 

@@ -56,7 +56,7 @@ pub fn full_check_at(rn: &mut RouterNet, checker: Checker, upto: usize) -> Resul
     let mut inc = Incremental::new(checker);
     let mut report = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &Facts::default());
     if rn.unfiltered.is_some() {
-        let mut confirmed = Confirmed::default();
+        let mut confirmed = Confirmed::on_routers(rn.routers());
         confirmed.update(&inc, &rn.net, &[], Touch::ANY);
         report.violations = confirmed.loops().to_vec();
     }
@@ -111,7 +111,7 @@ pub fn run(
     // classes are the forwarding rules'); each loop it finds is confirmed
     // on the filtered one (see `Confirmed`).
     let filtered = rn.unfiltered.is_some();
-    let mut confirmed = Confirmed::default();
+    let mut confirmed = Confirmed::on_routers(rn.routers());
     let t = Instant::now();
     let first = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts);
     let first_violations: Vec<Violation> = if filtered {
@@ -235,6 +235,9 @@ struct Confirmed {
     shown: Vec<Violation>,
     /// Ticks whenever `shown` is made again.
     generation: u64,
+    /// Routers are dpids 1 to this (see [`On`]; 0: no walk starts past
+    /// table 0's first rule).
+    routers: u64,
 }
 
 /// What is known of one candidate loop on the filtered network.
@@ -255,7 +258,8 @@ struct Candidate {
 impl Candidate {
     /// Brings what is known of the candidate loop through `cycle` up to
     /// date (see [`Confirmed`]); returns whether the loop found changed.
-    fn refresh(&mut self, inc: &Incremental, model: &Model, cycle: &[u64], changed: &[u64], touch: Touch) -> bool {
+    fn refresh(&mut self, on: &On, cycle: &[u64], changed: &[u64], touch: Touch) -> bool {
+        let (inc, model, routers) = (on.inc, on.model, on.routers);
         let was = self.found.as_ref().map(|f| f.0);
         let stamp = inc.loop_stamp(cycle);
         let same_classes = stamp.is_some() && self.stamp == stamp;
@@ -317,7 +321,18 @@ impl Candidate {
                     complete = false;
                     continue;
                 };
-                match loop_within_in(model, cycle, &cube) {
+                // Table 0 of the routers is the same on both networks: the
+                // class engine's first rule for the class there is where
+                // the walk's scan begins.
+                let starts: Vec<(u64, usize)> = cycle
+                    .iter()
+                    .filter(|&&d| d <= routers)
+                    .filter_map(|&d| {
+                        let (at, len) = inc.class_table0_start(x, d)?;
+                        (model.table0_len(d) == Some(len)).then_some((d, at))
+                    })
+                    .collect();
+                match loop_within_in(model, cycle, &cube, &starts) {
                     Some(v) => {
                         self.found = Some((x, v));
                         renewed = true;
@@ -341,6 +356,17 @@ impl Candidate {
 /// New candidates from which [`Confirmed::update`] confirms on threads.
 const PARALLEL_CANDIDATES: usize = 8;
 
+/// What a confirmation looks at: the class engine (of the unfiltered
+/// network, just checked), a model of the filtered network, and how many
+/// routers there are (dpids 1 to this, whose table 0 is the same on both
+/// networks: the class engine's first rule for a class there is where a
+/// walk of that class begins).
+struct On<'a, 'n> {
+    inc: &'a Incremental,
+    model: &'a Model<'n>,
+    routers: u64,
+}
+
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
@@ -348,18 +374,11 @@ fn cores() -> usize {
 /// Refreshes every candidate of `work` ([`Candidate::refresh`]), on
 /// `threads` threads taking them in turn; whether some candidate's loop
 /// changed.
-fn refresh_all(
-    work: Vec<(&Vec<u64>, &mut Candidate)>,
-    inc: &Incremental,
-    model: &Model,
-    changed: &[u64],
-    touch: Touch,
-    threads: usize,
-) -> bool {
+fn refresh_all(work: Vec<(&Vec<u64>, &mut Candidate)>, on: &On, changed: &[u64], touch: Touch, threads: usize) -> bool {
     if threads <= 1 || work.len() < 2 {
         let mut any = false;
         for (cycle, c) in work {
-            any |= c.refresh(inc, model, cycle, changed, touch);
+            any |= c.refresh(on, cycle, changed, touch);
         }
         return any;
     }
@@ -371,7 +390,7 @@ fn refresh_all(
                 scope.spawn(|| {
                     let mut any = false;
                     while let Some((cycle, c)) = next() {
-                        any |= c.refresh(inc, model, cycle, changed, touch);
+                        any |= c.refresh(on, cycle, changed, touch);
                     }
                     any
                 })
@@ -426,12 +445,18 @@ impl Touch {
 }
 
 impl Confirmed {
+    /// Nothing confirmed yet, on a network whose routers are dpids 1 to `routers`.
+    fn on_routers(routers: usize) -> Confirmed {
+        Confirmed { routers: routers as u64, ..Confirmed::default() }
+    }
+
     /// Brings the confirmations up to date after a check of the unfiltered
     /// network and a change (`touch`) of `changed` switches.
     fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], touch: Touch) {
         // One model for every confirmation walk of this update: the flow
         // entries compiled by one walk serve the next.
         let model = Model::new(net);
+        let on = On { inc, model: &model, routers: self.routers };
         let clock = inc.loop_clock();
         // Whether some candidate's loop changed (or went).
         let mut changed_loops = false;
@@ -440,7 +465,7 @@ impl Confirmed {
             // update: only candidates through a changed switch may change.
             for (cycle, c) in self.by_cycle.iter_mut() {
                 if changed.iter().any(|d| cycle.contains(d)) {
-                    changed_loops |= c.refresh(inc, &model, cycle, changed, touch);
+                    changed_loops |= c.refresh(&on, cycle, changed, touch);
                 }
             }
         } else {
@@ -456,7 +481,7 @@ impl Confirmed {
             // confirmed on every core; each one's answer is its own, so the
             // same whatever the threads.
             let threads = if new >= PARALLEL_CANDIDATES { cores() } else { 1 };
-            changed_loops |= refresh_all(self.by_cycle.iter_mut().collect(), inc, &model, changed, touch, threads);
+            changed_loops |= refresh_all(self.by_cycle.iter_mut().collect(), &on, changed, touch, threads);
         }
         self.clock = clock;
         if changed_loops {
@@ -481,7 +506,9 @@ mod tests {
 
     /// The candidate loops of the Stanford backbone (with its ACLs) at its
     /// largest snapshot, confirmed on one thread and on three: the same
-    /// loops, with the same witnesses, whatever the threads' timing.
+    /// loops, with the same witnesses, whatever the threads' timing; and
+    /// the same when no walk starts table 0 where the class engine says
+    /// the class's first rule is (routers 0).
     #[test]
     fn candidates_confirmed_on_threads_give_what_one_thread_gives() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/stanford-backbone/stanford");
@@ -493,17 +520,20 @@ mod tests {
         let mut inc = Incremental::new(checker);
         inc.check(rn.unfiltered.as_ref().expect("ACLs"), &Facts::default());
         let model = Model::new(&rn.net);
-        let confirm = |threads: usize| {
+        let confirm = |threads: usize, routers: u64| {
             let mut by_cycle: BTreeMap<Vec<u64>, Candidate> =
                 inc.loop_cycles().into_iter().map(|c| (c, Candidate::default())).collect();
             assert!(by_cycle.len() >= PARALLEL_CANDIDATES, "{} candidates", by_cycle.len());
-            refresh_all(by_cycle.iter_mut().collect(), &inc, &model, &[], Touch::ANY, threads);
+            let on = On { inc: &inc, model: &model, routers };
+            refresh_all(by_cycle.iter_mut().collect(), &on, &[], Touch::ANY, threads);
             let found = by_cycle.values().filter(|c| c.found.is_some()).count();
             let all = by_cycle.into_iter().map(|(cycle, c)| (cycle, c.found, c.clear, c.complete)).collect::<Vec<_>>();
             (found, format!("{all:?}"))
         };
-        let (found, one) = confirm(1);
+        let routers = rn.routers() as u64;
+        let (found, one) = confirm(1, routers);
         assert!(found >= 10, "{found} loops confirmed");
-        assert_eq!(confirm(3).1, one);
+        assert_eq!(confirm(3, routers).1, one);
+        assert_eq!(confirm(1, 0).1, one, "walks from table 0's first rule and from the class's differ");
     }
 }

@@ -162,6 +162,12 @@ impl<'n> Model<'n> {
         cell.get_or_init(|| self.net.switches[&dpid].tables.iter().map(|t| Table::new(t.entries())).collect())
     }
 
+    /// How many entries table 0 of a switch holds (`None`: no such switch
+    /// or table); nothing is compiled.
+    pub fn table0_len(&self, dpid: u64) -> Option<usize> {
+        self.net.switches.get(&dpid)?.tables.first().map(|t| t.len())
+    }
+
     /// Every switch's compiled tables, by datapath id.
     fn all_tables(&self) -> impl Iterator<Item = (u64, &[Table<'n>])> {
         self.dpids.iter().map(|&d| (d, self.tables_of(d)))
@@ -336,12 +342,13 @@ impl Pkt {
         if origin_part.iter().all(|&(sl, t)| self.origin.pos[sl].within(t)) {
             return Some(self);
         }
-        let Some(hit) = self.origin.and(origin_part) else {
+        // A copy always holds some header: only the fields cut can empty a piece.
+        let Some(hit) = self.origin.and_of_nonempty(origin_part) else {
             rest.push(self);
             return None;
         };
         let over = self.over;
-        self.origin.cut_outside(origin_part, |origin| rest.push(Pkt { origin, over }));
+        self.origin.cut_outside(origin_part, 0, |origin| rest.push(Pkt { origin, over }));
         Some(Pkt { origin: hit, over })
     }
 }
@@ -472,6 +479,9 @@ pub struct Walker<'m, 'n> {
     /// With [`Walker::pruned`]: per (switch, ingress port), the headers
     /// (with their rewrites) already followed from there to every end.
     explored: Option<Explored>,
+    /// With [`Walker::starting_at`]: per switch (sorted), table 0's first
+    /// rule that may hold an unrewritten header of the walk.
+    table0_starts: Vec<(u64, usize)>,
 }
 
 /// What one switch does with a set of packets that every rule treats alike
@@ -519,6 +529,7 @@ impl<'m, 'n> Walker<'m, 'n> {
             stopped: false,
             confined: false,
             explored: None,
+            table0_starts: Vec::new(),
         }
     }
 
@@ -543,6 +554,18 @@ impl<'m, 'n> Walker<'m, 'n> {
         self
     }
 
+    /// Begins table 0's scan at switch `d` at position `p` for every `(d, p)`
+    /// of `starts`, for copies no rewrite has touched: the caller knows the
+    /// rules before it hold none of the headers the walk is given (a header
+    /// class's first rule there, from the class engine). A big router's
+    /// longest-prefix table is thousands of rules a class's walk would
+    /// otherwise look at, and compile, one by one.
+    pub fn starting_at(mut self, mut starts: Vec<(u64, usize)>) -> Walker<'m, 'n> {
+        starts.sort_unstable();
+        self.table0_starts = starts;
+        self
+    }
+
     /// A walker that stops at the first copy looping through `cycle` (with
     /// `within`, through any of its switches: `cycle` is then a strongly
     /// connected set of switches rather than one cycle).
@@ -559,7 +582,8 @@ impl<'m, 'n> Walker<'m, 'n> {
 
     /// Runs one switch only: `cube` arrives at `dpid` on `in_port`, and
     /// starts `start[t]` say where each table's search begins (the caller
-    /// knows the earlier rules miss every header of the cube). Copies leaving
+    /// knows the earlier rules miss every header of the cube, which holds
+    /// some header: an atom's). Copies leaving
     /// for another switch are recorded in the returned [`Hop`] instead of
     /// followed; copies ending here are in `terminals`.
     pub(crate) fn hop(&mut self, dpid: u64, in_port: u32, cube: Cube, start: Vec<usize>) -> Hop {
@@ -584,7 +608,8 @@ impl<'m, 'n> Walker<'m, 'n> {
 
     /// Injects `cubes` as frames host `host` sends.
     pub fn from_host(&mut self, host: usize, cubes: &[Cube]) {
-        for c in cubes {
+        // A copy holds some header (the splits ask only the fields they cut).
+        for c in cubes.iter().filter(|c| !c.is_empty()) {
             let pkt = Pkt { origin: c.clone(), over: Overrides::none() };
             self.transmit(Endpoint::Host(host), pkt, &None, 0);
         }
@@ -669,8 +694,7 @@ impl<'m, 'n> Walker<'m, 'n> {
         }
         if let Some(explored) = &self.explored {
             let done = explored.get(&(dpid, in_port)).is_some_and(|seen| {
-                seen.iter()
-                    .any(|(over, c)| *over == pkt.over && (*c == pkt.origin || pkt.origin.subtract(c).is_empty()))
+                seen.iter().any(|(over, c)| *over == pkt.over && (*c == pkt.origin || pkt.origin.within_cube(c)))
             });
             if done {
                 return;
@@ -699,11 +723,17 @@ impl<'m, 'n> Walker<'m, 'n> {
                 Some(node),
             );
         };
+        let start = match &self.hop {
+            Some(h) => h.start.get(table as usize).copied().unwrap_or(0),
+            None if table == 0 && pkt.over.is_empty() => {
+                self.table0_starts.binary_search_by_key(&at.dpid, |&(d, _)| d).map_or(0, |i| self.table0_starts[i].1)
+            }
+            None => 0,
+        };
         let mut rest = vec![pkt];
         // The copies left for the next rule, swapped with `rest` (one
         // allocation per table, not per rule that cuts).
         let mut next = Vec::new();
-        let start = self.hop.as_ref().and_then(|h| h.start.get(table as usize).copied()).unwrap_or(0);
         for rule in compiled.iter_from(start) {
             if rest.is_empty() {
                 break;
