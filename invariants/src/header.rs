@@ -308,16 +308,26 @@ impl Cube {
             return vec![self.clone()];
         }
         let mut out = Vec::new();
-        self.clone().cut_outside(c, ALL_SLOTS, |piece| out.push(piece));
+        self.clone().cut_outside(c, ALL_SLOTS, |piece| {
+            out.push(piece);
+            true
+        });
         out
     }
 
     /// [`Cube::minus`] for a cube `c` meets, consuming it: each piece is
     /// handed to `piece` (a walk's rule scan cuts pieces from the copy it
-    /// holds, without a clone of it). Whether a piece holds a header is
-    /// asked of the fields in `ask` and those `c` constrains: with `ask`
-    /// 0, for a cube that holds some header (no other field can be emptied).
-    pub(crate) fn cut_outside(mut self, c: &Constraint, mut ask: u32, mut piece: impl FnMut(Cube)) {
+    /// holds, without a clone of it), which says whether to go on. Whether
+    /// a piece holds a header is asked of the fields in `ask` and those `c`
+    /// constrains: with `ask` 0, for a cube that holds some header (no
+    /// other field can be emptied). Returns what is left inside `c` (before
+    /// its exclusions are asked), or `None` if `piece` stopped the cut.
+    pub(crate) fn cut_outside(
+        mut self,
+        c: &Constraint,
+        mut ask: u32,
+        mut piece: impl FnMut(Cube) -> bool,
+    ) -> Option<Cube> {
         for &(slot, t) in c {
             ask |= 1 << slot;
             if self.pos[slot].within(t) {
@@ -328,12 +338,13 @@ impl Cube {
             neg.extend_from_slice(&self.neg);
             neg.push((slot as u8, t));
             let outside = Cube { pos: self.pos, neg };
-            if !outside.empty_on(ask) {
-                piece(outside);
+            if !outside.empty_on(ask) && !piece(outside) {
+                return None;
             }
             self.pos[slot] = self.pos[slot].and(t);
             self.prune();
         }
+        Some(self)
     }
 
     /// The headers of `self` outside the cube `g` (possibly overlapping cubes).
@@ -410,20 +421,12 @@ impl Cube {
         if self.pos.iter().zip(&g.pos).any(|(a, b)| !a.meets(*b)) {
             return false;
         }
-        let mut inside = self.clone();
-        for (slot, &t) in g.pos.iter().enumerate() {
-            if inside.pos[slot].within(t) {
-                continue;
-            }
-            let mut neg = Vec::with_capacity(inside.neg.len() + 1);
-            neg.extend_from_slice(&inside.neg);
-            neg.push((slot as u8, t));
-            if !(Cube { pos: inside.pos, neg }).is_empty() {
-                return false;
-            }
-            inside.pos[slot] = inside.pos[slot].and(t);
-            inside.prune();
+        let mut all = [(0, Ternary { value: 0, mask: 0 }); N];
+        for (slot, (a, &t)) in all.iter_mut().zip(&g.pos).enumerate() {
+            *a = (slot, t);
         }
+        // The first piece outside `g`'s ternaries that holds a header stops the cut.
+        let Some(inside) = self.clone().cut_outside(&all, ALL_SLOTS, |_| false) else { return false };
         inside.is_empty() || g.neg.iter().all(|&(slot, t)| inside.with(slot as usize, t).is_none())
     }
 
@@ -761,7 +764,10 @@ mod tests {
             proptest::prop_assert_eq!(a.and_of_nonempty(&c), a.and(&c));
             if c.iter().all(|&(sl, t)| a.pos[sl].meets(t)) {
                 let mut pieces = Vec::new();
-                a.clone().cut_outside(&c, 0, |p| pieces.push(p));
+                a.clone().cut_outside(&c, 0, |p| {
+                    pieces.push(p);
+                    true
+                });
                 proptest::prop_assert_eq!(pieces, a.minus(&c));
             }
         }

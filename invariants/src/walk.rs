@@ -348,7 +348,10 @@ impl Pkt {
             return None;
         };
         let over = self.over;
-        self.origin.cut_outside(origin_part, 0, |origin| rest.push(Pkt { origin, over }));
+        self.origin.cut_outside(origin_part, 0, |origin| {
+            rest.push(Pkt { origin, over });
+            true
+        });
         Some(Pkt { origin: hit, over })
     }
 }
