@@ -194,6 +194,13 @@ pub enum Command {
         /// keeps one such run. The final replays are always fresh (docs/snapshots.md).
         #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
         warm: bool,
+        /// Presume that a part of a candidate seen not to reproduce does not reproduce either (a bug
+        /// that needs several inputs needs them all): delta debugging's chunks that are such parts are
+        /// not replayed. The complements of its last round are, so the result is still 1-minimal. It
+        /// stops by itself once a candidate reproduces though a larger one did not (a bug that is not
+        /// monotone, or not deterministic); `off` replays every chunk (docs/evaluation.md).
+        #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
+        monotone: bool,
         /// When a candidate's violation is the original's: `culprit` (the same cause, whoever the victim),
         /// `victim` (the same host or element, whatever the cause), `kind` (the same invariant) or
         /// `exact`. Default: the config's `[invariants] same`, else `culprit` (docs/invariants.md).

@@ -42,6 +42,7 @@ pub fn run(cli: Cli) -> u8 {
             speculate,
             by_kind,
             warm,
+            monotone,
             same,
             junit,
             internal,
@@ -65,6 +66,7 @@ pub fn run(cli: Cli) -> u8 {
                 speculate: *speculate,
                 by_kind: *by_kind,
                 warm: *warm,
+                monotone: *monotone,
             };
             match minimize(&engine, dir, &opts, junit.as_deref(), executor) {
                 exit::OK if *internal => minimize_internal(&engine, dir, &opts),

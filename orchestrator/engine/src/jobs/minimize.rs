@@ -282,6 +282,21 @@ impl Ddmin {
         self.done
     }
 
+    /// How many of this round's candidates, from the first, are chunks that
+    /// may be presumed misses when each is part of a set already seen not to
+    /// reproduce (under monotonicity it cannot reproduce either). The result
+    /// stays 1-minimal whatever the bug: that rests on the last round, at a
+    /// granularity of one unit per chunk, whose complements (the kept units
+    /// less one) are always tried. Only in a round of two units are the
+    /// chunks those complements: none there, and none in a round of whole
+    /// kinds.
+    pub fn presumable_chunks(&self) -> usize {
+        match self.round_groups.is_empty() && self.kept.len() > 2 {
+            true => self.chunks,
+            false => 0,
+        }
+    }
+
     /// The smallest subset found so far.
     pub fn kept(&self) -> &[usize] {
         &self.kept
@@ -408,6 +423,14 @@ pub struct State {
     /// test at once (docs/cluster.md's scaling model).
     #[serde(default)]
     pub rounds: Vec<[usize; 2]>,
+    /// Chunks presumed misses without a replay, as parts of a candidate
+    /// already seen not to reproduce ([`Options::monotone`]).
+    #[serde(default)]
+    pub presumed: u64,
+    /// Some candidate reproduced though a larger one did not: no chunk is
+    /// presumed a miss any more ([`Search::misses`]).
+    #[serde(default)]
+    pub not_monotone: bool,
 }
 
 /// Whether two culprits are the same at `level`: with the switch they name
@@ -443,6 +466,14 @@ pub struct Report {
     /// Candidates of a round called off once an earlier one reproduced.
     #[serde(default)]
     pub called_off: u64,
+    /// Chunks presumed misses without a replay, as parts of a candidate
+    /// seen not to reproduce (`--monotone`).
+    #[serde(default)]
+    pub presumed: u64,
+    /// Presuming stopped: some candidate reproduced though a larger one did
+    /// not (a bug that is not monotone, or replays that are not deterministic).
+    #[serde(default)]
+    pub not_monotone: bool,
     /// How candidates were replayed from checkpoints after the handshakes
     /// (`--warm`; absent when off, or on another executor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -568,6 +599,11 @@ pub struct Options {
     /// Replay candidates on this machine from a checkpoint taken after the
     /// handshakes ([`crate::warm`]) instead of starting their controllers.
     pub warm: bool,
+    /// Presume a miss, without replaying it, for a chunk that is part of a
+    /// candidate already seen not to reproduce
+    /// ([`Ddmin::presumable_chunks`]): a bug that needs more inputs
+    /// needs them all. The result is still 1-minimal.
+    pub monotone: bool,
 }
 
 impl Default for Options {
@@ -584,6 +620,7 @@ impl Default for Options {
             speculate: true,
             by_kind: true,
             warm: true,
+            monotone: true,
         }
     }
 }
@@ -887,10 +924,12 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     let mut beyond = None;
     // From three units up (a smaller result from two would be one input,
     // rare enough not to pay for), within as many replays as were spent so
-    // far: at most twice the work.
+    // far: at most twice the work. A chunk presumed a miss counts as the
+    // replay it saved, so presuming does not starve this search.
     if opts.beyond && !search.budget_exhausted && best.len() >= BEYOND_FROM {
         let before = search.state.replays;
-        search.replay_cap = Some(before + before.max(BEYOND_MIN_REPLAYS));
+        let work = before + search.state.presumed;
+        search.replay_cap = Some(before + work.max(BEYOND_MIN_REPLAYS));
         let found = search.beyond(best.clone()).await?;
         beyond = Some(Beyond {
             from: events_of(&best).len(),
@@ -974,6 +1013,8 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         replays: state.replays + u64::from(opts.final_replays),
         speculated: state.speculated,
         called_off: state.called_off,
+        presumed: state.presumed,
+        not_monotone: state.not_monotone,
         warm: executor.warm(),
         rounds: state.rounds.clone(),
         seconds: started.elapsed().as_secs_f64(),
@@ -1086,6 +1127,41 @@ impl<'a> Search<'a> {
         c.iter().flat_map(|&u| self.groups[u].iter().copied()).collect()
     }
 
+    /// What chunks may be presumed misses from ([`Options::monotone`]): the
+    /// unit sets tested and seen not to reproduce, as long as the verdicts so
+    /// far agree with monotonicity. Once a set reproduced that is part of one
+    /// that did not, the bug is not monotone here, or its replays not
+    /// deterministic (a miss was bad luck): nothing is presumed from then on
+    /// (said once), since presuming from a miss that could have been a hit
+    /// costs more replays than it saves.
+    fn misses(&mut self) -> Vec<BTreeSet<usize>> {
+        if !self.opts.monotone || self.state.not_monotone {
+            return Vec::new();
+        }
+        let units = |k: &str| -> Option<BTreeSet<usize>> {
+            k.split(',').filter(|u| !u.is_empty()).map(str::parse).collect::<Result<_, _>>().ok()
+        };
+        let (mut hits, mut misses) = (Vec::new(), Vec::new());
+        for (k, &ok) in &self.state.tested {
+            if let Some(set) = units(k) {
+                if ok {
+                    hits.push(set)
+                } else {
+                    misses.push(set)
+                }
+            }
+        }
+        if hits.iter().any(|h| misses.iter().any(|m| h.is_subset(m))) {
+            self.state.not_monotone = true;
+            self.engine.notice(
+                NoticeKind::Info,
+                "a candidate reproduced though a larger one did not: from now on every chunk is replayed, none presumed a miss",
+            );
+            return Vec::new();
+        }
+        misses
+    }
+
     /// Tests `cands` (unit sets) in order, up to the first that reproduces,
     /// keeping `jobs` candidates under test: a place that frees takes the
     /// next candidate at once (no waiting for a batch's slowest), and the
@@ -1100,13 +1176,28 @@ impl<'a> Search<'a> {
     /// rounds (a later round that neither tests nor speculates on one calls
     /// it off). What is tested in order, and so the result, is the same as
     /// without them.
+    ///
+    /// A candidate `presumed` a miss (by its index) counts as one without
+    /// being tested, unless its verdict is known.
     async fn test(
         &mut self,
         cands: &[Vec<usize>],
+        presumed: &[bool],
         spare: &Guesses<'_>,
         replays: u32,
     ) -> Result<Vec<Option<bool>>, RunError> {
-        let mut results: Vec<Option<bool>> = cands.iter().map(|c| self.state.tested.get(&key(c)).copied()).collect();
+        let mut results: Vec<Option<bool>> = cands
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match self.state.tested.get(&key(c)) {
+                Some(&known) => Some(known),
+                None if presumed.get(i).copied().unwrap_or(false) => {
+                    self.state.presumed += 1;
+                    Some(false)
+                }
+                None => None,
+            })
+            .collect();
         let jobs = self.opts.jobs.max(1) as usize;
         let round = self.state.rounds.len();
         self.state.rounds.push([cands.len(), cands.len()]);
@@ -1263,10 +1354,15 @@ impl<'a> Search<'a> {
         while !dd.is_done() {
             let cands: Vec<Vec<usize>> = dd.candidates().iter().map(|c| of(c)).collect();
             let places = if self.opts.speculate { self.opts.jobs as usize } else { 0 };
+            let misses = self.misses();
+            let part_of_a_miss = |c: &[usize]| misses.iter().any(|m| c.iter().all(|u| m.contains(u)));
+            let presumed: Vec<bool> =
+                cands.iter().enumerate().map(|(i, c)| i < dd.presumable_chunks() && part_of_a_miss(c)).collect();
+            // A guess that would be presumed a miss in its round is not worth a place.
             let spare = |known: &[Option<bool>]| -> Vec<Vec<usize>> {
-                speculation(&dd, places, known).iter().map(|c| of(c)).collect()
+                speculation(&dd, places, known).iter().map(|c| of(c)).filter(|c| !part_of_a_miss(c)).collect()
             };
-            let results = self.test(&cands, &spare, replays).await?;
+            let results = self.test(&cands, &presumed, &spare, replays).await?;
             if self.budget_exhausted || self.capped {
                 break;
             }
@@ -1304,7 +1400,7 @@ impl<'a> Search<'a> {
             let mut found = None;
             let fresh = |s: &Vec<usize>| !found_before.iter().any(|f| f.iter().all(|u| s.contains(u)));
             for s in starts.into_iter().filter(|s| s.len() >= best.len() && fresh(s)) {
-                let verdict = self.test(std::slice::from_ref(&s), &|_| Vec::new(), 1).await?;
+                let verdict = self.test(std::slice::from_ref(&s), &[], &|_| Vec::new(), 1).await?;
                 if self.budget_exhausted || self.capped {
                     return Ok(best);
                 }
@@ -1673,6 +1769,66 @@ mod tests {
         (d.kept().to_vec(), tests)
     }
 
+    /// [`ddmin_by_groups`] where a chunk ([`Ddmin::presumable_chunks`]) that
+    /// is part of a set already seen to miss is presumed a miss (`--monotone`).
+    fn ddmin_monotone(n: usize, groups: Vec<Vec<usize>>, holds: impl Fn(&[usize]) -> bool) -> (Vec<usize>, usize) {
+        let mut d = Ddmin::by_groups(n, groups);
+        let mut misses: Vec<Vec<usize>> = Vec::new();
+        let mut tests = 0;
+        while !d.is_done() {
+            let chunks = d.presumable_chunks();
+            let verdicts: Vec<bool> = d
+                .candidates()
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i < chunks && misses.iter().any(|m| c.iter().all(|u| m.contains(u))) {
+                        return false;
+                    }
+                    tests += 1;
+                    let ok = holds(c);
+                    if !ok {
+                        misses.push(c.clone());
+                    }
+                    ok
+                })
+                .collect();
+            d.advance(&verdicts);
+        }
+        (d.kept().to_vec(), tests)
+    }
+
+    #[test]
+    fn chunks_within_a_miss_are_presumed_and_the_result_stays_one_minimal() {
+        let mut seed = 11u64;
+        let mut next = |m: usize| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % m
+        };
+        let (mut plain_tests, mut monotone_tests) = (0, 0);
+        for round in 0..300 {
+            let n = 5 + next(80);
+            let cause: Vec<usize> = (0..1 + next(3)).map(|_| next(n)).collect();
+            // A third of the bugs are not monotone: an input that heals them.
+            let heal = (round % 3 == 0).then(|| next(n)).filter(|h| !cause.contains(h));
+            let holds = |c: &[usize]| cause.iter().all(|u| c.contains(u)) && heal.is_none_or(|h| !c.contains(&h));
+            if !holds(&(0..n).collect::<Vec<_>>()) {
+                continue;
+            }
+            let (plain, p) = ddmin_by_groups(n, Vec::new(), holds);
+            let (monotone, m) = ddmin_monotone(n, Vec::new(), holds);
+            assert!(one_minimal(&monotone, &holds), "{monotone:?} for {cause:?} healed by {heal:?}");
+            if heal.is_none() {
+                assert_eq!(monotone, plain, "a monotone bug: the same result");
+            }
+            assert!(m <= p, "{m} tests presuming, {p} without, for {cause:?}");
+            plain_tests += p;
+            monotone_tests += m;
+        }
+        eprintln!("candidates tested: {plain_tests} replaying every chunk, {monotone_tests} presuming");
+        assert!(monotone_tests * 10 < plain_tests * 8, "{monotone_tests} against {plain_tests}");
+    }
+
     /// True if no single unit of `kept` can go (what ddmin promises).
     fn one_minimal(kept: &[usize], holds: &impl Fn(&[usize]) -> bool) -> bool {
         holds(kept)
@@ -1852,7 +2008,8 @@ mod beyond_tests {
     }
 
     /// Decides a candidate by the inputs it keeps: it reproduces when it
-    /// holds every input of one of `causes` (pings named by their source).
+    /// holds every input of one of `causes` (pings named by their source; a
+    /// name after `!` is one the cause needs absent: a ping that heals).
     /// Each replay takes [`REPLAY`] of (paused, virtual) time; a candidate
     /// called off stops within a tenth of that, as a replay on this machine
     /// does.
@@ -1879,7 +2036,11 @@ mod beyond_tests {
                         _ => None,
                     })
                     .collect();
-                let ok = self.causes.iter().any(|cause| cause.iter().all(|h| kept.contains(*h)));
+                let holds = |h: &str| match h.strip_prefix('!') {
+                    Some(healer) => !kept.contains(healer),
+                    None => kept.contains(h),
+                };
+                let ok = self.causes.iter().any(|cause| cause.iter().all(|h| holds(h)));
                 let moot = || c.in_round.as_ref().is_some_and(InRound::moot);
                 for k in 0..c.replays {
                     for _ in 0..10 {
@@ -1916,6 +2077,12 @@ mod beyond_tests {
         jobs: u32,
         replays: u32,
     ) -> (Report, std::time::Duration) {
+        let opts = Options { final_replays: 0, beyond, jobs, replays, ..Options::default() };
+        minimize_opts(dir, causes, opts)
+    }
+
+    /// [`minimize_jobs`] with any options.
+    fn minimize_opts(dir: &Path, causes: Vec<Vec<&'static str>>, opts: Options) -> (Report, std::time::Duration) {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
         let config = "[network]\ntopology = \"linear\"\nsize = 11\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"true\"]\n";
@@ -1931,7 +2098,6 @@ mod beyond_tests {
         std::fs::write(dir.join("trace.jsonl"), text).unwrap();
         let oracle = Oracle { causes };
         let engine = Engine::new(std::sync::Arc::new(crate::observer::Silent));
-        let opts = Options { final_replays: 0, beyond, jobs, replays, ..Options::default() };
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
         runtime.block_on(async {
             let t0 = tokio::time::Instant::now();
@@ -1978,6 +2144,75 @@ mod beyond_tests {
         eprintln!("search time, all causes: {time_one:?} one place, {time_two:?} two, {time_eight:?} eight");
         assert!(time_two * 10 < time_one * 7, "{time_two:?} with two places, {time_one:?} with one");
         assert!(time_eight < time_two, "{time_eight:?} with eight places, {time_two:?} with two");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn presumed_misses_save_replays_and_keep_the_mcs() {
+        const HOSTS: [&str; 10] = ["h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10"];
+        let base = std::env::temp_dir().join(format!("sts-monotone-{}", std::process::id()));
+        let (mut with, mut without) = (0, 0);
+        for (i, a) in HOSTS.iter().enumerate() {
+            for b in &HOSTS[i..] {
+                let cause: Vec<&'static str> = if a == b { vec![*a] } else { vec![*a, *b] };
+                for jobs in [1, 2] {
+                    let opts =
+                        |monotone| Options { final_replays: 0, jobs, replays: 2, monotone, ..Options::default() };
+                    let (on, _) = minimize_opts(&base.join("on"), vec![cause.clone()], opts(true));
+                    let (off, _) = minimize_opts(&base.join("off"), vec![cause.clone()], opts(false));
+                    // The oracle's bugs are monotone: what is presumed is what a replay would say.
+                    assert_eq!(on.mcs, off.mcs, "{cause:?}, {jobs} places");
+                    assert_eq!(off.presumed, 0);
+                    assert!(
+                        on.replays <= off.replays,
+                        "{cause:?}: {} replays presuming, {} not",
+                        on.replays,
+                        off.replays
+                    );
+                    with += on.replays;
+                    without += off.replays;
+                }
+            }
+        }
+        eprintln!("one- and two-input causes among ten pings: {with} replays presuming, {without} not");
+        assert!(with * 10 < without * 9, "{with} replays presuming, {without} not");
+        // Bugs that are not monotone: h3 (or h6) alone, unless a healer is
+        // there too, which an unhealer undoes. Where a set reproduces inside
+        // one that did not, presuming stops; every result is 1-minimal.
+        const PINGS: [&str; 10] = ["h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10"];
+        let mut stopped = 0;
+        for culprit in ["h3", "h6"] {
+            for healer in PINGS.iter().filter(|&&h| h != culprit) {
+                for unhealer in PINGS.iter().filter(|&&h| h != culprit && h != *healer) {
+                    let not = format!("!{healer}").leak() as &'static str;
+                    let causes = vec![vec![culprit, not], vec![culprit, *healer, *unhealer]];
+                    let opts = Options { final_replays: 0, replays: 2, ..Options::default() };
+                    let (report, _) = minimize_opts(&base.join("healed"), causes.clone(), opts);
+                    let kept: Vec<&str> = PINGS
+                        .iter()
+                        .copied()
+                        .filter(|h| report.mcs.iter().any(|m| m.contains(&format!("ping {h} "))))
+                        .collect();
+                    let holds = |c: &[&str]| {
+                        causes.iter().any(|cause| {
+                            cause.iter().all(|h| match h.strip_prefix('!') {
+                                Some(n) => !c.contains(&n),
+                                None => c.contains(h),
+                            })
+                        })
+                    };
+                    assert!(holds(&kept), "{kept:?} for {causes:?}");
+                    for i in 0..kept.len() {
+                        let less: Vec<&str> =
+                            kept.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, h)| *h).collect();
+                        assert!(!holds(&less), "{kept:?} is not 1-minimal for {causes:?}");
+                    }
+                    stopped += usize::from(report.not_monotone);
+                }
+            }
+        }
+        eprintln!("presuming stopped in {stopped} of 144 searches");
+        assert!(stopped > 0, "some search saw a set reproduce inside one that did not");
         let _ = std::fs::remove_dir_all(&base);
     }
 
