@@ -1759,24 +1759,26 @@ mod tests {
     /// [`Ddmin::by_groups`] driven by a synchronous test; the kept units and
     /// how many candidates were tested.
     fn ddmin_by_groups(n: usize, groups: Vec<Vec<usize>>, holds: impl Fn(&[usize]) -> bool) -> (Vec<usize>, usize) {
-        let mut d = Ddmin::by_groups(n, groups);
-        let mut tests = 0;
-        while !d.is_done() {
-            tests += d.candidates().len();
-            let verdicts: Vec<bool> = d.candidates().iter().map(|c| holds(c)).collect();
-            d.advance(&verdicts);
-        }
-        (d.kept().to_vec(), tests)
+        ddmin_presuming(n, groups, holds, false)
     }
 
     /// [`ddmin_by_groups`] where a chunk ([`Ddmin::presumable_chunks`]) that
     /// is part of a set already seen to miss is presumed a miss (`--monotone`).
     fn ddmin_monotone(n: usize, groups: Vec<Vec<usize>>, holds: impl Fn(&[usize]) -> bool) -> (Vec<usize>, usize) {
+        ddmin_presuming(n, groups, holds, true)
+    }
+
+    fn ddmin_presuming(
+        n: usize,
+        groups: Vec<Vec<usize>>,
+        holds: impl Fn(&[usize]) -> bool,
+        presume: bool,
+    ) -> (Vec<usize>, usize) {
         let mut d = Ddmin::by_groups(n, groups);
         let mut misses: Vec<Vec<usize>> = Vec::new();
         let mut tests = 0;
         while !d.is_done() {
-            let chunks = d.presumable_chunks();
+            let chunks = if presume { d.presumable_chunks() } else { 0 };
             let verdicts: Vec<bool> = d
                 .candidates()
                 .iter()
@@ -2017,6 +2019,20 @@ mod beyond_tests {
         causes: Vec<Vec<&'static str>>,
     }
 
+    /// Whether a candidate that keeps the pings `kept` says yes reproduces
+    /// one of `causes` (see [`Oracle`]).
+    fn reproduces(causes: &[Vec<&str>], kept: impl Fn(&str) -> bool) -> bool {
+        causes.iter().any(|cause| {
+            cause.iter().all(|h| match h.strip_prefix('!') {
+                Some(healer) => !kept(healer),
+                None => kept(h),
+            })
+        })
+    }
+
+    /// The pings of [`minimize_opts`]'s trace, by source.
+    const PINGS: [&str; 10] = ["h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10"];
+
     const REPLAY: std::time::Duration = std::time::Duration::from_millis(10);
 
     impl Executor for Oracle {
@@ -2036,11 +2052,7 @@ mod beyond_tests {
                         _ => None,
                     })
                     .collect();
-                let holds = |h: &str| match h.strip_prefix('!') {
-                    Some(healer) => !kept.contains(healer),
-                    None => kept.contains(h),
-                };
-                let ok = self.causes.iter().any(|cause| cause.iter().all(|h| holds(h)));
+                let ok = reproduces(&self.causes, |h| kept.contains(h));
                 let moot = || c.in_round.as_ref().is_some_and(InRound::moot);
                 for k in 0..c.replays {
                     for _ in 0..10 {
@@ -2108,15 +2120,14 @@ mod beyond_tests {
 
     #[test]
     fn more_places_take_less_time_and_the_mcs_stays_the_same() {
-        const HOSTS: [&str; 10] = ["h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10"];
         let base = std::env::temp_dir().join(format!("sts-speculate-{}", std::process::id()));
         let (mut time_one, mut time_two, mut time_eight) =
             (std::time::Duration::ZERO, std::time::Duration::ZERO, std::time::Duration::ZERO);
         let (mut speculated, mut called_off) = (0, 0);
         let mut causes: Vec<Vec<&'static str>> = Vec::new();
-        for (i, a) in HOSTS.iter().enumerate() {
+        for (i, a) in PINGS.iter().enumerate() {
             causes.push(vec![*a]);
-            for b in &HOSTS[i + 1..] {
+            for b in &PINGS[i + 1..] {
                 causes.push(vec![*a, *b]);
             }
         }
@@ -2149,11 +2160,10 @@ mod beyond_tests {
 
     #[test]
     fn presumed_misses_save_replays_and_keep_the_mcs() {
-        const HOSTS: [&str; 10] = ["h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10"];
         let base = std::env::temp_dir().join(format!("sts-monotone-{}", std::process::id()));
         let (mut with, mut without) = (0, 0);
-        for (i, a) in HOSTS.iter().enumerate() {
-            for b in &HOSTS[i..] {
+        for (i, a) in PINGS.iter().enumerate() {
+            for b in &PINGS[i..] {
                 let cause: Vec<&'static str> = if a == b { vec![*a] } else { vec![*a, *b] };
                 for jobs in [1, 2] {
                     let opts =
@@ -2179,7 +2189,6 @@ mod beyond_tests {
         // Bugs that are not monotone: h3 (or h6) alone, unless a healer is
         // there too, which an unhealer undoes. Where a set reproduces inside
         // one that did not, presuming stops; every result is 1-minimal.
-        const PINGS: [&str; 10] = ["h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9", "h10"];
         let mut stopped = 0;
         for culprit in ["h3", "h6"] {
             for healer in PINGS.iter().filter(|&&h| h != culprit) {
@@ -2193,14 +2202,7 @@ mod beyond_tests {
                         .copied()
                         .filter(|h| report.mcs.iter().any(|m| m.contains(&format!("ping {h} "))))
                         .collect();
-                    let holds = |c: &[&str]| {
-                        causes.iter().any(|cause| {
-                            cause.iter().all(|h| match h.strip_prefix('!') {
-                                Some(n) => !c.contains(&n),
-                                None => c.contains(h),
-                            })
-                        })
-                    };
+                    let holds = |c: &[&str]| reproduces(&causes, |h| c.contains(&h));
                     assert!(holds(&kept), "{kept:?} for {causes:?}");
                     for i in 0..kept.len() {
                         let less: Vec<&str> =
