@@ -90,12 +90,12 @@ impl<'n> Rule<'n> {
 /// re-check after one rule changed looks at a few entries of a table of
 /// thousands.
 pub(crate) struct Table<'n> {
-    entries: &'n [FlowEntry],
+    entries: &'n [Box<FlowEntry>],
     rules: Box<[OnceLock<Rule<'n>>]>,
 }
 
 impl<'n> Table<'n> {
-    fn new(entries: &'n [FlowEntry]) -> Table<'n> {
+    fn new(entries: &'n [Box<FlowEntry>]) -> Table<'n> {
         Table { entries, rules: (0..entries.len()).map(|_| OnceLock::new()).collect() }
     }
 

@@ -712,9 +712,15 @@ impl Switch {
 
     fn flow_mod_v10(&mut self, raw: &[u8], xid: u32, fm: &v10::FlowMod, now: Millis, out: &mut Vec<Output>) {
         let m = FlowMatch::from_v10(&fm.r#match);
-        let instructions =
-            Instructions { apply: fm.actions.iter().map(Action::from_v10).collect(), ..Default::default() };
-        let wire = WireForm::V10 { r#match: fm.r#match.clone(), actions: fm.actions.clone() };
+        // What an entry stores (a delete stores nothing).
+        let (instructions, wire) = if fm.command <= v10::flow_mod_command::MODIFY_STRICT {
+            (
+                Instructions { apply: fm.actions.iter().map(Action::from_v10).collect(), ..Default::default() },
+                WireForm::V10 { r#match: fm.r#match.clone(), actions: fm.actions.clone() },
+            )
+        } else {
+            (Instructions::default(), WireForm::V10 { r#match: v10::Match::default(), actions: Vec::new() })
+        };
         let out_port = if fm.out_port == v10::port::NONE { v13::port::ANY } else { flow::port10(fm.out_port) };
         let cmd = match fm.command {
             v10::flow_mod_command::ADD => 0,
@@ -761,6 +767,15 @@ impl Switch {
             out.push(Output::Reply(self.error(xid, err::FLOW_MOD_FAILED_13, 2, raw)));
             return;
         }
+        // What an entry stores (a delete stores nothing).
+        let (instructions, wire) = if fm.command <= 2 {
+            (
+                Instructions::from_v13(&fm.instructions),
+                WireForm::V13 { r#match: fm.r#match.clone(), instructions: fm.instructions.clone() },
+            )
+        } else {
+            (Instructions::default(), WireForm::V13 { r#match: v13::Match::default(), instructions: Vec::new() })
+        };
         let req = FlowModRequest {
             table: fm.table_id,
             command: fm.command,
@@ -773,8 +788,8 @@ impl Switch {
             flags: fm.flags,
             out_port: fm.out_port,
             out_group: fm.out_group,
-            instructions: Instructions::from_v13(&fm.instructions),
-            wire: WireForm::V13 { r#match: fm.r#match.clone(), instructions: fm.instructions.clone() },
+            instructions,
+            wire,
             modify_adds: false,
         };
         if let Err(code) = self.apply_flow_mod(req, now, out) {
@@ -852,8 +867,8 @@ impl Switch {
 
     /// Applies a FLOW_MOD; `Err(code)` with the 1.3 FLOW_MOD_FAILED code.
     fn apply_flow_mod(&mut self, r: FlowModRequest, now: Millis, out: &mut Vec<Output>) -> Result<(), u16> {
-        let tables: Vec<usize> =
-            if r.table == v13::TABLE_ALL { (0..self.tables.len()).collect() } else { vec![r.table as usize] };
+        let tables =
+            if r.table == v13::TABLE_ALL { 0..self.tables.len() } else { r.table as usize..r.table as usize + 1 };
         let sel = Selector {
             r#match: &r.m,
             strict: matches!(r.command, 2 | 4),
@@ -863,15 +878,16 @@ impl Switch {
             out_port: if matches!(r.command, 3 | 4) { r.out_port } else { v13::port::ANY },
             out_group: if matches!(r.command, 3 | 4) { r.out_group } else { v13::GROUP_ANY },
         };
-        let entry = || FlowEntry {
-            r#match: r.m.clone(),
+        // The request's parts move into the entry (an add is most FLOW_MODs).
+        let entry = |r: FlowModRequest| FlowEntry {
+            r#match: r.m,
             priority: r.priority,
             cookie: r.cookie,
             idle_timeout: r.idle,
             hard_timeout: r.hard,
             flags: r.flags,
-            instructions: r.instructions.clone(),
-            wire: r.wire.clone(),
+            instructions: r.instructions,
+            wire: r.wire,
             installed_at: now,
             last_used: now,
             packet_count: 0,
@@ -881,22 +897,22 @@ impl Switch {
             0 => {
                 let capacity = self.table_capacity;
                 let check = r.flags & v13::flow_mod_flags::CHECK_OVERLAP != 0;
-                self.tables[tables[0]]
-                    .add(entry(), check, capacity)
+                self.tables[tables.start]
+                    .add(entry(r), check, capacity)
                     .map_err(|overlap| if overlap { 3u16 } else { 1 })?;
             }
             1 | 2 => {
                 let reset = r.flags & v13::flow_mod_flags::RESET_COUNTS != 0;
                 let n: usize =
-                    tables.iter().map(|&t| self.tables[t].modify(&sel, &r.instructions, &r.wire, reset)).sum();
+                    tables.clone().map(|t| self.tables[t].modify(&sel, &r.instructions, &r.wire, reset)).sum();
                 if n == 0 && r.modify_adds {
                     // 1.0: a modify that matches nothing acts as an add.
                     let capacity = self.table_capacity;
-                    self.tables[tables[0]].add(entry(), false, capacity).map_err(|_| 1u16)?;
+                    self.tables[tables.start].add(entry(r), false, capacity).map_err(|_| 1u16)?;
                 }
             }
             3 | 4 => {
-                for &t in &tables {
+                for t in tables {
                     for gone in self.tables[t].delete(&sel) {
                         if gone.flags & v13::flow_mod_flags::SEND_FLOW_REM != 0 {
                             out.push(Output::ToControllers(flow_removed(

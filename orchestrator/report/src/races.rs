@@ -19,7 +19,11 @@ pub fn analyze(trace: &Trace, places: &Places, opts: &Options) -> Report {
         let flow_mod = chain.flow_mod.as_ref()?.seq;
         let dpid: u64 = chain.switch.trim_start_matches('s').parse().ok()?;
         let entry = switches.get(&dpid)?.tables.iter().enumerate().find_map(|(t, table)| {
-            table.entries().iter().find(|e| crate::flows::entry_with(t, e, None) == chain.rule).cloned()
+            table
+                .entries()
+                .iter()
+                .find(|e| crate::flows::entry_with(t, e, None) == chain.rule)
+                .map(|e| sts_mocknet::flow::FlowEntry::clone(e))
         })?;
         Some(Culprit { dpid, rule: chain.rule, entry, flow_mod })
     });

@@ -79,7 +79,7 @@ fn same_rule(a: &FlowEntry, b: &FlowEntry) -> bool {
 /// `switches` are the tables at the violation ([`crate::tables::at_violation`]).
 pub fn chain(trace: &Trace, switches: &std::collections::BTreeMap<u64, Switch>) -> Option<Chain> {
     let (dpid, table, index) = culprit_place(trace)?;
-    let culprit = switches.get(&dpid)?.tables.get(table)?.entries().get(index)?.clone();
+    let culprit = switches.get(&dpid)?.tables.get(table)?.entries().get(index).map(|e| FlowEntry::clone(e))?;
     let rule = crate::flows::entry_with(table, &culprit, None);
     // Replay the messages to that switch, watching for the rule to appear.
     let end = trace.records.iter().position(|r| r.violation().is_some())?;
