@@ -317,6 +317,12 @@ pub struct Incremental {
     /// witness may name rules by positions they have since left: a stream
     /// verifier that reports each loop as it appears does not need more.
     pub refresh_loop_witnesses: bool,
+    /// Explain the class engine's loops on re-checks (walk each new one for
+    /// a witness: [`Incremental::standing`]). Off, they are only found
+    /// ([`Incremental::loop_cycles`]) and none stands: for a caller that
+    /// takes them as candidates to confirm elsewhere (`sts verify` with
+    /// filters confirms each on the filtered network, with its own witness).
+    pub explain_loops: bool,
     /// Full checks so far: each starts the class engine's state anew.
     full_checks: u64,
     /// The header classes the last re-check followed again, sorted; `None`
@@ -335,6 +341,7 @@ impl Incremental {
             followed: (0, 0),
             values: Vec::new(),
             refresh_loop_witnesses: true,
+            explain_loops: true,
             last_followed: None,
         }
     }
@@ -402,7 +409,7 @@ impl Incremental {
 
     /// A full check, keeping what later rechecks need.
     pub fn check(&mut self, net: &Network, facts: &Facts) -> Report {
-        let (report, state) = self.checker.full_with(net, facts, true, &self.values);
+        let (report, state) = self.checker.full_with(net, facts, true, &self.values, self.explain_loops);
         self.state = state;
         self.full_checks += 1;
         self.last_followed = None;
@@ -496,7 +503,12 @@ impl Incremental {
         let loops_stand = !self.refresh_loop_witnesses
             && st.loops_at == st.engine.loop_clock()
             && st.loops.len() == st.engine.loop_count();
-        if self.checker.enabled.contains(&Invariant::Loop) && !loops_stand {
+        if !self.explain_loops {
+            if !st.loops.is_empty() {
+                st.loops.clear();
+                st.loops_generation += 1;
+            }
+        } else if self.checker.enabled.contains(&Invariant::Loop) && !loops_stand {
             // Loops: explained again when new, when their explaining (source,
             // atom) changed, or when their witness crosses a changed switch.
             // Both sorted by cycle: one merge, moving what stays.
@@ -734,17 +746,19 @@ impl HostIndex {
 impl Checker {
     /// Checks every enabled invariant.
     pub fn check(&self, net: &Network, facts: &Facts) -> Report {
-        self.full_with(net, facts, false, &[]).0
+        self.full_with(net, facts, false, &[], true).0
     }
 
     /// A full check; with `keep`, also what [`Incremental::recheck`] needs
-    /// (when the class engine ran).
+    /// (when the class engine ran); without `explain_loops`, the class
+    /// engine's loops are found but not reported ([`Incremental::explain_loops`]).
     fn full_with(
         &self,
         net: &Network,
         facts: &Facts,
         keep: bool,
         values: &[(usize, Ternary)],
+        explain_loops: bool,
     ) -> (Report, Option<ClassState>) {
         let mut report = Report::default();
         let on = |i| self.enabled.contains(&i);
@@ -763,7 +777,7 @@ impl Checker {
                     report.terminals = found.terminals;
                     report.violations.extend(found.explained.values().flatten().cloned());
                     notes.extend(found.notes.iter().cloned());
-                    if on(Invariant::Loop) {
+                    if on(Invariant::Loop) && explain_loops {
                         for (cycle, first) in engine.loops() {
                             let (v, terminals) = explain_loop(net, &model, &engine, cycle, first);
                             report.terminals += terminals;

@@ -7,6 +7,7 @@
 //! the command's output, not an input to any decision.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use sts_mocknet::network::Network;
@@ -54,6 +55,8 @@ pub fn full_check_at(rn: &mut RouterNet, checker: Checker, upto: usize) -> Resul
     applied?;
     let t = Instant::now();
     let mut inc = Incremental::new(checker);
+    // With filters the engine's loops are candidates, confirmed below.
+    inc.explain_loops = rn.unfiltered.is_none();
     let mut report = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &Facts::default());
     if rn.unfiltered.is_some() {
         let mut confirmed = Confirmed::on_routers(rn.routers());
@@ -111,6 +114,8 @@ pub fn run(
     // classes are the forwarding rules'); each loop it finds is confirmed
     // on the filtered one (see `Confirmed`).
     let filtered = rn.unfiltered.is_some();
+    // Its loops are candidates there, each confirmed with its own witness.
+    inc.explain_loops = !filtered;
     let mut confirmed = Confirmed::on_routers(rn.routers());
     let t = Instant::now();
     let first = inc.check(rn.unfiltered.as_ref().unwrap_or(&rn.net), &facts);
@@ -259,7 +264,7 @@ impl Candidate {
     /// Brings what is known of the candidate loop through `cycle` up to
     /// date (see [`Confirmed`]); returns whether the loop found changed.
     fn refresh(&mut self, on: &On, cycle: &[u64], changed: &[u64], touch: Touch) -> bool {
-        let (inc, model, routers) = (on.inc, on.model, on.routers);
+        let (inc, routers) = (on.inc, on.routers);
         let was = self.found.as_ref().map(|f| f.0);
         let stamp = inc.loop_stamp(cycle);
         let same_classes = stamp.is_some() && self.stamp == stamp;
@@ -321,6 +326,7 @@ impl Candidate {
                     complete = false;
                     continue;
                 };
+                let model = on.model();
                 // Table 0 of the routers is the same on both networks: the
                 // class engine's first rule for the class there is where
                 // the walk's scan begins.
@@ -363,8 +369,17 @@ const PARALLEL_CANDIDATES: usize = 8;
 /// walk of that class begins).
 struct On<'a, 'n> {
     inc: &'a Incremental,
-    model: &'a Model<'n>,
+    /// Made by the first walk that needs it (most updates walk nothing).
+    model: &'a OnceLock<Model<'n>>,
+    net: &'n Network,
     routers: u64,
+}
+
+impl<'n> On<'_, 'n> {
+    /// The model of the filtered network, made the first time it is asked for.
+    fn model(&self) -> &Model<'n> {
+        self.model.get_or_init(|| Model::new(self.net))
+    }
 }
 
 fn cores() -> usize {
@@ -455,8 +470,8 @@ impl Confirmed {
     fn update(&mut self, inc: &Incremental, net: &Network, changed: &[u64], touch: Touch) {
         // One model for every confirmation walk of this update: the flow
         // entries compiled by one walk serve the next.
-        let model = Model::new(net);
-        let on = On { inc, model: &model, routers: self.routers };
+        let model = OnceLock::new();
+        let on = On { inc, model: &model, net, routers: self.routers };
         let clock = inc.loop_clock();
         // Whether some candidate's loop changed (or went).
         let mut changed_loops = false;
@@ -519,12 +534,12 @@ mod tests {
         let checker = Checker { enabled: [Invariant::Loop].into_iter().collect(), ..Checker::default() };
         let mut inc = Incremental::new(checker);
         inc.check(rn.unfiltered.as_ref().expect("ACLs"), &Facts::default());
-        let model = Model::new(&rn.net);
+        let model = OnceLock::new();
         let confirm = |threads: usize, routers: u64| {
             let mut by_cycle: BTreeMap<Vec<u64>, Candidate> =
                 inc.loop_cycles().into_iter().map(|c| (c, Candidate::default())).collect();
             assert!(by_cycle.len() >= PARALLEL_CANDIDATES, "{} candidates", by_cycle.len());
-            let on = On { inc: &inc, model: &model, routers };
+            let on = On { inc: &inc, model: &model, net: &rn.net, routers };
             refresh_all(by_cycle.iter_mut().collect(), &on, &[], Touch::ANY, threads);
             let found = by_cycle.values().filter(|c| c.found.is_some()).count();
             let all = by_cycle.into_iter().map(|(cycle, c)| (cycle, c.found, c.clear, c.complete)).collect::<Vec<_>>();
