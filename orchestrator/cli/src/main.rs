@@ -13,6 +13,11 @@ mod verify;
 
 use clap::Parser;
 
+/// jemalloc rather than glibc's allocator: the invariant engine allocates and
+/// frees small header sets at a high rate (docs/benchmarks.md, `sts verify`).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
     // Diagnostics go to stderr: warnings alone, plainly, by default (and a
     // standalone proxy's switches coming and going); with RUST_LOG, whatever
