@@ -227,3 +227,39 @@ fn a_loop_turns_back_where_a_router_sends_a_packet_out_of_its_ingress_interface(
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Loops not explained (`Incremental::explain_loops` off, as `sts verify`
+/// takes the unfiltered network's loops as candidates) are the same loops:
+/// update by update the class engine finds the same cycles with the same
+/// classes as when it explains them, and none stands as a violation.
+#[test]
+fn loops_found_without_explaining_them_are_the_explained_ones() {
+    let mut rn = RouterNet::load(&data("stanford-noacl")).expect("loads");
+    let engines = || {
+        let mut inc = Incremental::new(loop_checker());
+        inc.cut_for(rn.values());
+        inc.refresh_loop_witnesses = false;
+        inc
+    };
+    let (mut explained, mut found) = (engines(), engines());
+    found.explain_loops = false;
+    let first = explained.check(&rn.net, &Facts::default());
+    assert!(found.check(&rn.net, &Facts::default()).violations.iter().all(|v| v.invariant != Invariant::Loop));
+    assert_eq!(loops(&first).len(), explained.loop_cycles().len());
+    let updates = rn.updates.clone();
+    let mut looping = 0;
+    for (i, u) in updates.iter().take(3000).enumerate() {
+        let changed = rn.apply(u).expect("applies");
+        let report = explained.recheck(&rn.net, &Facts::default(), &changed);
+        let bare = found.recheck(&rn.net, &Facts::default(), &changed);
+        let cycles = explained.loop_cycles();
+        assert_eq!(found.loop_cycles(), cycles, "after update {}", i + 1);
+        for c in &cycles {
+            assert_eq!(found.loop_classes_of(c), explained.loop_classes_of(c), "after update {}", i + 1);
+        }
+        assert_eq!(loops(&report).len(), cycles.len(), "after update {}: every cycle explained", i + 1);
+        assert!(loops(&bare).is_empty(), "after update {}: a loop stands unexplained", i + 1);
+        looping += !cycles.is_empty() as usize;
+    }
+    assert!(looping > 100, "the stream must make loops to compare: {looping} updates");
+}
