@@ -768,7 +768,7 @@ impl Switch {
             return;
         }
         // What an entry stores (a delete stores nothing).
-        let (instructions, wire) = if fm.command <= 2 {
+        let (instructions, wire) = if fm.command <= v13::flow_mod_command::MODIFY_STRICT {
             (
                 Instructions::from_v13(&fm.instructions),
                 WireForm::V13 { r#match: fm.r#match.clone(), instructions: fm.instructions.clone() },

@@ -814,89 +814,8 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     let started = Instant::now();
     // A budget too far away to be an instant is no deadline at all.
     let deadline = opts.budget_s.and_then(|s| started.checked_add(std::time::Duration::from_secs(s)));
-    let mut run_no = 0u32;
     let mut curve = vec![externals.len()];
     let all: Vec<usize> = (0..groups.len()).collect();
-    let whole_run = |first_run: u32, replays: u32| CandidateRun {
-        trace: candidate(&trace, &events_of(&all), &host_start),
-        mcs_dir: mcs_dir.clone(),
-        first_run,
-        replays,
-        peek: PeekMode::Off,
-        warm: opts.warm,
-        in_round: None,
-    };
-    // The whole trace's first replay, when it went beside the empty sequence's.
-    let mut whole_first: Option<bool> = None;
-    // The empty sequence first: a violation present without any input is not
-    // caused by any of them, and ddmin (which never tries it) would name one.
-    let present_without_inputs = match state.tested.get(&key(&[])) {
-        Some(&known) => known,
-        None => {
-            let trace = candidate(&trace, &BTreeSet::new(), &host_start);
-            let mut batch = vec![CandidateRun {
-                trace,
-                mcs_dir: mcs_dir.clone(),
-                first_run: run_no + 1,
-                replays: opts.replays.max(1),
-                peek: PeekMode::Off,
-                warm: opts.warm,
-                in_round: None,
-            }];
-            run_no += opts.replays.max(1);
-            // With two places or more, the whole trace (needed next unless
-            // this reproduces) is replayed beside it.
-            if opts.jobs >= 2 && !state.tested.get(&key(&all)).copied().unwrap_or(false) {
-                batch.push(whole_run(run_no + 1, 1));
-                run_no += 1;
-            }
-            let width = batch.len();
-            let mut verdicts = executor.test(engine, &config, batch).await.into_iter();
-            let (ok, n) = verdicts.next().unwrap_or(Ok((false, 0)))?;
-            state.replays += n;
-            if let Some(whole) = verdicts.next() {
-                let (reproduced, n) = whole?;
-                state.replays += n;
-                whole_first = Some(reproduced);
-            }
-            state.rounds.push([width, width]);
-            state.tested.insert(key(&[]), ok);
-            let _ = experiment::write_json(&state_path, &state);
-            ok
-        }
-    };
-    if present_without_inputs {
-        engine.notice(NoticeKind::Info, "the violation is present without any input: the empty sequence reproduces it");
-    }
-    // The whole trace next (ddmin never tries it): an original that does
-    // not reproduce has nothing to minimize, and every candidate would fail.
-    if !present_without_inputs && !state.tested.get(&key(&all)).copied().unwrap_or(false) {
-        let tries = opts.replays.max(3);
-        let mut reproduced = whole_first.unwrap_or(false);
-        let mut tried = u32::from(whole_first.is_some());
-        while tried < tries && !reproduced {
-            let n = if tried == 0 { 1 } else { tries - 1 };
-            let run = whole_run(run_no + 1, n);
-            run_no += n;
-            let verdict = executor.test(engine, &config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
-            let (ok, replays) = verdict?;
-            state.replays += replays;
-            state.rounds.push([1, 1]);
-            tried += n;
-            reproduced = ok;
-        }
-        if !reproduced {
-            let _ = experiment::write_json(&state_path, &state);
-            return Err(RunError::DoesNotReproduce(format!(
-                "the original trace did not show its violation ({}) in {tried} replays: nothing to minimize. \
-                 Is it timing-dependent? `sts replay {} --repeat 10` says how often it comes back",
-                violation.identity(same),
-                dir.display()
-            )));
-        }
-        state.tested.insert(key(&all), true);
-        let _ = experiment::write_json(&state_path, &state);
-    }
     let mut search = Search {
         engine,
         executor,
@@ -909,7 +828,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         state_path: &state_path,
         state: &mut state,
         opts,
-        run_no,
+        run_no: 0,
         curve: &mut curve,
         deadline,
         budget_exhausted: false,
@@ -918,9 +837,42 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         started,
         running: FuturesUnordered::new(),
         under_test: BTreeMap::new(),
+        whole: None,
     };
-    let mut best =
-        if present_without_inputs { Vec::new() } else { search.ddmin(&all, true, opts.replays.max(1)).await? };
+    // The empty sequence first: a violation present without any input is not
+    // caused by any of them, and ddmin (which never tries it) would name one.
+    // With two places or more the whole trace (which ddmin never tries
+    // either: an original that does not reproduce has nothing to minimize)
+    // is replayed beside it, and goes on beside ddmin's first candidates.
+    let present_without_inputs = search.baseline(&all).await?;
+    if present_without_inputs {
+        engine.notice(NoticeKind::Info, "the violation is present without any input: the empty sequence reproduces it");
+    }
+    let mut best = Vec::new();
+    if !present_without_inputs {
+        let identity = violation.identity(same);
+        // Replays of the whole trace that missed beside the search.
+        let mut missed_beside = 0;
+        loop {
+            // Not known to reproduce, and not under way beside the search:
+            // the whole trace is replayed alone first (again, if its replay
+            // beside the search missed).
+            if search.whole.is_none() && !search.state.tested.get(&key(&all)).copied().unwrap_or(false) {
+                search.confirm_whole(&all, missed_beside, &identity, dir).await?;
+            }
+            best = search.ddmin(&all, true, opts.replays.max(1)).await?;
+            // The search is not done before the whole trace is known to reproduce.
+            search.whole_verdict().await?;
+            // Its replay beside the search missed: the search stopped, and
+            // goes on from what it knows (its verdicts stand) once the whole
+            // trace reproduces alone.
+            if search.whole.take().is_none() {
+                break;
+            }
+            missed_beside = 1;
+            search.settle().await;
+        }
+    }
     let mut beyond = None;
     // From three units up (a smaller result from two would be one input,
     // rare enough not to pay for), within as many replays as were spent so
@@ -1112,6 +1064,19 @@ struct Search<'a> {
     /// The keys of their unit sets, each with its place and whether it was
     /// speculated on.
     under_test: BTreeMap<String, (InRound, bool)>,
+    /// The whole trace's replay beside the search ([`Search::baseline`]),
+    /// while it has given no "yes".
+    whole: Option<Whole>,
+}
+
+/// The whole trace's replay, started beside the empty sequence's and left
+/// running beside ddmin's first candidates: their verdicts do not depend on
+/// it, and the search is not done before it reproduced.
+struct Whole {
+    key: String,
+    /// It ended without reproducing (or without a verdict): the search
+    /// stops, and the whole trace is tried alone.
+    missed: bool,
 }
 
 /// A candidate's test, ended.
@@ -1258,6 +1223,9 @@ impl<'a> Search<'a> {
                 self.engine.progress(Progress::Done);
                 return Err(e);
             }
+            if self.whole.as_ref().is_some_and(|w| w.missed) {
+                return Ok(results);
+            }
             // What this verdict rules out is speculated on no more.
             spares = spare(&results);
             self.call_off_unwanted(cands, &spares);
@@ -1280,14 +1248,20 @@ impl<'a> Search<'a> {
 
     /// Puts unit set `set` under test in a place of its own.
     fn start(&mut self, set: &[usize], place: InRound, speculated: bool, replays: u32) {
+        self.start_with(set, place, speculated, replays, self.opts.peek);
+    }
+
+    /// [`Search::start`] with `peek` (the empty and whole traces' replays
+    /// have no use for it).
+    fn start_with(&mut self, set: &[usize], place: InRound, speculated: bool, replays: u32, peek: PeekMode) {
         let first_run = self.run_no + 1;
-        self.run_no += replays + u32::from(self.opts.peek != PeekMode::Off);
+        self.run_no += replays + u32::from(peek != PeekMode::Off);
         let run = CandidateRun {
             trace: candidate(self.trace, &self.events_of(set), self.host_start),
             mcs_dir: self.mcs_dir.to_path_buf(),
             first_run,
             replays,
-            peek: self.opts.peek,
+            peek,
             warm: self.opts.warm,
             in_round: Some(place.clone()),
         };
@@ -1307,6 +1281,16 @@ impl<'a> Search<'a> {
         self.under_test.remove(&k);
         let (ok, n) = ended.verdict?;
         self.state.replays += n;
+        // The whole trace's "no" is not a verdict to keep: every chunk of
+        // it would be presumed a miss.
+        if let Some(whole) = self.whole.as_mut().filter(|w| w.key == k) {
+            if !ok {
+                whole.missed = true;
+                let _ = experiment::write_json(self.state_path, &*self.state);
+                return Ok(());
+            }
+            self.whole = None;
+        }
         if ok {
             ended.place.hit();
         } else if ended.place.moot() {
@@ -1320,6 +1304,90 @@ impl<'a> Search<'a> {
         if let Some(i) = cands.iter().position(|c| *c == ended.set) {
             results[i] = Some(ok);
         }
+        let _ = experiment::write_json(self.state_path, &*self.state);
+        Ok(())
+    }
+
+    /// Whether the empty sequence reproduces (known from a resumed search, or
+    /// replayed). With two places or more, the whole trace's replay (not
+    /// known to reproduce yet) starts beside it and is left running:
+    /// [`Search::whole`].
+    async fn baseline(&mut self, all: &[usize]) -> Result<bool, RunError> {
+        let empty = key(&[]);
+        if let Some(&known) = self.state.tested.get(&empty) {
+            return Ok(known);
+        }
+        self.start_with(&[], InRound::alone(), false, self.opts.replays.max(1), PeekMode::Off);
+        let mut width = 1;
+        if self.opts.jobs >= 2 && !self.state.tested.get(&key(all)).copied().unwrap_or(false) {
+            self.whole = Some(Whole { key: key(all), missed: false });
+            self.start_with(all, InRound::alone(), false, 1, PeekMode::Off);
+            width = 2;
+        }
+        self.state.rounds.push([width, width]);
+        while let Some(ended) = self.running.next().await {
+            if let Err(e) = self.finish(ended, &[], &mut []) {
+                self.settle().await;
+                return Err(e);
+            }
+            if let Some(&known) = self.state.tested.get(&empty) {
+                return Ok(known);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Waits for the whole trace's replay beside the search, if it is still
+    /// under way ([`Search::whole`] is then gone, or missed).
+    async fn whole_verdict(&mut self) -> Result<(), RunError> {
+        while self.whole.as_ref().is_some_and(|w| !w.missed) {
+            match self.running.next().await {
+                Some(ended) => self.finish(ended, &[], &mut [])?,
+                None => {
+                    if let Some(w) = self.whole.as_mut() {
+                        w.missed = true;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replays the whole trace alone until it reproduces, up to `--replays`
+    /// or three tries in all, `tried` of them made already: an original that
+    /// does not reproduce has nothing to minimize, and every candidate would
+    /// fail. `identity` and `dir` name the violation and the experiment.
+    async fn confirm_whole(&mut self, all: &[usize], tried: u32, identity: &str, dir: &Path) -> Result<(), RunError> {
+        let tries = self.opts.replays.max(3);
+        let (mut tried, mut reproduced) = (tried, false);
+        while tried < tries && !reproduced {
+            let n = if tried == 0 { 1 } else { tries - tried };
+            let run = CandidateRun {
+                trace: candidate(self.trace, &self.events_of(all), self.host_start),
+                mcs_dir: self.mcs_dir.to_path_buf(),
+                first_run: self.run_no + 1,
+                replays: n,
+                peek: PeekMode::Off,
+                warm: self.opts.warm,
+                in_round: None,
+            };
+            self.run_no += n;
+            let verdict = self.executor.test(self.engine, self.config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
+            let (ok, replays) = verdict?;
+            self.state.replays += replays;
+            self.state.rounds.push([1, 1]);
+            tried += n;
+            reproduced = ok;
+        }
+        if !reproduced {
+            let _ = experiment::write_json(self.state_path, &*self.state);
+            return Err(RunError::DoesNotReproduce(format!(
+                "the original trace did not show its violation ({identity}) in {tried} replays: nothing to minimize. \
+                 Is it timing-dependent? `sts replay {} --repeat 10` says how often it comes back",
+                dir.display()
+            )));
+        }
+        self.state.tested.insert(key(all), true);
         let _ = experiment::write_json(self.state_path, &*self.state);
         Ok(())
     }
@@ -1363,7 +1431,7 @@ impl<'a> Search<'a> {
                 speculation(&dd, places, known).iter().map(|c| of(c)).filter(|c| !part_of_a_miss(c)).collect()
             };
             let results = self.test(&cands, &presumed, &spare, replays).await?;
-            if self.budget_exhausted || self.capped {
+            if self.budget_exhausted || self.capped || self.whole.as_ref().is_some_and(|w| w.missed) {
                 break;
             }
             let verdicts: Vec<bool> = results.into_iter().map(|r| r.unwrap_or(false)).collect();
@@ -2017,6 +2085,19 @@ mod beyond_tests {
     /// does.
     struct Oracle {
         causes: Vec<Vec<&'static str>>,
+        /// How many of the whole trace's replays miss before it reproduces
+        /// (a timing-dependent original), and how much longer than
+        /// [`REPLAY`] each takes (a long trace).
+        whole_misses: std::sync::atomic::AtomicU32,
+        whole_slower: u32,
+        /// Each replay's start and end, in order: (start, pings kept).
+        log: std::sync::Mutex<Vec<(bool, usize)>>,
+    }
+
+    impl Oracle {
+        fn of(causes: Vec<Vec<&'static str>>) -> Oracle {
+            Oracle { causes, whole_misses: 0.into(), whole_slower: 1, log: Default::default() }
+        }
     }
 
     /// Whether a candidate that keeps the pings `kept` says yes reproduces
@@ -2052,19 +2133,29 @@ mod beyond_tests {
                         _ => None,
                     })
                     .collect();
-                let ok = reproduces(&self.causes, |h| kept.contains(h));
+                let whole = kept.len() == PINGS.len();
                 let moot = || c.in_round.as_ref().is_some_and(InRound::moot);
+                let note = |start: bool| self.log.lock().unwrap().push((start, kept.len()));
+                note(true);
                 for k in 0..c.replays {
-                    for _ in 0..10 {
+                    for _ in 0..10 * if whole { self.whole_slower } else { 1 } {
                         if moot() {
+                            note(false);
                             return Ok((false, u64::from(k)));
                         }
                         tokio::time::sleep(REPLAY / 10).await;
                     }
-                    if ok {
+                    let missed = whole
+                        && self
+                            .whole_misses
+                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                            .is_ok();
+                    if !missed && reproduces(&self.causes, |h| kept.contains(h)) {
+                        note(false);
                         return Ok((true, u64::from(k) + 1));
                     }
                 }
+                note(false);
                 Ok((false, u64::from(c.replays)))
             })))
         }
@@ -2095,6 +2186,12 @@ mod beyond_tests {
 
     /// [`minimize_jobs`] with any options.
     fn minimize_opts(dir: &Path, causes: Vec<Vec<&'static str>>, opts: Options) -> (Report, std::time::Duration) {
+        let (report, took) = minimize_by(dir, &Oracle::of(causes), opts);
+        (report.unwrap(), took)
+    }
+
+    /// [`minimize_opts`] with a given oracle; the search's result as it is.
+    fn minimize_by(dir: &Path, oracle: &Oracle, opts: Options) -> (Result<Report, RunError>, std::time::Duration) {
         let _ = std::fs::remove_dir_all(dir);
         std::fs::create_dir_all(dir).unwrap();
         let config = "[network]\ntopology = \"linear\"\nsize = 11\n\n[[controllers]]\nkind = \"command\"\ncommand = [\"true\"]\n";
@@ -2108,12 +2205,11 @@ mod beyond_tests {
         }
         text.push_str("{\"seq\":11,\"t_ms\":2000,\"violation\":{\"invariant\":\"blackhole\",\"elements\":[\"h2\",\"h11\"],\"summary\":\"x\"}}\n");
         std::fs::write(dir.join("trace.jsonl"), text).unwrap();
-        let oracle = Oracle { causes };
         let engine = Engine::new(std::sync::Arc::new(crate::observer::Silent));
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
         runtime.block_on(async {
             let t0 = tokio::time::Instant::now();
-            let report = run_on(&engine, &oracle, dir, &opts).await.unwrap();
+            let report = run_on(&engine, oracle, dir, &opts).await;
             (report, t0.elapsed())
         })
     }
@@ -2155,6 +2251,44 @@ mod beyond_tests {
         eprintln!("search time, all causes: {time_one:?} one place, {time_two:?} two, {time_eight:?} eight");
         assert!(time_two * 10 < time_one * 7, "{time_two:?} with two places, {time_one:?} with one");
         assert!(time_eight < time_two, "{time_eight:?} with eight places, {time_two:?} with two");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// With two places the whole trace's replay (here five times as long as
+    /// a candidate's) goes on beside ddmin's first candidates, and the MCS
+    /// is the one of a search that waited for it. A whole trace that misses
+    /// there once is tried again alone and the search goes on to the same
+    /// MCS; one that never reproduces ends the search after three tries of
+    /// it, not after a search.
+    #[test]
+    fn the_whole_trace_goes_beside_the_first_candidates_and_a_miss_is_tried_again_alone() {
+        let base = std::env::temp_dir().join(format!("sts-whole-{}", std::process::id()));
+        let opts = |jobs| Options { final_replays: 0, jobs, replays: 1, ..Options::default() };
+        let oracle =
+            |misses: u32| Oracle { whole_misses: misses.into(), whole_slower: 5, ..Oracle::of(vec![vec!["h3", "h7"]]) };
+        let (alone, _) = minimize_by(&base.join("one"), &oracle(0), opts(1));
+        let alone = alone.unwrap();
+        let beside = oracle(0);
+        let (report, _) = minimize_by(&base.join("two"), &beside, opts(2));
+        assert_eq!(report.unwrap().mcs, alone.mcs);
+        let log = beside.log.lock().unwrap().clone();
+        let whole_ends = log.iter().position(|&(start, kept)| !start && kept == PINGS.len()).expect("the whole trace");
+        let others_before =
+            log[..whole_ends].iter().filter(|&&(start, kept)| start && kept > 0 && kept < PINGS.len()).count();
+        assert!(others_before >= 2, "candidates started before the whole trace's verdict: {others_before}; {log:?}");
+        // Flaky: the replay beside the search misses, the next alone reproduces.
+        let flaky = oracle(1);
+        let (report, _) = minimize_by(&base.join("flaky"), &flaky, opts(2));
+        assert_eq!(report.unwrap().mcs, alone.mcs);
+        let wholes = flaky.log.lock().unwrap().iter().filter(|&&(start, kept)| start && kept == PINGS.len()).count();
+        assert_eq!(wholes, 2, "beside the search, then alone");
+        // Never: three tries in all, and few candidates.
+        let never = oracle(u32::MAX);
+        let (report, _) = minimize_by(&base.join("never"), &never, opts(2));
+        assert!(matches!(report, Err(RunError::DoesNotReproduce(_))), "{:?}", report.map(|r| r.mcs));
+        let log = never.log.lock().unwrap().clone();
+        let candidates = log.iter().filter(|&&(start, kept)| start && kept > 0 && kept < PINGS.len()).count();
+        assert!(candidates <= 8, "{candidates} candidates replayed for a trace that does not reproduce");
         let _ = std::fs::remove_dir_all(&base);
     }
 
