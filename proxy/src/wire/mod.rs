@@ -418,7 +418,10 @@ impl Message {
     /// Encodes the message, header included. Fails only if it would exceed the
     /// 65,535-byte limit of the length field.
     pub fn emit(&self) -> Result<Vec<u8>> {
-        let mut w = Writer::with_capacity(64);
+        // Room for most messages at once (a PACKET_IN with its frame, a
+        // FLOW_MOD with matches and actions): growing from 64 bytes was a
+        // reallocation for most of them.
+        let mut w = Writer::with_capacity(256);
         Header { version: self.version(), msg_type: self.msg_type(), length: 0, xid: self.xid }.emit(&mut w);
         match &self.body {
             Body::Hello { hello, .. } => hello.emit(&mut w),
