@@ -1354,7 +1354,7 @@ impl<'a> Search<'a> {
     }
 
     /// Replays the whole trace alone until it reproduces, up to `--replays`
-    /// or three tries in all, `tried` of them made already: an original that
+    /// tries in all but at least three, `tried` made already: an original that
     /// does not reproduce has nothing to minimize, and every candidate would
     /// fail. `identity` and `dir` name the violation and the experiment.
     async fn confirm_whole(&mut self, all: &[usize], tried: u32, identity: &str, dir: &Path) -> Result<(), RunError> {
