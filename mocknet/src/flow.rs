@@ -358,8 +358,8 @@ pub enum RemovedReason {
 #[derive(Debug, Clone, Default)]
 pub struct FlowTable {
     /// Boxed: adding or removing an entry among thousands moves the ones
-    /// after it, a pointer each rather than a whole entry (which made
-    /// most of a FLOW_MOD's cost on a router's table).
+    /// after it, a pointer each rather than a whole entry (which was half
+    /// of a FLOW_MOD's cost on a router's table of thousands).
     #[allow(clippy::vec_box)]
     entries: Vec<Box<FlowEntry>>,
     /// Per entry, at the same index: its serial (see [`FlowTable::serials`]).
