@@ -177,9 +177,11 @@ pub enum Command {
         /// delta debugging took (docs/evaluation.md).
         #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
         beyond: bool,
-        /// When a round of delta debugging has fewer candidates than places (--jobs, or Slurm tasks),
-        /// test the candidates of the rounds that may follow in the free places; their verdicts wait
-        /// for their round. The result is the same either way (docs/cluster.md).
+        /// When a round of delta debugging replays fewer candidates than there are places (--jobs, or
+        /// Slurm tasks), test the candidates of the rounds that may follow in the free places (their
+        /// verdicts wait for their round), and with --replays 2 or more start a candidate's next
+        /// replay beside the one under way where nothing else wants the place. The result is the
+        /// same either way (docs/cluster.md).
         #[arg(long, default_value = "on", value_parser = on_off(), action = clap::ArgAction::Set)]
         speculate: bool,
         /// Before splitting the trace in halves, try removing each kind of input whole (every ping,

@@ -591,7 +591,8 @@ pub struct Options {
     /// [`Search::beyond`].
     pub beyond: bool,
     /// Fill places a round leaves free with later rounds' candidates
-    /// ([`speculation`]); the result is the same either way.
+    /// ([`speculation`]), and a place nothing else wants with a candidate's
+    /// next replay ([`Testing`]); the result is the same either way.
     pub speculate: bool,
     /// Before splitting the trace in halves, try removing each kind of
     /// input whole ([`kinds`], [`Ddmin::by_groups`]).
@@ -671,10 +672,11 @@ impl InRound {
         InRound::round(1).remove(0)
     }
 
-    /// True once an earlier candidate of the round reproduced, or the
-    /// candidate was called off.
+    /// True once the candidate (by another of its tries) or an earlier one
+    /// of the round reproduced, or the candidate was called off: no replay
+    /// of it is needed any more.
     pub fn moot(&self) -> bool {
-        self.off.load(Ordering::Relaxed) || self.first_hit.load(Ordering::Relaxed) < self.index
+        self.off.load(Ordering::Relaxed) || self.first_hit.load(Ordering::Relaxed) <= self.index
     }
 
     /// This candidate reproduced.
@@ -987,42 +989,69 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
 
 /// Unit sets the rounds after `dd`'s current one may test, in order
 /// ([`Ddmin::next_rounds_given`] the verdicts `known` so far, then the
-/// rounds after those): enough to fill the places a round narrower than
-/// `jobs` leaves free; none when the round fills them itself (so `--jobs 1`
-/// and a round at least as wide as the executor test exactly what they
-/// would without it). A round as wide as the places does not speculate in
-/// a place freed by an early verdict: on this machine's cores, a guess
-/// beside the round's last candidate slows it more than the guess pays
-/// (docs/benchmarks.md).
-fn speculation(dd: &Ddmin, jobs: usize, known: &[Option<bool>]) -> Vec<Vec<usize>> {
-    let room = jobs.saturating_sub(dd.candidates().len());
+/// rounds after those): enough to fill the places a round that replays
+/// fewer than `jobs` candidates (`to_replay`: those whose verdicts were
+/// not known, from the cache or presumed, when it began) leaves free; none
+/// when the round fills them itself (so `--jobs 1` and a round that replays
+/// at least as many as the executor has places test exactly what they
+/// would without it). A round does not speculate in a place freed by an
+/// early verdict: on this machine's cores, a guess beside the round's last
+/// candidate slows it more than the guess pays (docs/benchmarks.md).
+///
+/// `verdicts` gives what is known of a later round's candidates (tested
+/// before, or to be presumed misses): a known candidate is no guess, a
+/// round ends at its first known success (what follows it is never
+/// needed), and the rounds after it follow from what is known.
+fn speculation(
+    dd: &Ddmin,
+    jobs: usize,
+    to_replay: usize,
+    known: &[Option<bool>],
+    verdicts: impl Fn(&Ddmin) -> Vec<Option<bool>>,
+) -> Vec<Vec<usize>> {
+    let room = jobs.saturating_sub(to_replay);
     let mut out: Vec<Vec<usize>> = Vec::new();
     let mut next = dd.next_rounds_given(known);
     while out.len() < room && !next.is_empty() {
+        let known: Vec<Vec<Option<bool>>> = next.iter().map(&verdicts).collect();
+        // Each round's candidates that may need a replay: the unknown ones
+        // up to its first known success.
+        let open: Vec<Vec<&Vec<usize>>> = next
+            .iter()
+            .zip(&known)
+            .map(|(d, k)| {
+                let end = k.iter().position(|v| *v == Some(true)).unwrap_or(d.candidates().len());
+                d.candidates()[..end]
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| k.get(*i).copied().flatten().is_none())
+                    .map(|(_, c)| c)
+                    .collect()
+            })
+            .collect();
         // Breadth first, and across outcomes: each next round's first
-        // candidate, then each one's second, ...
-        let widest = next.iter().map(|d| d.candidates().len()).max().unwrap_or(0);
+        // open candidate, then each one's second, ...
+        let widest = open.iter().map(Vec::len).max().unwrap_or(0);
         for k in 0..widest {
-            for d in &next {
-                if let Some(c) = d.candidates().get(k) {
-                    if !out.contains(c) {
-                        out.push(c.clone());
-                    }
+            for c in open.iter().filter_map(|o| o.get(k)) {
+                if !out.contains(c) {
+                    out.push((*c).clone());
                 }
             }
         }
         if next.len() > 64 {
             break;
         }
-        next = next.iter().flat_map(Ddmin::next_rounds).collect();
+        next = next.iter().zip(&known).flat_map(|(d, k)| d.next_rounds_given(k)).collect();
     }
     out.truncate(room);
     out
 }
 
 /// The candidates of later rounds worth testing ahead, given the verdicts
-/// of this round's candidates known so far ([`speculation`]).
-type Guesses<'g> = dyn Fn(&[Option<bool>]) -> Vec<Vec<usize>> + Sync + 'g;
+/// of this round's candidates known so far and the candidates tested
+/// before (by key: none of them is guessed again) ([`speculation`]).
+type Guesses<'g> = dyn Fn(&[Option<bool>], &BTreeMap<String, bool>) -> Vec<Vec<usize>> + Sync + 'g;
 
 /// Rounds of [`Search::beyond`] at most (each one a smaller sequence found).
 const BEYOND_ROUNDS: usize = 3;
@@ -1061,9 +1090,8 @@ struct Search<'a> {
     /// Candidates under test: this round's, and later rounds' started in
     /// places a round left free.
     running: FuturesUnordered<BoxFuture<'a, Ended>>,
-    /// The keys of their unit sets, each with its place and whether it was
-    /// speculated on.
-    under_test: BTreeMap<String, (InRound, bool)>,
+    /// The keys of their unit sets, each with its tries.
+    under_test: BTreeMap<String, Testing>,
     /// The whole trace's replay beside the search ([`Search::baseline`]),
     /// while it has given no "yes".
     whole: Option<Whole>,
@@ -1079,11 +1107,36 @@ struct Whole {
     missed: bool,
 }
 
-/// A candidate's test, ended.
-struct Ended {
+/// A candidate under test. Without PEEK its replays are tries of one
+/// replay each: the next starts when one misses (as the executor would
+/// replay them one after the other), or beside the one under way in a place
+/// nothing else wants ([`Search::test`]); the first "yes" calls off the
+/// others. With PEEK its replays are one try (they follow its dry run).
+struct Testing {
     set: Vec<usize>,
+    /// Its place in its round, shared by its tries.
     place: InRound,
     speculated: bool,
+    trace: Trace,
+    peek: PeekMode,
+    /// Tries not started yet.
+    left: u32,
+    /// Tries under way.
+    running: u32,
+}
+
+/// What a free place takes next in [`Search::test`].
+enum Next<'c> {
+    /// A candidate (unit set) not under test yet: its place, and whether it
+    /// is speculated on.
+    Candidate(&'c [usize], InRound, bool),
+    /// Another try of the candidate under test by this key.
+    Try(String),
+}
+
+/// A try of a candidate, ended.
+struct Ended {
+    key: String,
     verdict: Verdict,
 }
 
@@ -1167,7 +1220,7 @@ impl<'a> Search<'a> {
         let round = self.state.rounds.len();
         self.state.rounds.push([cands.len(), cands.len()]);
         let places = InRound::round(cands.len());
-        let mut spares = spare(&results);
+        let mut spares = spare(&results, &self.state.tested);
         self.call_off_unwanted(cands, &spares);
         loop {
             // Decided: the first candidate not known to fail reproduces, or all fail.
@@ -1193,7 +1246,17 @@ impl<'a> Search<'a> {
                         })
                         .map(|c| (c, InRound::alone(), true)),
                 };
-                let Some((set, place, speculated)) = pick else { break };
+                // Nothing else wants the place: a candidate's next try beside
+                // the one under way (needed if that one misses).
+                let beside = match (&pick, self.opts.speculate) {
+                    (None, true) => self.another_try(cands, before_hit),
+                    _ => None,
+                };
+                let next = match (pick, beside) {
+                    (Some((set, place, speculated)), _) => Next::Candidate(set, place, speculated),
+                    (None, Some(k)) => Next::Try(k),
+                    (None, None) => break,
+                };
                 if self.deadline.is_some_and(|d| Instant::now() > d) {
                     self.budget_exhausted = true;
                     return Ok(results);
@@ -1202,7 +1265,10 @@ impl<'a> Search<'a> {
                     self.capped = true;
                     return Ok(results);
                 }
-                self.start(set, place, speculated, replays);
+                match next {
+                    Next::Candidate(set, place, speculated) => self.start(set, place, speculated, replays),
+                    Next::Try(k) => self.start_try(&k),
+                }
                 started = true;
             }
             if started {
@@ -1227,7 +1293,7 @@ impl<'a> Search<'a> {
                 return Ok(results);
             }
             // What this verdict rules out is speculated on no more.
-            spares = spare(&results);
+            spares = spare(&results, &self.state.tested);
             self.call_off_unwanted(cands, &spares);
         }
         let needed = results.iter().position(|r| *r == Some(true)).map_or(cands.len(), |p| p + 1);
@@ -1239,9 +1305,9 @@ impl<'a> Search<'a> {
     /// neither among `cands` nor `spares` any more.
     fn call_off_unwanted(&self, cands: &[Vec<usize>], spares: &[Vec<usize>]) {
         let wanted: BTreeSet<String> = cands.iter().chain(spares).map(|c| key(c)).collect();
-        for (k, (place, speculated)) in &self.under_test {
-            if *speculated && !wanted.contains(k) {
-                place.call_off();
+        for (k, t) in &self.under_test {
+            if t.speculated && !wanted.contains(k) {
+                t.place.call_off();
             }
         }
     }
@@ -1254,54 +1320,118 @@ impl<'a> Search<'a> {
     /// [`Search::start`] with `peek` (the empty and whole traces' replays
     /// have no use for it).
     fn start_with(&mut self, set: &[usize], place: InRound, speculated: bool, replays: u32, peek: PeekMode) {
-        let first_run = self.run_no + 1;
-        self.run_no += replays + u32::from(peek != PeekMode::Off);
-        let run = CandidateRun {
+        let k = key(set);
+        let testing = Testing {
+            set: set.to_vec(),
+            place,
+            speculated,
             trace: candidate(self.trace, &self.events_of(set), self.host_start),
+            peek,
+            left: if peek == PeekMode::Off { replays.max(1) } else { 1 },
+            running: 0,
+        };
+        self.under_test.insert(k.clone(), testing);
+        self.start_try(&k);
+    }
+
+    /// Starts the next try of the candidate under test as `k`.
+    fn start_try(&mut self, k: &str) {
+        let Some(t) = self.under_test.get_mut(k) else { return };
+        let replays = match t.peek {
+            PeekMode::Off => 1,
+            _ => self.opts.replays.max(1),
+        };
+        let first_run = self.run_no + 1;
+        self.run_no += replays + u32::from(t.peek != PeekMode::Off);
+        t.left -= 1;
+        t.running += 1;
+        let run = CandidateRun {
+            trace: t.trace.clone(),
             mcs_dir: self.mcs_dir.to_path_buf(),
             first_run,
             replays,
-            peek,
+            peek: t.peek,
             warm: self.opts.warm,
-            in_round: Some(place.clone()),
+            in_round: Some(t.place.clone()),
         };
-        let (engine, executor, config, set) = (self.engine, self.executor, self.config, set.to_vec());
-        self.under_test.insert(key(&set), (place.clone(), speculated));
+        let (engine, executor, config, key) = (self.engine, self.executor, self.config, k.to_string());
         self.running.push(Box::pin(async move {
             let verdict = executor.test(engine, config, vec![run]).await.pop().unwrap_or(Ok((false, 0)));
-            Ended { set, place, speculated, verdict }
+            Ended { key, verdict }
         }));
     }
 
-    /// Takes in a candidate's end: its verdict is kept (and is `results`'
-    /// when it is one of `cands`), unless it is a "no" given after it was
-    /// called off (no verdict at all).
+    /// A candidate of `cands` (before `before_hit`) under test whose next
+    /// try may start beside the one under way: the first in order.
+    fn another_try(&self, cands: &[Vec<usize>], before_hit: usize) -> Option<String> {
+        cands[..before_hit]
+            .iter()
+            .map(|c| key(c))
+            .find(|k| self.under_test.get(k).is_some_and(|t| t.left > 0 && t.running > 0 && !t.place.moot()))
+    }
+
+    /// Takes in a try's end. A "yes" is the candidate's verdict; a "no" is,
+    /// once it was its last try, and otherwise starts the next one (unless
+    /// another is under way). The verdict is kept (and is `results`' when
+    /// the candidate is one of `cands`), unless it is a "no" given after the
+    /// candidate was called off (no verdict at all).
     fn finish(&mut self, ended: Ended, cands: &[Vec<usize>], results: &mut [Option<bool>]) -> Result<(), RunError> {
-        let k = key(&ended.set);
-        self.under_test.remove(&k);
-        let (ok, n) = ended.verdict?;
+        let k = ended.key;
+        let verdict = ended.verdict;
+        let Some(t) = self.under_test.get_mut(&k) else {
+            // A try that went on beside one that reproduced.
+            self.state.replays += verdict.map_or(0, |(_, n)| n);
+            return Ok(());
+        };
+        t.running -= 1;
+        let (ok, n) = match verdict {
+            Ok(v) => v,
+            Err(e) => {
+                self.under_test.remove(&k);
+                return Err(e);
+            }
+        };
         self.state.replays += n;
         // The whole trace's "no" is not a verdict to keep: every chunk of
         // it would be presumed a miss.
         if let Some(whole) = self.whole.as_mut().filter(|w| w.key == k) {
             if !ok {
+                self.under_test.remove(&k);
                 whole.missed = true;
                 let _ = experiment::write_json(self.state_path, &*self.state);
                 return Ok(());
             }
             self.whole = None;
+        } else if !ok {
+            let t = &self.under_test[&k];
+            if t.place.moot() {
+                if t.running == 0 {
+                    self.under_test.remove(&k);
+                    self.state.called_off += 1;
+                }
+                return Ok(());
+            }
+            match (t.left, t.running) {
+                // The next try, in the place this one freed.
+                (1.., 0) => {
+                    self.start_try(&k);
+                    return Ok(());
+                }
+                // Another is under way: its end decides.
+                (_, 1..) => return Ok(()),
+                (0, 0) => {}
+            }
         }
+        let Some(t) = self.under_test.remove(&k) else { return Ok(()) };
         if ok {
-            ended.place.hit();
-        } else if ended.place.moot() {
-            self.state.called_off += 1;
-            return Ok(());
+            // The candidate's other tries are moot from now on.
+            t.place.hit();
         }
         self.state.tested.insert(k, ok);
-        if ended.speculated {
+        if t.speculated {
             self.state.speculated += 1;
         }
-        if let Some(i) = cands.iter().position(|c| *c == ended.set) {
+        if let Some(i) = cands.iter().position(|c| *c == t.set) {
             results[i] = Some(ok);
         }
         let _ = experiment::write_json(self.state_path, &*self.state);
@@ -1395,8 +1525,8 @@ impl<'a> Search<'a> {
     /// Calls off every candidate still under test and waits for them to
     /// end (what they reached is still kept): the search is over.
     async fn settle(&mut self) {
-        for (place, _) in self.under_test.values() {
-            place.call_off();
+        for t in self.under_test.values() {
+            t.place.call_off();
         }
         while let Some(ended) = self.running.next().await {
             let _ = self.finish(ended, &[], &mut []);
@@ -1426,9 +1556,29 @@ impl<'a> Search<'a> {
             let part_of_a_miss = |c: &[usize]| misses.iter().any(|m| c.iter().all(|u| m.contains(u)));
             let presumed: Vec<bool> =
                 cands.iter().enumerate().map(|(i, c)| i < dd.presumable_chunks() && part_of_a_miss(c)).collect();
-            // A guess that would be presumed a miss in its round is not worth a place.
-            let spare = |known: &[Option<bool>]| -> Vec<Vec<usize>> {
-                speculation(&dd, places, known).iter().map(|c| of(c)).filter(|c| !part_of_a_miss(c)).collect()
+            // A chunk presumed a miss, or a candidate tested before, takes no
+            // place: a round halving what reproduced, its first half presumed,
+            // replays one candidate and leaves the other place to the next.
+            let to_replay =
+                cands.iter().zip(&presumed).filter(|(c, &p)| !p && !self.state.tested.contains_key(&key(c))).count();
+            // What is known of a later round's candidates: their verdicts
+            // from before, and the chunks that round would presume misses.
+            let spare = |known: &[Option<bool>], tested: &BTreeMap<String, bool>| -> Vec<Vec<usize>> {
+                let verdicts = |d: &Ddmin| -> Vec<Option<bool>> {
+                    d.candidates()
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            let c = of(c);
+                            match tested.get(&key(&c)) {
+                                Some(&v) => Some(v),
+                                None if i < d.presumable_chunks() && part_of_a_miss(&c) => Some(false),
+                                None => None,
+                            }
+                        })
+                        .collect()
+                };
+                speculation(&dd, places, to_replay, known, verdicts).iter().map(|c| of(c)).collect()
             };
             let results = self.test(&cands, &presumed, &spare, replays).await?;
             if self.budget_exhausted || self.capped || self.whole.as_ref().is_some_and(|w| w.missed) {
@@ -1468,7 +1618,7 @@ impl<'a> Search<'a> {
             let mut found = None;
             let fresh = |s: &Vec<usize>| !found_before.iter().any(|f| f.iter().all(|u| s.contains(u)));
             for s in starts.into_iter().filter(|s| s.len() >= best.len() && fresh(s)) {
-                let verdict = self.test(std::slice::from_ref(&s), &[], &|_| Vec::new(), 1).await?;
+                let verdict = self.test(std::slice::from_ref(&s), &[], &|_, _| Vec::new(), 1).await?;
                 if self.budget_exhausted || self.capped {
                     return Ok(best);
                 }
@@ -1824,6 +1974,41 @@ mod tests {
         assert_eq!(rounds(&known), vec![first(5)]);
     }
 
+    #[test]
+    fn a_round_that_replays_fewer_candidates_than_places_guesses_what_follows_its_open_ones() {
+        // Eight units, halves [0..4) and [4..8): the first half presumed a
+        // miss (part of a set seen not to reproduce), the second to replay.
+        let d = Ddmin::new(8);
+        let miss: Vec<usize> = (0..4).collect();
+        let known = [Some(false), None];
+        let presumed = |d: &Ddmin| -> Vec<Option<bool>> {
+            d.candidates()
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (i < d.presumable_chunks() && c.iter().all(|u| miss.contains(u))).then_some(false))
+                .collect()
+        };
+        // One place left: the first half of [4..8), which follows its
+        // success; the round after "none" would replay it first too (its
+        // chunks of [0..4) presumed).
+        assert_eq!(speculation(&d, 2, 1, &known, presumed), vec![vec![4, 5]]);
+        // Both halves to replay fill both places; one place, no guess.
+        assert_eq!(speculation(&d, 2, 2, &[None, None], presumed), Vec::<Vec<usize>>::new());
+        assert_eq!(speculation(&d, 1, 1, &known, presumed), Vec::<Vec<usize>>::new());
+        // [4, 5] known to reproduce (tested before): no guess, and the
+        // rounds that follow it are looked at instead.
+        let tested = |d: &Ddmin| -> Vec<Option<bool>> {
+            let mut v = presumed(d);
+            for (i, c) in d.candidates().iter().enumerate() {
+                if *c == [4, 5] {
+                    v[i] = Some(true);
+                }
+            }
+            v
+        };
+        assert_eq!(speculation(&d, 2, 1, &known, tested), vec![vec![4]]);
+    }
+
     /// [`Ddmin::by_groups`] driven by a synchronous test; the kept units and
     /// how many candidates were tested.
     fn ddmin_by_groups(n: usize, groups: Vec<Vec<usize>>, holds: impl Fn(&[usize]) -> bool) -> (Vec<usize>, usize) {
@@ -2064,13 +2249,14 @@ mod beyond_tests {
     use super::*;
 
     #[test]
-    fn a_candidate_is_moot_once_an_earlier_one_of_its_round_reproduced() {
+    fn a_candidate_is_moot_once_it_or_an_earlier_one_of_its_round_reproduced() {
         let round = InRound::round(4);
         assert!(round.iter().all(|p| !p.moot()), "nothing known yet");
         round[2].hit();
         let moot: Vec<bool> = round.iter().map(InRound::moot).collect();
-        assert_eq!(moot, [false, false, false, true], "only those after the first success");
-        round[0].hit();
+        // The one that reproduced needs no other try either.
+        assert_eq!(moot, [false, false, true, true], "those from the first success on");
+        round[1].hit();
         let moot: Vec<bool> = round.iter().map(InRound::moot).collect();
         assert_eq!(moot, [false, true, true, true]);
         round[3].hit();
@@ -2090,13 +2276,18 @@ mod beyond_tests {
         /// [`REPLAY`] each takes (a long trace).
         whole_misses: std::sync::atomic::AtomicU32,
         whole_slower: u32,
-        /// Each replay's start and end, in order: (start, pings kept).
-        log: std::sync::Mutex<Vec<(bool, usize)>>,
+        /// A replay takes a tenth of [`REPLAY`] per ping kept (at least
+        /// one), as a real candidate's time grows with its inputs; else
+        /// each takes [`REPLAY`].
+        by_length: bool,
+        /// Each test's start and end, in order: (start, pings kept, their
+        /// names joined).
+        log: std::sync::Mutex<Vec<(bool, usize, String)>>,
     }
 
     impl Oracle {
         fn of(causes: Vec<Vec<&'static str>>) -> Oracle {
-            Oracle { causes, whole_misses: 0.into(), whole_slower: 1, log: Default::default() }
+            Oracle { causes, whole_misses: 0.into(), whole_slower: 1, by_length: false, log: Default::default() }
         }
     }
 
@@ -2135,10 +2326,15 @@ mod beyond_tests {
                     .collect();
                 let whole = kept.len() == PINGS.len();
                 let moot = || c.in_round.as_ref().is_some_and(InRound::moot);
-                let note = |start: bool| self.log.lock().unwrap().push((start, kept.len()));
+                let names = kept.iter().cloned().collect::<Vec<_>>().join(",");
+                let note = |start: bool| self.log.lock().unwrap().push((start, kept.len(), names.clone()));
                 note(true);
                 for k in 0..c.replays {
-                    for _ in 0..10 * if whole { self.whole_slower } else { 1 } {
+                    let slices = match self.by_length {
+                        true => kept.len().max(1),
+                        false => 10 * if whole { self.whole_slower as usize } else { 1 },
+                    };
+                    for _ in 0..slices {
                         if moot() {
                             note(false);
                             return Ok((false, u64::from(k)));
@@ -2272,23 +2468,76 @@ mod beyond_tests {
         let (report, _) = minimize_by(&base.join("two"), &beside, opts(2));
         assert_eq!(report.unwrap().mcs, alone.mcs);
         let log = beside.log.lock().unwrap().clone();
-        let whole_ends = log.iter().position(|&(start, kept)| !start && kept == PINGS.len()).expect("the whole trace");
+        let whole_ends =
+            log.iter().position(|&(start, kept, _)| !start && kept == PINGS.len()).expect("the whole trace");
         let others_before =
-            log[..whole_ends].iter().filter(|&&(start, kept)| start && kept > 0 && kept < PINGS.len()).count();
+            log[..whole_ends].iter().filter(|&&(start, kept, _)| start && kept > 0 && kept < PINGS.len()).count();
         assert!(others_before >= 2, "candidates started before the whole trace's verdict: {others_before}; {log:?}");
         // Flaky: the replay beside the search misses, the next alone reproduces.
         let flaky = oracle(1);
         let (report, _) = minimize_by(&base.join("flaky"), &flaky, opts(2));
         assert_eq!(report.unwrap().mcs, alone.mcs);
-        let wholes = flaky.log.lock().unwrap().iter().filter(|&&(start, kept)| start && kept == PINGS.len()).count();
+        let wholes = flaky.log.lock().unwrap().iter().filter(|&&(start, kept, _)| start && kept == PINGS.len()).count();
         assert_eq!(wholes, 2, "beside the search, then alone");
         // Never: three tries in all, and few candidates.
         let never = oracle(u32::MAX);
         let (report, _) = minimize_by(&base.join("never"), &never, opts(2));
         assert!(matches!(report, Err(RunError::DoesNotReproduce(_))), "{:?}", report.map(|r| r.mcs));
         let log = never.log.lock().unwrap().clone();
-        let candidates = log.iter().filter(|&&(start, kept)| start && kept > 0 && kept < PINGS.len()).count();
+        let candidates = log.iter().filter(|&&(start, kept, _)| start && kept > 0 && kept < PINGS.len()).count();
         assert!(candidates <= 8, "{candidates} candidates replayed for a trace that does not reproduce");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// How often a candidate started while another try of it was under
+    /// way, in an oracle's log.
+    fn tries_beside(log: &[(bool, usize, String)]) -> usize {
+        let mut under_way: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut beside = 0;
+        for (start, _, names) in log {
+            let n = under_way.entry(names).or_default();
+            if *start {
+                beside += usize::from(*n > 0);
+                *n += 1;
+            } else {
+                *n -= 1;
+            }
+        }
+        beside
+    }
+
+    /// With two places, a place nothing else wants (no other candidate of
+    /// the round, no guess) takes a candidate's next replay beside the one
+    /// under way. On every one- and two-input cause of ten pings (a "no"
+    /// replayed twice, a replay's time growing with its pings), the MCS is
+    /// the same as without testing ahead (`speculate: false`), no search
+    /// takes longer, and all of them take less time.
+    #[test]
+    fn a_place_nothing_else_wants_takes_a_candidates_next_replay() {
+        let base = std::env::temp_dir().join(format!("sts-tries-{}", std::process::id()));
+        let (mut ahead_time, mut waiting_time) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+        let mut beside = 0;
+        for (i, a) in PINGS.iter().enumerate() {
+            for b in &PINGS[i..] {
+                let cause: Vec<&'static str> = if a == b { vec![*a] } else { vec![*a, *b] };
+                let opts =
+                    |speculate| Options { final_replays: 0, jobs: 2, replays: 2, speculate, ..Options::default() };
+                let oracle = || Oracle { by_length: true, ..Oracle::of(vec![cause.clone()]) };
+                let ahead = oracle();
+                let (on, t_on) = minimize_by(&base.join("on"), &ahead, opts(true));
+                let waiting = oracle();
+                let (off, t_off) = minimize_by(&base.join("off"), &waiting, opts(false));
+                assert_eq!(on.unwrap().mcs, off.unwrap().mcs, "{cause:?}");
+                assert_eq!(tries_beside(&waiting.log.lock().unwrap()), 0, "{cause:?}: nothing ahead of need");
+                assert!(t_on <= t_off, "{cause:?}: {t_on:?} testing ahead, {t_off:?} not");
+                beside += tries_beside(&ahead.log.lock().unwrap());
+                ahead_time += t_on;
+                waiting_time += t_off;
+            }
+        }
+        eprintln!("{beside} tries beside another; {ahead_time:?} against {waiting_time:?}");
+        assert!(beside > 0, "some candidate's replays went side by side");
+        assert!(ahead_time < waiting_time, "{ahead_time:?} testing ahead, {waiting_time:?} not");
         let _ = std::fs::remove_dir_all(&base);
     }
 
