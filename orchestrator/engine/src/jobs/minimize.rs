@@ -1119,6 +1119,8 @@ struct Testing {
     speculated: bool,
     trace: Trace,
     peek: PeekMode,
+    /// Replays per try: one without PEEK, all of them with it.
+    per_try: u32,
     /// Tries not started yet.
     left: u32,
     /// Tries under way.
@@ -1327,6 +1329,7 @@ impl<'a> Search<'a> {
             speculated,
             trace: candidate(self.trace, &self.events_of(set), self.host_start),
             peek,
+            per_try: if peek == PeekMode::Off { 1 } else { replays.max(1) },
             left: if peek == PeekMode::Off { replays.max(1) } else { 1 },
             running: 0,
         };
@@ -1337,10 +1340,7 @@ impl<'a> Search<'a> {
     /// Starts the next try of the candidate under test as `k`.
     fn start_try(&mut self, k: &str) {
         let Some(t) = self.under_test.get_mut(k) else { return };
-        let replays = match t.peek {
-            PeekMode::Off => 1,
-            _ => self.opts.replays.max(1),
-        };
+        let replays = t.per_try;
         let first_run = self.run_no + 1;
         self.run_no += replays + u32::from(t.peek != PeekMode::Off);
         t.left -= 1;
