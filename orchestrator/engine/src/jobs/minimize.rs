@@ -1195,7 +1195,8 @@ impl<'a> Search<'a> {
     /// are only kept, for when their round comes, and they go on across
     /// rounds (a later round that neither tests nor speculates on one calls
     /// it off). What is tested in order, and so the result, is the same as
-    /// without them.
+    /// without them. A place nothing else wants then takes the next try of
+    /// a candidate of the round under way ([`Testing`]).
     ///
     /// A candidate `presumed` a miss (by its index) counts as one without
     /// being tested, unless its verdict is known.
@@ -1387,7 +1388,10 @@ impl<'a> Search<'a> {
         let (ok, n) = match verdict {
             Ok(v) => v,
             Err(e) => {
-                self.under_test.remove(&k);
+                // Its other tries are not waited for either.
+                if let Some(t) = self.under_test.remove(&k) {
+                    t.place.call_off();
+                }
                 return Err(e);
             }
         };
