@@ -843,10 +843,12 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     };
     // The empty sequence first: a violation present without any input is not
     // caused by any of them, and ddmin (which never tries it) would name one.
-    // With two places or more the whole trace (which ddmin never tries
-    // either: an original that does not reproduce has nothing to minimize)
-    // is replayed beside it, and goes on beside ddmin's first candidates.
-    let present_without_inputs = search.baseline(&all).await?;
+    // The whole trace, which ddmin never tries either, matters only while no
+    // candidate reproduces (an original that does not reproduce has nothing
+    // to minimize): with one place it is replayed first; with more, beside
+    // the search once its first candidates all missed
+    // ([`Search::wants_whole`]), or after it, if none ever reproduced.
+    let present_without_inputs = search.baseline().await?;
     if present_without_inputs {
         engine.notice(NoticeKind::Info, "the violation is present without any input: the empty sequence reproduces it");
     }
@@ -856,19 +858,22 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
         // Replays of the whole trace that missed beside the search.
         let mut missed_beside = 0;
         loop {
-            // Not known to reproduce, and not under way beside the search:
-            // the whole trace is replayed alone first (again, if its replay
-            // beside the search missed).
-            if search.whole.is_none() && !search.state.tested.get(&key(&all)).copied().unwrap_or(false) {
+            // With one place (or once its replay beside the search missed),
+            // the whole trace not known to reproduce is replayed alone first.
+            let whole_known = |s: &Search| s.state.tested.get(&key(&all)).copied().unwrap_or(false);
+            if (opts.jobs < 2 || missed_beside > 0) && search.whole.is_none() && !whole_known(&search) {
                 search.confirm_whole(&all, missed_beside, &identity, dir).await?;
             }
             best = search.ddmin(&all, true, opts.replays.max(1)).await?;
-            // The search is not done before the whole trace is known to reproduce.
+            // Its replay beside the search, if it started, is waited for.
             search.whole_verdict().await?;
-            // Its replay beside the search missed: the search stopped, and
-            // goes on from what it knows (its verdicts stand) once the whole
-            // trace reproduces alone.
+            // It missed: the search stopped, and goes on from what it knows
+            // (its verdicts stand) once the whole trace reproduces alone.
             if search.whole.take().is_none() {
+                // No candidate reproduced: only the whole trace may.
+                if !search.any_hit() && !search.budget_exhausted && !whole_known(&search) {
+                    search.confirm_whole(&all, 0, &identity, dir).await?;
+                }
                 break;
             }
             missed_beside = 1;
@@ -1092,14 +1097,18 @@ struct Search<'a> {
     running: FuturesUnordered<BoxFuture<'a, Ended>>,
     /// The keys of their unit sets, each with its tries.
     under_test: BTreeMap<String, Testing>,
-    /// The whole trace's replay beside the search ([`Search::baseline`]),
+    /// The whole trace's replay beside the search ([`Search::wants_whole`]),
     /// while it has given no "yes".
     whole: Option<Whole>,
 }
 
-/// The whole trace's replay, started beside the empty sequence's and left
-/// running beside ddmin's first candidates: their verdicts do not depend on
-/// it, and the search is not done before it reproduced.
+/// Candidates that must miss, none reproducing, before the whole trace's
+/// replay goes beside the search ([`Search::wants_whole`]).
+const WHOLE_AFTER_MISSES: usize = 3;
+
+/// The whole trace's replay beside the search, started once its first
+/// candidates all missed: their verdicts do not depend on it, and a search
+/// that finds nothing is not done before it reproduced.
 struct Whole {
     key: String,
     /// It ended without reproducing (or without a verdict): the search
@@ -1145,6 +1154,37 @@ struct Ended {
 impl<'a> Search<'a> {
     fn events_of(&self, c: &[usize]) -> BTreeSet<usize> {
         c.iter().flat_map(|&u| self.groups[u].iter().copied()).collect()
+    }
+
+    /// Whether a candidate (the whole trace's replay aside) reproduced.
+    fn any_hit(&self) -> bool {
+        let all = key(&(0..self.groups.len()).collect::<Vec<_>>());
+        self.state.tested.iter().any(|(k, &ok)| ok && *k != all)
+    }
+
+    /// Whether the whole trace's replay should take the next free place:
+    /// with two places or more, when it is neither known to reproduce nor
+    /// under way, no candidate has reproduced yet and
+    /// [`WHOLE_AFTER_MISSES`] have missed. Until then it is not needed: a
+    /// candidate that reproduces shows there is something to minimize, and
+    /// the search's first rounds have both places to themselves. A run of
+    /// misses is what a trace that does not come back looks like; its
+    /// replay beside the search then ends such a search early.
+    fn wants_whole(&self) -> bool {
+        let all = key(&(0..self.groups.len()).collect::<Vec<_>>());
+        let missed = self.state.tested.iter().filter(|(k, &ok)| !ok && !k.is_empty() && **k != all).count();
+        self.opts.jobs >= 2
+            && self.whole.is_none()
+            && !self.state.tested.contains_key(&all)
+            && !self.any_hit()
+            && missed >= WHOLE_AFTER_MISSES
+    }
+
+    /// Starts the whole trace's replay beside the search.
+    fn start_whole(&mut self) {
+        let all: Vec<usize> = (0..self.groups.len()).collect();
+        self.whole = Some(Whole { key: key(&all), missed: false });
+        self.start_with(&all, InRound::alone(), false, 1, PeekMode::Off);
     }
 
     /// What chunks may be presumed misses from ([`Options::monotone`]): the
@@ -1235,6 +1275,10 @@ impl<'a> Search<'a> {
             let before_hit = results.iter().position(|r| *r == Some(true)).unwrap_or(cands.len());
             let mut started = false;
             while self.running.len() < jobs {
+                if self.wants_whole() {
+                    self.start_whole();
+                    continue;
+                }
                 let next =
                     (0..before_hit).find(|&i| results[i].is_none() && !self.under_test.contains_key(&key(&cands[i])));
                 let pick = match next {
@@ -1430,6 +1474,12 @@ impl<'a> Search<'a> {
         if ok {
             // The candidate's other tries are moot from now on.
             t.place.hit();
+            // So is the whole trace's replay beside the search.
+            if let Some(whole) = self.whole.take() {
+                if let Some(w) = self.under_test.remove(&whole.key) {
+                    w.place.call_off();
+                }
+            }
         }
         self.state.tested.insert(k, ok);
         if t.speculated {
@@ -1443,22 +1493,21 @@ impl<'a> Search<'a> {
     }
 
     /// Whether the empty sequence reproduces (known from a resumed search, or
-    /// replayed). With two places or more, the whole trace's replay (not
-    /// known to reproduce yet) starts beside it and is left running:
-    /// [`Search::whole`].
-    async fn baseline(&mut self, all: &[usize]) -> Result<bool, RunError> {
+    /// replayed; with two places, its tries side by side).
+    async fn baseline(&mut self) -> Result<bool, RunError> {
         let empty = key(&[]);
         if let Some(&known) = self.state.tested.get(&empty) {
             return Ok(known);
         }
         self.start_with(&[], InRound::alone(), false, self.opts.replays.max(1), PeekMode::Off);
-        let mut width = 1;
-        if self.opts.jobs >= 2 && !self.state.tested.get(&key(all)).copied().unwrap_or(false) {
-            self.whole = Some(Whole { key: key(all), missed: false });
-            self.start_with(all, InRound::alone(), false, 1, PeekMode::Off);
-            width = 2;
+        if self.opts.speculate {
+            while self.running.len() < self.opts.jobs.max(1) as usize
+                && self.under_test.get(&empty).is_some_and(|t| t.left > 0)
+            {
+                self.start_try(&empty);
+            }
         }
-        self.state.rounds.push([width, width]);
+        self.state.rounds.push([1, 1]);
         while let Some(ended) = self.running.next().await {
             if let Err(e) = self.finish(ended, &[], &mut []) {
                 self.settle().await;
@@ -2454,42 +2503,60 @@ mod beyond_tests {
         let _ = std::fs::remove_dir_all(&base);
     }
 
-    /// With two places the whole trace's replay (here five times as long as
-    /// a candidate's) goes on beside ddmin's first candidates, and the MCS
-    /// is the one of a search that waited for it. A whole trace that misses
-    /// there once is tried again alone and the search goes on to the same
-    /// MCS; one that never reproduces ends the search after three tries of
-    /// it, not after a search.
+    /// With two places the whole trace (here replayed five times as long as
+    /// a candidate) is replayed only when the search's first candidates all
+    /// miss, and the MCS is the one of a search that replayed it first
+    /// (one place). A candidate that reproduces early leaves it out; three
+    /// misses before any hit put it beside the search (a hit then calls it
+    /// off); one that misses there is tried again alone and the search goes
+    /// on to the same MCS;
+    /// one that never reproduces ends the search after three tries of it,
+    /// not after a search.
     #[test]
-    fn the_whole_trace_goes_beside_the_first_candidates_and_a_miss_is_tried_again_alone() {
+    fn the_whole_trace_is_replayed_beside_the_search_only_when_its_first_candidates_miss() {
         let base = std::env::temp_dir().join(format!("sts-whole-{}", std::process::id()));
         let opts = |jobs| Options { final_replays: 0, jobs, replays: 1, ..Options::default() };
-        let oracle =
-            |misses: u32| Oracle { whole_misses: misses.into(), whole_slower: 5, ..Oracle::of(vec![vec!["h3", "h7"]]) };
-        let (alone, _) = minimize_by(&base.join("one"), &oracle(0), opts(1));
+        let oracle = |cause: Vec<&'static str>, misses: u32| Oracle {
+            whole_misses: misses.into(),
+            // As long as a candidate: a miss beside the search comes before the first hit.
+            whole_slower: if misses > 0 { 1 } else { 5 },
+            ..Oracle::of(vec![cause])
+        };
+        let wholes = |o: &Oracle| o.log.lock().unwrap().iter().filter(|&&(start, kept, _)| start && kept == PINGS.len()).count();
+        // In the first half, which reproduces at once.
+        let early = vec!["h2", "h4"];
+        let (alone, _) = minimize_by(&base.join("one"), &oracle(early.clone(), 0), opts(1));
+        let two = oracle(early, 0);
+        let (report, _) = minimize_by(&base.join("two"), &two, opts(2));
+        assert_eq!(report.unwrap().mcs, alone.unwrap().mcs);
+        assert_eq!(wholes(&two), 0, "a candidate reproduced first: {:?}", two.log.lock().unwrap());
+        // Split across the halves: both miss, and a guess after them.
+        let late = vec!["h1", "h10"];
+        let (alone, _) = minimize_by(&base.join("one"), &oracle(late.clone(), 0), opts(1));
         let alone = alone.unwrap();
-        let beside = oracle(0);
-        let (report, _) = minimize_by(&base.join("two"), &beside, opts(2));
+        let two = oracle(late.clone(), 0);
+        let (report, _) = minimize_by(&base.join("two"), &two, opts(2));
         assert_eq!(report.unwrap().mcs, alone.mcs);
-        let log = beside.log.lock().unwrap().clone();
-        let whole_ends =
-            log.iter().position(|&(start, kept, _)| !start && kept == PINGS.len()).expect("the whole trace");
-        let others_before =
-            log[..whole_ends].iter().filter(|&&(start, kept, _)| start && kept > 0 && kept < PINGS.len()).count();
-        assert!(others_before >= 2, "candidates started before the whole trace's verdict: {others_before}; {log:?}");
+        let log = two.log.lock().unwrap().clone();
+        let whole_starts =
+            log.iter().position(|&(start, kept, _)| start && kept == PINGS.len()).expect("the whole trace beside");
+        let ended_before = log[..whole_starts].iter().filter(|&&(start, kept, _)| !start && kept > 0).count();
+        assert!(ended_before >= WHOLE_AFTER_MISSES, "{log:?}");
+        let whole_ends = log.iter().position(|&(start, kept, _)| !start && kept == PINGS.len()).unwrap();
+        assert!(log[whole_starts..whole_ends].iter().any(|&(start, kept, _)| start && kept < PINGS.len()), "{log:?}");
         // Flaky: the replay beside the search misses, the next alone reproduces.
-        let flaky = oracle(1);
+        let flaky = oracle(late, 1);
         let (report, _) = minimize_by(&base.join("flaky"), &flaky, opts(2));
         assert_eq!(report.unwrap().mcs, alone.mcs);
-        let wholes = flaky.log.lock().unwrap().iter().filter(|&&(start, kept, _)| start && kept == PINGS.len()).count();
-        assert_eq!(wholes, 2, "beside the search, then alone");
-        // Never: three tries in all, and few candidates.
-        let never = oracle(u32::MAX);
+        assert_eq!(wholes(&flaky), 2, "beside the search, then alone");
+        // Never (nor any candidate): three tries in all, and few candidates.
+        let never = oracle(vec!["h11"], u32::MAX);
         let (report, _) = minimize_by(&base.join("never"), &never, opts(2));
         assert!(matches!(report, Err(RunError::DoesNotReproduce(_))), "{:?}", report.map(|r| r.mcs));
         let log = never.log.lock().unwrap().clone();
         let candidates = log.iter().filter(|&&(start, kept, _)| start && kept > 0 && kept < PINGS.len()).count();
         assert!(candidates <= 8, "{candidates} candidates replayed for a trace that does not reproduce");
+        assert_eq!(wholes(&never), 2, "beside the search, then alone (its last two replays): {log:?}");
         let _ = std::fs::remove_dir_all(&base);
     }
 
