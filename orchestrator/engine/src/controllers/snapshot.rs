@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, IoSlice, Write};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -182,7 +182,10 @@ impl Zygote {
                     process.log_tail(10)
                 )));
             }
-            std::thread::sleep(Duration::from_millis(5));
+            // Woken as the shim connects; looking again now and then whether
+            // the controller is still alive.
+            let mut fds = [nix::poll::PollFd::new(listener.as_fd(), nix::poll::PollFlags::POLLIN)];
+            let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(20u8));
         };
         let _ = std::fs::remove_file(&socket);
         stream.set_nonblocking(false).map_err(|e| SnapshotError::Start(e.to_string()))?;

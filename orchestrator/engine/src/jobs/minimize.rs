@@ -714,7 +714,7 @@ pub trait Executor: Send + Sync {
         run: u32,
     ) -> BoxFuture<'a, Result<Replayed, RunError>> {
         Box::pin(async move {
-            let r = replay::replay_once(engine, config, trace, &out, run).await?;
+            let r = replay::replay_once_aside(engine, config, trace, &out, run).await?;
             Ok(Replayed { reproduced: r.reproduced, violation: r.violation })
         })
     }
@@ -2522,7 +2522,8 @@ mod beyond_tests {
             whole_slower: if misses > 0 { 1 } else { 5 },
             ..Oracle::of(vec![cause])
         };
-        let wholes = |o: &Oracle| o.log.lock().unwrap().iter().filter(|&&(start, kept, _)| start && kept == PINGS.len()).count();
+        let wholes =
+            |o: &Oracle| o.log.lock().unwrap().iter().filter(|&&(start, kept, _)| start && kept == PINGS.len()).count();
         // In the first half, which reproduces at once.
         let early = vec!["h2", "h4"];
         let (alone, _) = minimize_by(&base.join("one"), &oracle(early.clone(), 0), opts(1));

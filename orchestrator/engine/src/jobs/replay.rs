@@ -870,6 +870,16 @@ impl<'t> Replayer<'t> {
         self.finish_keeping().await.map(|(r, _)| r)
     }
 
+    /// [`Replayer::finish`], the controllers' teardown left to a blocking
+    /// thread ([`Session::end_aside`]): what comes next need not wait for
+    /// it, and their logs are complete once the runtime is gone.
+    pub async fn finish_aside(mut self) -> Result<ReplayResult, RunError> {
+        self.pause = None;
+        let (result, session) = self.finish_keeping().await?;
+        session.end_aside();
+        Ok(result)
+    }
+
     /// Gives the session up as it stands, mid-run: a replay called off.
     pub fn into_session(self) -> Session {
         self.session
@@ -944,6 +954,21 @@ pub fn replay_config(config: &Config, trace: &Trace) -> Config {
     let mut config = config.clone();
     config.time.wall_epoch_ns = trace.header.wall_epoch_ns;
     config
+}
+
+/// [`replay_once`], its controllers' teardown off the caller's path
+/// ([`Replayer::finish_aside`]): a minimization's final replays, each place
+/// free for the next as soon as its verdict is in.
+pub async fn replay_once_aside(
+    engine: &Engine,
+    config: &Config,
+    trace: &Trace,
+    out: &Path,
+    run: u32,
+) -> Result<ReplayResult, RunError> {
+    let mut r = Replayer::start(engine, config, trace, out, run).await?;
+    r.run_until(|_, _| false).await?;
+    r.finish_aside().await
 }
 
 /// Replays `trace` once, writing the new trace and logs into `out`.
