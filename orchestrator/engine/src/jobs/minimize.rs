@@ -723,6 +723,10 @@ pub trait Executor: Send + Sync {
     fn warm(&self) -> Option<crate::warm::Summary> {
         None
     }
+
+    /// The search is over (only the final replays follow): what only
+    /// candidates used may go.
+    fn search_over(&self) {}
 }
 
 /// What one final replay of the MCS showed.
@@ -762,6 +766,12 @@ impl Executor for Local {
 
     fn warm(&self) -> Option<crate::warm::Summary> {
         self.warm.as_ref().map(crate::warm::Places::summary)
+    }
+
+    fn search_over(&self) {
+        if let Some(places) = &self.warm {
+            places.release();
+        }
     }
 }
 
@@ -901,6 +911,7 @@ pub async fn run_on(engine: &Engine, executor: &dyn Executor, dir: &Path, opts: 
     search.settle().await;
     let budget_exhausted = search.budget_exhausted;
     drop(search);
+    executor.search_over();
     engine.progress(Progress::Done);
     let keep = events_of(&best);
     state.curve = curve.clone();

@@ -205,6 +205,21 @@ impl Places {
         *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
     }
 
+    /// The search is over: the live runs go, their controllers sent SIGKILL
+    /// now and waited for on a blocking thread (which the runtime waits for
+    /// before sts exits), so the final replays, which are fresh, start at
+    /// once. The summary stays.
+    pub fn release(&self) {
+        let mut places = std::mem::take(&mut *self.idle.lock().unwrap_or_else(|e| e.into_inner()));
+        for place in &mut places {
+            place.session.controllers.iter_mut().for_each(crate::controller::Controller::stop);
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(move || drop(places))),
+            Err(_) => drop(places),
+        }
+    }
+
     /// Puts `place`'s run back where its checkpoint was taken.
     async fn roll_back(&self, place: &mut Place, label: &str) -> Result<(), String> {
         roll_back(&mut place.session, &place.base, Restart::Resume(&mut place.checkpoints), label)
