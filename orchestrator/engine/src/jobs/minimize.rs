@@ -1154,6 +1154,8 @@ enum Next<'c> {
     Candidate(&'c [usize], InRound, bool),
     /// Another try of the candidate under test by this key.
     Try(String),
+    /// The whole trace's replay ([`Search::wants_whole`]).
+    Whole,
 }
 
 /// A try of a candidate, ended.
@@ -1286,10 +1288,6 @@ impl<'a> Search<'a> {
             let before_hit = results.iter().position(|r| *r == Some(true)).unwrap_or(cands.len());
             let mut started = false;
             while self.running.len() < jobs {
-                if self.wants_whole() {
-                    self.start_whole();
-                    continue;
-                }
                 let next =
                     (0..before_hit).find(|&i| results[i].is_none() && !self.under_test.contains_key(&key(&cands[i])));
                 let pick = match next {
@@ -1310,10 +1308,11 @@ impl<'a> Search<'a> {
                     (None, true) => self.another_try(cands, before_hit),
                     _ => None,
                 };
-                let next = match (pick, beside) {
-                    (Some((set, place, speculated)), _) => Next::Candidate(set, place, speculated),
-                    (None, Some(k)) => Next::Try(k),
-                    (None, None) => break,
+                let next = match (self.wants_whole(), pick, beside) {
+                    (true, _, _) => Next::Whole,
+                    (false, Some((set, place, speculated)), _) => Next::Candidate(set, place, speculated),
+                    (false, None, Some(k)) => Next::Try(k),
+                    (false, None, None) => break,
                 };
                 if self.deadline.is_some_and(|d| Instant::now() > d) {
                     self.budget_exhausted = true;
@@ -1324,6 +1323,7 @@ impl<'a> Search<'a> {
                     return Ok(results);
                 }
                 match next {
+                    Next::Whole => self.start_whole(),
                     Next::Candidate(set, place, speculated) => self.start(set, place, speculated, replays),
                     Next::Try(k) => self.start_try(&k),
                 }
