@@ -966,9 +966,7 @@ pub async fn replay_once_aside(
     out: &Path,
     run: u32,
 ) -> Result<ReplayResult, RunError> {
-    let mut r = Replayer::start(engine, config, trace, out, run).await?;
-    r.run_until(|_, _| false).await?;
-    r.finish_aside().await
+    replay_to_end(Replayer::start(engine, config, trace, out, run).await?, true).await
 }
 
 /// Replays `trace` once, writing the new trace and logs into `out`.
@@ -979,9 +977,16 @@ pub async fn replay_once(
     out: &Path,
     run: u32,
 ) -> Result<ReplayResult, RunError> {
-    let mut r = Replayer::start(engine, config, trace, out, run).await?;
+    replay_to_end(Replayer::start(engine, config, trace, out, run).await?, false).await
+}
+
+/// Runs `r` through its inputs and finishes it, the teardown `aside` or not.
+async fn replay_to_end(mut r: Replayer<'_>, aside: bool) -> Result<ReplayResult, RunError> {
     r.run_until(|_, _| false).await?;
-    r.finish().await
+    match aside {
+        true => r.finish_aside().await,
+        false => r.finish().await,
+    }
 }
 
 /// The first original internal event not seen again, and the first replayed
